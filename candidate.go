@@ -1,0 +1,79 @@
+package kvevict
+
+import (
+	"fmt"
+	"time"
+)
+
+// Priority is a sequence's quality-of-service class. The QoSAware strategy
+// evicts lower priorities first; other strategies ignore it.
+type Priority int8
+
+// The priority classes, lowest first.
+const (
+	PriorityLow    Priority = 0
+	PriorityNormal Priority = 1
+	PriorityHigh   Priority = 2
+)
+
+// String returns "low", "normal", "high", or "priority(N)" for other values.
+func (p Priority) String() string {
+	switch p {
+	case PriorityLow:
+		return "low"
+	case PriorityNormal:
+		return "normal"
+	case PriorityHigh:
+		return "high"
+	}
+	return fmt.Sprintf("priority(%d)", int8(p))
+}
+
+// Candidate is a sequence that holds KV blocks and might be evicted. The
+// allocator builds one per sequence for each call to [Policy.SelectVictims];
+// the policy reads candidates and never modifies or keeps them.
+//
+// Times are ticks: any monotonically increasing int64 clock the caller keeps,
+// nanoseconds by default (see [WithTickDuration]). The policy never reads a
+// clock of its own to decide anything: time comes in on the candidates.
+type Candidate struct {
+	ID                uint64        // sequence id, unique within one call
+	Blocks            []int         // KV block ids it holds, head (prefix) first
+	LastAccess        int64         // tick of the latest access
+	CreatedAt         int64         // tick at which it entered the cache (FIFO, FILO)
+	AccessCount       int           // hits so far; must not be negative
+	Priority          Priority      // QoS class (QoSAware)
+	Pinned            bool          // never evicted
+	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
+	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
+	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)
+
+	// AllowPartial says the allocator can free a tail of Blocks and keep the
+	// head (tail trimming). When the greedy selection reaches a candidate that
+	// allows it and needs fewer blocks than the candidate holds, it takes
+	// only the deepest blocks it still needs, so FreedBlocks == requiredBlocks.
+	AllowPartial bool
+}
+
+// evictable reports whether the selection may take c: it holds blocks and
+// is neither pinned nor referenced.
+func (c *Candidate) evictable() bool {
+	return !c.Pinned && c.RefCount == 0 && len(c.Blocks) > 0
+}
+
+// Victim is one sequence chosen for eviction and the blocks to free from it.
+type Victim struct {
+	ID uint64
+	// Blocks are the blocks to free: all of the candidate's Blocks, or a tail
+	// of them when the candidate allowed partial eviction. The slice shares
+	// its backing array with Candidate.Blocks; it is not a copy.
+	Blocks []int
+}
+
+// Result is the outcome of one successful selection.
+type Result struct {
+	Victims     []Victim      // in eviction order: smallest key first
+	FreedBlocks int           // sum of len(Victims[i].Blocks)
+	Elapsed     time.Duration // time the selection took, for latency metrics
+	Strategy    Strategy      // the strategy that chose
+}

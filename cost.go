@@ -1,0 +1,38 @@
+package kvevict
+
+import "math"
+
+// costKey ranks by retention value, the smallest evicted first:
+//
+//	retention = AccessCount x len(Blocks)^alpha / (1 + decay x age_seconds)
+//
+// A frequently reused, long sequence is both likely to be needed again and
+// expensive to re-prefill, so it is kept; alpha ([WithCostAlpha], default 2)
+// weighs the cost, decay ([WithCostDecay], default 0) forgets idle
+// sequences. age is the time since LastAccess at the call's current tick,
+// the largest LastAccess among its candidates (time comes in on the
+// candidates). Equal retentions, such as every never-reused sequence, break
+// by LastAccess, then ID.
+//
+// This multiplies by the count, as vLLM RFC #23641 intends; dividing by it
+// would evict the hottest prefixes first.
+func costKey(c *Candidate, p *keyParams) Key {
+	if c.AccessCount == 0 {
+		// Zero, not 0 x b^alpha, which is NaN when b^alpha overflows.
+		return Key{Minor: c.LastAccess}
+	}
+	retention := float64(c.AccessCount) * blockCost(len(c.Blocks), p)
+	if p.costDecayPerTick > 0 {
+		age := float64(max(p.now-c.LastAccess, 0))
+		retention /= 1 + p.costDecayPerTick*age
+	}
+	return Key{Major: orderedFloat(retention), Minor: c.LastAccess}
+}
+
+// blockCost is b^alpha, from a table for small b.
+func blockCost(b int, p *keyParams) float64 {
+	if b < len(p.costPow) {
+		return p.costPow[b]
+	}
+	return math.Pow(float64(b), p.costAlpha)
+}

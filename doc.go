@@ -1,0 +1,41 @@
+// Package kvevict chooses which sequences an LLM inference server evicts from
+// its KV cache when the cache runs out of blocks, and measures how good the
+// choices were.
+//
+// A KV pool allocator that needs blocks builds a [Candidate] for every
+// sequence that holds blocks and calls [Policy.SelectVictims] with how many it
+// needs. The policy skips pinned and referenced candidates, ranks the rest by
+// its strategy's [Key], takes the smallest keys greedily until their blocks
+// cover the need, and returns them as [Victim]s; the allocator frees their
+// blocks. [Policy.UpdateAccess] on every reuse lets the policy count
+// re-prefills (evicted sequences that were needed again). [Policy.Metrics]
+// reports evictions, latency, re-prefill rate and Jain fairness.
+//
+// # Choosing a strategy
+//
+//   - [LRU]: least recently used first. The default for chat, where a
+//     returning conversation reuses its recent prefix.
+//   - [MRU]: most recently used first, for cyclic scans larger than the cache.
+//   - [FIFO], [FILO]: by the time a sequence entered the cache, oldest or
+//     newest first, ignoring reuse.
+//   - [LFU]: fewest accesses first, optionally with a decay half-life
+//     ([WithLFUHalfLife]) so that once-hot sequences age out.
+//   - [SLRU]: sequences seen fewer than two times go first, as in SGLang; a
+//     scan of one-shot requests cannot push out reused prefixes.
+//   - [QoSAware]: lowest [Priority] first, LRU within a priority.
+//   - [Predictive]: the sequence whose KV will be useless soonest, from
+//     EstimatedLifetime or how close it is to MaxLen.
+//   - [FrequencyCost]: lowest AccessCount x len(Blocks)^alpha first, keeping
+//     long, hot prefixes that are most expensive to re-prefill.
+//
+// # Guarantees
+//
+// Selections are deterministic (equal keys break by ID ascending), atomic (a
+// selection that cannot be satisfied returns [ErrInsufficientBlocks] and
+// evicts and counts nothing) and never modify the caller's candidates.
+// Policies are safe for concurrent use, start no goroutines, read no clock
+// to decide (time comes in on the candidates; the clock only times the
+// selection for metrics) and keep bounded history ([WithHistoryCap]).
+//
+// [Ranker] exposes the same keys to structures that keep their own order.
+package kvevict

@@ -1,0 +1,3 @@
+module github.com/sagellm/kvevict
+
+go 1.24

@@ -1,0 +1,256 @@
+package kvevict
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// entry is one evictable candidate in the selection heap.
+type entry struct {
+	Key
+	id     uint64
+	idx    int32 // index in the caller's candidate slice
+	blocks int32 // len(Blocks)
+}
+
+// less orders entries by key, then ID.
+func less(a, b *entry) bool {
+	if a.Major != b.Major {
+		return a.Major < b.Major
+	}
+	if a.Minor != b.Minor {
+		return a.Minor < b.Minor
+	}
+	return a.id < b.id
+}
+
+// selector is the one selection engine. It keeps its scratch space between
+// calls so that a steady-state selection allocates only the Result's
+// victims. A selector is not safe for concurrent use; the policy's lock
+// guards it.
+type selector struct {
+	heap    []entry // max-heap: heap[0] is the largest key taken so far
+	ids     idSet
+	partial int // victims of the last selection that kept a head of their blocks
+}
+
+// maxCandidates bounds a call's candidate count so indices fit an int32.
+const maxCandidates = math.MaxInt32
+
+// selectVictims validates candidates and returns the greedy selection: the
+// shortest prefix of the evictable candidates in (key, ID) order whose blocks
+// cover required, trimming the last victim to the blocks still needed when it
+// allows partial eviction.
+//
+// It makes one pass over the candidates and keeps a max-heap of the smallest
+// keys seen whose blocks cover required: a new candidate enters only if its
+// key is below the heap's largest, which then leaves if the rest still cover
+// required. That costs O(n + k log n) for k victims (O(n) when the order is
+// adversarial only in that every candidate enters, O(n log k)), and sorts
+// the k victims at the end, never the n candidates.
+func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
+	if len(cands) > maxCandidates {
+		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
+	}
+	if kp.usesNow {
+		kp.now = maxLastAccess(cands)
+	}
+	s.ids.reset(len(cands))
+	s.heap = s.heap[:0]
+	s.partial = 0
+	sum, available := 0, 0
+	ids := &s.ids
+	var bound entry // the heap's top once the heap covers required
+	for i := range cands {
+		c := &cands[i]
+		if !valid(c) {
+			return Result{}, invalidField(c, i)
+		}
+		if ids.insert(c.ID) {
+			return Result{}, duplicateID(cands, i)
+		}
+		if !c.evictable() {
+			continue
+		}
+		available += len(c.Blocks)
+		if required == 0 {
+			continue
+		}
+		e := entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		if sum >= required && !less(&e, &bound) {
+			continue
+		}
+		s.push(e)
+		sum += int(e.blocks)
+		for sum-int(s.heap[0].blocks) >= required {
+			sum -= int(s.pop().blocks)
+		}
+		bound = s.heap[0]
+	}
+	if available < required {
+		return Result{}, &InsufficientBlocksError{Required: required, Available: available}
+	}
+	if required == 0 {
+		return Result{}, nil
+	}
+	s.sortAscending()
+	victims := make([]Victim, len(s.heap))
+	freed := 0
+	for i := range s.heap {
+		c := &cands[s.heap[i].idx]
+		blocks := c.Blocks
+		if need := required - freed; c.AllowPartial && len(blocks) > need {
+			blocks = blocks[len(blocks)-need:]
+			s.partial++
+		}
+		victims[i] = Victim{ID: c.ID, Blocks: blocks}
+		freed += len(blocks)
+	}
+	return Result{Victims: victims, FreedBlocks: freed}, nil
+}
+
+// valid reports whether none of the counts a strategy reads is negative:
+// one sign test of their bitwise or, since the selection runs it n times.
+func valid(c *Candidate) bool {
+	return c.RefCount|c.AccessCount|c.SeqLen|c.MaxLen|int(c.EstimatedLifetime) >= 0
+}
+
+func invalidField(c *Candidate, i int) error {
+	var field string
+	var value any
+	switch {
+	case c.RefCount < 0:
+		field, value = "RefCount", c.RefCount
+	case c.AccessCount < 0:
+		field, value = "AccessCount", c.AccessCount
+	case c.EstimatedLifetime < 0:
+		field, value = "EstimatedLifetime", c.EstimatedLifetime
+	case c.SeqLen < 0:
+		field, value = "SeqLen", c.SeqLen
+	default:
+		field, value = "MaxLen", c.MaxLen
+	}
+	return fmt.Errorf("%w: candidate %d (ID %d) has negative %s %v", ErrInvalidCandidate, i, c.ID, field, value)
+}
+
+// duplicateID describes candidate i, whose ID an earlier candidate has.
+func duplicateID(cands []Candidate, i int) error {
+	id := cands[i].ID
+	j := slices.IndexFunc(cands[:i], func(c Candidate) bool { return c.ID == id })
+	return fmt.Errorf("%w: candidates %d and %d share ID %d", ErrInvalidCandidate, j, i, id)
+}
+
+func maxLastAccess(cands []Candidate) int64 {
+	now := int64(math.MinInt64)
+	for i := range cands {
+		now = max(now, cands[i].LastAccess)
+	}
+	return now
+}
+
+// push adds e to the max-heap. O(log k).
+func (s *selector) push(e entry) {
+	s.heap = append(s.heap, e)
+	h := s.heap
+	j := len(h) - 1
+	for j > 0 {
+		parent := (j - 1) / 2
+		if !less(&h[parent], &h[j]) {
+			break
+		}
+		h[parent], h[j] = h[j], h[parent]
+		j = parent
+	}
+}
+
+// pop removes and returns the largest entry. O(log k).
+func (s *selector) pop() entry {
+	h := s.heap
+	last := len(h) - 1
+	top := h[0]
+	h[0] = h[last]
+	s.heap = h[:last]
+	siftDown(s.heap, 0)
+	return top
+}
+
+// siftDown restores the max-heap property below j.
+func siftDown(h []entry, j int) {
+	n := len(h)
+	for {
+		child := 2*j + 1
+		if child >= n {
+			return
+		}
+		if r := child + 1; r < n && less(&h[child], &h[r]) {
+			child = r
+		}
+		if !less(&h[j], &h[child]) {
+			return
+		}
+		h[j], h[child] = h[child], h[j]
+		j = child
+	}
+}
+
+// sortAscending heap-sorts the max-heap in place into ascending order.
+// O(k log k).
+func (s *selector) sortAscending() {
+	h := s.heap
+	for end := len(h) - 1; end > 0; end-- {
+		h[0], h[end] = h[end], h[0]
+		siftDown(h[:end], 0)
+	}
+}
+
+// idSet detects duplicate IDs in one call: an open-addressing hash table of
+// IDs with linear probing, cleared (a memclr) at the start of each call. A
+// slot holds id+1 so that zero means empty; ID math.MaxUint64, whose id+1 is
+// zero, is tracked by a flag. Eight-byte slots keep the table of a
+// thousand-candidate call inside the L1 cache.
+type idSet struct {
+	slots   []uint64
+	shift   uint
+	hasLast bool // ID math.MaxUint64 was inserted
+}
+
+// idSetShrinkAbove is the table size above which a much smaller call frees
+// the table, so one huge call does not pin its memory forever.
+const idSetShrinkAbove = 1 << 16
+
+// reset empties the set and sizes it for n IDs at a load factor <= 1/2.
+func (s *idSet) reset(n int) {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	if len(s.slots) < size || (len(s.slots) > idSetShrinkAbove && len(s.slots) > 8*size) {
+		s.slots = make([]uint64, size)
+	} else {
+		s.slots = s.slots[:size]
+		clear(s.slots)
+	}
+	s.shift = 64 - uint(bits.TrailingZeros(uint(size)))
+	s.hasLast = false
+}
+
+// insert adds id and reports whether it was already there.
+func (s *idSet) insert(id uint64) (dup bool) {
+	v := id + 1
+	if v == 0 {
+		dup, s.hasLast = s.hasLast, true
+		return dup
+	}
+	mask := uint64(len(s.slots) - 1)
+	for h := (id * 0x9E3779B97F4A7C15) >> s.shift; ; h = (h + 1) & mask {
+		switch s.slots[h] {
+		case 0:
+			s.slots[h] = v
+			return false
+		case v:
+			return true
+		}
+	}
+}

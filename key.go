@@ -1,0 +1,169 @@
+package kvevict
+
+import (
+	"cmp"
+	"math"
+)
+
+// Key is a strategy's priority for one candidate: the smallest is evicted
+// first, comparing Major, then Minor, then (outside the key) the candidate's
+// ID. Strategies pack their criteria into the two words, so that ranking is
+// two integer comparisons rather than a multi-field comparator.
+type Key struct {
+	Major, Minor int64
+}
+
+// Compare returns -1, 0 or +1 as k is before, equal to or after o in
+// eviction order. It is a strict weak ordering; callers that need a total
+// order break ties by candidate ID.
+func (k Key) Compare(o Key) int {
+	if c := cmp.Compare(k.Major, o.Major); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Minor, o.Minor)
+}
+
+// Ranker computes a key strategy's [Key] for candidates outside a [Policy],
+// for structures that keep their own order, such as a prefix tree. A Ranker
+// is immutable and safe for concurrent use.
+type Ranker struct {
+	params keyParams
+}
+
+// NewRanker returns the ranker of key strategy s, configured by the same
+// options as [New]. Strategies whose order depends on history rather than
+// on a candidate's fields return an error matching [ErrUnknownStrategy].
+func NewRanker(s Strategy, opts ...Option) (*Ranker, error) {
+	info, cfg, err := resolve(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Ranker{params: newKeyParams(info.kind, &cfg)}, nil
+}
+
+// Key returns c's key. For a strategy whose key depends on the current tick
+// (FrequencyCost with decay) it takes now to be c.LastAccess; use [Ranker.KeyAt]
+// to rank candidates against a common now. O(1).
+func (r *Ranker) Key(c *Candidate) Key {
+	return r.KeyAt(c, c.LastAccess)
+}
+
+// KeyAt returns c's key at tick now. Only FrequencyCost with decay reads now.
+func (r *Ranker) KeyAt(c *Candidate, now int64) Key {
+	p := r.params
+	p.now = now
+	return p.keyOf(c)
+}
+
+// UsesNow reports whether keys depend on the current tick, so that a
+// structure keeping candidates in key order must re-rank as time passes.
+func (r *Ranker) UsesNow() bool { return r.params.usesNow }
+
+// keyKind says which strategy's key keyParams.keyOf computes.
+type keyKind uint8
+
+const (
+	kindLRU keyKind = iota
+	kindMRU
+	kindFIFO
+	kindFILO
+	kindLFU
+	kindSLRU
+	kindQoS
+	kindPredictive
+	kindCost
+)
+
+// keyOf returns the strategy's key for an evictable candidate: a pure
+// function of the candidate and the parameters. The selection, the prefix
+// tree and the index all rank through it. A switch rather than a function
+// value keeps the per-candidate loop free of calls for the simple keys,
+// which Go would otherwise pay for by spilling the loop's registers.
+func (p *keyParams) keyOf(c *Candidate) Key {
+	switch p.kind {
+	case kindLRU:
+		return lruKey(c, p)
+	case kindMRU:
+		return mruKey(c, p)
+	case kindFIFO:
+		return fifoKey(c, p)
+	case kindFILO:
+		return filoKey(c, p)
+	case kindLFU:
+		return lfuKey(c, p)
+	case kindSLRU:
+		return slruKey(c, p)
+	case kindQoS:
+		return qosKey(c, p)
+	case kindPredictive:
+		return predictiveKey(c, p)
+	default:
+		return costKey(c, p)
+	}
+}
+
+// keyParams are a strategy and its parameters in tick units, precomputed
+// by New.
+type keyParams struct {
+	kind             keyKind
+	lfuHalfLifeTicks float64 // 0: no decay
+	slruThreshold    int
+	costAlpha        float64
+	costPow          []float64 // costPow[b] = b^costAlpha for small b
+	costDecayPerTick float64
+	tickNanos        float64 // nanoseconds per tick
+	horizonTicks     int64
+
+	usesNow bool  // the key reads now
+	now     int64 // the call's current tick: the largest LastAccess among its candidates
+}
+
+// costPowTableSize bounds the table of b^alpha that spares FrequencyCost a
+// math.Pow per candidate; longer sequences call math.Pow.
+const costPowTableSize = 1024
+
+func newKeyParams(kind keyKind, cfg *config) keyParams {
+	tick := float64(cfg.tickDuration)
+	p := keyParams{
+		kind:             kind,
+		slruThreshold:    cfg.slruThreshold,
+		costAlpha:        cfg.costAlpha,
+		costDecayPerTick: cfg.costDecay * tick / 1e9,
+		tickNanos:        tick,
+		horizonTicks:     saturatingTicks(float64(cfg.lifetimeHorizon) / tick),
+	}
+	p.usesNow = kind == kindCost && p.costDecayPerTick > 0
+	if cfg.lfuHalfLife > 0 {
+		p.lfuHalfLifeTicks = float64(cfg.lfuHalfLife) / tick
+	}
+	p.costPow = make([]float64, costPowTableSize)
+	for b := range p.costPow {
+		p.costPow[b] = math.Pow(float64(b), cfg.costAlpha)
+	}
+	return p
+}
+
+// saturatingTicks converts a tick count to int64, saturating instead of
+// overflowing.
+func saturatingTicks(t float64) int64 {
+	if t >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	if t <= math.MinInt64 {
+		return math.MinInt64
+	}
+	return int64(t)
+}
+
+// orderedFloat maps a float64 to an int64 with the same order, so float
+// keys compare as integers. -0 maps like +0; NaN must not occur.
+func orderedFloat(f float64) int64 {
+	if f == 0 {
+		return 0
+	}
+	i := int64(math.Float64bits(f))
+	if i < 0 {
+		i ^= math.MaxInt64
+	}
+	return i
+}

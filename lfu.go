@@ -1,0 +1,22 @@
+package kvevict
+
+import "math"
+
+// lfuKey evicts the least frequently used sequence first: (AccessCount,
+// LastAccess), so equal counts fall back to LRU.
+//
+// With a half-life h (see [WithLFUHalfLife]) the count decays: a sequence
+// idle for t is worth AccessCount x 2^(-t/h). Comparing that at a common
+// "now" is comparing log2(AccessCount) + LastAccess/h, which does not depend
+// on now, so the key is stable between calls. The count is aged from
+// LastAccess as a whole, an approximation that needs no per-access history.
+func lfuKey(c *Candidate, p *keyParams) Key {
+	if p.lfuHalfLifeTicks == 0 {
+		return Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
+	}
+	score := math.Inf(-1) // never accessed: below any decayed count
+	if c.AccessCount > 0 {
+		score = math.Log2(float64(c.AccessCount)) + float64(c.LastAccess)/p.lfuHalfLifeTicks
+	}
+	return Key{Major: orderedFloat(score), Minor: c.LastAccess}
+}

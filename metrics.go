@@ -1,0 +1,187 @@
+package kvevict
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Metrics is a snapshot of how a policy's choices went. Selections that
+// failed, and those with requiredBlocks == 0, count nothing.
+type Metrics struct {
+	Strategy Strategy
+
+	// Selections counts the calls to SelectVictims that evicted something.
+	Selections uint64
+	// TotalEvictions counts victims: sequences evicted, wholly or in part.
+	TotalEvictions uint64
+	// PartialEvictions counts victims that lost only a tail of their blocks.
+	PartialEvictions uint64
+	// EvictedBlocks counts blocks freed by all selections.
+	EvictedBlocks uint64
+
+	// AvgEvictionTime is the mean Result.Elapsed over Selections.
+	AvgEvictionTime time.Duration
+	// P99EvictionTime is the 99th percentile of Result.Elapsed over the most
+	// recent selections (up to 1024 of them).
+	P99EvictionTime time.Duration
+
+	// RePrefills counts evictions followed by an UpdateAccess of the same
+	// sequence: prefill work the server had to redo. Each eviction counts
+	// at most once, and only while it is among the remembered evictions
+	// (see [WithHistoryCap]).
+	RePrefills uint64
+	// RePrefillRate is RePrefills / TotalEvictions, 0 when nothing was
+	// evicted. Lower is better: evicted sequences were rarely needed again.
+	RePrefillRate float64
+	// FairnessScore is Jain's index, (sum x)^2 / (n sum x^2), where x is
+	// how many times each of n sequences appears among the remembered
+	// evictions. 1 when every evicted sequence was evicted equally often
+	// (or none was); it falls toward 1/n as one sequence is evicted over and
+	// over while others are spared.
+	FairnessScore float64
+}
+
+// latencyWindow is how many recent selection times P99EvictionTime covers.
+const latencyWindow = 1024
+
+// stats accumulates a policy's metrics. Its memory is bounded by the history
+// cap, so a server that runs for months does not grow it.
+type stats struct {
+	strategy         Strategy
+	selections       uint64
+	evictions        uint64
+	partialEvictions uint64
+	evictedBlocks    uint64
+	reprefills       uint64
+	totalTime        time.Duration
+	latencies        []time.Duration // ring of the latest selection times
+	nextLatency      int
+
+	// recent is a ring of the IDs of the last historyCap evictions, the
+	// oldest at head once it is full. perSequence counts each ID's
+	// appearances in it and remembers whether the sequence was evicted and
+	// not used since. sumX and sumX2 are the sums of those counts and of
+	// their squares, kept as counts change, for Jain's index.
+	historyCap  int
+	recent      []uint64
+	head        int
+	perSequence map[uint64]evictionRecord
+	sumX, sumX2 uint64
+}
+
+type evictionRecord struct {
+	count   uint32 // appearances in recent
+	pending bool   // evicted and not accessed since
+}
+
+func newStats(s Strategy, historyCap int) stats {
+	return stats{
+		strategy:    s,
+		historyCap:  historyCap,
+		perSequence: make(map[uint64]evictionRecord),
+	}
+}
+
+// record counts one successful selection, of which partial victims kept a
+// head of their blocks. O(k) for k victims.
+func (s *stats) record(res *Result, partial int) {
+	s.partialEvictions += uint64(partial)
+	s.selections++
+	s.totalTime += res.Elapsed
+	if len(s.latencies) < latencyWindow {
+		s.latencies = append(s.latencies, res.Elapsed)
+	} else {
+		s.latencies[s.nextLatency] = res.Elapsed
+		s.nextLatency = (s.nextLatency + 1) % latencyWindow
+	}
+	s.evictedBlocks += uint64(res.FreedBlocks)
+	for i := range res.Victims {
+		s.evict(res.Victims[i].ID)
+	}
+	s.evictions += uint64(len(res.Victims))
+}
+
+// evict remembers one eviction of id, forgetting the oldest when full.
+func (s *stats) evict(id uint64) {
+	if len(s.recent) < s.historyCap {
+		s.recent = append(s.recent, id)
+	} else {
+		s.forget(s.recent[s.head])
+		s.recent[s.head] = id
+		s.head = (s.head + 1) % s.historyCap
+	}
+	r := s.perSequence[id]
+	s.sumX++
+	s.sumX2 += 2*uint64(r.count) + 1 // (c+1)^2 - c^2
+	r.count++
+	r.pending = true
+	s.perSequence[id] = r
+}
+
+// forget drops one remembered eviction of id.
+func (s *stats) forget(id uint64) {
+	r := s.perSequence[id]
+	s.sumX--
+	s.sumX2 -= 2*uint64(r.count) - 1 // c^2 - (c-1)^2
+	r.count--
+	if r.count == 0 {
+		delete(s.perSequence, id)
+		return
+	}
+	s.perSequence[id] = r
+}
+
+// access counts a re-prefill if id was evicted since its last access. O(1).
+func (s *stats) access(id uint64) {
+	r, ok := s.perSequence[id]
+	if !ok || !r.pending {
+		return
+	}
+	s.reprefills++
+	r.pending = false
+	s.perSequence[id] = r
+}
+
+func (s *stats) snapshot() Metrics {
+	m := Metrics{
+		Strategy:         s.strategy,
+		Selections:       s.selections,
+		TotalEvictions:   s.evictions,
+		PartialEvictions: s.partialEvictions,
+		EvictedBlocks:    s.evictedBlocks,
+		RePrefills:       s.reprefills,
+		FairnessScore:    1,
+	}
+	if s.selections > 0 {
+		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)
+		sorted := slices.Clone(s.latencies)
+		slices.Sort(sorted)
+		m.P99EvictionTime = sorted[(len(sorted)*99+99)/100-1]
+	}
+	if s.evictions > 0 {
+		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
+	}
+	if n := len(s.perSequence); n > 0 {
+		m.FairnessScore = float64(s.sumX) * float64(s.sumX) / (float64(n) * float64(s.sumX2))
+	}
+	return m
+}
+
+// logEviction writes one debug record for a selection, if the logger wants it.
+func logEviction(l *slog.Logger, res *Result) {
+	ctx := context.Background()
+	if !l.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	ids := make([]uint64, len(res.Victims))
+	for i, v := range res.Victims {
+		ids[i] = v.ID
+	}
+	l.LogAttrs(ctx, slog.LevelDebug, "kvevict: evicted",
+		slog.String("strategy", string(res.Strategy)),
+		slog.Any("victims", ids),
+		slog.Int("freed_blocks", res.FreedBlocks),
+		slog.Duration("elapsed", res.Elapsed))
+}

@@ -1,0 +1,37 @@
+package kvevict
+
+// predictiveKey evicts the sequence whose KV cache will be useless soonest.
+//
+// Every candidate is ranked on one scale: the tick at which its KV is
+// predicted to stop being useful, LastAccess + remaining, where remaining
+// is, in ticks,
+//   - EstimatedLifetime when the caller knows it (> 0);
+//   - otherwise (1 - SeqLen/MaxLen) x horizon when MaxLen > 0: a sequence
+//     near its maximum length will finish and stop being extended soon;
+//   - otherwise the horizon ([WithLifetimeHorizon], 30s by default), which
+//     among such candidates is plain LRU.
+//
+// So a known lifetime ranks before an unknown one exactly when it ends
+// sooner than the horizon would, and the key does not depend on the current
+// time, only on the candidate. Ties break by LastAccess, then ID.
+func predictiveKey(c *Candidate, p *keyParams) Key {
+	var remaining int64
+	switch {
+	case c.EstimatedLifetime > 0:
+		remaining = saturatingTicks(float64(c.EstimatedLifetime) / p.tickNanos)
+	case c.MaxLen > 0:
+		done := min(float64(c.SeqLen)/float64(c.MaxLen), 1)
+		remaining = saturatingTicks((1 - done) * float64(p.horizonTicks))
+	default:
+		remaining = p.horizonTicks
+	}
+	return Key{Major: saturatingAdd(c.LastAccess, remaining), Minor: c.LastAccess}
+}
+
+// saturatingAdd returns a+b for b >= 0, clamped at math.MaxInt64.
+func saturatingAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return 1<<63 - 1
+}

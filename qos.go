@@ -1,0 +1,8 @@
+package kvevict
+
+// qosKey evicts lower Priority first and, within a priority, the least
+// recently used. A high-priority tenant loses blocks only when no
+// lower-priority sequence can be evicted.
+func qosKey(c *Candidate, _ *keyParams) Key {
+	return Key{Major: int64(c.Priority), Minor: c.LastAccess}
+}
