@@ -1,0 +1,650 @@
+package kvevict_test
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+// blocks returns n distinct block ids starting at first.
+func blocks(first, n int) []int {
+	b := make([]int, n)
+	for i := range b {
+		b[i] = first + i
+	}
+	return b
+}
+
+func victimIDs(res kvevict.Result) []uint64 {
+	ids := make([]uint64, len(res.Victims))
+	for i, v := range res.Victims {
+		ids[i] = v.ID
+	}
+	return ids
+}
+
+func mustNew(t testing.TB, s kvevict.Strategy, opts ...kvevict.Option) kvevict.Policy {
+	t.Helper()
+	p, err := kvevict.New(s, opts...)
+	if err != nil {
+		t.Fatalf("New(%q): %v", s, err)
+	}
+	return p
+}
+
+// referenceSelect is the selection rule written as plainly as possible: rank
+// the evictable candidates by (key, ID) with a full sort, take them in order
+// until they cover required, trim the last to what is still needed if it
+// allows partial eviction. Keys come from a Ranker at the call's now, the
+// largest LastAccess.
+func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, cands []kvevict.Candidate, required int) ([]kvevict.Victim, error) {
+	t.Helper()
+	r, err := kvevict.NewRanker(s, opts...)
+	if err != nil {
+		t.Fatalf("NewRanker(%q): %v", s, err)
+	}
+	var now int64
+	for i, c := range cands {
+		if i == 0 || c.LastAccess > now {
+			now = c.LastAccess
+		}
+	}
+	var order []kvevict.Candidate
+	available := 0
+	for _, c := range cands {
+		if !c.Pinned && c.RefCount == 0 && len(c.Blocks) > 0 {
+			order = append(order, c)
+			available += len(c.Blocks)
+		}
+	}
+	if available < required {
+		return nil, kvevict.ErrInsufficientBlocks
+	}
+	slices.SortFunc(order, func(a, b kvevict.Candidate) int {
+		if c := r.KeyAt(&a, now).Compare(r.KeyAt(&b, now)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	var victims []kvevict.Victim
+	freed := 0
+	for _, c := range order {
+		if freed >= required {
+			break
+		}
+		b := c.Blocks
+		if need := required - freed; c.AllowPartial && len(b) > need {
+			b = b[len(b)-need:]
+		}
+		victims = append(victims, kvevict.Victim{ID: c.ID, Blocks: b})
+		freed += len(b)
+	}
+	return victims, nil
+}
+
+// checkResult verifies the invariants of every successful selection.
+func checkResult(t testing.TB, cands []kvevict.Candidate, required int, res kvevict.Result) {
+	t.Helper()
+	byID := make(map[uint64]kvevict.Candidate, len(cands))
+	for _, c := range cands {
+		byID[c.ID] = c
+	}
+	seen := make(map[uint64]bool)
+	freed := 0
+	for i, v := range res.Victims {
+		c, ok := byID[v.ID]
+		if !ok {
+			t.Fatalf("victim %d: ID %d is not a candidate", i, v.ID)
+		}
+		if c.Pinned || c.RefCount > 0 {
+			t.Fatalf("victim %d: ID %d is pinned or referenced (pinned=%v refs=%d)", i, v.ID, c.Pinned, c.RefCount)
+		}
+		if seen[v.ID] {
+			t.Fatalf("victim %d: ID %d chosen twice", i, v.ID)
+		}
+		seen[v.ID] = true
+		if len(v.Blocks) == 0 || len(v.Blocks) > len(c.Blocks) {
+			t.Fatalf("victim %d: frees %d of %d blocks", i, len(v.Blocks), len(c.Blocks))
+		}
+		if !slices.Equal(v.Blocks, c.Blocks[len(c.Blocks)-len(v.Blocks):]) {
+			t.Fatalf("victim %d: blocks %v are not a tail of %v", i, v.Blocks, c.Blocks)
+		}
+		if len(v.Blocks) < len(c.Blocks) && (!c.AllowPartial || i != len(res.Victims)-1) {
+			t.Fatalf("victim %d: partial eviction of a candidate that does not allow it, or not the last", i)
+		}
+		freed += len(v.Blocks)
+	}
+	if freed != res.FreedBlocks {
+		t.Fatalf("FreedBlocks = %d, victims hold %d", res.FreedBlocks, freed)
+	}
+	if freed < required {
+		t.Fatalf("freed %d < required %d", freed, required)
+	}
+	if n := len(res.Victims); n > 0 && freed-len(res.Victims[n-1].Blocks) >= required {
+		t.Fatalf("greedy overshoot: without the last victim %d blocks still cover %d", freed-len(res.Victims[n-1].Blocks), required)
+	}
+}
+
+func TestOrderPerStrategy(t *testing.T) {
+	// Each case: candidates, the blocks required, and the victims in order,
+	// computed by hand from the strategy's key.
+	tests := []struct {
+		strategy kvevict.Strategy
+		opts     []kvevict.Option
+		cands    []kvevict.Candidate
+		required int
+		want     []uint64
+	}{
+		{kvevict.LRU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), LastAccess: 30},
+			{ID: 2, Blocks: blocks(1, 1), LastAccess: 10},
+			{ID: 3, Blocks: blocks(2, 1), LastAccess: 20},
+		}, 2, []uint64{2, 3}},
+		{kvevict.MRU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), LastAccess: 30},
+			{ID: 2, Blocks: blocks(1, 1), LastAccess: 10},
+			{ID: 3, Blocks: blocks(2, 1), LastAccess: 20},
+		}, 2, []uint64{1, 3}},
+		{kvevict.FIFO, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), CreatedAt: 5, LastAccess: 1},
+			{ID: 2, Blocks: blocks(1, 1), CreatedAt: 3, LastAccess: 9},
+			{ID: 3, Blocks: blocks(2, 1), CreatedAt: 4, LastAccess: 2},
+		}, 2, []uint64{2, 3}},
+		{kvevict.FILO, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), CreatedAt: 5},
+			{ID: 2, Blocks: blocks(1, 1), CreatedAt: 3},
+			{ID: 3, Blocks: blocks(2, 1), CreatedAt: 4},
+		}, 2, []uint64{1, 3}},
+		// LFU: fewest accesses first; equal counts by LastAccess.
+		{kvevict.LFU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), AccessCount: 5, LastAccess: 1},
+			{ID: 2, Blocks: blocks(1, 1), AccessCount: 2, LastAccess: 9},
+			{ID: 3, Blocks: blocks(2, 1), AccessCount: 2, LastAccess: 4},
+			{ID: 4, Blocks: blocks(3, 1), AccessCount: 7, LastAccess: 0},
+		}, 3, []uint64{3, 2, 1}},
+		// LFU with a 10s half-life (tick = 1s): ID 1's 8 accesses are 40s
+		// (4 half-lives) older than ID 2's one, worth 8/16 = 0.5 access by
+		// then, so ID 1 goes first. Scores log2(count) + LastAccess/10:
+		// 1: 3+0 = 3, 2: 0+4 = 4, 3: 1+4 = 5.
+		{kvevict.LFU, []kvevict.Option{kvevict.WithTickDuration(time.Second), kvevict.WithLFUHalfLife(10 * time.Second)}, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), AccessCount: 8, LastAccess: 0},
+			{ID: 2, Blocks: blocks(1, 1), AccessCount: 1, LastAccess: 40},
+			{ID: 3, Blocks: blocks(2, 1), AccessCount: 2, LastAccess: 40},
+		}, 2, []uint64{1, 2}},
+		// SLRU: probationary (count < 2) first, LRU within a segment.
+		{kvevict.SLRU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), AccessCount: 5, LastAccess: 1},
+			{ID: 2, Blocks: blocks(1, 1), AccessCount: 1, LastAccess: 9},
+			{ID: 3, Blocks: blocks(2, 1), AccessCount: 0, LastAccess: 7},
+			{ID: 4, Blocks: blocks(3, 1), AccessCount: 2, LastAccess: 0},
+		}, 3, []uint64{3, 2, 4}},
+		{kvevict.SLRU, []kvevict.Option{kvevict.WithSLRUThreshold(6)}, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), AccessCount: 5, LastAccess: 1},
+			{ID: 2, Blocks: blocks(1, 1), AccessCount: 1, LastAccess: 9},
+		}, 1, []uint64{1}},
+		// QoS: low priority first, then LRU.
+		{kvevict.QoSAware, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), Priority: kvevict.PriorityHigh, LastAccess: 1},
+			{ID: 2, Blocks: blocks(1, 1), Priority: kvevict.PriorityLow, LastAccess: 9},
+			{ID: 3, Blocks: blocks(2, 1), Priority: kvevict.PriorityNormal, LastAccess: 0},
+			{ID: 4, Blocks: blocks(3, 1), Priority: kvevict.PriorityLow, LastAccess: 5},
+		}, 3, []uint64{4, 2, 3}},
+		// Predictive, tick = 1s, horizon 30s: expiries are
+		// 1: 100+5 = 105 (known lifetime), 2: 90+30 = 120 (unknown),
+		// 3: 100 + (1-0.9)*30 = 103 (90% complete), 4: 100+(1-0.5)*30 = 115.
+		{kvevict.Predictive, []kvevict.Option{kvevict.WithTickDuration(time.Second)}, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), LastAccess: 100, EstimatedLifetime: 5 * time.Second},
+			{ID: 2, Blocks: blocks(1, 1), LastAccess: 90},
+			{ID: 3, Blocks: blocks(2, 1), LastAccess: 100, SeqLen: 900, MaxLen: 1000},
+			{ID: 4, Blocks: blocks(3, 1), LastAccess: 100, SeqLen: 500, MaxLen: 1000},
+		}, 4, []uint64{3, 1, 4, 2}},
+		// FrequencyCost, alpha 2: retention 1: 1*3^2 = 9, 2: 4*1 = 4,
+		// 3: 0 (never reused), 4: 1*2^2 = 4 (ties 2, older LastAccess first).
+		{kvevict.FrequencyCost, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 3), AccessCount: 1, LastAccess: 1},
+			{ID: 2, Blocks: blocks(3, 1), AccessCount: 4, LastAccess: 5},
+			{ID: 3, Blocks: blocks(4, 2), AccessCount: 0, LastAccess: 9},
+			{ID: 4, Blocks: blocks(6, 2), AccessCount: 1, LastAccess: 2},
+		}, 6, []uint64{3, 4, 2, 1}},
+		// FrequencyCost with decay 1/s, tick = 1s, now = 10: retention
+		// 1: 10*1/(1+10) = 0.91, 2: 2*1/(1+0) = 2, 3: 1*1/(1+1) = 0.5.
+		{kvevict.FrequencyCost, []kvevict.Option{kvevict.WithTickDuration(time.Second), kvevict.WithCostDecay(1)}, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), AccessCount: 10, LastAccess: 0},
+			{ID: 2, Blocks: blocks(1, 1), AccessCount: 2, LastAccess: 10},
+			{ID: 3, Blocks: blocks(2, 1), AccessCount: 1, LastAccess: 9},
+		}, 3, []uint64{3, 1, 2}},
+		// Ties break by ID ascending whatever the input order.
+		{kvevict.LRU, nil, []kvevict.Candidate{
+			{ID: 9, Blocks: blocks(0, 1), LastAccess: 1},
+			{ID: 3, Blocks: blocks(1, 1), LastAccess: 1},
+			{ID: 5, Blocks: blocks(2, 1), LastAccess: 1},
+		}, 2, []uint64{3, 5}},
+		// Pinned, referenced and empty candidates are skipped.
+		{kvevict.LRU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 1), LastAccess: 1, Pinned: true},
+			{ID: 2, Blocks: blocks(1, 1), LastAccess: 2, RefCount: 1},
+			{ID: 3, LastAccess: 0},
+			{ID: 4, Blocks: blocks(2, 1), LastAccess: 3},
+		}, 1, []uint64{4}},
+		// Greedy by blocks: the first victim's four blocks cover three.
+		{kvevict.LRU, nil, []kvevict.Candidate{
+			{ID: 1, Blocks: blocks(0, 4), LastAccess: 1},
+			{ID: 2, Blocks: blocks(4, 1), LastAccess: 2},
+		}, 3, []uint64{1}},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("%d/%s", i, tt.strategy), func(t *testing.T) {
+			p := mustNew(t, tt.strategy, tt.opts...)
+			res, err := p.SelectVictims(tt.cands, tt.required)
+			if err != nil {
+				t.Fatalf("SelectVictims: %v", err)
+			}
+			if got := victimIDs(res); !slices.Equal(got, tt.want) {
+				t.Errorf("victims = %v, want %v", got, tt.want)
+			}
+			if res.Strategy != tt.strategy {
+				t.Errorf("Result.Strategy = %q, want %q", res.Strategy, tt.strategy)
+			}
+			checkResult(t, tt.cands, tt.required, res)
+		})
+	}
+}
+
+func TestInsufficientIsAtomic(t *testing.T) {
+	cands := []kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 3)},
+		{ID: 2, Blocks: blocks(3, 5), RefCount: 1},
+		{ID: 3, Blocks: blocks(8, 2), Pinned: true},
+	}
+	for _, s := range kvevict.Strategies() {
+		p := mustNew(t, s)
+		_, err := p.SelectVictims(cands, 4)
+		if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+			t.Fatalf("%s: err = %v, want ErrInsufficientBlocks", s, err)
+		}
+		var ie *kvevict.InsufficientBlocksError
+		if !errors.As(err, &ie) || ie.Required != 4 || ie.Available != 3 {
+			t.Fatalf("%s: err = %#v, want Required 4 Available 3", s, err)
+		}
+		if !strings.Contains(err.Error(), "need 4, 3 available") {
+			t.Errorf("%s: message %q does not say the numbers", s, err)
+		}
+		if m := p.Metrics(); m.Selections != 0 || m.TotalEvictions != 0 || m.EvictedBlocks != 0 {
+			t.Errorf("%s: a failed selection was counted: %+v", s, m)
+		}
+	}
+}
+
+func TestZeroRequired(t *testing.T) {
+	p := mustNew(t, kvevict.LRU)
+	res, err := p.SelectVictims([]kvevict.Candidate{{ID: 1, Blocks: blocks(0, 2)}}, 0)
+	if err != nil || len(res.Victims) != 0 || res.FreedBlocks != 0 {
+		t.Fatalf("SelectVictims(_, 0) = %+v, %v; want an empty result", res, err)
+	}
+	if res, err := p.SelectVictims(nil, 0); err != nil || len(res.Victims) != 0 {
+		t.Fatalf("SelectVictims(nil, 0) = %+v, %v", res, err)
+	}
+	if m := p.Metrics(); m.Selections != 0 {
+		t.Errorf("an empty selection was counted: %+v", m)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	ok := kvevict.Candidate{ID: 1, Blocks: blocks(0, 2)}
+	tests := []struct {
+		name     string
+		cands    []kvevict.Candidate
+		required int
+		target   error
+		mention  string
+	}{
+		{"negative required", []kvevict.Candidate{ok}, -1, kvevict.ErrInvalidArgument, "-1"},
+		{"duplicate id", []kvevict.Candidate{ok, {ID: 2, Blocks: blocks(2, 1)}, {ID: 1, Blocks: blocks(3, 1)}}, 1, kvevict.ErrInvalidCandidate, "candidates 0 and 2 share ID 1"},
+		{"duplicate max id", []kvevict.Candidate{{ID: 1<<64 - 1}, {ID: 1<<64 - 1}}, 0, kvevict.ErrInvalidCandidate, "share ID"},
+		{"negative refcount", []kvevict.Candidate{ok, {ID: 2, RefCount: -1}}, 1, kvevict.ErrInvalidCandidate, "candidate 1 (ID 2) has negative RefCount -1"},
+		{"negative access count", []kvevict.Candidate{{ID: 2, AccessCount: -3}}, 0, kvevict.ErrInvalidCandidate, "AccessCount"},
+		{"negative lifetime", []kvevict.Candidate{{ID: 2, EstimatedLifetime: -time.Second}}, 0, kvevict.ErrInvalidCandidate, "EstimatedLifetime"},
+		{"negative seqlen", []kvevict.Candidate{{ID: 2, SeqLen: -1}}, 0, kvevict.ErrInvalidCandidate, "SeqLen"},
+		{"negative maxlen", []kvevict.Candidate{{ID: 2, MaxLen: -1}}, 0, kvevict.ErrInvalidCandidate, "MaxLen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, s := range kvevict.Strategies() {
+				p := mustNew(t, s)
+				_, err := p.SelectVictims(tt.cands, tt.required)
+				if !errors.Is(err, tt.target) {
+					t.Fatalf("%s: err = %v, want %v", s, err, tt.target)
+				}
+				if !strings.Contains(err.Error(), tt.mention) {
+					t.Errorf("%s: %q does not mention %q", s, err, tt.mention)
+				}
+				if m := p.Metrics(); m.Selections != 0 {
+					t.Errorf("%s: invalid input was counted: %+v", s, m)
+				}
+			}
+		})
+	}
+}
+
+func TestCallerSliceUntouched(t *testing.T) {
+	cands := seedScenario(200, 4, 7)
+	for i := range cands {
+		cands[i].AllowPartial = i%3 == 0
+	}
+	before := make([]kvevict.Candidate, len(cands))
+	for i, c := range cands {
+		before[i] = c
+		before[i].Blocks = slices.Clone(c.Blocks)
+	}
+	for _, s := range kvevict.Strategies() {
+		p := mustNew(t, s)
+		if _, err := p.SelectVictims(cands, 77); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if !reflect.DeepEqual(cands, before) {
+			t.Fatalf("%s: SelectVictims modified its input", s)
+		}
+	}
+}
+
+func TestPartialEviction(t *testing.T) {
+	cands := []kvevict.Candidate{
+		{ID: 1, Blocks: []int{10, 11}, LastAccess: 1},
+		{ID: 2, Blocks: []int{20, 21, 22, 23, 24}, LastAccess: 2, AllowPartial: true},
+		{ID: 3, Blocks: []int{30}, LastAccess: 3},
+	}
+	p := mustNew(t, kvevict.LRU)
+	res, err := p.SelectVictims(cands, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []kvevict.Victim{{ID: 1, Blocks: []int{10, 11}}, {ID: 2, Blocks: []int{23, 24}}}
+	if !reflect.DeepEqual(res.Victims, want) || res.FreedBlocks != 4 {
+		t.Fatalf("got %+v freed %d, want %+v freed 4", res.Victims, res.FreedBlocks, want)
+	}
+	checkResult(t, cands, 4, res)
+	if m := p.Metrics(); m.PartialEvictions != 1 || m.TotalEvictions != 2 || m.EvictedBlocks != 4 {
+		t.Errorf("metrics %+v, want 1 partial of 2 evictions, 4 blocks", m)
+	}
+	// A candidate that does not allow it is taken whole: the greedy rule
+	// overshoots rather than splitting it.
+	cands[1].AllowPartial = false
+	res, err = p.SelectVictims(cands, 4)
+	if err != nil || res.FreedBlocks != 7 {
+		t.Fatalf("got %+v, %v; want 7 blocks freed", res, err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	p := mustNew(t, kvevict.LRU)
+	m := p.Metrics()
+	if m.Strategy != kvevict.LRU || m.FairnessScore != 1 || m.RePrefillRate != 0 {
+		t.Fatalf("fresh metrics %+v", m)
+	}
+	cands := []kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 1},
+		{ID: 2, Blocks: blocks(1, 2), LastAccess: 2},
+		{ID: 3, Blocks: blocks(3, 1), LastAccess: 3},
+	}
+	// Evict 1, then 1 and 2, then 1 again: counts 1:3, 2:1.
+	for _, need := range []int{1, 3, 1} {
+		if _, err := p.SelectVictims(cands, need); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.UpdateAccess(1)  // re-prefill of 1
+	p.UpdateAccess(1)  // not again: no eviction in between
+	p.UpdateAccess(2)  // re-prefill of 2
+	p.UpdateAccess(99) // never evicted
+	m = p.Metrics()
+	if m.Selections != 3 || m.TotalEvictions != 4 || m.EvictedBlocks != 5 || m.RePrefills != 2 {
+		t.Fatalf("counters %+v", m)
+	}
+	if m.RePrefillRate != 0.5 {
+		t.Errorf("RePrefillRate = %v, want 2/4", m.RePrefillRate)
+	}
+	// Jain over {3, 1}: 16 / (2 * 10) = 0.8.
+	if m.FairnessScore != 0.8 {
+		t.Errorf("FairnessScore = %v, want 0.8", m.FairnessScore)
+	}
+	if m.AvgEvictionTime <= 0 || m.P99EvictionTime < m.AvgEvictionTime/1000 {
+		t.Errorf("latencies avg %v p99 %v", m.AvgEvictionTime, m.P99EvictionTime)
+	}
+}
+
+func TestHistoryCapBoundsMetrics(t *testing.T) {
+	// With room for two remembered evictions, the oldest is forgotten: its
+	// re-prefill is no longer detected and it leaves the fairness index.
+	p := mustNew(t, kvevict.LRU, kvevict.WithHistoryCap(2))
+	for id := uint64(1); id <= 3; id++ {
+		c := []kvevict.Candidate{{ID: id, Blocks: blocks(0, 1)}}
+		if _, err := p.SelectVictims(c, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.UpdateAccess(1)
+	p.UpdateAccess(3)
+	if m := p.Metrics(); m.RePrefills != 1 || m.FairnessScore != 1 {
+		t.Fatalf("metrics %+v, want 1 re-prefill (of 3) and fairness 1", m)
+	}
+	// Evicting 3 again: window {3, 3}, one sequence: Jain = 1.
+	c := []kvevict.Candidate{{ID: 3, Blocks: blocks(0, 1)}}
+	if _, err := p.SelectVictims(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m := p.Metrics(); m.FairnessScore != 1 {
+		t.Fatalf("fairness %v, want 1 for one sequence", m.FairnessScore)
+	}
+}
+
+func TestFairnessFallsWhenOneSequenceIsEvictedRepeatedly(t *testing.T) {
+	p := mustNew(t, kvevict.LRU)
+	victim := []kvevict.Candidate{{ID: 1, Blocks: blocks(0, 1)}}
+	for i := 0; i < 9; i++ {
+		if _, err := p.SelectVictims(victim, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.SelectVictims([]kvevict.Candidate{{ID: 2, Blocks: blocks(0, 1)}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// x = {9, 1}: 100 / (2 * 82).
+	if got, want := p.Metrics().FairnessScore, 100.0/164; got != want {
+		t.Fatalf("FairnessScore = %v, want %v", got, want)
+	}
+}
+
+func TestParseStrategy(t *testing.T) {
+	for _, s := range kvevict.Strategies() {
+		for _, name := range []string{string(s), strings.ToUpper(string(s)), " " + string(s) + "\t"} {
+			got, err := kvevict.ParseStrategy(name)
+			if err != nil || got != s {
+				t.Errorf("ParseStrategy(%q) = %q, %v; want %q", name, got, err, s)
+			}
+		}
+	}
+	_, err := kvevict.ParseStrategy("lruu")
+	if !errors.Is(err, kvevict.ErrUnknownStrategy) || !strings.Contains(err.Error(), "lru, mru") {
+		t.Errorf("ParseStrategy(lruu) err = %v, want ErrUnknownStrategy listing the known names", err)
+	}
+}
+
+func TestStrategiesAreDistinct(t *testing.T) {
+	ss := kvevict.Strategies()
+	if len(ss) < 9 {
+		t.Fatalf("Strategies() = %v, want at least the nine key strategies", ss)
+	}
+	seen := map[kvevict.Strategy]bool{}
+	for _, s := range ss {
+		if seen[s] {
+			t.Fatalf("%q registered twice", s)
+		}
+		seen[s] = true
+	}
+	ss[0] = "mutated"
+	if kvevict.Strategies()[0] == "mutated" {
+		t.Fatal("Strategies returns the registry itself")
+	}
+}
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	if _, err := kvevict.New("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Errorf("New(nope) err = %v", err)
+	}
+	bad := []kvevict.Option{
+		kvevict.WithTickDuration(0),
+		kvevict.WithLFUHalfLife(-time.Second),
+		kvevict.WithSLRUThreshold(0),
+		kvevict.WithCostAlpha(-1),
+		kvevict.WithCostDecay(-0.5),
+		kvevict.WithLifetimeHorizon(0),
+		kvevict.WithHistoryCap(0),
+	}
+	for i, opt := range bad {
+		if _, err := kvevict.New(kvevict.LRU, opt); !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("option %d: err = %v, want ErrInvalidArgument", i, err)
+		}
+	}
+	if _, err := kvevict.New(kvevict.LRU, nil, kvevict.WithLogger(nil)); err != nil {
+		t.Errorf("nil option and nil logger: %v", err)
+	}
+}
+
+// TestMatchesReference compares every strategy's selection with the plain
+// sort-based reference on random inputs, with ties, partial candidates,
+// pinned and referenced ones.
+func TestMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	optSets := [][]kvevict.Option{
+		nil,
+		{kvevict.WithTickDuration(time.Millisecond), kvevict.WithLFUHalfLife(50 * time.Millisecond), kvevict.WithCostDecay(3), kvevict.WithCostAlpha(1.5), kvevict.WithSLRUThreshold(3)},
+	}
+	for iter := 0; iter < 300; iter++ {
+		n := 1 + rng.IntN(60)
+		cands := make([]kvevict.Candidate, n)
+		total := 0
+		for i := range cands {
+			maxLen := rng.IntN(100)
+			cands[i] = kvevict.Candidate{
+				ID:                uint64(rng.IntN(4 * n)),
+				Blocks:            blocks(i*10, rng.IntN(6)),
+				LastAccess:        rng.Int64N(20),
+				CreatedAt:         rng.Int64N(20),
+				AccessCount:       rng.IntN(5),
+				Priority:          kvevict.Priority(rng.IntN(3)),
+				Pinned:            rng.IntN(8) == 0,
+				EstimatedLifetime: time.Duration(rng.IntN(3)) * 10 * time.Millisecond,
+				MaxLen:            maxLen,
+				SeqLen:            rng.IntN(maxLen + 1),
+				AllowPartial:      rng.IntN(3) == 0,
+			}
+			if rng.IntN(6) == 0 {
+				cands[i].RefCount = 1
+			}
+			total += len(cands[i].Blocks)
+		}
+		// Make IDs unique while keeping their order random.
+		seen := map[uint64]bool{}
+		for i := range cands {
+			for seen[cands[i].ID] {
+				cands[i].ID++
+			}
+			seen[cands[i].ID] = true
+		}
+		required := rng.IntN(total + 2)
+		for _, opts := range optSets {
+			for _, s := range kvevict.Strategies() {
+				if _, err := kvevict.NewRanker(s); err != nil {
+					continue // not a key strategy
+				}
+				p := mustNew(t, s, opts...)
+				res, err := p.SelectVictims(cands, required)
+				want, wantErr := referenceSelect(t, s, opts, cands, required)
+				if (err != nil) != (wantErr != nil) || (err != nil && !errors.Is(err, wantErr)) {
+					t.Fatalf("iter %d %s: err = %v, reference %v", iter, s, err, wantErr)
+				}
+				if err != nil {
+					continue
+				}
+				checkResult(t, cands, required, res)
+				if !reflect.DeepEqual(res.Victims, want) && !(len(res.Victims) == 0 && len(want) == 0) {
+					t.Fatalf("iter %d %s required %d:\n got %+v\nwant %+v", iter, s, required, res.Victims, want)
+				}
+			}
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	for _, s := range kvevict.Strategies() {
+		p := mustNew(t, s, kvevict.WithHistoryCap(64))
+		cands := seedScenario(100, 2, 3)
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 100; i++ {
+					res, err := p.SelectVictims(cands, 1+i%20)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, v := range res.Victims {
+						p.UpdateAccess(v.ID)
+					}
+					_ = p.Metrics()
+				}
+			}()
+		}
+		wg.Wait()
+		if m := p.Metrics(); m.Selections != 400 {
+			t.Errorf("%s: %d selections counted, want 400", s, m.Selections)
+		}
+	}
+}
+
+func TestRankerRejectsUnknown(t *testing.T) {
+	if _, err := kvevict.NewRanker("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Fatalf("err = %v", err)
+	}
+	r, err := kvevict.NewRanker(kvevict.FrequencyCost, kvevict.WithCostDecay(1))
+	if err != nil || !r.UsesNow() {
+		t.Fatalf("decaying FrequencyCost ranker: %v, UsesNow %v", err, r != nil && r.UsesNow())
+	}
+	r, _ = kvevict.NewRanker(kvevict.LRU)
+	if r.UsesNow() {
+		t.Fatal("LRU keys do not depend on now")
+	}
+}
+
+func TestLoggerRecordsEvictions(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := mustNew(t, kvevict.MRU, kvevict.WithLogger(logger))
+	cands := []kvevict.Candidate{{ID: 4, Blocks: blocks(0, 2), LastAccess: 1}, {ID: 5, Blocks: blocks(2, 1)}}
+	if _, err := p.SelectVictims(cands, 2); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"kvevict: evicted", "strategy=mru", "victims=[4]", "freed_blocks=2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+	// A failed selection logs nothing.
+	buf.Reset()
+	if _, err := p.SelectVictims(cands, 9); err == nil || buf.Len() != 0 {
+		t.Errorf("failed selection: err %v, log %q", err, buf.String())
+	}
+}
