@@ -36,6 +36,12 @@ func (p Priority) String() string {
 // Times are ticks: any monotonically increasing int64 clock the caller keeps,
 // nanoseconds by default (see [WithTickDuration]). The policy never reads a
 // clock of its own to decide anything: time comes in on the candidates.
+//
+// AllowPartial enables tail trimming: the allocator can free the deepest
+// blocks of the sequence and keep its head, the prefix a returning request
+// will match. When the greedy selection reaches such a candidate and needs
+// fewer blocks than it holds, it takes only the last blocks it still needs,
+// so FreedBlocks == requiredBlocks; the [Victim] then carries just that tail.
 type Candidate struct {
 	ID                uint64        // sequence id, unique within one call
 	Blocks            []int         // KV block ids it holds, head (prefix) first
@@ -44,15 +50,10 @@ type Candidate struct {
 	AccessCount       int           // hits so far; must not be negative
 	Priority          Priority      // QoS class (QoSAware)
 	Pinned            bool          // never evicted
+	AllowPartial      bool          // the tail of Blocks may be freed without the head
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
 	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)
-
-	// AllowPartial says the allocator can free a tail of Blocks and keep the
-	// head (tail trimming). When the greedy selection reaches a candidate that
-	// allows it and needs fewer blocks than the candidate holds, it takes
-	// only the deepest blocks it still needs, so FreedBlocks == requiredBlocks.
-	AllowPartial bool
 }
 
 // evictable reports whether the selection may take c: it holds blocks and

@@ -79,11 +79,21 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			continue
 		}
 		e := entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), math.MaxInt32))}
-		if sum >= required && !less(&e, &bound) {
+		switch {
+		case sum < required:
+			s.push(e)
+			sum += int(e.blocks)
+		case !less(&e, &bound):
 			continue
+		case sum-int(bound.blocks)+int(e.blocks) >= required:
+			// e displaces the largest key: one sift instead of a push and a pop.
+			sum += int(e.blocks) - int(bound.blocks)
+			s.heap[0] = e
+			siftDown(s.heap, 0)
+		default:
+			s.push(e)
+			sum += int(e.blocks)
 		}
-		s.push(e)
-		sum += int(e.blocks)
 		for sum-int(s.heap[0].blocks) >= required {
 			sum -= int(s.pop().blocks)
 		}
@@ -157,12 +167,13 @@ func (s *selector) push(e entry) {
 	j := len(h) - 1
 	for j > 0 {
 		parent := (j - 1) / 2
-		if !less(&h[parent], &h[j]) {
+		if !less(&h[parent], &e) {
 			break
 		}
-		h[parent], h[j] = h[j], h[parent]
+		h[j] = h[parent]
 		j = parent
 	}
+	h[j] = e
 }
 
 // pop removes and returns the largest entry. O(log k).
@@ -176,23 +187,26 @@ func (s *selector) pop() entry {
 	return top
 }
 
-// siftDown restores the max-heap property below j.
+// siftDown restores the max-heap property below j, moving entries up into
+// a hole rather than swapping them.
 func siftDown(h []entry, j int) {
 	n := len(h)
+	e := h[j]
 	for {
 		child := 2*j + 1
 		if child >= n {
-			return
+			break
 		}
 		if r := child + 1; r < n && less(&h[child], &h[r]) {
 			child = r
 		}
-		if !less(&h[j], &h[child]) {
-			return
+		if !less(&e, &h[child]) {
+			break
 		}
-		h[j], h[child] = h[child], h[j]
+		h[j] = h[child]
 		j = child
 	}
+	h[j] = e
 }
 
 // sortAscending heap-sorts the max-heap in place into ascending order.
