@@ -80,6 +80,13 @@ const (
 // value keeps the per-candidate loop free of calls for the simple keys,
 // which Go would otherwise pay for by spilling the loop's registers.
 func (p *keyParams) keyOf(c *Candidate) Key {
+	if p.kind == kindLRU {
+		return lruKey(c, p) // inlined: the most used strategy pays no call
+	}
+	return p.otherKey(c)
+}
+
+func (p *keyParams) otherKey(c *Candidate) Key {
 	switch p.kind {
 	case kindLRU:
 		return lruKey(c, p)
