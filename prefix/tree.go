@@ -37,7 +37,9 @@ type Access struct {
 // documentation for the model.
 //
 // A Tree is safe for concurrent use by multiple goroutines. Its memory is
-// one node per resident block: the caller bounds it by calling Evict.
+// one node per resident block (about 150 bytes with its index entry): the
+// caller bounds it by calling Evict. The index does not shrink below its
+// peak size, as Go maps do not.
 type Tree struct {
 	ranker     *kvevict.Ranker
 	onEvent    func(Event)
@@ -138,9 +140,9 @@ func (t *Tree) Protected() int {
 // longest prefix that is, and returns how many it added. Every block on the
 // path takes a.Tick as its latest access and the highest of its priority and
 // a.Priority; new blocks also take a.Tick as their creation time and have
-// no hits. Insert does not lock: new blocks are evictable at once. It
-// emits one [Stored] event with the added hashes. Empty hashes return
-// [ErrEmptyPath]. O(len(hashes) + log n).
+// no hits. Insert does not lock: new blocks are evictable at once. If it
+// added any, it emits one [Stored] event with their hashes. Empty hashes
+// return [ErrEmptyPath]. O(len(hashes) + log n).
 func (t *Tree) Insert(hashes []uint64, a Access) (added int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: Insert", ErrEmptyPath)
