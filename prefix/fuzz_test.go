@@ -14,6 +14,7 @@ import (
 type model struct {
 	paths  map[string]*modelPath
 	nextID uint64
+	mru    bool // evict the most recently used leaf instead of the least
 }
 
 type modelPath struct {
@@ -86,8 +87,8 @@ func (m *model) evictable() int {
 	return n
 }
 
-// evict removes k unprotected leaves, least recently used first, ties by
-// creation order, and returns their last hashes.
+// evict removes k unprotected leaves, least (or with mru, most) recently
+// used first, ties by creation order, and returns their last hashes.
 func (m *model) evict(k int) []uint64 {
 	var out []uint64
 	for range k {
@@ -96,7 +97,15 @@ func (m *model) evict(k int) []uint64 {
 			if m.protected(p) || m.hasChild(p) {
 				continue
 			}
-			if best == nil || p.lastAccess < best.lastAccess || p.lastAccess == best.lastAccess && p.id < best.id {
+			if best == nil {
+				best = p
+				continue
+			}
+			first := p.lastAccess < best.lastAccess
+			if m.mru {
+				first = p.lastAccess > best.lastAccess
+			}
+			if first || p.lastAccess == best.lastAccess && p.id < best.id {
 				best = p
 			}
 		}
@@ -107,17 +116,27 @@ func (m *model) evict(k int) []uint64 {
 }
 
 // FuzzTree drives a Tree and the model with the same operations and
-// compares every result, checking the tree's invariants after each.
+// compares every result, checking the tree's invariants after each. The
+// first byte chooses LRU or MRU (whose keys decrease as blocks are used).
 // Each operation takes three bytes: the operation, a path length and the
 // seed of the path's hashes, drawn from {0, 1, 2} so that paths share
 // prefixes. The clock advances every four operations, so that equal keys
 // test the tie break.
 func FuzzTree(f *testing.F) {
-	f.Add([]byte{0, 3, 5, 0, 2, 7, 1, 3, 5, 2, 2, 0, 4, 2, 0, 3, 2, 0, 4, 5, 0})
-	f.Add([]byte{0, 4, 1, 2, 4, 1, 4, 3, 0, 3, 4, 1, 4, 9, 0, 0, 1, 2})
+	f.Add([]byte{0, 0, 3, 5, 0, 2, 7, 1, 3, 5, 2, 2, 0, 4, 2, 0, 3, 2, 0, 4, 5, 0})
+	f.Add([]byte{1, 0, 4, 1, 2, 4, 1, 4, 3, 0, 3, 4, 1, 4, 9, 0, 0, 1, 2})
+	f.Add([]byte{0, 6, 3, 5, 5, 4, 5, 4, 6, 0, 3, 3, 5, 4, 6, 0, 3, 3, 8})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		tr := newTree(t, kvevict.LRU)
-		m := &model{paths: make(map[string]*modelPath)}
+		if len(ops) == 0 {
+			return
+		}
+		m := &model{paths: make(map[string]*modelPath), mru: ops[0]%2 == 1}
+		strategy := kvevict.LRU
+		if m.mru {
+			strategy = kvevict.MRU
+		}
+		tr := newTree(t, strategy)
+		ops = ops[1:]
 		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
 			tick := int64(step / 12) // four operations per tick, so keys tie
 			h := make([]uint64, ops[step+1]%5)
@@ -127,7 +146,7 @@ func FuzzTree(f *testing.F) {
 				seed /= 3
 			}
 			empty := len(h) == 0
-			switch ops[step] % 5 {
+			switch ops[step] % 7 {
 			case 0:
 				got, err := tr.Insert(h, at(tick))
 				if empty {
@@ -201,6 +220,35 @@ func FuzzTree(f *testing.F) {
 				}
 				if want := m.evict(k); err != nil || !slices.Equal(got, want) {
 					t.Fatalf("Evict(%d) = %v, %v; model evicts %v", k, got, err, want)
+				}
+			case 5:
+				got, err := tr.MatchLocked(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("MatchLocked(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				want := m.matched(h)
+				m.touch(h[:want], tick)
+				if want > 0 {
+					m.paths[pathKey(h[:want])].locks++
+				}
+				if err != nil || got != want {
+					t.Fatalf("MatchLocked(%v) = %d, %v; model matches %d", h, got, err, want)
+				}
+			case 6:
+				got, err := tr.InsertLocked(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("InsertLocked(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				want := m.insert(h, tick)
+				m.paths[pathKey(h)].locks++
+				if err != nil || got != want {
+					t.Fatalf("InsertLocked(%v) = %d, %v; model adds %d", h, got, err, want)
 				}
 			}
 			check(t, tr)
