@@ -43,6 +43,18 @@ func (h *evictHeap) pop() *node {
 	return n
 }
 
+// replaceTop removes the smallest entry and adds n with key k in one
+// sift: the common step of leaf-first eviction, where the parent of the
+// popped leaf becomes a leaf. The parent usually shares the child's recency
+// and so stays on top, making the step O(1) rather than two O(log n)
+// passes. O(log n).
+func (h evictHeap) replaceTop(n *node, k kvevict.Key) {
+	h[0].n.heapIdx = -1
+	h[0] = heapEntry{key: k, n: n}
+	n.heapIdx = 0
+	h.down(0)
+}
+
 // remove takes n out of the heap. O(log n).
 func (h *evictHeap) remove(n *node) {
 	i, last := n.heapIdx, len(*h)-1

@@ -362,13 +362,15 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		if len(t.heap) == 0 {
 			panic("prefix: evictable blocks but no evictable leaf")
 		}
-		n := t.heap.pop()
+		n := t.heap[0].n
 		removed[i] = n.hash
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
 		if p != &t.root && p.children == 0 && p.ref == 0 {
-			t.heap.push(p, t.key(p))
+			t.heap.replaceTop(p, t.key(p))
+		} else {
+			t.heap.pop()
 		}
 	}
 	t.evictable -= blocks
