@@ -21,6 +21,9 @@
 //   - [Tree.Unlock] the path when the request finishes (and lock the longer
 //     path if its new blocks must stay resident while it runs).
 //
+// [Tree.MatchLocked] and [Tree.InsertLocked] match or insert and lock in one
+// step, so that with several goroutines no Evict frees the blocks in between.
+//
 // Evict frees only unreferenced leaves, smallest key first; a parent that
 // becomes an unreferenced leaf joins the candidates at once. So an idle
 // conversation loses its deepest blocks first and keeps the recent prefix the

@@ -85,9 +85,9 @@ type Option func(*Tree)
 // WithEvents makes the tree call fn with an [Event] for every batch of
 // blocks it stores or removes, so that an external index (a KV-aware
 // router) stays consistent. fn is called after the tree's lock is released,
-// in the order the changes happened, one call at a time; it may read the
-// tree (Peek, Len, Evictable, Protected) but must not call Insert, Match,
-// Lock, Unlock or Evict on it, which would wait forever for fn to return.
+// in the order the changes happened, one call at a time. fn may call the
+// tree's other methods, but not Insert, InsertLocked or Evict, which would
+// wait for fn to return before delivering their own events.
 func WithEvents(fn func(Event)) Option {
 	return func(t *Tree) { t.onEvent = fn }
 }

@@ -292,7 +292,8 @@ func TestEvents(t *testing.T) {
 	var tr *Tree
 	tr = newTree(t, kvevict.LRU, WithEvents(func(e Event) {
 		got = append(got, e)
-		tr.Len() // reading the tree from the callback must not deadlock
+		tr.Len() // calling the tree from the callback must not deadlock
+		tr.Peek(e.Hashes)
 	}))
 	mustInsert(t, tr, []uint64{1, 2}, at(1))
 	mustInsert(t, tr, []uint64{1, 2}, at(2)) // nothing new: no event
