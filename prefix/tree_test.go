@@ -362,10 +362,30 @@ func TestRandomOperations(t *testing.T) {
 	if testing.Short() {
 		steps = 500
 	}
+	type config struct {
+		name     string
+		strategy kvevict.Strategy
+		opts     []kvevict.Option
+	}
+	configs := []config{
+		// Keys that read the current tick: the heap is re-keyed by Evict.
+		{"frequency_cost+decay", kvevict.FrequencyCost, []kvevict.Option{kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second)}},
+		{"lfu+half-life", kvevict.LFU, []kvevict.Option{kvevict.WithLFUHalfLife(10 * time.Second), kvevict.WithTickDuration(time.Second)}},
+	}
 	for _, s := range keyStrategies {
-		t.Run(string(s), func(t *testing.T) {
-			tr := newTree(t, s)
-			rng := rand.New(rand.NewPCG(7, uint64(len(s))))
+		configs = append(configs, config{name: string(s), strategy: s})
+	}
+	for ci, cfg := range configs {
+		t.Run(cfg.name, func(t *testing.T) {
+			r, err := kvevict.NewRanker(cfg.strategy, cfg.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := New(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(7, uint64(ci)))
 			var locked [][]uint64
 			for step := range steps {
 				path := make([]uint64, 1+rng.IntN(6))
@@ -416,8 +436,22 @@ func TestRandomOperations(t *testing.T) {
 	}
 }
 
+// keyNow is n's key at the tree's latest tick, from the ranker and the
+// node's fields as the package documentation presents them.
+func keyNow(tr *Tree, n *node) kvevict.Key {
+	return tr.ranker.KeyAt(&kvevict.Candidate{
+		ID:          n.id,
+		Blocks:      []int{0},
+		LastAccess:  n.lastAccess,
+		CreatedAt:   n.createdAt,
+		AccessCount: n.accessCount,
+		Priority:    n.priority,
+	}, tr.now)
+}
+
 // bruteForceVictim returns the hash of the unreferenced leaf with the
-// smallest (key, id) over all nodes, or 0 when there is none.
+// smallest (key at the latest tick, id) over all nodes, or 0 when there is
+// none.
 func bruteForceVictim(tr *Tree) uint64 {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -430,7 +464,7 @@ func bruteForceVictim(tr *Tree) uint64 {
 			best = n
 			continue
 		}
-		if c := tr.key(n).Compare(tr.key(best)); c < 0 || c == 0 && n.id < best.id {
+		if c := keyNow(tr, n).Compare(keyNow(tr, best)); c < 0 || c == 0 && n.id < best.id {
 			best = n
 		}
 	}
