@@ -1,0 +1,151 @@
+package prefix_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
+)
+
+// Workload shape: requests of pathLen blocks whose first headLen blocks are
+// one of heads shared prefixes (system prompts) and the rest are new.
+const (
+	pathLen = 16
+	headLen = 4
+	heads   = 64
+)
+
+// drift is how far, as a fraction 1/drift of n, a benchmark lets the tree's
+// size move before untimed work brings it back.
+const drift = 20
+
+// workload generates requests with fixed-seed randomness.
+type workload struct {
+	rng  *rand.Rand
+	next uint64 // next fresh block hash
+	tick int64
+}
+
+func newWorkload() *workload {
+	return &workload{rng: rand.New(rand.NewPCG(42, 7)), next: heads * headLen}
+}
+
+// request returns a new request's hashes: a shared head, then fresh blocks.
+func (w *workload) request() []uint64 {
+	h := make([]uint64, pathLen)
+	head := uint64(w.rng.IntN(heads))
+	for i := range headLen {
+		h[i] = head*headLen + uint64(i)
+	}
+	for i := headLen; i < pathLen; i++ {
+		h[i] = w.next
+		w.next++
+	}
+	return h
+}
+
+func (w *workload) access() prefix.Access {
+	w.tick++
+	return prefix.Access{Tick: w.tick, Priority: kvevict.Priority(w.rng.IntN(3))}
+}
+
+// build returns an LRU tree of about n blocks and the requests that filled
+// it, about a tenth of them locked as if running.
+func build(b *testing.B, n int) (*prefix.Tree, *workload, [][]uint64) {
+	b.Helper()
+	r, err := kvevict.NewRanker(kvevict.LRU)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := prefix.New(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWorkload()
+	var reqs [][]uint64
+	for tr.Len() < n {
+		h := w.request()
+		if _, err := tr.Insert(h, w.access()); err != nil {
+			b.Fatal(err)
+		}
+		if w.rng.IntN(10) == 0 {
+			if err := tr.Lock(h); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reqs = append(reqs, h)
+	}
+	return tr, w, reqs
+}
+
+var sizes = []int{10_000, 1_000_000}
+
+// BenchmarkInsert inserts a request of 16 blocks, 12 of them new. When the
+// tree has grown by 5%, an untimed Evict brings it back to its size.
+func BenchmarkInsert(b *testing.B) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			tr, w, _ := build(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tr.Insert(w.request(), w.access()); err != nil {
+					b.Fatal(err)
+				}
+				if tr.Len() > n+n/drift {
+					b.StopTimer()
+					if _, err := tr.Evict(tr.Len() - n); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMatch matches a resident request of 16 blocks, recording a hit
+// on each.
+func BenchmarkMatch(b *testing.B) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			tr, w, reqs := build(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				h := reqs[w.rng.IntN(len(reqs))]
+				if m, err := tr.Match(h, w.access()); err != nil || m != len(h) {
+					b.Fatalf("Match = %d, %v; want %d", m, err, len(h))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEvict evicts k blocks, leaf-first, from a tree of n. When the
+// tree has shrunk by 5%, untimed inserts bring it back to its size. The heap is
+// kept between calls, so the cost is O(k log n) with no first-call rebuild.
+func BenchmarkEvict(b *testing.B) {
+	for _, n := range sizes {
+		for _, k := range []int{1, 64} {
+			b.Run(fmt.Sprintf("n=%d/k=%d", n, k), func(b *testing.B) {
+				tr, w, _ := build(b, n)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := tr.Evict(k); err != nil {
+						b.Fatal(err)
+					}
+					if tr.Len() < n-n/drift {
+						b.StopTimer()
+						for tr.Len() < n {
+							if _, err := tr.Insert(w.request(), w.access()); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}

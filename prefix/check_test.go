@@ -1,0 +1,81 @@
+package prefix
+
+import (
+	"testing"
+)
+
+// check verifies every invariant of t: the child index matches the nodes'
+// links, each reference count is the number of locks ending in the node's
+// subtree (so never negative, and a locked path is wholly protected), the
+// evictable and protected counts partition the nodes, and the heap holds
+// exactly the unreferenced leaves, in heap order, with current keys.
+func check(tb testing.TB, t *Tree) {
+	tb.Helper()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	children := make(map[*node]int)
+	wantRef := make(map[*node]int)
+	for e, n := range t.children {
+		if e.hash != n.hash || n.parent == nil || e.parent != n.parent.id {
+			tb.Fatalf("edge %+v holds node %d (hash %d) whose parent does not match", e, n.id, n.hash)
+		}
+		if p := n.parent; p != &t.root && t.children[edge{p.parent.id, p.hash}] != p {
+			tb.Fatalf("node %d has a parent %d that is not in the tree", n.id, p.id)
+		}
+		children[n.parent]++
+		if n.ends < 0 || n.ref < 0 {
+			tb.Fatalf("node %d: ends %d, ref %d: negative", n.id, n.ends, n.ref)
+		}
+		for m := n; m != &t.root; m = m.parent {
+			wantRef[m] += n.ends
+		}
+	}
+	evictable, protected := 0, 0
+	leaves := 0
+	for _, n := range t.children {
+		if n.children != children[n] {
+			tb.Fatalf("node %d counts %d children, has %d", n.id, n.children, children[n])
+		}
+		if n.ref != wantRef[n] {
+			tb.Fatalf("node %d: ref %d, want %d (locks ending below it)", n.id, n.ref, wantRef[n])
+		}
+		if n.ref == 0 {
+			evictable++
+		} else {
+			protected++
+		}
+		inHeap := n.heapIdx >= 0
+		if want := n.ref == 0 && n.children == 0; inHeap != want {
+			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
+		}
+		if inHeap {
+			leaves++
+			if n.heapIdx >= len(t.heap) || t.heap[n.heapIdx].n != n {
+				tb.Fatalf("node %d: heap index %d does not point back at it", n.id, n.heapIdx)
+			}
+		}
+	}
+	if t.root.children != children[&t.root] || t.root.heapIdx != -1 {
+		tb.Fatalf("root: %d children (has %d), heap index %d", t.root.children, children[&t.root], t.root.heapIdx)
+	}
+	if evictable != t.evictable || protected != t.protected {
+		tb.Fatalf("evictable %d, protected %d; counted %d, %d", t.evictable, t.protected, evictable, protected)
+	}
+	if t.evictable+t.protected != len(t.children) {
+		tb.Fatalf("evictable %d + protected %d != size %d", t.evictable, t.protected, len(t.children))
+	}
+	if leaves != len(t.heap) {
+		tb.Fatalf("heap holds %d entries, %d unreferenced leaves", len(t.heap), leaves)
+	}
+	for i := range t.heap {
+		if k := t.key(t.heap[i].n); k != t.heap[i].key {
+			tb.Fatalf("heap entry %d (node %d): key %+v, current key %+v", i, t.heap[i].n.id, t.heap[i].key, k)
+		}
+		if i > 0 && t.heap.less(i, (i-1)/2) {
+			tb.Fatalf("heap entry %d is smaller than its parent", i)
+		}
+	}
+	if t.evictable > 0 && len(t.heap) == 0 {
+		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
+	}
+}

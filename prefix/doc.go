@@ -1,0 +1,61 @@
+// Package prefix keeps a KV cache's blocks in a prefix tree and evicts them
+// block by block, deepest first, as prefix caches (SGLang's radix cache,
+// vLLM's prefix caching) do.
+//
+// # Model
+//
+// A request's prompt is a path of block hashes, head first. The [Tree] has
+// one node per block: a node's children are the blocks that followed it in
+// some request, keyed by their hash. Two requests that share a leading run of
+// hashes share those nodes, and a block can only be reused when every block
+// before it is resident, so a node never outlives its parent.
+//
+// A pool allocator (or a simulator of one) drives a tree like this:
+//
+//   - [Tree.Match] a new request's hashes: the matched prefix is a cache hit
+//     and each of its blocks records the access.
+//   - [Tree.Lock] the matched path while the request runs: every block from
+//     the root to the path's end gains a reference and cannot be evicted.
+//   - [Tree.Evict] as many blocks as the request's new blocks need, then
+//     [Tree.Insert] its hashes.
+//   - [Tree.Unlock] the path when the request finishes (and lock the longer
+//     path if its new blocks must stay resident while it runs).
+//
+// [Tree.MatchLocked] and [Tree.InsertLocked] match or insert and lock in one
+// step, so that with several goroutines no Evict frees the blocks in between.
+//
+// Evict frees only unreferenced leaves, smallest key first; a parent that
+// becomes an unreferenced leaf joins the candidates at once. So an idle
+// conversation loses its deepest blocks first and keeps the recent prefix the
+// next turn will match, and a block shared by a running request is never
+// freed. Evictable and protected counts ([Tree.Evictable], [Tree.Protected])
+// change only when a block's reference count crosses zero, so they are O(1).
+//
+// # Keys
+//
+// Keys come from the core strategies through a [kvevict.Ranker], so LRU,
+// MRU, FIFO, FILO, LFU, SLRU, QoSAware, Predictive and FrequencyCost mean here
+// what they mean for [kvevict.Policy]. A node is ranked as a
+// [kvevict.Candidate] of one block with
+//
+//   - ID: the node's creation order (ties break by it: older first);
+//   - LastAccess: the Tick of the latest Insert or Match through it;
+//   - CreatedAt: the Tick of the Insert that created it;
+//   - AccessCount: the Matches through it;
+//   - Priority: the highest Priority of the Inserts through it.
+//
+// Predictive sees no lifetimes or lengths and so orders as LRU; FrequencyCost
+// sees one block per node and so orders by AccessCount, then LastAccess.
+//
+// The unreferenced leaves sit in an indexed heap that every operation updates
+// in O(log n): Evict of k blocks costs O(k log n), and keys that decrease
+// (MRU, FILO) are as correct as keys that grow. Only keys that depend on the
+// current tick (FrequencyCost with decay) force a re-key, once per Evict after
+// the clock moved.
+//
+// # Events
+//
+// [WithEvents] reports every stored and removed block, after the tree's lock
+// is released and in the order of the changes, so an external index such as a
+// KV-aware router's can mirror the tree.
+package prefix

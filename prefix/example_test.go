@@ -1,0 +1,101 @@
+package prefix_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
+)
+
+// A pool allocator serves a request: match its prefix, lock it while the
+// request runs, evict to make room for the new blocks, insert them, unlock.
+func Example() {
+	r, err := kvevict.NewRanker(kvevict.LRU)
+	if err != nil {
+		panic(err)
+	}
+	tree, err := prefix.New(r)
+	if err != nil {
+		panic(err)
+	}
+	const capacity = 6
+	serve := func(tick int64, hashes ...uint64) {
+		a := prefix.Access{Tick: tick}
+		hit, err := tree.MatchLocked(hashes, a)
+		if err != nil {
+			panic(err)
+		}
+		if over := tree.Len() + len(hashes) - hit - capacity; over > 0 {
+			evicted, err := tree.Evict(over)
+			if err != nil {
+				panic(err)
+			}
+			fmt.Println("  evicted", evicted)
+		}
+		if _, err := tree.Insert(hashes, a); err != nil {
+			panic(err)
+		}
+		if hit > 0 {
+			if err := tree.Unlock(hashes[:hit]); err != nil {
+				panic(err)
+			}
+		}
+		fmt.Printf("t=%d: %d of %d blocks hit, %d resident\n", tick, hit, len(hashes), tree.Len())
+	}
+	serve(1, 10, 11, 12, 13) // a conversation's first turn
+	serve(2, 20, 21)         // another conversation
+	serve(3, 10, 11, 12, 13, 14)
+	serve(4, 30, 31, 32)
+	// Output:
+	// t=1: 0 of 4 blocks hit, 4 resident
+	// t=2: 0 of 2 blocks hit, 6 resident
+	//   evicted [21]
+	// t=3: 4 of 5 blocks hit, 6 resident
+	//   evicted [20 14 13]
+	// t=4: 0 of 3 blocks hit, 6 resident
+}
+
+// Evict sheds an idle conversation from its deepest block up, keeping the
+// prefix its next turn will match, and never touches a locked path.
+func ExampleTree_Evict() {
+	r, _ := kvevict.NewRanker(kvevict.QoSAware)
+	tree, _ := prefix.New(r)
+	tree.Insert([]uint64{1, 2, 3}, prefix.Access{Tick: 1, Priority: kvevict.PriorityHigh})
+	tree.Insert([]uint64{1, 4, 5}, prefix.Access{Tick: 2, Priority: kvevict.PriorityLow})
+	tree.Insert([]uint64{6, 7}, prefix.Access{Tick: 3, Priority: kvevict.PriorityLow})
+	tree.Lock([]uint64{6, 7}) // a running request
+
+	evicted, _ := tree.Evict(3)
+	fmt.Println("evicted", evicted)
+	fmt.Println("evictable", tree.Evictable(), "protected", tree.Protected())
+
+	_, err := tree.Evict(4)
+	fmt.Println(errors.Is(err, kvevict.ErrInsufficientBlocks), err)
+	// Output:
+	// evicted [5 4 3]
+	// evictable 2 protected 2
+	// true kvevict: insufficient evictable blocks: need 4, 2 available
+}
+
+// WithEvents keeps an external index, such as a KV-aware router's map of
+// which blocks a server holds, in step with the tree.
+func ExampleWithEvents() {
+	index := make(map[uint64]bool) // the router's view of this server
+	r, _ := kvevict.NewRanker(kvevict.LRU)
+	tree, _ := prefix.New(r, prefix.WithEvents(func(e prefix.Event) {
+		fmt.Println(e.Kind, e.Hashes)
+		for _, h := range e.Hashes {
+			index[h] = e.Kind == prefix.Stored
+		}
+	}))
+	tree.Insert([]uint64{1, 2, 3}, prefix.Access{Tick: 1})
+	tree.Insert([]uint64{1, 2, 4}, prefix.Access{Tick: 2})
+	tree.Evict(2)
+	fmt.Println(index)
+	// Output:
+	// stored [1 2 3]
+	// stored [4]
+	// removed [3 4]
+	// map[1:true 2:true 3:false 4:false]
+}

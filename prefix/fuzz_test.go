@@ -1,0 +1,268 @@
+package prefix
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// model is a simple reference for an LRU tree: the set of resident paths,
+// each with its own access time, creation order and locks, and eviction by
+// scanning every path. It shares no code with Tree.
+type model struct {
+	paths  map[string]*modelPath
+	nextID uint64
+	mru    bool // evict the most recently used leaf instead of the least
+}
+
+type modelPath struct {
+	hashes     []uint64
+	lastAccess int64
+	id         uint64
+	locks      int // locks ending here
+}
+
+func pathKey(h []uint64) string {
+	b := make([]byte, 0, 8*len(h))
+	for _, x := range h {
+		for i := range 8 {
+			b = append(b, byte(x>>(8*i)))
+		}
+	}
+	return string(b)
+}
+
+func (m *model) matched(h []uint64) int {
+	i := 0
+	for i < len(h) && m.paths[pathKey(h[:i+1])] != nil {
+		i++
+	}
+	return i
+}
+
+func (m *model) touch(h []uint64, tick int64) {
+	for i := range h {
+		m.paths[pathKey(h[:i+1])].lastAccess = tick
+	}
+}
+
+func (m *model) insert(h []uint64, tick int64) int {
+	k := m.matched(h)
+	m.touch(h[:k], tick)
+	for i := k; i < len(h); i++ {
+		m.nextID++
+		m.paths[pathKey(h[:i+1])] = &modelPath{hashes: slices.Clone(h[:i+1]), lastAccess: tick, id: m.nextID}
+	}
+	return len(h) - k
+}
+
+// protected reports whether some lock ends at p or below it.
+func (m *model) protected(p *modelPath) bool {
+	for _, q := range m.paths {
+		if q.locks > 0 && len(q.hashes) >= len(p.hashes) && slices.Equal(q.hashes[:len(p.hashes)], p.hashes) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) hasChild(p *modelPath) bool {
+	for _, q := range m.paths {
+		if len(q.hashes) == len(p.hashes)+1 && slices.Equal(q.hashes[:len(p.hashes)], p.hashes) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) evictable() int {
+	n := 0
+	for _, p := range m.paths {
+		if !m.protected(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// evict removes k unprotected leaves, least (or with mru, most) recently
+// used first, ties by creation order, and returns their last hashes.
+func (m *model) evict(k int) []uint64 {
+	var out []uint64
+	for range k {
+		var best *modelPath
+		for _, p := range m.paths {
+			if m.protected(p) || m.hasChild(p) {
+				continue
+			}
+			if best == nil {
+				best = p
+				continue
+			}
+			first := p.lastAccess < best.lastAccess
+			if m.mru {
+				first = p.lastAccess > best.lastAccess
+			}
+			if first || p.lastAccess == best.lastAccess && p.id < best.id {
+				best = p
+			}
+		}
+		delete(m.paths, pathKey(best.hashes))
+		out = append(out, best.hashes[len(best.hashes)-1])
+	}
+	return out
+}
+
+// FuzzTree drives a Tree and the model with the same operations and
+// compares every result, checking the tree's invariants after each. The
+// first byte chooses LRU or MRU (whose keys decrease as blocks are used).
+// Each operation takes three bytes: the operation, a path length and the
+// seed of the path's hashes, drawn from {0, 1, 2} so that paths share
+// prefixes. The clock advances every four operations, so that equal keys
+// test the tie break.
+func FuzzTree(f *testing.F) {
+	f.Add([]byte{0, 0, 3, 5, 0, 2, 7, 1, 3, 5, 2, 2, 0, 4, 2, 0, 3, 2, 0, 4, 5, 0})
+	f.Add([]byte{1, 0, 4, 1, 2, 4, 1, 4, 3, 0, 3, 4, 1, 4, 9, 0, 0, 1, 2})
+	f.Add([]byte{0, 6, 3, 5, 5, 4, 5, 4, 6, 0, 3, 3, 5, 4, 6, 0, 3, 3, 8})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) == 0 {
+			return
+		}
+		m := &model{paths: make(map[string]*modelPath), mru: ops[0]%2 == 1}
+		strategy := kvevict.LRU
+		if m.mru {
+			strategy = kvevict.MRU
+		}
+		tr := newTree(t, strategy)
+		ops = ops[1:]
+		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
+			tick := int64(step / 12) // four operations per tick, so keys tie
+			h := make([]uint64, ops[step+1]%5)
+			seed := ops[step+2]
+			for i := range h {
+				h[i] = uint64(seed % 3)
+				seed /= 3
+			}
+			empty := len(h) == 0
+			switch ops[step] % 7 {
+			case 0:
+				got, err := tr.Insert(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("Insert(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				if want := m.insert(h, tick); err != nil || got != want {
+					t.Fatalf("Insert(%v) = %d, %v; model adds %d", h, got, err, want)
+				}
+			case 1:
+				got, err := tr.Match(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("Match(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				want := m.matched(h)
+				m.touch(h[:want], tick)
+				if err != nil || got != want {
+					t.Fatalf("Match(%v) = %d, %v; model matches %d", h, got, err, want)
+				}
+			case 2:
+				err := tr.Lock(h)
+				switch {
+				case empty:
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("Lock(%v): %v, want ErrEmptyPath", h, err)
+					}
+				case m.matched(h) < len(h):
+					if !errors.Is(err, ErrNotFound) {
+						t.Fatalf("Lock(%v) of a missing path: %v, want ErrNotFound", h, err)
+					}
+				default:
+					if err != nil {
+						t.Fatalf("Lock(%v): %v", h, err)
+					}
+					m.paths[pathKey(h)].locks++
+				}
+			case 3:
+				err := tr.Unlock(h)
+				switch {
+				case empty:
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("Unlock(%v): %v, want ErrEmptyPath", h, err)
+					}
+				case m.matched(h) < len(h):
+					if !errors.Is(err, ErrNotFound) {
+						t.Fatalf("Unlock(%v) of a missing path: %v, want ErrNotFound", h, err)
+					}
+				case m.paths[pathKey(h)].locks == 0:
+					if !errors.Is(err, ErrNotLocked) {
+						t.Fatalf("Unlock(%v) of an unlocked path: %v, want ErrNotLocked", h, err)
+					}
+				default:
+					if err != nil {
+						t.Fatalf("Unlock(%v): %v", h, err)
+					}
+					m.paths[pathKey(h)].locks--
+				}
+			case 4:
+				k := int(ops[step+1] % 7)
+				got, err := tr.Evict(k)
+				if avail := m.evictable(); k > avail {
+					if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+						t.Fatalf("Evict(%d) of %d evictable: %v, want ErrInsufficientBlocks", k, avail, err)
+					}
+					break
+				}
+				if want := m.evict(k); err != nil || !slices.Equal(got, want) {
+					t.Fatalf("Evict(%d) = %v, %v; model evicts %v", k, got, err, want)
+				}
+			case 5:
+				got, err := tr.MatchLocked(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("MatchLocked(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				want := m.matched(h)
+				m.touch(h[:want], tick)
+				if want > 0 {
+					m.paths[pathKey(h[:want])].locks++
+				}
+				if err != nil || got != want {
+					t.Fatalf("MatchLocked(%v) = %d, %v; model matches %d", h, got, err, want)
+				}
+			case 6:
+				got, err := tr.InsertLocked(h, at(tick))
+				if empty {
+					if !errors.Is(err, ErrEmptyPath) {
+						t.Fatalf("InsertLocked(%v): %v, want ErrEmptyPath", h, err)
+					}
+					break
+				}
+				want := m.insert(h, tick)
+				m.paths[pathKey(h)].locks++
+				if err != nil || got != want {
+					t.Fatalf("InsertLocked(%v) = %d, %v; model adds %d", h, got, err, want)
+				}
+			}
+			check(t, tr)
+			if got, want := tr.Len(), len(m.paths); got != want {
+				t.Fatalf("Len() = %d, model holds %d", got, want)
+			}
+			if got, want := tr.Evictable(), m.evictable(); got != want {
+				t.Fatalf("Evictable() = %d, model says %d", got, want)
+			}
+			for _, p := range m.paths {
+				if got := tr.Peek(p.hashes); got != len(p.hashes) {
+					t.Fatalf("model path %v: Peek = %d", p.hashes, got)
+				}
+			}
+		}
+	})
+}

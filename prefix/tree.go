@@ -1,0 +1,444 @@
+package prefix
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/sagellm/kvevict"
+)
+
+// Errors returned by the package, besides kvevict's. Match them with
+// [errors.Is].
+var (
+	// ErrEmptyPath: a call was given no block hashes.
+	ErrEmptyPath = errors.New("prefix: empty hash path")
+	// ErrNotFound: Lock or Unlock was given a path that is not wholly in
+	// the tree.
+	ErrNotFound = errors.New("prefix: path not in tree")
+	// ErrNotLocked: Unlock was given a path that no Lock ended at.
+	ErrNotLocked = errors.New("prefix: path not locked")
+)
+
+// Access describes the request that touches a path: when, and with which
+// quality-of-service class.
+type Access struct {
+	// Tick is the caller's clock (any monotonically increasing int64, as
+	// for kvevict.Candidate.LastAccess). The tree never reads a clock.
+	Tick int64
+	// Priority is the request's QoS class. A block's priority is the
+	// highest of the requests that inserted it.
+	Priority kvevict.Priority
+}
+
+// Tree is a prefix tree of KV blocks keyed by block hash, one node per
+// block, with reference counts and leaf-first eviction. See the package
+// documentation for the model.
+//
+// A Tree is safe for concurrent use by multiple goroutines. Its memory is
+// one node per resident block (about 150 bytes with its index entry): the
+// caller bounds it by calling Evict. The index does not shrink below its
+// peak size, as Go maps do not.
+type Tree struct {
+	ranker     *kvevict.Ranker
+	onEvent    func(Event)
+	usesNow    bool
+	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
+
+	mu        sync.Mutex // guards everything below
+	root      node
+	children  map[edge]*node
+	heap      evictHeap // unreferenced leaves, smallest key first
+	nextID    uint64
+	evictable int   // nodes with ref == 0
+	protected int   // nodes with ref > 0
+	now       int64 // the largest tick seen
+	keyedAt   int64 // the tick at which heap keys were computed (usesNow only)
+	pending   []Event
+}
+
+// node is one resident block.
+type node struct {
+	parent      *node
+	hash        uint64
+	id          uint64 // creation order, 1-based; breaks key ties
+	lastAccess  int64
+	createdAt   int64
+	accessCount int
+	ref         int // locks whose path passes through this node
+	ends        int // locks whose path ends at this node
+	children    int
+	heapIdx     int // index in Tree.heap, -1 when not there
+	priority    kvevict.Priority
+}
+
+// edge names a node by its parent's id and its own hash.
+type edge struct {
+	parent uint64
+	hash   uint64
+}
+
+// Option configures a Tree made by [New].
+type Option func(*Tree)
+
+// WithEvents makes the tree call fn with an [Event] for every batch of
+// blocks it stores or removes, so that an external index (a KV-aware
+// router) stays consistent. fn is called after the tree's lock is released,
+// in the order the changes happened, one call at a time. fn may call the
+// tree's other methods, but not Insert, InsertLocked or Evict, which would
+// wait for fn to return before delivering their own events.
+func WithEvents(fn func(Event)) Option {
+	return func(t *Tree) { t.onEvent = fn }
+}
+
+// New returns an empty tree that ranks leaves by r's keys. A nil ranker is
+// an error matching [kvevict.ErrInvalidArgument].
+func New(r *kvevict.Ranker, opts ...Option) (*Tree, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: prefix.New needs a ranker", kvevict.ErrInvalidArgument)
+	}
+	t := &Tree{
+		ranker:   r,
+		usesNow:  r.UsesNow(),
+		children: make(map[edge]*node),
+		now:      math.MinInt64,
+		keyedAt:  math.MinInt64,
+	}
+	t.root.heapIdx = -1
+	for _, opt := range opts {
+		if opt != nil {
+			opt(t)
+		}
+	}
+	return t, nil
+}
+
+// Len returns the number of blocks in the tree. O(1).
+func (t *Tree) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.evictable + t.protected
+}
+
+// Evictable returns the number of blocks no lock holds: Evict can free up
+// to that many. O(1).
+func (t *Tree) Evictable() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.evictable
+}
+
+// Protected returns the number of blocks on some locked path. O(1).
+func (t *Tree) Protected() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.protected
+}
+
+// Insert adds the blocks of hashes that are not yet in the tree, below the
+// longest prefix that is, and returns how many it added. Every block on the
+// path takes a.Tick as its latest access and the highest of its priority and
+// a.Priority; new blocks also take a.Tick as their creation time and have
+// no hits. Insert does not lock: new blocks are evictable at once. If it
+// added any, it emits one [Stored] event with their hashes. Empty hashes
+// return [ErrEmptyPath]. O(len(hashes) + log n).
+func (t *Tree) Insert(hashes []uint64, a Access) (added int, err error) {
+	if len(hashes) == 0 {
+		return 0, fmt.Errorf("%w: Insert", ErrEmptyPath)
+	}
+	return t.insert(hashes, a, false), nil
+}
+
+// InsertLocked is Insert followed by Lock(hashes), in one step, so that no
+// concurrent Evict can free the new blocks in between. Release it with
+// Unlock(hashes). O(len(hashes) + log n).
+func (t *Tree) InsertLocked(hashes []uint64, a Access) (added int, err error) {
+	if len(hashes) == 0 {
+		return 0, fmt.Errorf("%w: InsertLocked", ErrEmptyPath)
+	}
+	return t.insert(hashes, a, true), nil
+}
+
+func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
+	t.mu.Lock()
+	t.observe(a.Tick)
+	n, matched := t.walk(hashes)
+	for m := n; m != &t.root; m = m.parent {
+		m.lastAccess = a.Tick
+		m.priority = max(m.priority, a.Priority)
+	}
+	t.rekey(n)
+	if matched < len(hashes) {
+		if n.heapIdx >= 0 {
+			t.heap.remove(n)
+		}
+		parent := n
+		for _, h := range hashes[matched:] {
+			t.nextID++
+			c := &node{
+				parent:     n,
+				hash:       h,
+				id:         t.nextID,
+				lastAccess: a.Tick,
+				createdAt:  a.Tick,
+				heapIdx:    -1,
+				priority:   a.Priority,
+			}
+			t.children[edge{n.id, h}] = c
+			n.children++
+			n = c
+		}
+		t.evictable += len(hashes) - matched
+		t.heap.push(n, t.key(n))
+		if t.onEvent != nil {
+			t.pending = append(t.pending, Event{
+				Kind:      Stored,
+				Hashes:    append([]uint64(nil), hashes[matched:]...),
+				Parent:    parent.hash,
+				HasParent: parent != &t.root,
+				PrefixLen: matched,
+			})
+		}
+	}
+	if lock {
+		t.lock(n)
+	}
+	t.unlockAndDeliver()
+	return len(hashes) - matched
+}
+
+// Match returns the length of the longest prefix of hashes in the tree and
+// records a hit on each of its blocks: the latest access becomes a.Tick and
+// the hit count grows by one (a.Priority is not used; priorities come from
+// Insert). Empty hashes return [ErrEmptyPath]. O(len(hashes) + log n).
+func (t *Tree) Match(hashes []uint64, a Access) (matched int, err error) {
+	if len(hashes) == 0 {
+		return 0, fmt.Errorf("%w: Match", ErrEmptyPath)
+	}
+	return t.match(hashes, a, false), nil
+}
+
+// MatchLocked is Match followed by Lock(hashes[:matched]) when matched > 0,
+// in one step, so that no concurrent Evict can free the matched blocks in
+// between. Release it with Unlock(hashes[:matched]). O(len(hashes) + log n).
+func (t *Tree) MatchLocked(hashes []uint64, a Access) (matched int, err error) {
+	if len(hashes) == 0 {
+		return 0, fmt.Errorf("%w: MatchLocked", ErrEmptyPath)
+	}
+	return t.match(hashes, a, true), nil
+}
+
+func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observe(a.Tick)
+	n, matched := t.walk(hashes)
+	for m := n; m != &t.root; m = m.parent {
+		m.lastAccess = a.Tick
+		m.accessCount++
+	}
+	t.rekey(n)
+	if lock && n != &t.root {
+		t.lock(n)
+	}
+	return matched
+}
+
+// Peek returns the length of the longest prefix of hashes in the tree,
+// changing nothing. O(len(hashes)).
+func (t *Tree) Peek(hashes []uint64) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, matched := t.walk(hashes)
+	return matched
+}
+
+// Lock protects the path of hashes, which must be wholly in the tree, from
+// eviction until a matching Unlock: the reference count of every block from
+// the root to the path's end grows by one. Locks nest; a block stays
+// protected while any lock passes through it. A path not wholly in the tree
+// returns an error matching [ErrNotFound] and locks nothing; empty hashes
+// return [ErrEmptyPath]. O(len(hashes) + log n).
+func (t *Tree) Lock(hashes []uint64) error {
+	if len(hashes) == 0 {
+		return fmt.Errorf("%w: Lock", ErrEmptyPath)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, matched := t.walk(hashes)
+	if matched < len(hashes) {
+		return fmt.Errorf("%w: Lock of %d blocks, %d in tree", ErrNotFound, len(hashes), matched)
+	}
+	t.lock(n)
+	return nil
+}
+
+// lock adds a lock ending at n.
+func (t *Tree) lock(n *node) {
+	if n.heapIdx >= 0 {
+		t.heap.remove(n)
+	}
+	n.ends++
+	for m := n; m != &t.root; m = m.parent {
+		if m.ref == 0 {
+			t.evictable--
+			t.protected++
+		}
+		m.ref++
+	}
+}
+
+// Unlock releases one Lock of exactly the path of hashes. A path not wholly
+// in the tree returns an error matching [ErrNotFound]; a path no Lock ended
+// at (including a prefix or an extension of a locked path) returns one
+// matching [ErrNotLocked]; both change nothing. Empty hashes return
+// [ErrEmptyPath]. O(len(hashes) + log n).
+func (t *Tree) Unlock(hashes []uint64) error {
+	if len(hashes) == 0 {
+		return fmt.Errorf("%w: Unlock", ErrEmptyPath)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, matched := t.walk(hashes)
+	if matched < len(hashes) {
+		return fmt.Errorf("%w: Unlock of %d blocks, %d in tree", ErrNotFound, len(hashes), matched)
+	}
+	if n.ends == 0 {
+		return fmt.Errorf("%w: Unlock of %d blocks: no Lock ends there (%d locks pass through)", ErrNotLocked, len(hashes), n.ref)
+	}
+	n.ends--
+	for m := n; m != &t.root; m = m.parent {
+		m.ref--
+		if m.ref == 0 {
+			t.protected--
+			t.evictable++
+		}
+	}
+	if n.ref == 0 && n.children == 0 {
+		t.heap.push(n, t.key(n))
+	}
+	return nil
+}
+
+// Evict removes exactly blocks unlocked blocks, leaves only, and returns
+// their hashes in eviction order. Each step removes the unreferenced leaf
+// with the smallest key (ties by creation order); a parent that becomes an
+// unreferenced leaf joins the candidates at once, so a path is shed from its
+// deepest block up. It emits one [Removed] event with the hashes.
+//
+// It is atomic: if fewer than blocks are evictable it returns an error
+// matching [kvevict.ErrInsufficientBlocks] (a [*kvevict.InsufficientBlocksError])
+// and removes nothing. A negative count returns an error matching
+// [kvevict.ErrInvalidArgument]; zero returns nothing.
+//
+// The leaves are kept in a heap between calls, updated by every operation
+// in O(log n), so Evict costs O(k log n) for k blocks, never a rebuild.
+// The one exception is a ranker whose keys depend on the current tick
+// ([kvevict.Ranker.UsesNow], FrequencyCost with decay): then the first
+// Evict after the clock moved re-keys the heap in O(n).
+func (t *Tree) Evict(blocks int) ([]uint64, error) {
+	if blocks < 0 {
+		return nil, fmt.Errorf("%w: Evict of %d blocks", kvevict.ErrInvalidArgument, blocks)
+	}
+	if blocks == 0 {
+		return nil, nil
+	}
+	t.mu.Lock()
+	if blocks > t.evictable {
+		err := &kvevict.InsufficientBlocksError{Required: blocks, Available: t.evictable}
+		t.mu.Unlock()
+		return nil, err
+	}
+	if t.usesNow && t.keyedAt != t.now {
+		t.keyedAt = t.now
+		for i := range t.heap {
+			t.heap[i].key = t.key(t.heap[i].n)
+		}
+		t.heap.init()
+	}
+	removed := make([]uint64, blocks)
+	for i := range removed {
+		if len(t.heap) == 0 {
+			panic("prefix: evictable blocks but no evictable leaf")
+		}
+		n := t.heap[0].n
+		removed[i] = n.hash
+		p := n.parent
+		delete(t.children, edge{p.id, n.hash})
+		p.children--
+		if p != &t.root && p.children == 0 && p.ref == 0 {
+			t.heap.replaceTop(p, t.key(p))
+		} else {
+			t.heap.pop()
+		}
+	}
+	t.evictable -= blocks
+	if t.onEvent != nil {
+		t.pending = append(t.pending, Event{Kind: Removed, Hashes: append([]uint64(nil), removed...)})
+	}
+	t.unlockAndDeliver()
+	return removed, nil
+}
+
+// walk follows hashes from the root and returns the deepest node reached
+// and how many hashes matched.
+func (t *Tree) walk(hashes []uint64) (*node, int) {
+	n := &t.root
+	for i, h := range hashes {
+		c, ok := t.children[edge{n.id, h}]
+		if !ok {
+			return n, i
+		}
+		n = c
+	}
+	return n, len(hashes)
+}
+
+// observe advances the tree's clock.
+func (t *Tree) observe(tick int64) {
+	t.now = max(t.now, tick)
+}
+
+// rekey recomputes n's key after its fields changed, if n is in the heap.
+// Only the end of a path can be a leaf, so one call per operation keeps
+// every key current.
+func (t *Tree) rekey(n *node) {
+	if n.heapIdx >= 0 {
+		t.heap.fix(n, t.key(n))
+	}
+}
+
+// key is the ranker's key of n, presented as a one-block candidate.
+func (t *Tree) key(n *node) kvevict.Key {
+	c := kvevict.Candidate{
+		ID:          n.id,
+		Blocks:      oneBlock,
+		LastAccess:  n.lastAccess,
+		CreatedAt:   n.createdAt,
+		AccessCount: n.accessCount,
+		Priority:    n.priority,
+	}
+	return t.ranker.KeyAt(&c, t.keyedAt)
+}
+
+// oneBlock gives a node's candidate its length; rankers read only len(Blocks).
+var oneBlock = []int{0}
+
+// unlockAndDeliver releases the tree's lock and delivers the pending events
+// outside it, holding eventsDone so that deliveries keep the order of the
+// changes.
+func (t *Tree) unlockAndDeliver() {
+	if len(t.pending) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	events := t.pending
+	t.pending = nil
+	t.eventsDone.Lock()
+	t.mu.Unlock()
+	defer t.eventsDone.Unlock()
+	for _, e := range events {
+		t.onEvent(e)
+	}
+}

@@ -1,0 +1,536 @@
+package prefix
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+func newTree(tb testing.TB, s kvevict.Strategy, opts ...Option) *Tree {
+	tb.Helper()
+	r, err := kvevict.NewRanker(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := New(r, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+func at(tick int64) Access { return Access{Tick: tick} }
+
+func mustInsert(tb testing.TB, t *Tree, hashes []uint64, a Access) {
+	tb.Helper()
+	if _, err := t.Insert(hashes, a); err != nil {
+		tb.Fatalf("Insert(%v): %v", hashes, err)
+	}
+	check(tb, t)
+}
+
+func mustEvict(tb testing.TB, t *Tree, k int) []uint64 {
+	tb.Helper()
+	got, err := t.Evict(k)
+	if err != nil {
+		tb.Fatalf("Evict(%d): %v", k, err)
+	}
+	check(tb, t)
+	return got
+}
+
+func TestNewRejectsNilRanker(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Fatalf("New(nil) error %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestLeafFirstOrder is a step script: each step's Evict must free the
+// given hashes, in order.
+func TestLeafFirstOrder(t *testing.T) {
+	tests := []struct {
+		strategy kvevict.Strategy
+		setup    func(*Tree)
+		want     []uint64
+	}{
+		{
+			// Older leaf 3 goes first; then its parent 2, now a leaf; 1
+			// waits for its last child, 4.
+			strategy: kvevict.LRU,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+				mustInsert(t, tr, []uint64{1, 4}, at(2))
+			},
+			want: []uint64{3, 2, 4, 1},
+		},
+		{
+			// A Match refreshes the whole matched path: 3's branch is now
+			// the most recent, 4 goes first.
+			strategy: kvevict.LRU,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+				mustInsert(t, tr, []uint64{1, 4}, at(2))
+				if _, err := tr.Match([]uint64{1, 2, 3, 9}, at(3)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []uint64{4, 3, 2, 1},
+		},
+		{
+			// MRU: the Match makes leaf 3 the most recent, a key that
+			// decreases: it must move to the front.
+			strategy: kvevict.MRU,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+				mustInsert(t, tr, []uint64{1, 4}, at(2))
+				if _, err := tr.Match([]uint64{1, 2, 3}, at(3)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []uint64{3, 2, 4, 1},
+		},
+		{
+			// FIFO ignores reuse: 3 entered first.
+			strategy: kvevict.FIFO,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+				mustInsert(t, tr, []uint64{1, 4}, at(2))
+				if _, err := tr.Match([]uint64{1, 2, 3}, at(3)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []uint64{3, 2, 4, 1},
+		},
+		{
+			// LFU: 3's branch was hit twice, 4 never.
+			strategy: kvevict.LFU,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+				mustInsert(t, tr, []uint64{1, 4}, at(2))
+				for tick := int64(3); tick <= 4; tick++ {
+					if _, err := tr.Match([]uint64{1, 2, 3}, at(tick)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []uint64{4, 3, 2, 1},
+		},
+		{
+			// QoSAware: a block's priority is the highest of the requests
+			// that inserted it. The low-priority branch goes first though it
+			// is more recent; 1 is high because a high request inserted it.
+			strategy: kvevict.QoSAware,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2}, Access{Tick: 1, Priority: kvevict.PriorityHigh})
+				mustInsert(t, tr, []uint64{1, 3, 4}, Access{Tick: 2, Priority: kvevict.PriorityLow})
+			},
+			want: []uint64{4, 3, 2, 1},
+		},
+		{
+			// SLRU: 2 was hit twice (protected segment), 3 once.
+			strategy: kvevict.SLRU,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2}, at(1))
+				mustInsert(t, tr, []uint64{1, 3}, at(2))
+				for tick, path := range [][]uint64{{1, 2}, {1, 2}, {1, 3}} {
+					if _, err := tr.Match(path, at(int64(3+tick))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []uint64{3, 2, 1},
+		},
+		{
+			// FrequencyCost with one block per node orders by hits.
+			strategy: kvevict.FrequencyCost,
+			setup: func(tr *Tree) {
+				mustInsert(t, tr, []uint64{1, 2}, at(1))
+				mustInsert(t, tr, []uint64{1, 3}, at(2))
+				mustInsert(t, tr, []uint64{5}, at(3))
+				for tick, path := range [][]uint64{{1, 2}, {1, 2}, {1, 3}} {
+					if _, err := tr.Match(path, at(int64(4+tick))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []uint64{5, 3, 2, 1},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprintf("%d/%s", i, tt.strategy), func(t *testing.T) {
+			tr := newTree(t, tt.strategy)
+			tt.setup(tr)
+			check(t, tr)
+			var got []uint64
+			for range tt.want {
+				got = append(got, mustEvict(t, tr, 1)...)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("evicted %v, want %v", got, tt.want)
+			}
+			if tr.Len() != 0 {
+				t.Errorf("Len() = %d after evicting everything", tr.Len())
+			}
+		})
+	}
+}
+
+func TestLockProtectsPath(t *testing.T) {
+	tr := newTree(t, kvevict.LRU)
+	mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+	mustInsert(t, tr, []uint64{1, 4, 5}, at(2))
+	if err := tr.Lock([]uint64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, tr)
+	if got, want := tr.Protected(), 2; got != want {
+		t.Errorf("Protected() = %d, want %d", got, want)
+	}
+	if got, want := tr.Evictable(), 3; got != want {
+		t.Errorf("Evictable() = %d, want %d", got, want)
+	}
+	// 3 hangs below the locked path but is not on it.
+	if got, want := mustEvict(t, tr, 3), []uint64{3, 5, 4}; !slices.Equal(got, want) {
+		t.Errorf("Evict(3) = %v, want %v", got, want)
+	}
+	_, err := tr.Evict(1)
+	var ie *kvevict.InsufficientBlocksError
+	if !errors.As(err, &ie) || ie.Required != 1 || ie.Available != 0 {
+		t.Fatalf("Evict(1) with all blocks locked: %v, want InsufficientBlocksError{1, 0}", err)
+	}
+	if got := tr.Peek([]uint64{1, 2}); got != 2 {
+		t.Errorf("locked path: Peek = %d, want 2", got)
+	}
+	if err := tr.Unlock([]uint64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, tr)
+	if got, want := mustEvict(t, tr, 2), []uint64{2, 1}; !slices.Equal(got, want) {
+		t.Errorf("after Unlock: Evict(2) = %v, want %v", got, want)
+	}
+}
+
+func TestNestedLocks(t *testing.T) {
+	tr := newTree(t, kvevict.LRU)
+	mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
+	for _, p := range [][]uint64{{1, 2, 3}, {1}, {1, 2, 3}} {
+		if err := tr.Lock(p); err != nil {
+			t.Fatal(err)
+		}
+		check(t, tr)
+	}
+	if err := tr.Unlock([]uint64{1, 2}); !errors.Is(err, ErrNotLocked) {
+		t.Errorf("Unlock of a prefix of a locked path: %v, want ErrNotLocked", err)
+	}
+	for _, p := range [][]uint64{{1, 2, 3}, {1}} {
+		if err := tr.Unlock(p); err != nil {
+			t.Fatal(err)
+		}
+		check(t, tr)
+	}
+	if got := tr.Evictable(); got != 0 {
+		t.Errorf("one lock of [1 2 3] left: Evictable() = %d, want 0", got)
+	}
+	if err := tr.Unlock([]uint64{1}); !errors.Is(err, ErrNotLocked) {
+		t.Errorf("second Unlock([1]): %v, want ErrNotLocked", err)
+	}
+	if err := tr.Unlock([]uint64{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, tr)
+	if err := tr.Unlock([]uint64{1, 2, 3}); !errors.Is(err, ErrNotLocked) {
+		t.Errorf("Unlock of an unlocked path: %v, want ErrNotLocked", err)
+	}
+	if got := tr.Evictable(); got != 3 {
+		t.Errorf("all unlocked: Evictable() = %d, want 3", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tr := newTree(t, kvevict.LRU)
+	mustInsert(t, tr, []uint64{1, 2}, at(1))
+	for name, err := range map[string]error{
+		"Insert": func() error { _, err := tr.Insert(nil, at(2)); return err }(),
+		"Match":  func() error { _, err := tr.Match([]uint64{}, at(2)); return err }(),
+		"Lock":   tr.Lock(nil),
+		"Unlock": tr.Unlock(nil),
+	} {
+		if !errors.Is(err, ErrEmptyPath) {
+			t.Errorf("%s of no hashes: %v, want ErrEmptyPath", name, err)
+		}
+	}
+	if err := tr.Lock([]uint64{1, 3}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Lock of a missing path: %v, want ErrNotFound", err)
+	}
+	if err := tr.Unlock([]uint64{1, 2, 3}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Unlock of a missing path: %v, want ErrNotFound", err)
+	}
+	if _, err := tr.Evict(-1); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("Evict(-1): %v, want ErrInvalidArgument", err)
+	}
+	if got, err := tr.Evict(0); err != nil || got != nil {
+		t.Errorf("Evict(0) = %v, %v; want nothing", got, err)
+	}
+	_, err := tr.Evict(3)
+	if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+		t.Errorf("Evict(3) of 2 blocks: %v, want ErrInsufficientBlocks", err)
+	}
+	check(t, tr)
+	if tr.Len() != 2 {
+		t.Errorf("a failed Evict removed blocks: Len() = %d, want 2", tr.Len())
+	}
+}
+
+func TestEvents(t *testing.T) {
+	var got []Event
+	var tr *Tree
+	tr = newTree(t, kvevict.LRU, WithEvents(func(e Event) {
+		got = append(got, e)
+		tr.Len() // calling the tree from the callback must not deadlock
+		tr.Peek(e.Hashes)
+	}))
+	mustInsert(t, tr, []uint64{1, 2}, at(1))
+	mustInsert(t, tr, []uint64{1, 2}, at(2)) // nothing new: no event
+	mustInsert(t, tr, []uint64{1, 3, 4}, at(3))
+	mustEvict(t, tr, 3)
+	want := []Event{
+		{Kind: Stored, Hashes: []uint64{1, 2}},
+		{Kind: Stored, Hashes: []uint64{3, 4}, Parent: 1, HasParent: true, PrefixLen: 1},
+		{Kind: Removed, Hashes: []uint64{2, 4, 3}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events %+v, want %+v", len(got), got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Kind != w.Kind || !slices.Equal(g.Hashes, w.Hashes) || g.Parent != w.Parent ||
+			g.HasParent != w.HasParent || g.PrefixLen != w.PrefixLen {
+			t.Errorf("event %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if s := Removed.String(); s != "removed" {
+		t.Errorf("Removed.String() = %q", s)
+	}
+}
+
+// TestDecayRekeys checks FrequencyCost with decay, whose keys depend on the
+// current tick: the heap is re-keyed when the clock moved, and the order
+// follows the decayed retention at the latest tick.
+func TestDecayRekeys(t *testing.T) {
+	r, err := kvevict.NewRanker(kvevict.FrequencyCost, kvevict.WithCostDecay(1), kvevict.WithTickDuration(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustInsert(t, tr, []uint64{1}, at(0))
+	mustInsert(t, tr, []uint64{2}, at(0))
+	// 1: 3 hits long ago; 2: 1 hit now. At tick 100, 1's retention is
+	// 3/(1+100) < 1/(1+0): 1 goes first, though it has more hits.
+	for range 3 {
+		if _, err := tr.Match([]uint64{1}, at(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tr.Match([]uint64{2}, at(100)); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustEvict(t, tr, 1); !slices.Equal(got, []uint64{1}) {
+		t.Errorf("Evict(1) = %v, want [1]", got)
+	}
+}
+
+// keyStrategies are the strategies a Ranker serves.
+var keyStrategies = []kvevict.Strategy{
+	kvevict.LRU, kvevict.MRU, kvevict.FIFO, kvevict.FILO, kvevict.LFU,
+	kvevict.SLRU, kvevict.QoSAware, kvevict.Predictive, kvevict.FrequencyCost,
+}
+
+// TestRandomOperations runs random operations on a small hash alphabet, so
+// that paths share prefixes, and checks every invariant after each; before
+// each Evict it computes the expected victim by brute force over all nodes.
+func TestRandomOperations(t *testing.T) {
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	type config struct {
+		name     string
+		strategy kvevict.Strategy
+		opts     []kvevict.Option
+	}
+	configs := []config{
+		// Keys that read the current tick: the heap is re-keyed by Evict.
+		{"frequency_cost+decay", kvevict.FrequencyCost, []kvevict.Option{kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second)}},
+		{"lfu+half-life", kvevict.LFU, []kvevict.Option{kvevict.WithLFUHalfLife(10 * time.Second), kvevict.WithTickDuration(time.Second)}},
+	}
+	for _, s := range keyStrategies {
+		configs = append(configs, config{name: string(s), strategy: s})
+	}
+	for ci, cfg := range configs {
+		t.Run(cfg.name, func(t *testing.T) {
+			r, err := kvevict.NewRanker(cfg.strategy, cfg.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := New(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(7, uint64(ci)))
+			var locked [][]uint64
+			for step := range steps {
+				path := make([]uint64, 1+rng.IntN(6))
+				for i := range path {
+					path[i] = uint64(rng.IntN(4))
+				}
+				a := Access{Tick: int64(step), Priority: kvevict.Priority(rng.IntN(3))}
+				switch op := rng.IntN(10); {
+				case op < 3:
+					if _, err := tr.Insert(path, a); err != nil {
+						t.Fatal(err)
+					}
+				case op < 5:
+					if _, err := tr.Match(path, a); err != nil {
+						t.Fatal(err)
+					}
+				case op < 6:
+					if m := tr.Peek(path); m > 0 {
+						if err := tr.Lock(path[:m]); err != nil {
+							t.Fatal(err)
+						}
+						locked = append(locked, path[:m])
+					}
+				case op < 7:
+					if len(locked) > 0 {
+						i := rng.IntN(len(locked))
+						if err := tr.Unlock(locked[i]); err != nil {
+							t.Fatal(err)
+						}
+						locked = slices.Delete(locked, i, i+1)
+					}
+				default:
+					k := min(1+rng.IntN(4), tr.Evictable())
+					want := bruteForceVictim(tr)
+					got := mustEvict(t, tr, k)
+					if k > 0 && got[0] != want {
+						t.Fatalf("step %d: first victim %d, brute force says %d", step, got[0], want)
+					}
+				}
+				check(t, tr)
+				for _, p := range locked {
+					if tr.Peek(p) != len(p) {
+						t.Fatalf("step %d: locked path %v was evicted", step, p)
+					}
+				}
+			}
+		})
+	}
+}
+
+// keyNow is n's key at the tree's latest tick, from the ranker and the
+// node's fields as the package documentation presents them.
+func keyNow(tr *Tree, n *node) kvevict.Key {
+	return tr.ranker.KeyAt(&kvevict.Candidate{
+		ID:          n.id,
+		Blocks:      []int{0},
+		LastAccess:  n.lastAccess,
+		CreatedAt:   n.createdAt,
+		AccessCount: n.accessCount,
+		Priority:    n.priority,
+	}, tr.now)
+}
+
+// bruteForceVictim returns the hash of the unreferenced leaf with the
+// smallest (key at the latest tick, id) over all nodes, or 0 when there is
+// none.
+func bruteForceVictim(tr *Tree) uint64 {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var best *node
+	for _, n := range tr.children {
+		if n.ref != 0 || n.children != 0 {
+			continue
+		}
+		if best == nil {
+			best = n
+			continue
+		}
+		if c := keyNow(tr, n).Compare(keyNow(tr, best)); c < 0 || c == 0 && n.id < best.id {
+			best = n
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	return best.hash
+}
+
+// TestConcurrent runs operations from several goroutines (under -race) and
+// checks the invariants and the event stream at the end: replaying the
+// events gives the tree's size.
+func TestConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	stored, removed := 0, 0
+	tr := newTree(t, kvevict.LRU, WithEvents(func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == Stored {
+			stored += len(e.Hashes)
+		} else {
+			removed += len(e.Hashes)
+		}
+	}))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := range 500 {
+				path := []uint64{uint64(g), uint64(rng.IntN(8)), uint64(rng.IntN(8))}
+				a := at(int64(i))
+				m, err := tr.MatchLocked(path, a)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tr.InsertLocked(path, a); err != nil {
+					t.Error(err)
+					return
+				}
+				if m > 0 {
+					if err := tr.Unlock(path[:m]); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if n := tr.Evictable(); n > 20 {
+					if _, err := tr.Evict(1); err != nil && !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+						t.Error(err)
+						return
+					}
+				}
+				if err := tr.Unlock(path); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	check(t, tr)
+	mu.Lock()
+	defer mu.Unlock()
+	if stored-removed != tr.Len() {
+		t.Errorf("events: %d stored - %d removed != Len() %d", stored, removed, tr.Len())
+	}
+}
