@@ -20,9 +20,13 @@ func checkIndex(t testing.TB, x *Index) {
 	live := 0
 	available := 0
 	inHeap := 0
+	if len(x.pos) != len(x.nodes) {
+		t.Fatalf("%d positions for %d slots", len(x.pos), len(x.nodes))
+	}
 	for slot := range x.nodes {
 		n := &x.nodes[slot]
-		if n.pos == slotFree {
+		pos := x.pos[slot]
+		if pos == slotFree {
 			continue
 		}
 		live++
@@ -30,18 +34,18 @@ func checkIndex(t testing.TB, x *Index) {
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
-		if n.c.evictable() != (n.pos >= 0) {
-			t.Fatalf("ID %d: evictable %v but heap position %d", n.c.ID, n.c.evictable(), n.pos)
+		if n.c.evictable() != (pos >= 0) {
+			t.Fatalf("ID %d: evictable %v but heap position %d", n.c.ID, n.c.evictable(), pos)
 		}
-		if n.pos < 0 {
+		if pos < 0 {
 			continue
 		}
 		inHeap++
 		available += len(n.c.Blocks)
-		if int(n.pos) >= len(x.heap) || x.heap[n.pos].idx != int32(slot) {
-			t.Fatalf("ID %d: heap position %d does not point back to slot %d", n.c.ID, n.pos, slot)
+		if int(pos) >= len(x.heap) || x.heap[pos].idx != int32(slot) {
+			t.Fatalf("ID %d: heap position %d does not point back to slot %d", n.c.ID, pos, slot)
 		}
-		e := &x.heap[n.pos]
+		e := &x.heap[pos]
 		if want := x.params.keyOf(&n.c); e.Key != want || e.id != n.c.ID || int(e.blocks) != len(n.c.Blocks) {
 			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
 		}
@@ -59,7 +63,7 @@ func checkIndex(t testing.TB, x *Index) {
 		t.Fatalf("evictable blocks %d, index says %d", available, x.available)
 	}
 	for j := 1; j < len(x.heap); j++ {
-		if less(&x.heap[j], &x.heap[(j-1)/2]) {
+		if less(&x.heap[j], &x.heap[(j-1)/heapArity]) {
 			t.Fatalf("heap order broken at %d", j)
 		}
 	}
