@@ -32,9 +32,14 @@ func checkSampled(t *testing.T, cands []kvevict.Candidate, required int, got kve
 	seen := map[uint64]bool{}
 	freed := 0
 	for k, v := range got.Victims {
-		i := slices.IndexFunc(cands, func(c kvevict.Candidate) bool { return c.ID == v.ID })
+		// Sampling does not detect duplicate IDs among candidates it never
+		// draws: find the candidate by ID and blocks, which are distinct.
+		i := slices.IndexFunc(cands, func(c kvevict.Candidate) bool {
+			return c.ID == v.ID && len(v.Blocks) > 0 && len(v.Blocks) <= len(c.Blocks) &&
+				c.Blocks[len(c.Blocks)-1] == v.Blocks[len(v.Blocks)-1]
+		})
 		if i < 0 || seen[v.ID] {
-			t.Fatalf("victim %d is not a candidate or repeats", v.ID)
+			t.Fatalf("victim %+v is not a candidate or repeats", v)
 		}
 		seen[v.ID] = true
 		c := &cands[i]
@@ -163,9 +168,13 @@ func FuzzSampledSelectVictims(f *testing.F) {
 		var cands []kvevict.Candidate
 		for i := 0; i+2 < len(data); i += 3 {
 			a, b, c := data[i], data[i+1], data[i+2]
+			blocks := make([]int, b%5)
+			for j := range blocks {
+				blocks[j] = i*8 + j
+			}
 			cands = append(cands, kvevict.Candidate{
 				ID:           uint64(a % 64),
-				Blocks:       make([]int, b%5),
+				Blocks:       blocks,
 				LastAccess:   int64(c),
 				AccessCount:  int(int8(b)) / 16, // sometimes negative
 				Pinned:       c%7 == 0,
