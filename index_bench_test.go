@@ -12,10 +12,12 @@ import (
 // BenchmarkIndex measures the Index side by side with golang-lru's simplelru
 // at the same size, on LRU with one block per sequence:
 //   - op=touch: a reuse of a random sequence (simplelru: Get);
-//   - op=evict1+add: evict one victim and add it back as the newest, so the
-//     size stays n (simplelru: RemoveOldest and Add);
-//   - op=evict10+add: one eviction of 10 victims and their 10 re-adds
-//     (simplelru: 10 RemoveOldest and 10 Add).
+//   - op=evict1, op=evict10: one eviction of 1 or 10 victims (simplelru: 1
+//     or 10 RemoveOldest); when fewer than 10 sequences are left the loop
+//     re-adds the evicted ones with the timer stopped;
+//   - op=evict1+add, op=evict10+add: the same, each victim then added back
+//     as the newest inside the timed loop, so the size stays n (simplelru:
+//     RemoveOldest and Add).
 //
 // The Index also times each eviction and keeps its metrics; simplelru does
 // neither, nor pinning, reference counts or other strategies.
@@ -55,54 +57,90 @@ func BenchmarkIndex(b *testing.B) {
 			}
 			return l
 		}
-		for _, victims := range []int{0, 1, 10} {
-			op := "touch"
-			if victims > 0 {
-				op = fmt.Sprintf("evict%d+add", victims)
+		type opSpec struct {
+			victims int
+			readd   bool // re-add each victim as the newest, inside the timed loop
+		}
+		for _, op := range []opSpec{{0, false}, {1, false}, {10, false}, {1, true}, {10, true}} {
+			name := "touch"
+			switch {
+			case op.readd:
+				name = fmt.Sprintf("evict%d+add", op.victims)
+			case op.victims > 0:
+				name = fmt.Sprintf("evict%d", op.victims)
 			}
-			b.Run(fmt.Sprintf("impl=index/op=%s/n=%d", op, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("impl=index/op=%s/n=%d", name, n), func(b *testing.B) {
 				x := newIndex(b)
 				tick, i := int64(n), 0
 				dst := make([]kvevict.Victim, 0, 10)
+				var evicted []uint64
 				b.ReportAllocs()
 				for b.Loop() {
 					tick++
-					if victims == 0 {
+					if op.victims == 0 {
 						if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
 							b.Fatal(err)
 						}
 						i++
 						continue
 					}
-					res, err := x.EvictAppend(dst[:0], victims)
+					if !op.readd && x.Len() < op.victims { // refill, untimed
+						b.StopTimer()
+						for _, id := range evicted {
+							tick++
+							if err := x.Add(cand(id, tick)); err != nil {
+								b.Fatal(err)
+							}
+						}
+						evicted = evicted[:0]
+						b.StartTimer()
+					}
+					res, err := x.EvictAppend(dst[:0], op.victims)
 					if err != nil {
 						b.Fatal(err)
 					}
 					for _, v := range res.Victims {
+						if !op.readd {
+							evicted = append(evicted, v.ID)
+							continue
+						}
 						if err := x.Add(cand(v.ID, tick)); err != nil {
 							b.Fatal(err)
 						}
 					}
 				}
 			})
-			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", op, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", name, n), func(b *testing.B) {
 				l := newLRU(b)
 				i := 0
+				var evicted []uint64
 				b.ReportAllocs()
 				for b.Loop() {
-					if victims == 0 {
+					if op.victims == 0 {
 						if _, ok := l.Get(ids[i&(len(ids)-1)]); !ok {
 							b.Fatal("missing key")
 						}
 						i++
 						continue
 					}
-					for range victims {
+					if !op.readd && l.Len() < op.victims { // refill, untimed
+						b.StopTimer()
+						for _, id := range evicted {
+							l.Add(id, blocks[id:id+1:id+1])
+						}
+						evicted = evicted[:0]
+						b.StartTimer()
+					}
+					for range op.victims {
 						k, v, ok := l.RemoveOldest()
 						if !ok {
 							b.Fatal("empty")
 						}
-						l.Add(k, v)
+						if op.readd {
+							l.Add(k, v)
+						} else {
+							evicted = append(evicted, k)
+						}
 					}
 				}
 			})
