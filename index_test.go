@@ -514,10 +514,10 @@ func TestIndexSoak(t *testing.T) {
 	if *soak {
 		ops = 10_000_000
 	}
+	poolBlocks := 16_384 // at most this many sequences: each holds a block
 	if testing.Short() {
-		ops = 20_000
+		ops, poolBlocks = 20_000, 2048 // a smaller pool still fills and evicts
 	}
-	const poolBlocks = 16_384 // at most this many sequences: each holds a block
 	x, err := NewIndex(QoSAware, WithHistoryCap(1024))
 	if err != nil {
 		t.Fatal(err)
