@@ -38,4 +38,12 @@
 // selection for metrics) and keep bounded history ([WithHistoryCap]).
 //
 // [Ranker] exposes the same keys to structures that keep their own order.
+//
+// # Scale
+//
+// SelectVictims makes one pass over its candidates: fine for thousands of
+// sequences, milliseconds for millions. [Index] keeps the candidates ordered
+// between calls, so an eviction costs O(k log n) and a reuse O(log n), with
+// the same victims; [WithSampling] makes the slice API approximate and O(k)
+// per victim, as Redis evicts.
 package kvevict

@@ -128,8 +128,13 @@ func valid(c *Candidate) bool {
 }
 
 func invalidField(c *Candidate, i int) error {
-	var field string
-	var value any
+	field, value := negativeField(c)
+	return fmt.Errorf("%w: candidate %d (ID %d) has negative %s %v", ErrInvalidCandidate, i, c.ID, field, value)
+}
+
+// negativeField names the first negative field of a candidate that is not
+// valid, and its value.
+func negativeField(c *Candidate) (field string, value any) {
 	switch {
 	case c.RefCount < 0:
 		field, value = "RefCount", c.RefCount
@@ -142,7 +147,7 @@ func invalidField(c *Candidate, i int) error {
 	default:
 		field, value = "MaxLen", c.MaxLen
 	}
-	return fmt.Errorf("%w: candidate %d (ID %d) has negative %s %v", ErrInvalidCandidate, i, c.ID, field, value)
+	return field, value
 }
 
 // duplicateID describes candidate i, whose ID an earlier candidate has.

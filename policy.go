@@ -159,6 +159,7 @@ type config struct {
 	costDecay       float64 // per second
 	lifetimeHorizon time.Duration
 	historyCap      int
+	sampleK         int // 0: exact selection
 	logger          *slog.Logger
 	errs            []error
 }
@@ -271,6 +272,35 @@ func WithHistoryCap(n int) Option {
 	}
 }
 
+// WithSampling makes SelectVictims approximate, as Redis's eviction does:
+// each victim is the best of an eviction pool of up to 16 candidates fed by
+// k candidates drawn at random (with replacement) per round, from a
+// generator seeded in the policy (deterministic: the same calls give the
+// same victims), so a selection costs O(k) per victim however many
+// candidates there are. Redis uses k = 5; larger k is closer to exact.
+// Must be >= 1. [NewIndex] and [NewRanker] ignore it.
+//
+// Sampling reads only the candidates it draws, so it validates only those:
+// a drawn candidate with a negative field returns an error matching
+// [ErrInvalidCandidate], and two victims sharing an ID return one, but
+// invalid or duplicate candidates that are never drawn go unnoticed. The
+// victims come in the order chosen, not sorted by key. Selections stay
+// atomic: a call with at most k candidates, or whose sampling finds no new
+// evictable candidate for 16 rounds in a row (the candidates are mostly
+// pinned or referenced, or the need is close to every evictable block),
+// falls back to the exact O(n) selection with its full validation and
+// [ErrInsufficientBlocks]. FrequencyCost with decay still makes one O(n)
+// pass to find the current tick.
+func WithSampling(k int) Option {
+	return func(c *config) {
+		if k < 1 {
+			c.reject("sample size must be at least 1, got %d", k)
+			return
+		}
+		c.sampleK = k
+	}
+}
+
 // WithLogger logs every eviction at debug level: strategy, victims, freed
 // blocks and elapsed time. The policy logs after releasing its lock.
 func WithLogger(l *slog.Logger) Option {
@@ -285,12 +315,16 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &policy{
+	p := &policy{
 		strategy: s,
 		params:   newKeyParams(info.kind, &cfg),
 		stats:    newStats(s, cfg.historyCap),
 		logger:   cfg.logger,
-	}, nil
+	}
+	if cfg.sampleK > 0 {
+		p.sampler = newSampler(cfg.sampleK)
+	}
+	return p, nil
 }
 
 // resolve looks up s and applies opts to the default configuration.
@@ -321,6 +355,8 @@ type policy struct {
 	params keyParams
 	sel    selector
 	stats  stats
+
+	sampler *sampler // nil: exact selection
 }
 
 func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error) {
@@ -329,7 +365,13 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	}
 	p.mu.Lock()
 	start := time.Now()
-	res, err := p.sel.selectVictims(candidates, requiredBlocks, &p.params)
+	var res Result
+	var err error
+	if p.sampler != nil {
+		res, err = p.sampler.selectVictims(&p.sel, candidates, requiredBlocks, &p.params)
+	} else {
+		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
+	}
 	res.Elapsed = time.Since(start)
 	res.Strategy = p.strategy
 	if err == nil && len(res.Victims) > 0 {

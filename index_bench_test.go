@@ -1,0 +1,149 @@
+package kvevict_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/sagellm/kvevict"
+)
+
+// BenchmarkIndex measures the Index side by side with golang-lru's simplelru
+// at the same size, on LRU with one block per sequence:
+//   - op=touch: a reuse of a random sequence (simplelru: Get);
+//   - op=evict1, op=evict10: one eviction of 1 or 10 victims (simplelru: 1
+//     or 10 RemoveOldest); when fewer than 10 sequences are left the loop
+//     re-adds the evicted ones with the timer stopped;
+//   - op=evict1+add, op=evict10+add: the same, each victim then added back
+//     as the newest inside the timed loop, so the size stays n (simplelru:
+//     RemoveOldest and Add).
+//
+// The Index also times each eviction and keeps its metrics; simplelru does
+// neither, nor pinning, reference counts or other strategies.
+func BenchmarkIndex(b *testing.B) {
+	for _, n := range []int{1000, 1_000_000} {
+		blocks := make([]int, n)
+		for i := range blocks {
+			blocks[i] = i
+		}
+		ids := make([]uint64, 1<<16)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for i := range ids {
+			ids[i] = uint64(rng.IntN(n))
+		}
+		cand := func(id uint64, tick int64) kvevict.Candidate {
+			return kvevict.Candidate{ID: id, Blocks: blocks[id : id+1 : id+1], LastAccess: tick}
+		}
+		newIndex := func(b *testing.B) *kvevict.Index {
+			x, err := kvevict.NewIndex(kvevict.LRU)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if err := x.Add(cand(uint64(i), int64(i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return x
+		}
+		newLRU := func(b *testing.B) *simplelru.LRU[uint64, []int] {
+			l, err := simplelru.NewLRU[uint64, []int](n, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				l.Add(uint64(i), blocks[i:i+1:i+1])
+			}
+			return l
+		}
+		type opSpec struct {
+			victims int
+			readd   bool // re-add each victim as the newest, inside the timed loop
+		}
+		for _, op := range []opSpec{{0, false}, {1, false}, {10, false}, {1, true}, {10, true}} {
+			name := "touch"
+			switch {
+			case op.readd:
+				name = fmt.Sprintf("evict%d+add", op.victims)
+			case op.victims > 0:
+				name = fmt.Sprintf("evict%d", op.victims)
+			}
+			b.Run(fmt.Sprintf("impl=index/op=%s/n=%d", name, n), func(b *testing.B) {
+				x := newIndex(b)
+				tick, i := int64(n), 0
+				dst := make([]kvevict.Victim, 0, 10)
+				var evicted []uint64
+				b.ReportAllocs()
+				for b.Loop() {
+					tick++
+					if op.victims == 0 {
+						if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
+							b.Fatal(err)
+						}
+						i++
+						continue
+					}
+					if !op.readd && x.Len() < op.victims { // refill, untimed
+						b.StopTimer()
+						for _, id := range evicted {
+							tick++
+							if err := x.Add(cand(id, tick)); err != nil {
+								b.Fatal(err)
+							}
+						}
+						evicted = evicted[:0]
+						b.StartTimer()
+					}
+					res, err := x.EvictAppend(dst[:0], op.victims)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, v := range res.Victims {
+						if !op.readd {
+							evicted = append(evicted, v.ID)
+							continue
+						}
+						if err := x.Add(cand(v.ID, tick)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", name, n), func(b *testing.B) {
+				l := newLRU(b)
+				i := 0
+				var evicted []uint64
+				b.ReportAllocs()
+				for b.Loop() {
+					if op.victims == 0 {
+						if _, ok := l.Get(ids[i&(len(ids)-1)]); !ok {
+							b.Fatal("missing key")
+						}
+						i++
+						continue
+					}
+					if !op.readd && l.Len() < op.victims { // refill, untimed
+						b.StopTimer()
+						for _, id := range evicted {
+							l.Add(id, blocks[id:id+1:id+1])
+						}
+						evicted = evicted[:0]
+						b.StartTimer()
+					}
+					for range op.victims {
+						k, v, ok := l.RemoveOldest()
+						if !ok {
+							b.Fatal("empty")
+						}
+						if op.readd {
+							l.Add(k, v)
+						} else {
+							evicted = append(evicted, k)
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,593 @@
+package kvevict
+
+import (
+	"errors"
+	"flag"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+var soak = flag.Bool("soak", false, "run the index soak test for 10M operations instead of a short one")
+
+// checkIndex verifies every invariant of x: the slot map and the slab agree,
+// the heap holds exactly the evictable candidates with current keys, in heap
+// order, with correct back-positions, and available is their block sum.
+func checkIndex(t testing.TB, x *Index) {
+	t.Helper()
+	live := 0
+	available := 0
+	inHeap := 0
+	if len(x.pos) != len(x.nodes) {
+		t.Fatalf("%d positions for %d slots", len(x.pos), len(x.nodes))
+	}
+	for slot := range x.nodes {
+		n := &x.nodes[slot]
+		pos := x.pos[slot]
+		if pos == slotFree {
+			continue
+		}
+		live++
+		got, ok := x.slots[n.c.ID]
+		if !ok || got != int32(slot) {
+			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
+		}
+		if n.c.evictable() != (pos >= 0) {
+			t.Fatalf("ID %d: evictable %v but heap position %d", n.c.ID, n.c.evictable(), pos)
+		}
+		if pos < 0 {
+			continue
+		}
+		inHeap++
+		available += len(n.c.Blocks)
+		if int(pos) >= len(x.heap) || x.heap[pos].idx != int32(slot) {
+			t.Fatalf("ID %d: heap position %d does not point back to slot %d", n.c.ID, pos, slot)
+		}
+		e := &x.heap[pos]
+		if want := x.params.keyOf(&n.c); e.Key != want || e.id != n.c.ID || int(e.blocks) != len(n.c.Blocks) {
+			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
+		}
+	}
+	if live != len(x.slots) {
+		t.Fatalf("%d live slots, map holds %d", live, len(x.slots))
+	}
+	if live+len(x.free) != len(x.nodes) {
+		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
+	}
+	if inHeap != len(x.heap) {
+		t.Fatalf("%d evictable candidates, heap holds %d", inHeap, len(x.heap))
+	}
+	if available != x.available {
+		t.Fatalf("evictable blocks %d, index says %d", available, x.available)
+	}
+	for j := 1; j < len(x.heap); j++ {
+		if less(&x.heap[j], &x.heap[(j-1)/heapArity]) {
+			t.Fatalf("heap order broken at %d", j)
+		}
+	}
+}
+
+// indexConfigs are the strategies and options the differential tests cover:
+// every key strategy the index supports, some with non-default options.
+func indexConfigs() []struct {
+	name string
+	s    Strategy
+	opts []Option
+} {
+	type cfg = struct {
+		name string
+		s    Strategy
+		opts []Option
+	}
+	var out []cfg
+	for _, s := range Strategies() {
+		out = append(out, cfg{string(s), s, nil})
+	}
+	out = append(out,
+		cfg{"lfu/halflife", LFU, []Option{WithLFUHalfLife(50 * time.Nanosecond)}},
+		cfg{"slru/threshold=3", SLRU, []Option{WithSLRUThreshold(3)}},
+		cfg{"frequency_cost/alpha=0.5", FrequencyCost, []Option{WithCostAlpha(0.5)}},
+		cfg{"predictive/horizon", Predictive, []Option{WithLifetimeHorizon(200 * time.Nanosecond)}},
+	)
+	return out
+}
+
+// model is the reference: the same candidates as a slice, evicted by a
+// Policy's SelectVictims.
+type model struct {
+	cands []Candidate
+	p     Policy
+}
+
+func (m *model) find(id uint64) int {
+	return slices.IndexFunc(m.cands, func(c Candidate) bool { return c.ID == id })
+}
+
+// evict runs SelectVictims and applies the result: whole victims leave,
+// a trimmed victim keeps the head of its blocks.
+func (m *model) evict(required int) (Result, error) {
+	res, err := m.p.SelectVictims(m.cands, required)
+	if err != nil {
+		return res, err
+	}
+	for _, v := range res.Victims {
+		i := m.find(v.ID)
+		if keep := len(m.cands[i].Blocks) - len(v.Blocks); keep > 0 {
+			m.cands[i].Blocks = m.cands[i].Blocks[:keep:keep]
+			continue
+		}
+		m.cands = slices.Delete(m.cands, i, i+1)
+	}
+	return res, nil
+}
+
+// opRunner applies a stream of operations to an Index and to a model and
+// fails on the first disagreement.
+type opRunner struct {
+	t     testing.TB
+	x     *Index
+	m     *model
+	tick  int64
+	maxID uint64
+}
+
+func newOpRunner(t testing.TB, s Strategy, opts []Option) *opRunner {
+	t.Helper()
+	x, err := NewIndex(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &opRunner{t: t, x: x, m: &model{p: p}}
+}
+
+func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
+	blocks := make([]int, next(6)) // sometimes empty
+	for i := range blocks {
+		blocks[i] = int(id)*8 + i
+	}
+	c := Candidate{
+		ID:           id,
+		Blocks:       blocks,
+		LastAccess:   r.tick - int64(next(50)),
+		CreatedAt:    r.tick - int64(next(100)),
+		AccessCount:  next(5),
+		Priority:     Priority(next(3)),
+		Pinned:       next(10) == 0,
+		SeqLen:       next(100),
+		MaxLen:       next(120),
+		AllowPartial: next(3) == 0,
+	}
+	if next(4) == 0 {
+		c.RefCount = 1
+	}
+	if next(2) == 0 {
+		c.EstimatedLifetime = time.Duration(next(300))
+	}
+	return c
+}
+
+// step applies one operation chosen by next, a source of bounded integers.
+func (r *opRunner) step(next func(int) int) {
+	t, x, m := r.t, r.x, r.m
+	t.Helper()
+	r.tick += int64(next(3))
+	pickID := func() uint64 { return uint64(next(int(r.maxID) + 2)) } // sometimes absent
+	switch op := next(10); op {
+	case 0, 1: // add
+		r.maxID++
+		c := r.randomCandidate(r.maxID, next)
+		if next(8) == 0 && r.maxID > 1 { // re-add an ID that may be present or evicted
+			c.ID = pickID()
+		}
+		err := x.Add(c)
+		if present := m.find(c.ID) >= 0; present != (err != nil) {
+			t.Fatalf("Add(%d): err %v, model has it: %v", c.ID, err, present)
+		}
+		if err == nil {
+			m.cands = append(m.cands, c)
+			m.p.UpdateAccess(c.ID)
+		}
+	case 2, 3: // touch
+		id := pickID()
+		err := x.Touch(id, r.tick)
+		i := m.find(id)
+		if (i >= 0) != (err == nil) {
+			t.Fatalf("Touch(%d): err %v, model index %d", id, err, i)
+		}
+		if err == nil {
+			m.cands[i].LastAccess = r.tick
+			m.cands[i].AccessCount++
+		} else if !errors.Is(err, ErrUnknownSequence) {
+			t.Fatalf("Touch(%d): %v, want ErrUnknownSequence", id, err)
+		}
+	case 4: // remove
+		id := pickID()
+		i := m.find(id)
+		if got := x.Remove(id); got != (i >= 0) {
+			t.Fatalf("Remove(%d) = %v, model index %d", id, got, i)
+		}
+		if i >= 0 {
+			m.cands = slices.Delete(m.cands, i, i+1)
+		}
+	case 5: // pin or unpin
+		id, pinned := pickID(), next(2) == 0
+		i := m.find(id)
+		if err := x.Pin(id, pinned); (err == nil) != (i >= 0) {
+			t.Fatalf("Pin(%d): err %v, model index %d", id, err, i)
+		}
+		if i >= 0 {
+			m.cands[i].Pinned = pinned
+		}
+	case 6: // acquire or release
+		id := pickID()
+		i := m.find(id)
+		if next(2) == 0 {
+			err := x.Acquire(id)
+			if (err == nil) != (i >= 0) {
+				t.Fatalf("Acquire(%d): err %v, model index %d", id, err, i)
+			}
+			if i >= 0 {
+				m.cands[i].RefCount++
+			}
+		} else {
+			err := x.Release(id)
+			if want := i >= 0 && m.cands[i].RefCount > 0; (err == nil) != want {
+				t.Fatalf("Release(%d): err %v, want success %v", id, err, want)
+			}
+			if err == nil {
+				m.cands[i].RefCount--
+			}
+		}
+	case 7: // update
+		id := pickID()
+		c := r.randomCandidate(id, next)
+		i := m.find(id)
+		if err := x.Update(c); (err == nil) != (i >= 0) {
+			t.Fatalf("Update(%d): err %v, model index %d", id, err, i)
+		}
+		if i >= 0 {
+			m.cands[i] = c
+		}
+	default: // evict
+		required := next(12)
+		got, gotErr := x.Evict(required)
+		want, wantErr := m.evict(required)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("Evict(%d): err %v, SelectVictims err %v", required, gotErr, wantErr)
+		}
+		if gotErr != nil {
+			var g, w *InsufficientBlocksError
+			if !errors.As(gotErr, &g) || !errors.As(wantErr, &w) || *g != *w {
+				t.Fatalf("Evict(%d): err %v, SelectVictims err %v", required, gotErr, wantErr)
+			}
+			break
+		}
+		if !victimsEqual(got.Victims, want.Victims) || got.FreedBlocks != want.FreedBlocks {
+			t.Fatalf("Evict(%d) = %v (%d blocks), SelectVictims = %v (%d blocks)",
+				required, got.Victims, got.FreedBlocks, want.Victims, want.FreedBlocks)
+		}
+	}
+	if x.Len() != len(m.cands) {
+		t.Fatalf("Len() = %d, model holds %d", x.Len(), len(m.cands))
+	}
+}
+
+func victimsEqual(a, b []Victim) bool {
+	return slices.EqualFunc(a, b, func(v, w Victim) bool {
+		return v.ID == w.ID && slices.Equal(v.Blocks, w.Blocks)
+	})
+}
+
+// TestIndexMatchesSelectVictims runs random operation sequences against the
+// index and a slice model, for every key strategy: every Evict must return
+// exactly the victims SelectVictims picks over the model's candidates, and
+// the metrics must agree.
+func TestIndexMatchesSelectVictims(t *testing.T) {
+	for _, cfg := range indexConfigs() {
+		t.Run(cfg.name, func(t *testing.T) {
+			for seed := range uint64(20) {
+				r := newOpRunner(t, cfg.s, cfg.opts)
+				rng := rand.New(rand.NewPCG(seed, 7))
+				for range 400 {
+					r.step(rng.IntN)
+					checkIndex(t, r.x)
+				}
+				got, want := r.x.Metrics(), r.m.p.Metrics()
+				if got.Selections != want.Selections || got.TotalEvictions != want.TotalEvictions ||
+					got.PartialEvictions != want.PartialEvictions || got.EvictedBlocks != want.EvictedBlocks ||
+					got.FairnessScore != want.FairnessScore {
+					t.Fatalf("seed %d: metrics %+v, policy's %+v", seed, got, want)
+				}
+				if got.Selections == 0 {
+					t.Fatalf("seed %d: no eviction happened; the test exercises nothing", seed)
+				}
+			}
+		})
+	}
+}
+
+// FuzzIndex drives the differential test with operations decoded from the
+// fuzzer's bytes.
+func FuzzIndex(f *testing.F) {
+	f.Add(uint8(0), []byte{0, 1, 2, 3, 9, 9, 9, 4, 5, 6, 7, 8, 9})
+	f.Add(uint8(8), []byte("an index of sequences evicted by keys"))
+	configs := indexConfigs()
+	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		cfg := configs[int(which)%len(configs)]
+		r := newOpRunner(t, cfg.s, cfg.opts)
+		pos := 0
+		next := func(n int) int {
+			if n <= 0 || pos >= len(ops) {
+				return 0
+			}
+			b := ops[pos]
+			pos++
+			return int(b) % n
+		}
+		for pos < len(ops) {
+			r.step(next)
+			checkIndex(t, r.x)
+		}
+	})
+}
+
+func TestNewIndexErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Strategy
+		opts []Option
+		want error
+	}{
+		{"unknown", "belady", nil, ErrUnknownStrategy},
+		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
+		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := NewIndex(tt.s, tt.opts...)
+			if !errors.Is(err, tt.want) || x != nil {
+				t.Fatalf("NewIndex(%q) = %v, %v; want error matching %v", tt.s, x, err, tt.want)
+			}
+		})
+	}
+	if _, err := NewIndex(FrequencyCost, WithCostAlpha(1)); err != nil {
+		t.Fatalf("FrequencyCost without decay: %v", err)
+	}
+}
+
+func TestIndexErrors(t *testing.T) {
+	x, err := NewIndex(LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Add(Candidate{ID: 1, Blocks: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"duplicate", x.Add(Candidate{ID: 1}), ErrInvalidCandidate},
+		{"negative refcount", x.Add(Candidate{ID: 2, RefCount: -1}), ErrInvalidCandidate},
+		{"negative update", x.Update(Candidate{ID: 1, SeqLen: -3}), ErrInvalidCandidate},
+		{"touch absent", x.Touch(9, 1), ErrUnknownSequence},
+		{"update absent", x.Update(Candidate{ID: 9}), ErrUnknownSequence},
+		{"pin absent", x.Pin(9, true), ErrUnknownSequence},
+		{"acquire absent", x.Acquire(9), ErrUnknownSequence},
+		{"release absent", x.Release(9), ErrUnknownSequence},
+		{"release unreferenced", x.Release(1), ErrInvalidArgument},
+		{"negative required", second(x.Evict(-1)), ErrInvalidArgument},
+		{"insufficient", second(x.Evict(2)), ErrInsufficientBlocks},
+	}
+	for _, c := range checks {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: err %v, want one matching %v", c.name, c.err, c.want)
+		}
+	}
+	if x.Len() != 1 || x.EvictableBlocks() != 1 {
+		t.Fatalf("failed operations changed the index: Len %d, EvictableBlocks %d", x.Len(), x.EvictableBlocks())
+	}
+	if res, err := x.Evict(0); err != nil || len(res.Victims) != 0 || x.Metrics().Selections != 0 {
+		t.Fatalf("Evict(0) = %+v, %v; selections %d", res, err, x.Metrics().Selections)
+	}
+	checkIndex(t, x)
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// TestIndexRePrefill checks which operations count a re-prefill: re-adding
+// an evicted ID and touching a trimmed sequence, but not touching one that
+// lost nothing.
+func TestIndexRePrefill(t *testing.T) {
+	x, err := NewIndex(LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		do   func() error
+		want uint64
+	}{
+		{func() error { return x.Add(Candidate{ID: 1, Blocks: []int{1, 2}, LastAccess: 1}) }, 0},
+		{func() error { return x.Add(Candidate{ID: 2, Blocks: []int{3, 4}, LastAccess: 2, AllowPartial: true}) }, 0},
+		{func() error { return x.Touch(1, 3) }, 0},
+		{func() error { return second(x.Evict(3)) }, 0}, // 2 (tick 2) and 1 (tick 3), both whole
+		{func() error { return x.Touch(1, 4) }, 0},      // fails: 1 is gone
+		{func() error { return x.Add(Candidate{ID: 1, Blocks: []int{1, 2}, LastAccess: 5}) }, 1},
+		{func() error { return x.Touch(1, 6) }, 1},
+		{func() error { return x.Add(Candidate{ID: 2, Blocks: []int{3, 4}, LastAccess: 7}) }, 2},
+	}
+	for i, s := range steps {
+		if err := s.do(); (err != nil) != (i == 4) {
+			t.Fatalf("step %d: err %v", i, err)
+		}
+		if got := x.Metrics().RePrefills; got != s.want {
+			t.Fatalf("step %d: RePrefills = %d, want %d", i, got, s.want)
+		}
+		checkIndex(t, x)
+	}
+
+	// A partial eviction: the trimmed sequence's next Touch is a re-prefill.
+	y, _ := NewIndex(LRU)
+	_ = y.Add(Candidate{ID: 7, Blocks: []int{1, 2, 3}, AllowPartial: true})
+	res, err := y.Evict(1)
+	if err != nil || len(res.Victims) != 1 || !slices.Equal(res.Victims[0].Blocks, []int{3}) {
+		t.Fatalf("partial Evict(1) = %+v, %v; want ID 7 losing block 3", res, err)
+	}
+	if c, ok := y.Get(7); !ok || !slices.Equal(c.Blocks, []int{1, 2}) {
+		t.Fatalf("after a partial eviction Get(7) = %+v, %v; want blocks [1 2]", c, ok)
+	}
+	for i, want := range []uint64{1, 1} {
+		if err := y.Touch(7, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if got := y.Metrics().RePrefills; got != want {
+			t.Fatalf("touch %d after a partial eviction: RePrefills = %d, want %d", i, got, want)
+		}
+	}
+}
+
+// TestIndexZeroAllocs checks that Touch, EvictAppend with a reused dst, and
+// re-adding an evicted sequence allocate nothing in steady state.
+func TestIndexZeroAllocs(t *testing.T) {
+	const n = 40_000
+	x, err := NewIndex(LRU, WithHistoryCap(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := make([]int, n)
+	for i := range n {
+		blocks[i] = i
+		if err := x.Add(Candidate{ID: uint64(i), Blocks: blocks[i : i+1 : i+1], LastAccess: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := int64(n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	touch := testing.AllocsPerRun(1000, func() {
+		tick++
+		if err := x.Touch(uint64(rng.IntN(n)), tick); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dst := make([]Victim, 0, 10)
+	evictAndReAdd := func() {
+		res, err := x.EvictAppend(dst[:0], 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Victims {
+			tick++
+			if err := x.Add(Candidate{ID: v.ID, Blocks: v.Blocks, LastAccess: tick}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 2 * latencyWindow { // fill the history and latency windows
+		evictAndReAdd()
+	}
+	cycle := testing.AllocsPerRun(1000, evictAndReAdd)
+	evict := testing.AllocsPerRun(1000, func() { // 10k of the 40k sequences
+		if _, err := x.EvictAppend(dst[:0], 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if touch != 0 || evict != 0 || cycle != 0 {
+		t.Errorf("allocations per call: Touch %v, EvictAppend(10) %v, EvictAppend(10) and 10 Adds %v; want 0", touch, evict, cycle)
+	}
+	checkIndex(t, x)
+}
+
+// TestIndexSoak replays a KV pool with churn: sequences arrive needing
+// blocks, evicting when the pool is full, and are touched, referenced,
+// pinned and finished at random, for 10M operations with -soak and 200k
+// without. Invariants are checked along the way, and memory must stay
+// bounded by the peak number of sequences.
+func TestIndexSoak(t *testing.T) {
+	ops := 200_000
+	if *soak {
+		ops = 10_000_000
+	}
+	poolBlocks := 16_384 // at most this many sequences: each holds a block
+	if testing.Short() {
+		ops, poolBlocks = 20_000, 2048 // a smaller pool still fills and evicts
+	}
+	x, err := NewIndex(QoSAware, WithHistoryCap(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(99, 100))
+	var tick int64
+	var nextID uint64
+	used := 0 // blocks held by sequences in the index
+	dst := make([]Victim, 0, 64)
+	randomID := func() uint64 { return nextID - uint64(rng.IntN(2*poolBlocks/5)) }
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range ops {
+		tick++
+		switch r := rng.IntN(100); {
+		case r < 20: // a new sequence
+			need := 1 + rng.IntN(8)
+			if free := poolBlocks - used; free < need {
+				res, err := x.EvictAppend(dst[:0], need-free)
+				if errors.Is(err, ErrInsufficientBlocks) {
+					break // everything is referenced or pinned: the request waits
+				}
+				if err != nil || res.FreedBlocks < need-free {
+					t.Fatalf("op %d: Evict(%d) = %+v, %v", i, need-free, res, err)
+				}
+				used -= res.FreedBlocks
+			}
+			nextID++
+			c := Candidate{ID: nextID, Blocks: make([]int, need), LastAccess: tick,
+				Priority: Priority(rng.IntN(3)), AllowPartial: rng.IntN(4) == 0}
+			if err := x.Add(c); err != nil {
+				t.Fatal(err)
+			}
+			used += need
+		case r < 70:
+			_ = x.Touch(randomID(), tick)
+		case r < 80: // a sequence finishes
+			id := randomID()
+			if c, ok := x.Get(id); ok && x.Remove(id) {
+				used -= len(c.Blocks)
+			}
+		case r < 88:
+			_ = x.Acquire(randomID())
+		case r < 98:
+			_ = x.Release(randomID())
+		default:
+			_ = x.Pin(randomID(), rng.IntN(4) == 0)
+		}
+		if i%100_000 == 0 {
+			checkIndex(t, x)
+		}
+		if used > poolBlocks || len(x.nodes) > poolBlocks || len(x.heap) > poolBlocks {
+			t.Fatalf("op %d: %d blocks used, %d slots, %d heap entries for a pool of %d blocks",
+				i, used, len(x.nodes), len(x.heap), poolBlocks)
+		}
+	}
+	checkIndex(t, x)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// 16k sequences (about 150 bytes each with their blocks), the ID map and
+	// 1024 remembered evictions: a few MiB.
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 16<<20 {
+		t.Fatalf("heap grew by %d bytes over %d operations", grown, ops)
+	}
+	m := x.Metrics()
+	// IDs are never reused, so only touches of trimmed sequences re-prefill.
+	if m.TotalEvictions == 0 || m.PartialEvictions == 0 || m.RePrefills > m.PartialEvictions {
+		t.Fatalf("soak metrics %+v: want evictions, some partial, re-prefills only after partial ones", m)
+	}
+	t.Logf("%d ops: %d live, %d blocks used, %d selections, %d victims (%d partial)",
+		ops, x.Len(), used, m.Selections, m.TotalEvictions, m.PartialEvictions)
+}

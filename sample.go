@@ -1,0 +1,172 @@
+package kvevict
+
+import (
+	"math/rand/v2"
+)
+
+// samplePoolSize is how many of the best sampled candidates the eviction pool
+// keeps between rounds of one selection, as Redis's EVPOOL_SIZE.
+const samplePoolSize = 16
+
+// maxSampleMisses is how many rounds in a row may find no new evictable
+// candidate before a sampled selection falls back to the exact one: the
+// candidates are mostly pinned or referenced, or the need is close to all
+// the evictable blocks. It caps the sampling loop.
+const maxSampleMisses = 16
+
+// sampleSeed seeds every sampled policy's generator, so the same calls give
+// the same victims on every run.
+const sampleSeed = 0x6b76657669637421
+
+// sampler is the approximate selection of [WithSampling], after Redis's
+// eviction pool (evict.c, evictionPoolPopulate): each round draws k
+// candidates uniformly at random (with replacement), merges the evictable
+// ones into a small pool ordered by (key, ID), and takes the pool's best as
+// the next victim. The pool carries good candidates from round to round and
+// from call to call, so each victim is the best of many more than k draws.
+// As Redis checks that a pooled key still exists, a call keeps a pooled
+// entry only if its index still holds a candidate with the same ID that is
+// evictable, and re-ranks it by that candidate's current key. A sampler is not safe
+// for concurrent use; the policy's lock guards it.
+type sampler struct {
+	k     int
+	rng   *rand.Rand
+	pool  []entry  // ascending by (key, ID), at most samplePoolSize
+	taken []uint64 // bit i: candidate i is a victim of this call
+	picks []int32  // indices of this call's victims, to clear taken
+}
+
+func newSampler(k int) *sampler {
+	return &sampler{k: k, rng: rand.New(rand.NewPCG(sampleSeed, uint64(k)))}
+}
+
+// selectVictims picks victims by sampling, O(k) per victim whatever the
+// number of candidates, and falls back to sel's exact selection when there
+// are at most k candidates or sampling keeps missing (see [WithSampling]).
+// It sets sel.partial like the exact selection.
+func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, kp *keyParams) (Result, error) {
+	n := len(cands)
+	if required == 0 {
+		sel.partial = 0
+		return Result{}, nil
+	}
+	if n <= s.k || n > maxCandidates {
+		return sel.selectVictims(cands, required, kp)
+	}
+	if kp.usesNow {
+		kp.now = maxLastAccess(cands)
+	}
+	if words := (n + 63) / 64; len(s.taken) < words {
+		s.taken = make([]uint64, words)
+	}
+	s.revalidate(cands, kp)
+	s.picks = s.picks[:0]
+	defer s.clearTaken()
+
+	ids := &sel.ids
+	ids.reset(samplePoolSize)
+	idCap := samplePoolSize
+	victims := make([]Victim, 0, 8)
+	freed, partial, misses := 0, 0, 0
+	for freed < required {
+		for range s.k {
+			i := s.rng.IntN(n)
+			c := &cands[i]
+			if !valid(c) {
+				return Result{}, invalidField(c, i)
+			}
+			if !c.evictable() || s.taken[i/64]&(1<<(i%64)) != 0 {
+				continue
+			}
+			s.offer(entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), maxCandidates))})
+		}
+		if len(s.pool) == 0 {
+			if misses++; misses >= maxSampleMisses {
+				return sel.selectVictims(cands, required, kp)
+			}
+			continue
+		}
+		misses = 0
+		best := s.pool[0]
+		s.pool = append(s.pool[:0], s.pool[1:]...)
+		i := int(best.idx)
+		s.taken[i/64] |= 1 << (i % 64)
+		s.picks = append(s.picks, best.idx)
+		c := &cands[i]
+		if len(s.picks) > idCap/2 { // keep the ID set's load factor <= 1/2
+			idCap *= 4
+			ids.reset(idCap)
+			for _, j := range s.picks[:len(s.picks)-1] {
+				ids.insert(cands[j].ID)
+			}
+		}
+		if ids.insert(c.ID) {
+			return Result{}, duplicateID(cands, i)
+		}
+		blocks := c.Blocks
+		if need := required - freed; c.AllowPartial && len(blocks) > need {
+			blocks = blocks[len(blocks)-need:]
+			partial++
+		}
+		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
+		freed += len(blocks)
+	}
+	sel.partial = partial
+	return Result{Victims: victims, FreedBlocks: freed}, nil
+}
+
+// offer merges e into the pool unless the pool already holds it or is full
+// of better entries. O(samplePoolSize).
+func (s *sampler) offer(e entry) {
+	p := s.pool
+	at := len(p)
+	for j := range p {
+		if p[j].idx == e.idx {
+			return
+		}
+		if at == len(p) && less(&e, &p[j]) {
+			at = j
+		}
+	}
+	if at == len(p) && len(p) == samplePoolSize {
+		return
+	}
+	if len(p) < samplePoolSize {
+		p = append(p, entry{})
+	}
+	copy(p[at+1:], p[at:len(p)-1])
+	p[at] = e
+	s.pool = p
+}
+
+// revalidate keeps the pooled entries of earlier calls that still name an
+// evictable candidate at the same index, with their current keys, in order.
+// O(samplePoolSize^2).
+func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
+	old := s.pool
+	s.pool = s.pool[:0]
+	for _, e := range old {
+		if int(e.idx) >= len(cands) {
+			continue
+		}
+		c := &cands[e.idx]
+		if c.ID != e.id || !valid(c) || !c.evictable() {
+			continue
+		}
+		e.Key, e.blocks = kp.keyOf(c), int32(min(len(c.Blocks), maxCandidates))
+		// Insertion sort in place: the kept prefix never overtakes old.
+		j := len(s.pool)
+		s.pool = append(s.pool, e)
+		for ; j > 0 && less(&e, &s.pool[j-1]); j-- {
+			s.pool[j] = s.pool[j-1]
+		}
+		s.pool[j] = e
+	}
+}
+
+// clearTaken unmarks this call's victims, O(victims).
+func (s *sampler) clearTaken() {
+	for _, i := range s.picks {
+		s.taken[i/64] = 0
+	}
+}
