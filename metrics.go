@@ -67,7 +67,7 @@ type stats struct {
 	historyCap  int
 	recent      []uint64
 	head        int
-	perSequence map[uint64]evictionRecord
+	perSequence evictionTable
 	sumX, sumX2 uint64
 }
 
@@ -80,7 +80,6 @@ func newStats(s Strategy, historyCap int) stats {
 	return stats{
 		strategy:    s,
 		historyCap:  historyCap,
-		perSequence: make(map[uint64]evictionRecord),
 	}
 }
 
@@ -112,36 +111,33 @@ func (s *stats) evict(id uint64) {
 		s.recent[s.head] = id
 		s.head = (s.head + 1) % s.historyCap
 	}
-	r := s.perSequence[id]
+	r := &s.perSequence.slots[s.perSequence.upsert(id)]
 	s.sumX++
 	s.sumX2 += 2*uint64(r.count) + 1 // (c+1)^2 - c^2
 	r.count++
 	r.pending = true
-	s.perSequence[id] = r
 }
 
 // forget drops one remembered eviction of id.
 func (s *stats) forget(id uint64) {
-	r := s.perSequence[id]
+	i, _ := s.perSequence.find(id) // present: every ID in recent has a record
+	r := &s.perSequence.slots[i]
 	s.sumX--
 	s.sumX2 -= 2*uint64(r.count) - 1 // c^2 - (c-1)^2
 	r.count--
 	if r.count == 0 {
-		delete(s.perSequence, id)
-		return
+		s.perSequence.remove(i)
 	}
-	s.perSequence[id] = r
 }
 
 // access counts a re-prefill if id was evicted since its last access. O(1).
 func (s *stats) access(id uint64) {
-	r, ok := s.perSequence[id]
-	if !ok || !r.pending {
+	i, ok := s.perSequence.find(id)
+	if !ok || !s.perSequence.slots[i].pending {
 		return
 	}
 	s.reprefills++
-	r.pending = false
-	s.perSequence[id] = r
+	s.perSequence.slots[i].pending = false
 }
 
 func (s *stats) snapshot() Metrics {
@@ -163,7 +159,7 @@ func (s *stats) snapshot() Metrics {
 	if s.evictions > 0 {
 		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
 	}
-	if n := len(s.perSequence); n > 0 {
+	if n := s.perSequence.len; n > 0 {
 		m.FairnessScore = float64(s.sumX) * float64(s.sumX) / (float64(n) * float64(s.sumX2))
 	}
 	return m
