@@ -78,8 +78,8 @@ type evictionRecord struct {
 
 func newStats(s Strategy, historyCap int) stats {
 	return stats{
-		strategy:    s,
-		historyCap:  historyCap,
+		strategy:   s,
+		historyCap: historyCap,
 	}
 }
 
