@@ -2,6 +2,7 @@ package kvevict
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 )
 
@@ -37,6 +38,9 @@ func NewRanker(s Strategy, opts ...Option) (*Ranker, error) {
 	info, cfg, err := resolve(s, opts)
 	if err != nil {
 		return nil, err
+	}
+	if info.history != nil {
+		return nil, fmt.Errorf("%w %q for a Ranker: it ranks by history, not by a key", ErrUnknownStrategy, s)
 	}
 	return &Ranker{params: newKeyParams(info.kind, &cfg)}, nil
 }

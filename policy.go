@@ -54,10 +54,12 @@ const (
 	FrequencyCost Strategy = "frequency_cost" // AccessCount x len(Blocks)^alpha / (1 + decay x age)
 )
 
-// strategyInfo is one registered strategy.
+// strategyInfo is one registered strategy: a key kind, or for an adaptive
+// strategy a constructor of the history that ranks instead of a key.
 type strategyInfo struct {
-	name Strategy
-	kind keyKind
+	name    Strategy
+	kind    keyKind
+	history func(*config) history // nil for key strategies
 }
 
 // registry lists every strategy in the order [Strategies] reports them.
@@ -71,6 +73,9 @@ var registry = []strategyInfo{
 	{name: QoSAware, kind: kindQoS},
 	{name: Predictive, kind: kindPredictive},
 	{name: FrequencyCost, kind: kindCost},
+	{name: ARC, history: newARC},
+	{name: S3FIFO, history: newS3FIFO},
+	{name: SIEVE, history: newSIEVE},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {
@@ -159,6 +164,7 @@ type config struct {
 	costDecay       float64 // per second
 	lifetimeHorizon time.Duration
 	historyCap      int
+	capacity        int // adaptive strategies' cache size, in sequences
 	logger          *slog.Logger
 	errs            []error
 }
@@ -170,6 +176,7 @@ func defaultConfig() config {
 		costAlpha:       defaultCostAlpha,
 		lifetimeHorizon: defaultLifetimeHorizon,
 		historyCap:      DefaultHistoryCap,
+		capacity:        DefaultCapacity,
 	}
 }
 
@@ -285,12 +292,16 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &policy{
+	p := &policy{
 		strategy: s,
 		params:   newKeyParams(info.kind, &cfg),
 		stats:    newStats(s, cfg.historyCap),
 		logger:   cfg.logger,
-	}, nil
+	}
+	if info.history != nil {
+		p.hist = info.history(&cfg)
+	}
+	return p, nil
 }
 
 // resolve looks up s and applies opts to the default configuration.
@@ -311,14 +322,15 @@ func resolve(s Strategy, opts []Option) (strategyInfo, config, error) {
 	return info, cfg, nil
 }
 
-// policy is the Policy of every key strategy: the selection engine over the
-// strategy's key, plus metrics.
+// policy is the Policy of every strategy: the selection engine over the
+// strategy's key, or over its history for an adaptive strategy, plus metrics.
 type policy struct {
 	strategy Strategy
 	logger   *slog.Logger
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
+	hist   history // nil for key strategies
 	sel    selector
 	stats  stats
 }
@@ -329,7 +341,13 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	}
 	p.mu.Lock()
 	start := time.Now()
-	res, err := p.sel.selectVictims(candidates, requiredBlocks, &p.params)
+	var res Result
+	var err error
+	if p.hist != nil {
+		res, err = p.sel.selectAdaptive(candidates, requiredBlocks, p.hist)
+	} else {
+		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
+	}
 	res.Elapsed = time.Since(start)
 	res.Strategy = p.strategy
 	if err == nil && len(res.Victims) > 0 {
@@ -348,6 +366,9 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.access(id)
+	if p.hist != nil {
+		p.hist.access(id)
+	}
 	p.mu.Unlock()
 }
 
