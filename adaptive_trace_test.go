@@ -92,7 +92,7 @@ func TestS3FIFOHandTrace(t *testing.T) {
 		{9, false, []uint64{1, 2, 3, 4, 9}}, // S [9] G [5 6 7 8]
 		// 9 goes to G, which overflows and forgets 5, so 5 is new again:
 		// the paper evicts before it asks the ghost.
-		{5, false, []uint64{1, 2, 3, 4, 5}},  // S [5] G [6 7 8 9]
+		{5, false, []uint64{1, 2, 3, 4, 5}},   // S [5] G [6 7 8 9]
 		{10, false, []uint64{1, 2, 3, 4, 10}}, // S [10] G [7 8 9 5]
 		{10, true, []uint64{1, 2, 3, 4, 10}},  // S [10f1]
 		// 10 moves to M; S is empty, so M evicts: 1 has a count, goes back
