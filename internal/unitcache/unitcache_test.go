@@ -79,13 +79,13 @@ func traces() []trace {
 	return []trace{
 		{"zipf=1.0", zipfTrace(100_000, 1.0001, 20_000, 1)},
 		{"zipf=1.2", zipfTrace(100_000, 1.2, 100_000, 2)},
-		{"loop=0.9c", loopTrace(100_000, 450)},
-		{"loop=3c+zipf", loopZipfTrace(200_000, 1500, 5)},
+		{"loop=0.9c", loopTrace(100_000, 180)},
+		{"loop=3c+zipf", loopZipfTrace(200_000, 600, 5)},
 		{"mixed", mixedTrace(100_000, 3)},
 	}
 }
 
-const capacity = 500
+const capacity = 200
 
 // replay runs ids through a unit cache driven by p and returns its hits.
 func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
@@ -141,9 +141,10 @@ func TestLRUMatchesSimpleLRU(t *testing.T) {
 // ARC within 0.5% of hits. They differ only where golang-lru departs from
 // the paper: it trims the ghosts to |b1| <= c-p and |b2| <= p after
 // REPLACE instead of the paper's |t1|+|b1| <= c and directory <= 2c before.
-// On loops longer than the cache that shows: over the first 100k accesses
-// of loop=3c+zipf golang-lru has 0.7% more hits, over 200k 0.36%; on a loop
-// of 1.2c it keeps 3% more (TestARCMatchesPaper).
+// On loops longer than the cache that shows: golang-lru's extra b1 ghosts
+// catch part of the loop, a gap that shrinks as the hot set takes over
+// (hence 200k accesses for loop=3c+zipf) but stays on a loop of 1.2c,
+// where the paper's ARC has no hits at all (TestARCMatchesPaper).
 func TestARCMatchesGolangLRU(t *testing.T) {
 	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
@@ -181,12 +182,12 @@ func TestARCMatchesGolangLRU(t *testing.T) {
 
 // TestARCMatchesPaper: ARC through the harness gives exactly the hits of
 // refARC, the paper's Fig. 4, including on a loop just longer than the
-// cache mixed with a hot set, where golang-lru's ARC keeps about 3% more
-// hits: it keeps up to c-p ghosts in b1 however long t1 is, so a loop
+// cache, alone or mixed with a hot set, where golang-lru's ARC keeps more
+// hits (about 3% more with c = 500): it keeps up to c-p ghosts in b1 however long t1 is, so a loop
 // slightly longer than the cache hits its own ghosts, which the paper's
 // bound |t1|+|b1| <= c forbids while t1 holds the loop.
 func TestARCMatchesPaper(t *testing.T) {
-	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 600, 4)}, trace{"loop=1.2c", loopTrace(100_000, 600)})
+	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 240, 4)}, trace{"loop=1.2c", loopTrace(100_000, 240)})
 	for _, tr := range all {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
