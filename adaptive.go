@@ -156,7 +156,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		t.admit = nil
 	}
 
-	var victims []Victim
+	victims := t.victims[:0]
 	freed := 0
 	for freed < required {
 		n := h.victim()
@@ -176,7 +176,13 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		freed += len(blocks)
 	}
 	h.finish()
-	return Result{Victims: victims, FreedBlocks: freed}, nil
+	res := Result{Victims: slices.Clone(victims), FreedBlocks: freed}
+	clear(victims) // drop the references to the caller's blocks
+	t.victims = victims[:0]
+	if cap(t.victims) > admitShrinkAbove {
+		t.victims = nil
+	}
+	return res, nil
 }
 
 // node is one id an adaptive strategy tracks, resident or ghost, linked into
@@ -207,11 +213,12 @@ const maxLists = 4
 type table struct {
 	slab          []node
 	free          int32 // first free node, chained by newer; -1 if none
-	index         map[uint64]int32
+	index         idMap
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
-	admit         []int32 // scratch: indices of the candidates a selection admits
+	admit         []int32  // scratch: indices of the candidates a selection admits
+	victims       []Victim // scratch: a selection's victims, copied into its Result
 }
 
 // admitShrinkAbove is the scratch size above which a selection frees it, so
@@ -219,7 +226,7 @@ type table struct {
 const admitShrinkAbove = 1 << 16
 
 func newTable(residentLists ...uint8) table {
-	t := table{free: -1, index: make(map[uint64]int32)}
+	t := table{free: -1}
 	for i := range t.lists {
 		t.lists[i] = nodeList{head: -1, tail: -1}
 	}
@@ -231,10 +238,7 @@ func newTable(residentLists ...uint8) table {
 
 // lookup returns id's node, or -1. O(1).
 func (t *table) lookup(id uint64) int32 {
-	if n, ok := t.index[id]; ok {
-		return n
-	}
-	return -1
+	return t.index.get(id)
 }
 
 // resident reports whether node n is in the cache rather than a ghost.
@@ -252,7 +256,7 @@ func (t *table) add(id uint64, l uint8) int32 {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
-	t.index[id] = n
+	t.index.put(id, n)
 	t.pushHead(l, n)
 	return n
 }
@@ -260,7 +264,7 @@ func (t *table) add(id uint64, l uint8) int32 {
 // drop unlinks node n and forgets its id. O(1).
 func (t *table) drop(n int32) {
 	t.unlink(n)
-	delete(t.index, t.slab[n].id)
+	t.index.del(t.slab[n].id)
 	t.slab[n] = node{newer: t.free}
 	t.free = n
 }
@@ -375,8 +379,8 @@ func (t *table) checkTable() error {
 			if x.older != prev {
 				return fmt.Errorf("list %d: node %d's older link is %d, want %d", l, n, x.older, prev)
 			}
-			if got, ok := t.index[x.id]; !ok || got != n {
-				return fmt.Errorf("list %d: id %d indexed at %d (%v), want %d", l, x.id, got, ok, n)
+			if got := t.index.get(x.id); got != n {
+				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
 			}
 			if t.marked(n) {
 				marked++
@@ -398,8 +402,11 @@ func (t *table) checkTable() error {
 		}
 		seen += count
 	}
-	if seen != len(t.index) {
-		return fmt.Errorf("%d ids indexed, %d in lists", len(t.index), seen)
+	if seen != t.index.len() {
+		return fmt.Errorf("%d ids indexed, %d in lists", t.index.len(), seen)
+	}
+	if err := t.index.check(); err != nil {
+		return err
 	}
 	if len(t.slab) > math.MaxInt32 {
 		return fmt.Errorf("slab of %d nodes", len(t.slab))
