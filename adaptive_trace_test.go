@@ -137,3 +137,36 @@ func ExampleWithCapacity() {
 	// true <nil>
 	// kvevict: invalid argument: capacity must be in [1, 268435456], got 0
 }
+
+// TestAdaptiveColdStart: with no UpdateAccess at all, candidates enter in
+// LastAccess order, so each strategy evicts the least recently used first,
+// skipping the pinned and the referenced, and a partial victim keeps its
+// head.
+func TestAdaptiveColdStart(t *testing.T) {
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		t.Run(string(s), func(t *testing.T) {
+			p, err := kvevict.New(s, kvevict.WithCapacity(8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cands := []kvevict.Candidate{
+				{ID: 1, Blocks: []int{10, 11}, LastAccess: 30},
+				{ID: 2, Blocks: []int{20}, LastAccess: 5, Pinned: true},
+				{ID: 3, Blocks: []int{30}, LastAccess: 10},
+				{ID: 4, Blocks: []int{40}, LastAccess: 7, RefCount: 1},
+				{ID: 5, Blocks: []int{50, 51, 52}, LastAccess: 20, AllowPartial: true},
+			}
+			res, err := p.SelectVictims(cands, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fmt.Sprint(res.Victims, res.FreedBlocks)
+			if want := "[{3 [30]} {5 [51 52]}] 3"; got != want {
+				t.Errorf("victims, freed = %s; want %s", got, want)
+			}
+			if _, err := p.SelectVictims(cands, 7); !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+				t.Errorf("need 7 of 6 evictable blocks: err %v, want ErrInsufficientBlocks", err)
+			}
+		})
+	}
+}
