@@ -22,8 +22,9 @@ import (
 // reported its first access, enters as new, oldest LastAccess first.
 //
 // A selection costs O(n + c) for n candidates and capacity c in the worst
-// case, O(n + k) when the victims sit where the algorithm looks first;
-// UpdateAccess is O(1).
+// case, O(n + k) when the victims sit where the algorithm looks first, plus
+// O(a log a) to admit a candidates the history does not hold; UpdateAccess
+// is O(1) (amortized: the history's index grows while it fills).
 const (
 	ARC    Strategy = "arc"    // Adaptive Replacement Cache (Megiddo and Modha, FAST'03)
 	S3FIFO Strategy = "s3fifo" // small, main and ghost FIFOs (Yang et al., SOSP'23)
@@ -117,8 +118,13 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 
 	// A pending request that already holds blocks is resident: place it
 	// before the others are admitted, so that nothing admitted is pushed out.
-	if id, ok := h.pendingID(); ok && slices.ContainsFunc(cands, func(c Candidate) bool { return c.ID == id }) {
-		h.commit()
+	if id, ok := h.pendingID(); ok {
+		for i := range cands {
+			if cands[i].ID == id {
+				h.commit()
+				break
+			}
+		}
 	}
 	t := h.nodes()
 	t.nextEpoch()
