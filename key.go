@@ -76,6 +76,7 @@ const (
 	kindQoS
 	kindPredictive
 	kindCost
+	kindHistory // an adaptive strategy: no key, strategyInfo.history ranks
 )
 
 // keyOf returns the strategy's key for an evictable candidate: a pure

@@ -75,9 +75,9 @@ var registry = []strategyInfo{
 	{name: QoSAware, kind: kindQoS},
 	{name: Predictive, kind: kindPredictive},
 	{name: FrequencyCost, kind: kindCost},
-	{name: ARC, history: newARC},
-	{name: S3FIFO, history: newS3FIFO},
-	{name: SIEVE, history: newSIEVE},
+	{name: ARC, kind: kindHistory, history: newARC},
+	{name: S3FIFO, kind: kindHistory, history: newS3FIFO},
+	{name: SIEVE, kind: kindHistory, history: newSIEVE},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {
