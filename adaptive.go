@@ -46,7 +46,9 @@ const maxCapacity = 1 << 28
 // sequences pass through: about 80 bytes per remembered sequence. When the
 // pool holds more sequences than c, the history forgets the least valuable
 // ones early and they enter again as new when they next appear as
-// candidates. Default [DefaultCapacity]. Must be in [1, 2^28].
+// candidates: every selection then re-admits the n-c overflow, in
+// O(n log n), and the algorithm degrades toward LRU over LastAccess. Default
+// [DefaultCapacity]. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > maxCapacity {
@@ -158,7 +160,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		}
 	}
 	t.admit = admit[:0]
-	if cap(t.admit) > admitShrinkAbove {
+	if cap(t.admit) > admitShrinkAbove && cap(t.admit) > 8*len(cands) {
 		t.admit = nil
 	}
 
@@ -185,7 +187,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 	res := Result{Victims: slices.Clone(victims), FreedBlocks: freed}
 	clear(victims) // drop the references to the caller's blocks
 	t.victims = victims[:0]
-	if cap(t.victims) > admitShrinkAbove {
+	if cap(t.victims) > admitShrinkAbove && cap(t.victims) > 8*len(cands) {
 		t.victims = nil
 	}
 	return res, nil
@@ -227,8 +229,9 @@ type table struct {
 	victims       []Victim // scratch: a selection's victims, copied into its Result
 }
 
-// admitShrinkAbove is the scratch size above which a selection frees it, so
-// that one huge call does not pin its memory forever.
+// admitShrinkAbove is the scratch size above which a selection much smaller
+// than the scratch frees it, so that one huge call does not pin its memory
+// forever.
 const admitShrinkAbove = 1 << 16
 
 func newTable(residentLists ...uint8) table {

@@ -333,3 +333,40 @@ func TestIDMapRandomOps(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveConcurrent exercises one policy from several goroutines; run
+// with -race. The invariants must hold afterwards.
+func TestAdaptiveConcurrent(t *testing.T) {
+	for _, s := range adaptiveStrategies {
+		p, err := New(s, WithCapacity(32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		for g := range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				rng := rand.New(rand.NewPCG(uint64(g), 1))
+				cands := make([]Candidate, 40)
+				for range 300 {
+					p.UpdateAccess(rng.Uint64N(64))
+					for i := range cands {
+						cands[i] = Candidate{ID: uint64(i), Blocks: []int{i}, LastAccess: rng.Int64N(1000)}
+					}
+					if _, err := p.SelectVictims(cands, 1+rng.IntN(3)); err != nil {
+						t.Error(err)
+						return
+					}
+					_ = p.Metrics()
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		checkHistory(t, p, 32)
+		if m := p.Metrics(); m.Selections != 1200 {
+			t.Errorf("%s: %d selections counted, want 1200", s, m.Selections)
+		}
+	}
+}
