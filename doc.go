@@ -27,6 +27,11 @@
 //     EstimatedLifetime or how close it is to MaxLen.
 //   - [FrequencyCost]: lowest AccessCount x len(Blocks)^alpha first, keeping
 //     long, hot prefixes that are most expensive to re-prefill.
+//   - [ARC], [S3FIFO], [SIEVE]: adaptive strategies that rank by history
+//     (UpdateAccess) over a cache of [WithCapacity] sequences, as their
+//     papers define them. ARC balances recency and frequency with ghost
+//     lists; S3-FIFO filters one-hit sequences through a small FIFO; SIEVE
+//     is one FIFO with a visited bit, cheapest of the three.
 //
 // # Guarantees
 //

@@ -83,7 +83,9 @@ func indexConfigs() []struct {
 	}
 	var out []cfg
 	for _, s := range Strategies() {
-		out = append(out, cfg{string(s), s, nil})
+		if info, _ := lookup(s); isKeyKind(info.kind) {
+			out = append(out, cfg{string(s), s, nil})
+		}
 	}
 	out = append(out,
 		cfg{"lfu/halflife", LFU, []Option{WithLFUHalfLife(50 * time.Nanosecond)}},

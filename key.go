@@ -2,6 +2,7 @@ package kvevict
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 )
 
@@ -38,6 +39,9 @@ func NewRanker(s Strategy, opts ...Option) (*Ranker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if info.history != nil {
+		return nil, fmt.Errorf("%w %q for a Ranker: it ranks by history, not by a key", ErrUnknownStrategy, s)
+	}
 	return &Ranker{params: newKeyParams(info.kind, &cfg)}, nil
 }
 
@@ -72,6 +76,7 @@ const (
 	kindQoS
 	kindPredictive
 	kindCost
+	kindHistory // an adaptive strategy: no key, strategyInfo.history ranks
 )
 
 // keyOf returns the strategy's key for an evictable candidate: a pure

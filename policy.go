@@ -24,7 +24,9 @@ type Policy interface {
 	// [ErrInsufficientBlocks] and counts nothing; invalid input returns an
 	// error matching [ErrInvalidCandidate] or [ErrInvalidArgument].
 	// requiredBlocks == 0 returns an empty Result. The cost is
-	// O(n + k log n) for n candidates and k victims.
+	// O(n + k log n) for n candidates and k victims. The adaptive strategies
+	// ([ARC], [S3FIFO], [SIEVE]) take victims in their algorithm's order
+	// instead of by key, in O(n + c) for a cache of c sequences.
 	SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error)
 
 	// UpdateAccess records that sequence id was used again. It feeds the
@@ -54,10 +56,12 @@ const (
 	FrequencyCost Strategy = "frequency_cost" // AccessCount x len(Blocks)^alpha / (1 + decay x age)
 )
 
-// strategyInfo is one registered strategy.
+// strategyInfo is one registered strategy: a key kind, or for an adaptive
+// strategy a constructor of the history that ranks instead of a key.
 type strategyInfo struct {
-	name Strategy
-	kind keyKind
+	name    Strategy
+	kind    keyKind
+	history func(*config) history // nil for key strategies
 }
 
 // registry lists every strategy in the order [Strategies] reports them.
@@ -71,6 +75,9 @@ var registry = []strategyInfo{
 	{name: QoSAware, kind: kindQoS},
 	{name: Predictive, kind: kindPredictive},
 	{name: FrequencyCost, kind: kindCost},
+	{name: ARC, kind: kindHistory, history: newARC},
+	{name: S3FIFO, kind: kindHistory, history: newS3FIFO},
+	{name: SIEVE, kind: kindHistory, history: newSIEVE},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {
@@ -160,6 +167,7 @@ type config struct {
 	lifetimeHorizon time.Duration
 	historyCap      int
 	sampleK         int // 0: exact selection
+	capacity        int // adaptive strategies' cache size, in sequences
 	logger          *slog.Logger
 	errs            []error
 }
@@ -171,6 +179,7 @@ func defaultConfig() config {
 		costAlpha:       defaultCostAlpha,
 		lifetimeHorizon: defaultLifetimeHorizon,
 		historyCap:      DefaultHistoryCap,
+		capacity:        DefaultCapacity,
 	}
 }
 
@@ -321,7 +330,9 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 		stats:    newStats(s, cfg.historyCap),
 		logger:   cfg.logger,
 	}
-	if cfg.sampleK > 0 {
+	if info.history != nil {
+		p.hist = info.history(&cfg)
+	} else if cfg.sampleK > 0 {
 		p.sampler = newSampler(cfg.sampleK)
 	}
 	return p, nil
@@ -345,14 +356,15 @@ func resolve(s Strategy, opts []Option) (strategyInfo, config, error) {
 	return info, cfg, nil
 }
 
-// policy is the Policy of every key strategy: the selection engine over the
-// strategy's key, plus metrics.
+// policy is the Policy of every strategy: the selection engine over the
+// strategy's key, or over its history for an adaptive strategy, plus metrics.
 type policy struct {
 	strategy Strategy
 	logger   *slog.Logger
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
+	hist   history // nil for key strategies
 	sel    selector
 	stats  stats
 
@@ -367,9 +379,12 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	start := time.Now()
 	var res Result
 	var err error
-	if p.sampler != nil {
+	switch {
+	case p.hist != nil:
+		res, err = p.sel.selectAdaptive(candidates, requiredBlocks, p.hist)
+	case p.sampler != nil:
 		res, err = p.sampler.selectVictims(&p.sel, candidates, requiredBlocks, &p.params)
-	} else {
+	default:
 		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
 	}
 	res.Elapsed = time.Since(start)
@@ -390,6 +405,9 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.access(id)
+	if p.hist != nil {
+		p.hist.access(id)
+	}
 	p.mu.Unlock()
 }
 

@@ -1,0 +1,372 @@
+package kvevict
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var adaptiveStrategies = []Strategy{ARC, S3FIFO, SIEVE}
+
+// checkHistory fails t if p's history breaks an invariant of its strategy or
+// tracks more ids than its bound.
+func checkHistory(t testing.TB, p Policy, c int) {
+	t.Helper()
+	h := p.(*policy).hist
+	if err := h.check(); err != nil {
+		t.Fatal(err)
+	}
+	if n, limit := h.nodes().index.len(), 2*c; n > limit {
+		t.Fatalf("%d ids tracked, more than 2c = %d", n, limit)
+	}
+}
+
+// fingerprint describes everything a selection could change in p's history.
+func fingerprint(p Policy) string {
+	h := p.(*policy).hist
+	t := h.nodes()
+	var b strings.Builder
+	for l := range t.lists {
+		fmt.Fprintf(&b, "%d:", l)
+		for n := t.lists[l].tail; n >= 0; n = t.slab[n].newer {
+			fmt.Fprintf(&b, " %d/%d", t.slab[n].id, t.slab[n].bits)
+		}
+		b.WriteString("\n")
+	}
+	id, ok := h.pendingID()
+	fmt.Fprintf(&b, "pending %d %v", id, ok)
+	switch x := h.(type) {
+	case *arc:
+		fmt.Fprintf(&b, " p %d t2 %v b2 %v", x.p, x.pendingT2, x.b2Hit)
+	case *sieve:
+		fmt.Fprintf(&b, " hand %d", x.hand)
+	}
+	return b.String()
+}
+
+// ops drives a policy from a byte stream, so the random-operation test and
+// the fuzz target share one checker: every operation is followed by the
+// history's invariants and every selection by the contract's.
+func ops(t testing.TB, s Strategy, c int, data []byte) {
+	p, err := New(s, WithCapacity(c), WithHistoryCap(max(1, c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return b
+	}
+	var tick int64
+	for len(data) > 0 {
+		op := next()
+		if op%4 != 0 {
+			p.UpdateAccess(uint64(next() % 48))
+			checkHistory(t, p, c)
+			continue
+		}
+		n := int(next() % 24)
+		cands := make([]Candidate, 0, n)
+		used := map[uint64]bool{}
+		for range n {
+			id := uint64(next() % 48)
+			if used[id] {
+				continue
+			}
+			used[id] = true
+			f := next()
+			tick++
+			cands = append(cands, Candidate{
+				ID:           id,
+				Blocks:       make([]int, f%4),
+				LastAccess:   tick * int64(next()%3),
+				Pinned:       f&0x10 != 0,
+				RefCount:     int(f>>5) & 1,
+				AllowPartial: f&0x80 != 0,
+			})
+		}
+		available := 0
+		for i := range cands {
+			if cands[i].evictable() {
+				available += len(cands[i].Blocks)
+			}
+		}
+		required := int(next()) % (available + 3)
+		before := fingerprint(p)
+		res, err := p.SelectVictims(cands, required)
+		checkHistory(t, p, c)
+		if required > available {
+			if !errors.Is(err, ErrInsufficientBlocks) {
+				t.Fatalf("need %d of %d: err %v, want ErrInsufficientBlocks", required, available, err)
+			}
+			if after := fingerprint(p); after != before {
+				t.Fatalf("failed selection changed the history:\n%s\nto\n%s", before, after)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("need %d of %d: %v", required, available, err)
+		}
+		if required == 0 {
+			if len(res.Victims) != 0 {
+				t.Fatalf("required 0: %d victims", len(res.Victims))
+			}
+			continue
+		}
+		checkResult(t, cands, required, res)
+	}
+}
+
+// checkResult fails t unless res is a valid greedy result for cands: distinct
+// evictable candidates, blocks their own (a tail only for the last, partial
+// one), freeing required or, if the last victim was taken whole, at least
+// required with every earlier victim needed.
+func checkResult(t testing.TB, cands []Candidate, required int, res Result) {
+	t.Helper()
+	seen := map[uint64]bool{}
+	freed := 0
+	for i, v := range res.Victims {
+		j := slices.IndexFunc(cands, func(c Candidate) bool { return c.ID == v.ID })
+		if j < 0 {
+			t.Fatalf("victim %d is not a candidate", v.ID)
+		}
+		c := &cands[j]
+		if !c.evictable() || seen[v.ID] {
+			t.Fatalf("victim %d: pinned %v, refs %d, blocks %d, repeated %v", v.ID, c.Pinned, c.RefCount, len(c.Blocks), seen[v.ID])
+		}
+		seen[v.ID] = true
+		if freed >= required {
+			t.Fatalf("victim %d of %d taken after %d of %d blocks were freed", i, len(res.Victims), freed, required)
+		}
+		if len(v.Blocks) < len(c.Blocks) && (!c.AllowPartial || i != len(res.Victims)-1) {
+			t.Fatalf("victim %d lost %d of %d blocks", v.ID, len(v.Blocks), len(c.Blocks))
+		}
+		freed += len(v.Blocks)
+	}
+	if freed != res.FreedBlocks || freed < required {
+		t.Fatalf("freed %d (Result says %d), need %d", freed, res.FreedBlocks, required)
+	}
+}
+
+// TestAdaptiveRandomOps runs random operations on small caches, where
+// candidates outnumber the capacity, ids come back from the ghosts and
+// selections fail, checking the invariants after each.
+func TestAdaptiveRandomOps(t *testing.T) {
+	for _, s := range adaptiveStrategies {
+		for _, c := range []int{1, 2, 5, 16, 64} {
+			t.Run(fmt.Sprintf("%s/c=%d", s, c), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(c), 11))
+				data := make([]byte, 20_000)
+				for i := range data {
+					data[i] = byte(rng.Uint32())
+				}
+				ops(t, s, c, data)
+			})
+		}
+	}
+}
+
+// TestAdaptiveBoundedMemory: a million distinct ids through UpdateAccess and
+// selections leave the history at its bound.
+func TestAdaptiveBoundedMemory(t *testing.T) {
+	const c = 100
+	for _, s := range adaptiveStrategies {
+		t.Run(string(s), func(t *testing.T) {
+			p, err := New(s, WithCapacity(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cands := []Candidate{{ID: 1 << 40, Blocks: []int{1}}}
+			for id := range uint64(1_000_000) {
+				p.UpdateAccess(id)
+				if id%1000 == 0 {
+					cands[0].ID = id
+					if _, err := p.SelectVictims(cands, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			checkHistory(t, p, c)
+			h := p.(*policy).hist.nodes()
+			if len(h.slab) > 2*c+1 {
+				t.Errorf("slab of %d nodes, bound 2c+1 = %d", len(h.slab), 2*c+1)
+			}
+		})
+	}
+}
+
+// TestAdaptiveDeterministic: the same operations give the same victims.
+func TestAdaptiveDeterministic(t *testing.T) {
+	for _, s := range adaptiveStrategies {
+		run := func() []uint64 {
+			p, err := New(s, WithCapacity(20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(5, 5))
+			var out []uint64
+			cands := make([]Candidate, 30)
+			for range 200 {
+				for i := range cands {
+					cands[i] = Candidate{ID: uint64(i), Blocks: []int{i}, LastAccess: rng.Int64N(100)}
+				}
+				p.UpdateAccess(uint64(rng.IntN(40)))
+				res, err := p.SelectVictims(cands, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range res.Victims {
+					out = append(out, v.ID)
+				}
+			}
+			return out
+		}
+		if a, b := run(), run(); !slices.Equal(a, b) {
+			t.Errorf("%s: victims differ between runs:\n%v\n%v", s, a, b)
+		}
+	}
+}
+
+// TestARCGhostAdaptation steps ARC (c = 2) by hand through the paper's
+// cases: a b1 hit grows p, which sends REPLACE to t2; a b2 hit shrinks it,
+// which sends REPLACE back to t1. Each step is an access, then a selection
+// of one block over the other residents.
+func TestARCGhostAdaptation(t *testing.T) {
+	p, err := New(ARC, WithCapacity(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.(*policy).hist.(*arc)
+	p.UpdateAccess(1)
+	p.UpdateAccess(1) // t2 [1]
+	p.UpdateAccess(2) // t1 [2]
+	steps := []struct {
+		access    uint64
+		residents []uint64
+		victim    uint64
+		p         int
+		t1, t2    []uint64 // LRU first, after the step
+		b1, b2    []uint64
+	}{
+		// Case IV: |t1| = 1 > p = 0, so 2 goes to b1; 3 enters t1.
+		{3, []uint64{1, 2}, 2, 0, []uint64{3}, []uint64{1}, []uint64{2}, nil},
+		// Case II: p grows by max(1, 0/1) = 1; |t1| = p, so t2's 1 goes.
+		{2, []uint64{1, 3}, 1, 1, []uint64{3}, []uint64{2}, nil, []uint64{1}},
+		// Case III: p shrinks to 0; |t1| = 1 > 0, so t1's 3 goes.
+		{1, []uint64{3, 2}, 3, 0, nil, []uint64{2, 1}, []uint64{3}, nil},
+		// Case IV with t1 empty: t2's LRU 2 goes to b2.
+		{4, []uint64{2, 1}, 2, 0, []uint64{4}, []uint64{1}, []uint64{3}, []uint64{2}},
+		// Case II: p = 1 = |t1| again: t2's 1 goes, b2 holds 2 and 1.
+		{3, []uint64{4, 1}, 1, 1, []uint64{4}, []uint64{3}, nil, []uint64{2, 1}},
+		// Case III: max(1, 0/2) = 1 takes p to 0; t1's 4 goes.
+		{2, []uint64{4, 3}, 4, 0, nil, []uint64{3, 2}, []uint64{4}, []uint64{1}},
+	}
+	ids := func(l uint8) []uint64 {
+		var out []uint64
+		for n := a.lists[l].tail; n >= 0; n = a.slab[n].newer {
+			out = append(out, a.slab[n].id)
+		}
+		return out
+	}
+	for i, st := range steps {
+		p.UpdateAccess(st.access)
+		cands := make([]Candidate, len(st.residents))
+		for j, id := range st.residents {
+			cands[j] = Candidate{ID: id, Blocks: []int{int(id)}}
+		}
+		res, err := p.SelectVictims(cands, 1)
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		checkHistory(t, p, 2)
+		got := fmt.Sprint(res.Victims[0].ID, a.p, ids(arcT1), ids(arcT2), ids(arcB1), ids(arcB2))
+		want := fmt.Sprint(st.victim, st.p, st.t1, st.t2, st.b1, st.b2)
+		if len(res.Victims) != 1 || got != want {
+			t.Fatalf("step %d (access %d): victim, p, t1, t2, b1, b2 = %s; want %s", i+1, st.access, got, want)
+		}
+	}
+}
+
+// TestIDMapRandomOps checks idMap against a Go map under random puts and
+// deletes over a small id space (long probe runs, many backward shifts),
+// including ID math.MaxUint64.
+func TestIDMapRandomOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var m idMap
+	ref := map[uint64]int32{}
+	ids := []uint64{0, 1, math.MaxUint64, math.MaxUint64 - 1}
+	for i := range uint64(200) {
+		ids = append(ids, i*64) // ids whose hashes share low bits
+	}
+	for step := range 200_000 {
+		id := ids[rng.IntN(len(ids))]
+		if rng.IntN(3) == 0 {
+			m.del(id)
+			delete(ref, id)
+		} else {
+			v := int32(rng.IntN(1000))
+			m.put(id, v)
+			ref[id] = v
+		}
+		if step%1000 == 0 {
+			if err := m.check(); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+		}
+		if m.len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, m.len(), len(ref))
+		}
+		probe := ids[rng.IntN(len(ids))]
+		want, ok := ref[probe]
+		if !ok {
+			want = -1
+		}
+		if got := m.get(probe); got != want {
+			t.Fatalf("step %d: get(%d) = %d, want %d", step, probe, got, want)
+		}
+	}
+}
+
+// TestAdaptiveConcurrent exercises one policy from several goroutines; run
+// with -race. The invariants must hold afterwards.
+func TestAdaptiveConcurrent(t *testing.T) {
+	for _, s := range adaptiveStrategies {
+		p, err := New(s, WithCapacity(32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		for g := range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				rng := rand.New(rand.NewPCG(uint64(g), 1))
+				cands := make([]Candidate, 40)
+				for range 300 {
+					p.UpdateAccess(rng.Uint64N(64))
+					for i := range cands {
+						cands[i] = Candidate{ID: uint64(i), Blocks: []int{i}, LastAccess: rng.Int64N(1000)}
+					}
+					if _, err := p.SelectVictims(cands, 1+rng.IntN(3)); err != nil {
+						t.Error(err)
+						return
+					}
+					_ = p.Metrics()
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		checkHistory(t, p, 32)
+		if m := p.Metrics(); m.Selections != 1200 {
+			t.Errorf("%s: %d selections counted, want 1200", s, m.Selections)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package kvevict
+
+import "fmt"
+
+// arc is the Adaptive Replacement Cache of N. Megiddo and D. S. Modha,
+// "ARC: A Self-Tuning, Low Overhead Replacement Cache", FAST'03 (Fig. 4),
+// over a cache of c sequences:
+//
+//   - t1 holds sequences seen once lately, t2 those seen at least twice;
+//     both are LRU lists (head: most recent).
+//   - b1 and b2 are ghosts: the ids of the latest evictions from t1 and t2,
+//     no data. A request that hits b1 says t1 was too small: p grows by
+//     max(1, |b2|/|b1|); a hit in b2 shrinks p by max(1, |b1|/|b2|).
+//   - p is the target size of t1. REPLACE evicts t1's LRU end when
+//     |t1| > p, or |t1| == p and the request hit b2; else t2's LRU end.
+//
+// The paper's bounds hold after every operation: |t1|+|t2| <= c,
+// |t1|+|b1| <= c, |t1|+|t2|+|b1|+|b2| <= 2c, 0 <= p <= c; the ghosts also
+// hold no more than the history cap together.
+//
+// The paper evicts at the moment of a miss; here the allocator evicts when
+// it calls SelectVictims. So a miss (access of an id not in t1 or t2)
+// adapts p at once and waits as the pending request; the selection that
+// follows runs REPLACE for each victim, knowing whether the request hit b2,
+// then places it (case IV's ghost upkeep included). If no selection comes,
+// the next operation places it, running REPLACE inside the history when the
+// cache is full. Victims are taken from the LRU ends, skipping the nodes
+// that are not this call's evictable candidates; if REPLACE's list has none,
+// the other list gives the victim.
+type arc struct {
+	table
+	c        int // cache size in sequences
+	p        int // target size of t1, in [0, c]
+	ghostCap int // most ids b1 and b2 hold together
+
+	pending   uint64 // a miss not yet placed
+	hasPend   bool
+	pendingT2 bool // the pending request hit a ghost and goes to t2
+	b2Hit     bool // the latest request hit b2: REPLACE's tie goes to t1
+
+	cursor [2]int32 // per resident list, where the selection's scan resumes
+}
+
+// ARC's lists.
+const (
+	arcT1 uint8 = iota // resident, seen once
+	arcT2              // resident, seen at least twice
+	arcB1              // ghosts evicted from t1
+	arcB2              // ghosts evicted from t2
+)
+
+func newARC(cfg *config) history {
+	return &arc{
+		table:    newTable(arcT1, arcT2),
+		c:        cfg.capacity,
+		ghostCap: cfg.historyCap,
+		cursor:   [2]int32{-1, -1},
+	}
+}
+
+func (a *arc) nodes() *table { return &a.table }
+
+func (a *arc) pendingID() (uint64, bool) { return a.pending, a.hasPend }
+
+func (a *arc) access(id uint64) {
+	a.commit()
+	n := a.lookup(id)
+	if n < 0 {
+		a.pending, a.hasPend, a.pendingT2, a.b2Hit = id, true, false, false
+		return
+	}
+	b1, b2 := a.size(arcB1), a.size(arcB2)
+	switch a.slab[n].list {
+	case arcT1, arcT2: // case I: a hit
+		a.moveHead(arcT2, n)
+		return
+	case arcB1: // case II
+		delta := 1
+		if b2 > b1 {
+			delta = b2 / b1
+		}
+		a.p = min(a.c, a.p+delta)
+		a.b2Hit = false
+	case arcB2: // case III
+		delta := 1
+		if b1 > b2 {
+			delta = b1 / b2
+		}
+		a.p = max(0, a.p-delta)
+		a.b2Hit = true
+	}
+	a.drop(n)
+	a.pending, a.hasPend, a.pendingT2 = id, true, true
+}
+
+func (a *arc) commit() {
+	if !a.hasPend {
+		return
+	}
+	a.hasPend = false
+	t1, t2, b1, b2 := a.size(arcT1), a.size(arcT2), a.size(arcB1), a.size(arcB2)
+	if a.pendingT2 { // cases II and III
+		if t1+t2 >= a.c {
+			a.replace()
+		}
+		a.add(a.pending, arcT2)
+	} else { // case IV
+		switch {
+		case t1+b1 >= a.c: // A: L1 is full
+			if t1 < a.c {
+				a.drop(a.lists[arcB1].tail)
+				if t1+t2 >= a.c {
+					a.replace()
+				}
+			} else {
+				a.drop(a.lists[arcT1].tail)
+			}
+		case t1+t2+b1+b2 >= a.c: // B: L1 has room, the directory does not
+			if t1+t2+b1+b2 >= 2*a.c {
+				a.drop(a.lists[arcB2].tail)
+			}
+			if t1+t2 >= a.c {
+				a.replace()
+			}
+		}
+		a.add(a.pending, arcT1)
+	}
+	a.b2Hit = false
+	a.normalize()
+}
+
+// replace is the paper's REPLACE inside the history: the LRU end of t1 or
+// t2 becomes a ghost, whether or not it is a candidate. Only a full cache
+// with no selection to make room calls it.
+func (a *arc) replace() {
+	t1 := a.size(arcT1)
+	if t1 > 0 && (t1 > a.p || (t1 == a.p && a.b2Hit)) || a.size(arcT2) == 0 {
+		a.moveHead(arcB1, a.lists[arcT1].tail)
+	} else {
+		a.moveHead(arcB2, a.lists[arcT2].tail)
+	}
+}
+
+// normalize restores the bounds after candidates were admitted beyond the
+// capacity or the history cap is below the paper's ghost bound.
+func (a *arc) normalize() {
+	for a.size(arcT1)+a.size(arcT2) > a.c {
+		a.replace()
+	}
+	for a.size(arcT1)+a.size(arcB1) > a.c {
+		a.drop(a.lists[arcB1].tail)
+	}
+	for a.size(arcT1)+a.size(arcT2)+a.size(arcB1)+a.size(arcB2) > 2*a.c {
+		a.dropGhost()
+	}
+	for a.size(arcB1)+a.size(arcB2) > a.ghostCap {
+		a.dropGhost()
+	}
+}
+
+// dropGhost forgets the oldest ghost of the longer ghost list, b2 on a tie.
+func (a *arc) dropGhost() {
+	if a.size(arcB1) > a.size(arcB2) {
+		a.drop(a.lists[arcB1].tail)
+	} else {
+		a.drop(a.lists[arcB2].tail)
+	}
+}
+
+func (a *arc) admit(id uint64) {
+	if n := a.lookup(id); n >= 0 {
+		a.drop(n) // a ghost that still holds blocks
+	}
+	a.add(id, arcT1)
+}
+
+func (a *arc) victim() int32 {
+	first, second := arcT2, arcT1
+	if t1 := a.size(arcT1); t1 > 0 && (t1 > a.p || (t1 == a.p && a.b2Hit)) {
+		first, second = arcT1, arcT2
+	}
+	for _, l := range [2]uint8{first, second} {
+		if a.lists[l].marked == 0 {
+			continue
+		}
+		from := a.cursor[l]
+		if from < 0 || a.slab[from].list != l {
+			from = a.lists[l].tail
+		}
+		if n := a.scan(from); n >= 0 {
+			a.cursor[l] = n
+			return n
+		}
+	}
+	return -1
+}
+
+func (a *arc) evict(n int32) {
+	l := a.slab[n].list
+	a.cursor[l] = a.slab[n].newer
+	if l == arcT1 {
+		a.moveHead(arcB1, n)
+	} else {
+		a.moveHead(arcB2, n)
+	}
+}
+
+func (a *arc) finish() {
+	a.cursor = [2]int32{-1, -1}
+	a.commit()
+	a.normalize()
+}
+
+func (a *arc) check() error {
+	if err := a.checkTable(); err != nil {
+		return err
+	}
+	t1, t2, b1, b2 := a.size(arcT1), a.size(arcT2), a.size(arcB1), a.size(arcB2)
+	switch {
+	case t1+t2 > a.c:
+		return fmt.Errorf("arc: |t1|+|t2| = %d+%d > c = %d", t1, t2, a.c)
+	case t1+b1 > a.c:
+		return fmt.Errorf("arc: |t1|+|b1| = %d+%d > c = %d", t1, b1, a.c)
+	case t1+t2+b1+b2 > 2*a.c:
+		return fmt.Errorf("arc: directory %d+%d+%d+%d > 2c = %d", t1, t2, b1, b2, 2*a.c)
+	case b1+b2 > a.ghostCap:
+		return fmt.Errorf("arc: ghosts %d+%d > history cap %d", b1, b2, a.ghostCap)
+	case a.p < 0 || a.p > a.c:
+		return fmt.Errorf("arc: p = %d outside [0, %d]", a.p, a.c)
+	}
+	if a.hasPend && a.lookup(a.pending) >= 0 {
+		return fmt.Errorf("arc: pending id %d is also tracked", a.pending)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package kvevict
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// idMap maps sequence IDs to node indices for the adaptive strategies: an
+// open-addressing hash table with linear probing and backward-shift
+// deletion, so that it needs no tombstones. A slot holds id+1 so that zero
+// means empty; ID math.MaxUint64, whose id+1 is zero, lives outside the
+// slots. It grows to keep the load at most 1/2 and never shrinks, so its
+// memory is bounded by the most ids tracked at once. The zero value is an
+// empty map.
+type idMap struct {
+	keys   []uint64 // id+1, 0 = empty
+	vals   []int32
+	shift  uint
+	count  int   // ids in the slots
+	last   int32 // node of ID math.MaxUint64, -1 if absent (when lastOK)
+	lastOK bool
+}
+
+const idMapMinSize = 16
+
+func (m *idMap) slot(id uint64) uint64 {
+	return (id * 0x9E3779B97F4A7C15) >> m.shift
+}
+
+// get returns id's node, or -1. O(1) expected.
+func (m *idMap) get(id uint64) int32 {
+	k := id + 1
+	if k == 0 {
+		if m.lastOK {
+			return m.last
+		}
+		return -1
+	}
+	if m.count == 0 {
+		return -1
+	}
+	mask := uint64(len(m.keys) - 1)
+	for i := m.slot(id); ; i = (i + 1) & mask {
+		switch m.keys[i] {
+		case k:
+			return m.vals[i]
+		case 0:
+			return -1
+		}
+	}
+}
+
+// put sets id's node. O(1) amortized.
+func (m *idMap) put(id uint64, n int32) {
+	k := id + 1
+	if k == 0 {
+		m.last, m.lastOK = n, true
+		return
+	}
+	if 2*(m.count+1) > len(m.keys) {
+		m.grow()
+	}
+	mask := uint64(len(m.keys) - 1)
+	for i := m.slot(id); ; i = (i + 1) & mask {
+		switch m.keys[i] {
+		case k:
+			m.vals[i] = n
+			return
+		case 0:
+			m.keys[i], m.vals[i] = k, n
+			m.count++
+			return
+		}
+	}
+}
+
+// del removes id, shifting back the entries of its probe run so that every
+// entry stays reachable from its home slot. O(1) expected.
+func (m *idMap) del(id uint64) {
+	k := id + 1
+	if k == 0 {
+		m.lastOK = false
+		return
+	}
+	if m.count == 0 {
+		return
+	}
+	mask := uint64(len(m.keys) - 1)
+	i := m.slot(id)
+	for m.keys[i] != k {
+		if m.keys[i] == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	m.count--
+	for j := (i + 1) & mask; m.keys[j] != 0; j = (j + 1) & mask {
+		// The entry at j may fill the hole at i unless its home slot lies
+		// cyclically in (i, j].
+		home := m.slot(m.keys[j] - 1)
+		if (j-home)&mask >= (j-i)&mask {
+			m.keys[i], m.vals[i] = m.keys[j], m.vals[j]
+			i = j
+		}
+	}
+	m.keys[i] = 0
+}
+
+// len returns how many ids the map holds.
+func (m *idMap) len() int {
+	if m.lastOK {
+		return m.count + 1
+	}
+	return m.count
+}
+
+// grow doubles the slots and reinserts every id.
+func (m *idMap) grow() {
+	size := max(idMapMinSize, 2*len(m.keys))
+	keys, vals := m.keys, m.vals
+	m.keys, m.vals = make([]uint64, size), make([]int32, size)
+	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
+	m.count = 0
+	for i, k := range keys {
+		if k != 0 {
+			m.put(k-1, vals[i])
+		}
+	}
+}
+
+// check verifies that every id is reachable from its home slot and the
+// count, for tests.
+func (m *idMap) check() error {
+	n := 0
+	for i, k := range m.keys {
+		if k == 0 {
+			continue
+		}
+		n++
+		if got := m.get(k - 1); got != m.vals[i] {
+			return fmt.Errorf("idMap: id %d at slot %d unreachable (get gives %d)", k-1, i, got)
+		}
+	}
+	if n != m.count {
+		return fmt.Errorf("idMap: count %d, %d slots used", m.count, n)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package kvevict
+
+import "fmt"
+
+// s3fifo is S3-FIFO, from J. Yang, Y. Zhang, Z. Qiu, Y. Yue and K. V.
+// Rashmi, "FIFO queues are all you need for cache eviction", SOSP'23
+// (Algorithm 1), over a cache of c sequences:
+//
+//   - small is a FIFO of about 10% of c that new sequences enter; main is a
+//     FIFO of the rest; ghost is a FIFO of the ids evicted from small, as
+//     many as main holds.
+//   - Each resident sequence has a frequency counter capped at 3, raised by
+//     every access; an access never moves anything (lazy promotion).
+//   - An eviction takes from small while small holds at least its share,
+//     else from main. Small's tail goes to main's head if it was accessed
+//     there, else it is evicted to ghost; main's tail goes back to main's
+//     head with its counter decremented if the counter is positive, else it
+//     is evicted. A request for a ghost enters main instead of small.
+//
+// Two choices the paper's pseudocode leaves open follow the authors'
+// libCacheSim: a sequence moves from small to main when it was accessed at
+// least once in small (s3fifoMoveToMain), and its counter restarts at zero
+// there. Moving to main never evicts by itself: when main outgrows its share,
+// small has shrunk below its own, so the next eviction takes from main.
+//
+// A miss waits as the pending request until the selection that makes room
+// for it, as in [arc]. The selection skips the nodes that are not this
+// call's evictable candidates without touching them.
+type s3fifo struct {
+	table
+	c        int // cache size in sequences
+	smallCap int // small's share: evict from small while it holds this many
+	ghostCap int // most ids ghost holds
+
+	pending uint64 // a miss not yet placed; it may be a ghost
+	hasPend bool
+
+	cursor [2]int32 // per resident list, where the selection's scan resumes
+}
+
+// S3-FIFO's lists.
+const (
+	s3Small uint8 = iota
+	s3Main
+	s3Ghost
+)
+
+// Tuning of S3-FIFO, as the paper sets it.
+const (
+	s3fifoSmallPercent = 10 // small's share of the cache, in percent
+	s3fifoMaxFreq      = 3  // the frequency counter's cap (two bits)
+	s3fifoMoveToMain   = 1  // accesses in small that earn a place in main
+)
+
+func newS3FIFO(cfg *config) history {
+	small := max(1, cfg.capacity*s3fifoSmallPercent/100)
+	return &s3fifo{
+		table:    newTable(s3Small, s3Main),
+		c:        cfg.capacity,
+		smallCap: small,
+		ghostCap: min(cfg.historyCap, cfg.capacity-small),
+		cursor:   [2]int32{-1, -1},
+	}
+}
+
+func (s *s3fifo) nodes() *table { return &s.table }
+
+func (s *s3fifo) pendingID() (uint64, bool) { return s.pending, s.hasPend }
+
+func (s *s3fifo) access(id uint64) {
+	s.commit()
+	if n := s.lookup(id); n >= 0 && s.slab[n].list != s3Ghost {
+		x := &s.slab[n]
+		x.bits = min(x.bits+1, s3fifoMaxFreq)
+		return
+	}
+	s.pending, s.hasPend = id, true
+}
+
+// commit places the pending miss: the paper's insert, which evicts first
+// and then asks the ghost, so a ghost that this eviction pushes out of the
+// ghost FIFO enters small.
+func (s *s3fifo) commit() {
+	if !s.hasPend {
+		return
+	}
+	s.hasPend = false
+	if s.size(s3Small)+s.size(s3Main) >= s.c {
+		s.evict(s.step(false))
+	}
+	if n := s.lookup(s.pending); n >= 0 {
+		s.drop(n) // a ghost
+		s.add(s.pending, s3Main)
+	} else {
+		s.add(s.pending, s3Small)
+	}
+	s.normalize()
+}
+
+// normalize restores the capacity bounds after candidates were admitted
+// beyond them, evicting inside the history.
+func (s *s3fifo) normalize() {
+	for s.size(s3Small)+s.size(s3Main) > s.c {
+		s.evict(s.step(false))
+	}
+	for s.size(s3Ghost) > s.ghostCap {
+		s.drop(s.lists[s3Ghost].tail)
+	}
+}
+
+func (s *s3fifo) admit(id uint64) {
+	if n := s.lookup(id); n >= 0 {
+		s.drop(n) // a ghost that still holds blocks
+	}
+	s.add(id, s3Small)
+}
+
+func (s *s3fifo) victim() int32 { return s.step(true) }
+
+// step runs the eviction until it finds a victim and returns it, or -1 if
+// there is none. restricted limits the victims, and the nodes the step
+// moves, to marked nodes. O(moved nodes + skipped nodes).
+func (s *s3fifo) step(restricted bool) int32 {
+	fromSmall := s.size(s3Small) >= s.smallCap
+	if restricted {
+		if s.lists[s3Small].marked == 0 {
+			fromSmall = false
+		} else if s.lists[s3Main].marked == 0 {
+			fromSmall = true
+		}
+	} else if s.size(s3Main) == 0 {
+		fromSmall = true
+	}
+	if fromSmall {
+		if n := s.evictSmall(restricted); n >= 0 {
+			return n
+		}
+	}
+	return s.evictMain(restricted)
+}
+
+// start returns where a scan of resident list l begins.
+func (s *s3fifo) start(l uint8, restricted bool) int32 {
+	if n := s.cursor[l]; restricted && n >= 0 && s.slab[n].list == l {
+		return n
+	}
+	return s.lists[l].tail
+}
+
+func (s *s3fifo) eligible(n int32, restricted bool) bool {
+	return !restricted || s.marked(n)
+}
+
+// evictSmall moves small's accessed tail nodes to main and returns the first
+// that was not accessed, or -1.
+func (s *s3fifo) evictSmall(restricted bool) int32 {
+	for n := s.start(s3Small, restricted); n >= 0; {
+		x := &s.slab[n]
+		next := x.newer
+		if s.eligible(n, restricted) {
+			if x.bits < s3fifoMoveToMain {
+				s.cursor[s3Small] = n
+				return n
+			}
+			x.bits = 0
+			s.moveHead(s3Main, n)
+		}
+		n = next
+	}
+	s.cursor[s3Small] = -1
+	return -1
+}
+
+// evictMain reinserts main's tail nodes with a positive counter, decrementing
+// it, and returns the first whose counter is zero, or -1. Each pass over main
+// decrements every eligible counter, so it ends within s3fifoMaxFreq+1 passes.
+func (s *s3fifo) evictMain(restricted bool) int32 {
+	if s.size(s3Main) == 0 || restricted && s.lists[s3Main].marked == 0 {
+		return -1
+	}
+	n := s.start(s3Main, restricted)
+	for {
+		if n < 0 {
+			n = s.lists[s3Main].tail
+		}
+		x := &s.slab[n]
+		next := x.newer
+		if s.eligible(n, restricted) {
+			if x.bits == 0 {
+				s.cursor[s3Main] = n
+				return n
+			}
+			x.bits--
+			s.moveHead(s3Main, n)
+		}
+		n = next
+	}
+}
+
+func (s *s3fifo) evict(n int32) {
+	x := &s.slab[n]
+	l := x.list
+	s.cursor[l] = x.newer
+	if l == s3Small {
+		x.bits = 0
+		s.moveHead(s3Ghost, n)
+		if s.size(s3Ghost) > s.ghostCap {
+			s.drop(s.lists[s3Ghost].tail)
+		}
+		return
+	}
+	s.drop(n)
+}
+
+func (s *s3fifo) finish() {
+	s.cursor = [2]int32{-1, -1}
+	s.commit()
+	s.normalize()
+}
+
+func (s *s3fifo) check() error {
+	if err := s.checkTable(); err != nil {
+		return err
+	}
+	small, main, ghost := s.size(s3Small), s.size(s3Main), s.size(s3Ghost)
+	if small+main > s.c {
+		return fmt.Errorf("s3fifo: |small|+|main| = %d+%d > c = %d", small, main, s.c)
+	}
+	if ghost > s.ghostCap {
+		return fmt.Errorf("s3fifo: |ghost| = %d > %d", ghost, s.ghostCap)
+	}
+	for _, l := range []uint8{s3Small, s3Main} {
+		for n := s.lists[l].tail; n >= 0; n = s.slab[n].newer {
+			if s.slab[n].bits > s3fifoMaxFreq {
+				return fmt.Errorf("s3fifo: id %d has frequency %d > %d", s.slab[n].id, s.slab[n].bits, s3fifoMaxFreq)
+			}
+		}
+	}
+	if n := s.lookup(s.pending); s.hasPend && n >= 0 && s.slab[n].list != s3Ghost {
+		return fmt.Errorf("s3fifo: pending id %d is also resident", s.pending)
+	}
+	return nil
+}

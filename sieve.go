@@ -1,0 +1,120 @@
+package kvevict
+
+import "fmt"
+
+// sieve is SIEVE, from Y. Zhang, J. Yang, Y. Yue, Y. Vigfusson and K. V.
+// Rashmi, "SIEVE is Simpler than LRU: an Efficient Turn-Key Eviction
+// Algorithm for Web Caches", NSDI'24 (Fig. 2), over a cache of c sequences:
+// one FIFO queue, new sequences at its head, a visited bit per sequence set
+// by every access, and a hand that survives between evictions. To evict, the
+// hand walks from where it stopped (the tail at first) toward the head,
+// clearing visited bits, and evicts the first sequence whose bit is clear;
+// it then rests on that sequence's newer neighbour, wrapping to the tail
+// past the head. Nothing moves on a hit.
+//
+// A miss waits as the pending request until the selection that makes room
+// for it, as in [arc]. The hand passes the nodes that are not this call's
+// evictable candidates without touching their bits.
+type sieve struct {
+	table
+	c    int   // cache size in sequences
+	hand int32 // where the next eviction starts; -1: the tail
+
+	pending uint64 // a miss not yet placed
+	hasPend bool
+}
+
+// sieveQueue is SIEVE's one list.
+const sieveQueue uint8 = 0
+
+func newSIEVE(cfg *config) history {
+	return &sieve{table: newTable(sieveQueue), c: cfg.capacity, hand: -1}
+}
+
+func (s *sieve) nodes() *table { return &s.table }
+
+func (s *sieve) pendingID() (uint64, bool) { return s.pending, s.hasPend }
+
+func (s *sieve) access(id uint64) {
+	s.commit()
+	if n := s.lookup(id); n >= 0 {
+		s.slab[n].bits = 1
+		return
+	}
+	s.pending, s.hasPend = id, true
+}
+
+func (s *sieve) commit() {
+	if !s.hasPend {
+		return
+	}
+	s.hasPend = false
+	if s.size(sieveQueue) >= s.c {
+		s.evict(s.sweep(false))
+	}
+	s.add(s.pending, sieveQueue)
+	s.normalize()
+}
+
+// normalize restores the capacity bound after candidates were admitted
+// beyond it, evicting inside the history.
+func (s *sieve) normalize() {
+	for s.size(sieveQueue) > s.c {
+		s.evict(s.sweep(false))
+	}
+}
+
+func (s *sieve) admit(id uint64) { s.add(id, sieveQueue) }
+
+func (s *sieve) victim() int32 { return s.sweep(true) }
+
+// sweep moves the hand to the next victim and returns it, or -1 if there is
+// none. restricted limits the victims, and the bits the hand clears, to
+// marked nodes. The first pass clears every eligible bit, so it ends within
+// two passes over the queue.
+func (s *sieve) sweep(restricted bool) int32 {
+	if s.size(sieveQueue) == 0 || restricted && s.lists[sieveQueue].marked == 0 {
+		return -1
+	}
+	n := s.hand
+	for {
+		if n < 0 {
+			n = s.lists[sieveQueue].tail
+		}
+		x := &s.slab[n]
+		if !restricted || s.marked(n) {
+			if x.bits == 0 {
+				s.hand = n
+				return n
+			}
+			x.bits = 0
+		}
+		n = x.newer
+	}
+}
+
+func (s *sieve) evict(n int32) {
+	s.hand = s.slab[n].newer
+	s.drop(n)
+}
+
+func (s *sieve) finish() {
+	s.commit()
+	s.normalize()
+}
+
+func (s *sieve) check() error {
+	if err := s.checkTable(); err != nil {
+		return err
+	}
+	if q := s.size(sieveQueue); q > s.c {
+		return fmt.Errorf("sieve: |queue| = %d > c = %d", q, s.c)
+	}
+	if s.hand >= 0 && (int(s.hand) >= len(s.slab) || s.lookup(s.slab[s.hand].id) != s.hand) {
+		return fmt.Errorf("sieve: hand %d is not a tracked node", s.hand)
+	}
+	if s.hasPend && s.lookup(s.pending) >= 0 {
+		return fmt.Errorf("sieve: pending id %d is also tracked", s.pending)
+	}
+	return nil
+}
