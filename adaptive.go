@@ -221,7 +221,7 @@ const maxLists = 4
 type table struct {
 	slab          []node
 	free          int32 // first free node, chained by newer; -1 if none
-	index         idMap
+	index         idMap[int32]
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
@@ -247,7 +247,10 @@ func newTable(residentLists ...uint8) table {
 
 // lookup returns id's node, or -1. O(1).
 func (t *table) lookup(id uint64) int32 {
-	return t.index.get(id)
+	if n, ok := t.index.get(id); ok {
+		return n
+	}
+	return -1
 }
 
 // resident reports whether node n is in the cache rather than a ghost.
@@ -388,7 +391,7 @@ func (t *table) checkTable() error {
 			if x.older != prev {
 				return fmt.Errorf("list %d: node %d's older link is %d, want %d", l, n, x.older, prev)
 			}
-			if got := t.index.get(x.id); got != n {
+			if got, _ := t.index.get(x.id); got != n {
 				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
 			}
 			if t.marked(n) {

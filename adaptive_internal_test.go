@@ -299,7 +299,7 @@ func TestARCGhostAdaptation(t *testing.T) {
 // including ID math.MaxUint64.
 func TestIDMapRandomOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var m idMap
+	var m idMap[int32]
 	ref := map[uint64]int32{}
 	ids := []uint64{0, 1, math.MaxUint64, math.MaxUint64 - 1}
 	for i := range uint64(200) {
@@ -325,10 +325,7 @@ func TestIDMapRandomOps(t *testing.T) {
 		}
 		probe := ids[rng.IntN(len(ids))]
 		want, ok := ref[probe]
-		if !ok {
-			want = -1
-		}
-		if got := m.get(probe); got != want {
+		if got, found := m.get(probe); found != ok || got != want {
 			t.Fatalf("step %d: get(%d) = %d, want %d", step, probe, got, want)
 		}
 	}

@@ -5,57 +5,76 @@ import (
 	"math/bits"
 )
 
-// idMap maps sequence IDs to node indices for the adaptive strategies: an
+// idMap maps sequence IDs to values of type V: the adaptive strategies'
+// node indices and the metrics' per-sequence eviction records. It is an
 // open-addressing hash table with linear probing and backward-shift
 // deletion, so that it needs no tombstones. A slot holds id+1 so that zero
 // means empty; ID math.MaxUint64, whose id+1 is zero, lives outside the
 // slots. It grows to keep the load at most 1/2 and never shrinks, so its
 // memory is bounded by the most ids tracked at once. The zero value is an
 // empty map.
-type idMap struct {
+type idMap[V any] struct {
 	keys   []uint64 // id+1, 0 = empty
-	vals   []int32
+	vals   []V
 	shift  uint
-	count  int   // ids in the slots
-	last   int32 // node of ID math.MaxUint64, -1 if absent (when lastOK)
+	count  int // ids in the slots
+	last   V   // value of ID math.MaxUint64, when lastOK
 	lastOK bool
 }
 
 const idMapMinSize = 16
 
-func (m *idMap) slot(id uint64) uint64 {
+func (m *idMap[V]) slot(id uint64) uint64 {
 	return (id * 0x9E3779B97F4A7C15) >> m.shift
 }
 
-// get returns id's node, or -1. O(1) expected.
-func (m *idMap) get(id uint64) int32 {
+// ref returns a pointer to id's value, or nil. The pointer is valid until
+// the next put, upsert or del. O(1) expected.
+func (m *idMap[V]) ref(id uint64) *V {
 	k := id + 1
 	if k == 0 {
 		if m.lastOK {
-			return m.last
+			return &m.last
 		}
-		return -1
+		return nil
 	}
 	if m.count == 0 {
-		return -1
+		return nil
 	}
 	mask := uint64(len(m.keys) - 1)
 	for i := m.slot(id); ; i = (i + 1) & mask {
 		switch m.keys[i] {
 		case k:
-			return m.vals[i]
+			return &m.vals[i]
 		case 0:
-			return -1
+			return nil
 		}
 	}
 }
 
-// put sets id's node. O(1) amortized.
-func (m *idMap) put(id uint64, n int32) {
+// get returns id's value. O(1) expected.
+func (m *idMap[V]) get(id uint64) (V, bool) {
+	if p := m.ref(id); p != nil {
+		return *p, true
+	}
+	var zero V
+	return zero, false
+}
+
+// put sets id's value. O(1) amortized.
+func (m *idMap[V]) put(id uint64, v V) { *m.upsert(id) = v }
+
+// upsert returns a pointer to id's value, adding id with the zero value if
+// it is absent. The pointer is valid until the next put, upsert or del.
+// O(1) amortized.
+func (m *idMap[V]) upsert(id uint64) *V {
 	k := id + 1
 	if k == 0 {
-		m.last, m.lastOK = n, true
-		return
+		if !m.lastOK {
+			var zero V
+			m.last, m.lastOK = zero, true
+		}
+		return &m.last
 	}
 	if 2*(m.count+1) > len(m.keys) {
 		m.grow()
@@ -64,19 +83,19 @@ func (m *idMap) put(id uint64, n int32) {
 	for i := m.slot(id); ; i = (i + 1) & mask {
 		switch m.keys[i] {
 		case k:
-			m.vals[i] = n
-			return
+			return &m.vals[i]
 		case 0:
-			m.keys[i], m.vals[i] = k, n
+			var zero V
+			m.keys[i], m.vals[i] = k, zero
 			m.count++
-			return
+			return &m.vals[i]
 		}
 	}
 }
 
 // del removes id, shifting back the entries of its probe run so that every
 // entry stays reachable from its home slot. O(1) expected.
-func (m *idMap) del(id uint64) {
+func (m *idMap[V]) del(id uint64) {
 	k := id + 1
 	if k == 0 {
 		m.lastOK = false
@@ -107,7 +126,7 @@ func (m *idMap) del(id uint64) {
 }
 
 // len returns how many ids the map holds.
-func (m *idMap) len() int {
+func (m *idMap[V]) len() int {
 	if m.lastOK {
 		return m.count + 1
 	}
@@ -115,10 +134,10 @@ func (m *idMap) len() int {
 }
 
 // grow doubles the slots and reinserts every id.
-func (m *idMap) grow() {
+func (m *idMap[V]) grow() {
 	size := max(idMapMinSize, 2*len(m.keys))
 	keys, vals := m.keys, m.vals
-	m.keys, m.vals = make([]uint64, size), make([]int32, size)
+	m.keys, m.vals = make([]uint64, size), make([]V, size)
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.count = 0
 	for i, k := range keys {
@@ -130,15 +149,15 @@ func (m *idMap) grow() {
 
 // check verifies that every id is reachable from its home slot and the
 // count, for tests.
-func (m *idMap) check() error {
+func (m *idMap[V]) check() error {
 	n := 0
 	for i, k := range m.keys {
 		if k == 0 {
 			continue
 		}
 		n++
-		if got := m.get(k - 1); got != m.vals[i] {
-			return fmt.Errorf("idMap: id %d at slot %d unreachable (get gives %d)", k-1, i, got)
+		if m.ref(k-1) != &m.vals[i] {
+			return fmt.Errorf("idMap: id %d at slot %d unreachable from its home slot", k-1, i)
 		}
 	}
 	if n != m.count {

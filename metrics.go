@@ -67,7 +67,7 @@ type stats struct {
 	historyCap  int
 	recent      []uint64
 	head        int
-	perSequence evictionTable
+	perSequence idMap[evictionRecord]
 	sumX, sumX2 uint64
 }
 
@@ -111,7 +111,7 @@ func (s *stats) evict(id uint64) {
 		s.recent[s.head] = id
 		s.head = (s.head + 1) % s.historyCap
 	}
-	r := &s.perSequence.slots[s.perSequence.upsert(id)]
+	r := s.perSequence.upsert(id)
 	s.sumX++
 	s.sumX2 += 2*uint64(r.count) + 1 // (c+1)^2 - c^2
 	r.count++
@@ -120,24 +120,23 @@ func (s *stats) evict(id uint64) {
 
 // forget drops one remembered eviction of id.
 func (s *stats) forget(id uint64) {
-	i, _ := s.perSequence.find(id) // present: every ID in recent has a record
-	r := &s.perSequence.slots[i]
+	r := s.perSequence.ref(id) // present: every ID in recent has a record
 	s.sumX--
 	s.sumX2 -= 2*uint64(r.count) - 1 // c^2 - (c-1)^2
 	r.count--
 	if r.count == 0 {
-		s.perSequence.remove(i)
+		s.perSequence.del(id)
 	}
 }
 
 // access counts a re-prefill if id was evicted since its last access. O(1).
 func (s *stats) access(id uint64) {
-	i, ok := s.perSequence.find(id)
-	if !ok || !s.perSequence.slots[i].pending {
+	r := s.perSequence.ref(id)
+	if r == nil || !r.pending {
 		return
 	}
 	s.reprefills++
-	s.perSequence.slots[i].pending = false
+	r.pending = false
 }
 
 func (s *stats) snapshot() Metrics {
@@ -159,7 +158,7 @@ func (s *stats) snapshot() Metrics {
 	if s.evictions > 0 {
 		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
 	}
-	if n := s.perSequence.len; n > 0 {
+	if n := s.perSequence.len(); n > 0 {
 		m.FairnessScore = float64(s.sumX) * float64(s.sumX) / (float64(n) * float64(s.sumX2))
 	}
 	return m
