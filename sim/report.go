@@ -47,7 +47,12 @@ type Report struct {
 	Fairness     float64 `json:"fairness"`
 	FairnessOver string  `json:"fairness_over"`
 
-	Preemptions int `json:"preemptions"` // serve mode: running sequences recomputed
+	// Serve mode only: running sequences preempted (and recomputed), requests
+	// whose prompt could not fit the pool, and sequences finished early
+	// because the pool could not hold them even alone.
+	Preemptions int `json:"preemptions"`
+	Rejected    int `json:"rejected"`
+	Truncated   int `json:"truncated"`
 
 	// SelectP50 and SelectP99 are percentiles of Policy.SelectVictims'
 	// latency in nanoseconds; zero for Belady.
