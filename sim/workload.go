@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // Workload is a sequence of requests in arrival order, with the block size
@@ -19,7 +20,7 @@ type Workload struct {
 const MooncakeBlockTokens = 512
 
 // LoadTrace reads a Mooncake JSONL trace file into a workload named after
-// the file, with 512-token blocks and sessions derived as
+// the file (its base name), with 512-token blocks and sessions derived as
 // [TraceReader.Next] describes.
 func LoadTrace(path string) (*Workload, error) {
 	f, err := os.Open(path)
@@ -27,7 +28,7 @@ func LoadTrace(path string) (*Workload, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return loadTrace(f, path)
+	return loadTrace(f, filepath.Base(path))
 }
 
 func loadTrace(r io.Reader, name string) (*Workload, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -22,10 +23,10 @@ var palette = []color.Color{
 	color.RGBA{0x17, 0xbe, 0xcf, 0xff}, color.RGBA{0x00, 0x00, 0x80, 0xff}, color.RGBA{0x80, 0x80, 0x00, 0xff},
 }
 
-// yTicks labels the hit ratio every 0.1.
-func yTicks() []plot.Tick {
+// yTicks labels the hit ratio every 0.1 up to top.
+func yTicks(top float64) []plot.Tick {
 	var ticks []plot.Tick
-	for i := 0; i <= 10; i++ {
+	for i := 0; i <= int(math.Round(top*10)); i++ {
 		v := float64(i) / 10
 		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprintf("%.1f", v)})
 	}
@@ -43,8 +44,13 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	p.X.Label.Text = "capacity (blocks, log scale)"
 	p.Y.Label.Text = "block hit ratio"
 	p.X.Scale = plot.LogScale{}
-	p.Y.Min, p.Y.Max = 0, 1 // room above the lines for the legend
-	p.Y.Tick.Marker = plot.ConstantTicks(yTicks())
+	top := 0.0
+	for _, r := range reports {
+		top = max(top, r.HitRatio)
+	}
+	// The top 40% is left for the legend: top-left, above the lines.
+	p.Y.Min, p.Y.Max = 0, min(math.Ceil(top/0.6*10)/10, 1)
+	p.Y.Tick.Marker = plot.ConstantTicks(yTicks(p.Y.Max))
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
