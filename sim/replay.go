@@ -34,6 +34,12 @@ func (c *Config) validate(w *Workload) error {
 	if w.BlockTokens < 1 {
 		return fmt.Errorf("sim: workload %q: block size must be at least 1 token, got %d", w.Name, w.BlockTokens)
 	}
+	for i := range w.Requests {
+		if r := &w.Requests[i]; r.InputTokens < 0 || r.OutputTokens < 0 {
+			return fmt.Errorf("sim: workload %q, request %d: negative token count (input %d, output %d)",
+				w.Name, i, r.InputTokens, r.OutputTokens)
+		}
+	}
 	return nil
 }
 
@@ -171,6 +177,7 @@ func (r *replayer) request(i int, p kvevict.Policy, t *tally) error {
 			t.evicted++
 		}
 	}
+	t.loads += int64(missing)
 	for _, h := range r.uniq {
 		if _, ok := r.slot[h]; !ok {
 			r.slot[h] = len(r.cands)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -183,6 +184,11 @@ func TestReplayErrors(t *testing.T) {
 	}
 	if _, err := Replay(w, "nope", Config{Capacity: 4}); !errors.Is(err, kvevict.ErrUnknownStrategy) {
 		t.Errorf("unknown strategy: err = %v", err)
+	}
+	bad := &Workload{Name: "bad", BlockTokens: 16, Requests: []Request{{InputTokens: -3}}}
+	if _, err := Serve(bad, kvevict.LRU, ServeConfig{Config: Config{Capacity: 4}}); err == nil ||
+		!strings.Contains(err.Error(), "request 0: negative token count") {
+		t.Errorf("negative input tokens: err = %v", err)
 	}
 	if _, err := Belady(&Workload{BlockTokens: 16}, Config{Capacity: 4}); !errors.Is(err, ErrEmptyWorkload) {
 		t.Errorf("empty workload: err = %v", err)

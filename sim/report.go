@@ -69,6 +69,7 @@ type tally struct {
 	prefill             int64
 	reprefills, evicted int64
 	reprefillTokens     int64
+	loads               int64 // blocks made resident (replay): MIN minimises these
 	utilSum             float64
 	utilSamples         int64
 	groupHits           map[uint64]int64

@@ -50,8 +50,9 @@ type ServeConfig struct {
 //     for it is finished early (Report.Truncated). A prompt that cannot fit the pool
 //     at all is rejected (Report.Rejected).
 //
-// Hits, prefill and fairness count each request's first admission; a
-// preempted request's recomputation counts as re-prefill.
+// Hits, prefill and fairness count each request's first admission (a
+// rejected request counts as all misses); a preempted request's
+// recomputation counts as re-prefill.
 func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
@@ -299,6 +300,10 @@ func (p *pool) admit(r int) (bool, error) {
 	p.scratch = distinct(req.HashIDs, len(req.HashIDs), p.scratch, p.seen)
 	prompt := p.scratch
 	if len(prompt) >= p.capacity {
+		if !p.admitted[r] {
+			p.admitted[r] = true
+			p.tally.request(r, 0) // counted as all misses: served elsewhere
+		}
 		p.rejected++
 		p.finishRequest()
 		return true, nil
