@@ -75,6 +75,7 @@ type RunningSequence struct {
 type SequenceEvictor struct {
 	policy kvevict.Policy
 	cands  []kvevict.Candidate
+	blocks []int // backing store of the cached candidates' Blocks
 }
 
 // NewSequenceEvictor returns the sequence-granularity [Evictor] over p.
@@ -86,13 +87,18 @@ func NewSequenceEvictor(p kvevict.Policy) *SequenceEvictor {
 // for C cached blocks and R running sequences, plus the selection.
 func (e *SequenceEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	e.cands = e.cands[:0]
+	if cap(e.blocks) < len(s.Cached) {
+		e.blocks = make([]int, 0, len(s.Cached))
+	}
+	e.blocks = e.blocks[:0]
 	for i := 0; i < len(s.Cached); {
 		b := &s.Cached[i]
 		j := i
-		blocks := make([]int, 0, 4)
+		start := len(e.blocks)
 		for ; j < len(s.Cached) && s.Cached[j].Owner == b.Owner; j++ {
-			blocks = append(blocks, s.Cached[j].Block)
+			e.blocks = append(e.blocks, s.Cached[j].Block)
 		}
+		blocks := e.blocks[start:len(e.blocks):len(e.blocks)]
 		e.cands = append(e.cands, kvevict.Candidate{
 			ID:           b.Owner,
 			Blocks:       blocks,

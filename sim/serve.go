@@ -153,6 +153,8 @@ type pool struct {
 	tally                            *tally
 	preemptions, rejected, truncated int
 	scratch                          []uint64
+	state                            EvictionState // reused by evictionState
+	ownerIDs                         []uint64
 	seen                             map[uint64]struct{}
 }
 
@@ -434,15 +436,18 @@ func (p *pool) allocate(n int) (bool, error) {
 	return true, nil
 }
 
-// evictionState is the pool as the evictor sees it. O(C + R + O log O) for
-// C cached blocks, R running sequences and O owners.
+// evictionState is the pool as the evictor sees it, valid until the next
+// call. O(C + R + O log O) for C cached blocks, R running sequences and O
+// owners.
 func (p *pool) evictionState() *EvictionState {
-	st := &EvictionState{Now: p.now, Cached: make([]CachedBlock, 0, p.cached)}
-	ids := make([]uint64, 0, len(p.owners))
+	st := &p.state
+	st.Now, st.Cached, st.Running = p.now, st.Cached[:0], st.Running[:0]
+	ids := p.ownerIDs[:0]
 	for id := range p.owners {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	p.ownerIDs = ids
 	for _, id := range ids {
 		o := p.owners[id]
 		for _, b := range o.blocks {
