@@ -194,3 +194,34 @@ func TestReplayErrors(t *testing.T) {
 		t.Errorf("empty workload: err = %v", err)
 	}
 }
+
+// TestReplayFeedsPolicyMetrics: the replay's UpdateAccess calls let the
+// policy count the same re-prefills and evictions the replay counts (the
+// excerpt evicts fewer blocks than the policy's history cap).
+func TestReplayFeedsPolicyMetrics(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU} {
+		p, err := kvevict.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReplayer(w, 400)
+		tl := newTally(w, computeCeiling(w))
+		for i := range w.Requests {
+			if err := r.request(i, p, tl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := p.Metrics()
+		if tl.evicted == 0 || tl.evicted >= kvevict.DefaultHistoryCap {
+			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
+		}
+		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {
+			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
+				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.reprefills)
+		}
+	}
+}

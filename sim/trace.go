@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Request is one inference request of a workload: when it arrives, how long
@@ -99,6 +100,10 @@ func parseLine(raw []byte) (Request, error) {
 	var l traceLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&l); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return Request{}, fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
+		}
 		return Request{}, fmt.Errorf("invalid JSON: %w", err)
 	}
 	if dec.More() {
@@ -126,6 +131,14 @@ func parseLine(raw []byte) (Request, error) {
 		OutputTokens: *l.OutputLength,
 		HashIDs:      l.HashIDs,
 	}, nil
+}
+
+// jsonKind says what a trace field holds, for error messages.
+func jsonKind(field string) string {
+	if strings.HasPrefix(field, "hash_ids") {
+		return "an array of non-negative integers"
+	}
+	return "an integer"
 }
 
 // ReadTrace reads a whole JSONL trace, stopping at the first malformed line.

@@ -37,8 +37,9 @@ func TestTraceReaderErrors(t *testing.T) {
 		{"missing hashes", `{"timestamp": 0, "input_length": 1, "output_length": 1}`, `trace line 2: missing "hash_ids"`},
 		{"missing timestamp", `{"input_length": 1, "output_length": 1, "hash_ids": []}`, `trace line 2: missing "timestamp"`},
 		{"negative length", `{"timestamp": 0, "input_length": -1, "output_length": 1, "hash_ids": []}`, "trace line 2: negative input_length -1"},
-		{"negative hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-4]}`, "trace line 2: invalid JSON"},
-		{"float hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}`, "trace line 2: invalid JSON"},
+		{"negative hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-4]}`, `trace line 2: "hash_ids" must be an array of non-negative integers, got a JSON number -4`},
+		{"float hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}`, `trace line 2: "hash_ids" must be`},
+		{"string length", `{"timestamp": 0, "input_length": "9", "output_length": 1, "hash_ids": []}`, `trace line 2: "input_length" must be an integer, got a JSON string`},
 		{"two values", good[:len(good)-1] + " {}", "trace line 2: more than one JSON value"},
 		{"huge line", `{"hash_ids": [` + strings.Repeat("1,", MaxLineBytes/2) + `1]}`, "trace line 2: longer than 4194304 bytes"},
 	} {
