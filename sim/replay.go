@@ -191,6 +191,7 @@ func (r *replayer) request(i int, p kvevict.Policy, t *tally) error {
 		c := &r.cands[r.slot[r.uniq[j]]]
 		c.LastAccess = r.tick
 		c.RefCount = 0
+		c.Priority = kvevict.Priority(req.Priority) // of the latest request to use it
 	}
 	return nil
 }

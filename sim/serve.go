@@ -108,7 +108,6 @@ type sequence struct {
 	outLeft  int // tokens still to generate
 	hits     int // prompt blocks found in the pool
 	alive    bool
-	order    int // admission order among running sequences, for preemption
 }
 
 // owner is what the pool remembers of a sequence while it owns cached blocks.
@@ -137,13 +136,12 @@ type pool struct {
 	owners      map[uint64]*owner
 	evictedFrom map[uint64]uint64 // hash -> owner it was evicted from, until referenced again
 
-	running   []*sequence // admission order
-	waiting   []int       // request indices, first come first served
-	events    eventHeap
-	now       int64
-	nextID    uint64
-	nextOrder int
-	admitted  []bool // first admission done
+	running  []*sequence // admission order
+	waiting  []int       // request indices, first come first served
+	events   eventHeap
+	now      int64
+	nextID   uint64
+	admitted []bool // first admission done
 	// paused stops admissions from a preemption until a sequence finishes,
 	// so that a preempted request is not readmitted into the same shortage
 	// and the oldest running sequence always makes progress.
@@ -340,11 +338,10 @@ func (p *pool) admit(r int) (bool, error) {
 		}
 	}
 	s := &sequence{
-		id: p.nextID, req: r, admitted: p.now, last: p.now, hits: hit, alive: true, order: p.nextOrder,
+		id: p.nextID, req: r, admitted: p.now, last: p.now, hits: hit, alive: true,
 		maxLen: req.InputTokens + req.OutputTokens, outLeft: req.OutputTokens,
 	}
 	p.nextID++
-	p.nextOrder++
 	// Reference what is present first, so the eviction cannot take it.
 	blocks := make([]int, len(prompt))
 	accessed := map[uint64]bool{}
