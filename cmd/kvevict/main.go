@@ -1,0 +1,264 @@
+// Command kvevict compares KV-cache eviction strategies by replaying a
+// workload, beside Belady's offline optimum.
+//
+// Usage:
+//
+//	kvevict compare [-trace FILE | -workload NAME] [-mode replay|serve]
+//	                [-capacity LIST] [-strategies LIST]
+//	                [-format table|csv|json] [-plot FILE.svg|.png]
+//
+// With no flags it replays an embedded default, the synthetic "chat"
+// workload (2,000 requests, seed 1), in a few seconds. -trace reads a
+// Mooncake JSONL trace; -workload generates a synthetic one. -mode replay
+// is the plain prefix-cache replay caching papers report; -mode serve runs
+// a paged KV pool with running sequences, decode and preemption. Every
+// report shows Belady (always a plain replay) beside the strategies.
+//
+// -format json prints an array with one object per strategy and capacity,
+// with the fields strategy ("belady" for the bound), capacity_blocks,
+// hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
+// prefill_tokens, utilization, fairness, preemptions, select_p50_ns and
+// select_p99_ns, among others; see sim.Report.
+//
+// Errors are one line on stderr and a non-zero exit status: 2 for bad
+// usage, 1 for a failed run.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/sim"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Defaults of the embedded workload.
+const (
+	defaultWorkload   = "chat"
+	defaultRequests   = 2000
+	defaultCapacities = "250,500,1000,2000,4000"
+	traceCapacities   = "1000,2500,5000,10000,20000"
+)
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// run is the command: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	err := dispatch(args, stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "kvevict: %v (see kvevict compare -h)\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "kvevict: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("missing command: try kvevict compare")
+	}
+	switch args[0] {
+	case "compare":
+		return compare(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stderr, "usage: kvevict compare [flags]; kvevict compare -h lists the flags")
+		return nil
+	}
+	return usagef("unknown command %q: try kvevict compare", args[0])
+}
+
+// options are compare's parsed flags.
+type options struct {
+	trace, workload string
+	requests        int
+	seed            uint64
+	mode            string
+	capacities      []int
+	strategies      []kvevict.Strategy
+	format          string
+	plot            string
+	tokenTime       time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
+	o := &options{}
+	var capacity, strategies string
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
+	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
+	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload")
+	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
+	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
+	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, or all: "+strategyNames())
+	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
+	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png")
+	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: kvevict compare [flags]")
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if o.trace != "" && o.workload != "" {
+		return nil, usagef("-trace and -workload are exclusive")
+	}
+	if o.mode != "replay" && o.mode != "serve" {
+		return nil, usagef("-mode must be replay or serve, got %q", o.mode)
+	}
+	if o.format != "table" && o.format != "csv" && o.format != "json" {
+		return nil, usagef("-format must be table, csv or json, got %q", o.format)
+	}
+	if o.plot != "" && !strings.HasSuffix(o.plot, ".svg") && !strings.HasSuffix(o.plot, ".png") {
+		return nil, usagef("-plot file must end in .svg or .png, got %q", o.plot)
+	}
+	if o.requests < 1 {
+		return nil, usagef("-requests must be at least 1, got %d", o.requests)
+	}
+	if o.tokenTime <= 0 {
+		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
+	}
+	if capacity == "" {
+		capacity = defaultCapacities
+		if o.trace != "" {
+			capacity = traceCapacities
+		}
+	}
+	var err error
+	if o.capacities, err = parseCapacities(capacity); err != nil {
+		return nil, err
+	}
+	if o.strategies, err = parseStrategies(strategies); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// maxCapacity bounds -capacity: a pool of a hundred million blocks is far
+// beyond any GPU and would only exhaust memory.
+const maxCapacity = 100_000_000
+
+func parseCapacities(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > maxCapacity {
+			return nil, usagef("bad capacity %q: want a block count from 1 to %d", f, maxCapacity)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseStrategies(list string) ([]kvevict.Strategy, error) {
+	if strings.TrimSpace(list) == "all" {
+		return kvevict.Strategies(), nil
+	}
+	var out []kvevict.Strategy
+	for _, f := range strings.Split(list, ",") {
+		s, err := kvevict.ParseStrategy(f)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func strategyNames() string {
+	var names []string
+	for _, s := range kvevict.Strategies() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+func loadWorkload(o *options) (*sim.Workload, error) {
+	if o.trace != "" {
+		return sim.LoadTrace(o.trace)
+	}
+	name := o.workload
+	if name == "" {
+		name = defaultWorkload
+	}
+	w, err := sim.Synthetic(name, o.seed, o.requests)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return w, nil
+}
+
+func compare(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	w, err := loadWorkload(o)
+	if err != nil {
+		return err
+	}
+	bar := newProgress(stderr, len(o.capacities)*(len(o.strategies)+1)*len(w.Requests))
+	var reports []sim.Report
+	for _, capacity := range o.capacities {
+		cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
+		for _, s := range o.strategies {
+			var rep sim.Report
+			if o.mode == "serve" {
+				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime})
+			} else {
+				rep, err = sim.Replay(w, s, cfg)
+			}
+			if err != nil {
+				bar.done()
+				return err
+			}
+			reports = append(reports, rep)
+		}
+		rep, err := sim.Belady(w, cfg)
+		if err != nil {
+			bar.done()
+			return err
+		}
+		reports = append(reports, rep)
+	}
+	bar.done()
+	if err := write(stdout, o.format, w, reports); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		return plotHitRatio(o.plot, w.Name, o.mode, reports)
+	}
+	return nil
+}

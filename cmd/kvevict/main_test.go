@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runArgs runs the command and returns its exit status and output.
+func runArgs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+const excerpt = "../../sim/testdata/mooncake_conversation_excerpt.jsonl"
+
+// TestCompareJSON checks the fixed JSON shape: one object per strategy and
+// capacity plus Belady per capacity, with every promised field.
+func TestCompareJSON(t *testing.T) {
+	code, out, errOut := runArgs(t, "compare", "-trace", excerpt, "-capacity", "400,1600",
+		"-strategies", "lru,SLRU", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if errOut != "" {
+		t.Errorf("stderr is not a terminal, yet got %q", errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out)
+	}
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 2 capacities x (2 strategies + belady)", len(rows))
+	}
+	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "reprefill_rate",
+		"reprefill_tokens", "prefill_tokens", "utilization", "fairness", "preemptions",
+		"select_p50_ns", "select_p99_ns"}
+	var order []string
+	for _, row := range rows {
+		for _, f := range fields {
+			if _, ok := row[f]; !ok {
+				t.Errorf("row %v lacks field %q", row["strategy"], f)
+			}
+		}
+		order = append(order, row["strategy"].(string))
+	}
+	if got := strings.Join(order, " "); got != "lru slru belady lru slru belady" {
+		t.Errorf("strategies in order %q", got)
+	}
+	// The excerpt's golden numbers (see sim's TestReplayGoldenExcerpt).
+	for _, tc := range []struct {
+		row  int
+		want float64
+	}{{0, 0.0363}, {2, 0.0797}, {3, 0.0416}, {5, 0.1687}} {
+		if got := rows[tc.row]["hit_ratio"].(float64); got < tc.want-0.002 || got > tc.want+0.002 {
+			t.Errorf("row %d (%v at %v): hit_ratio %.4f, want %.4f", tc.row, rows[tc.row]["strategy"],
+				rows[tc.row]["capacity_blocks"], got, tc.want)
+		}
+	}
+}
+
+func TestCompareTableCSVServe(t *testing.T) {
+	code, out, errOut := runArgs(t, "compare", "-workload", "scan", "-requests", "300", "-mode", "serve",
+		"-capacity", "200", "-strategies", "lru,fifo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"workload scan", "lru", "fifo", "belady", "serve"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runArgs(t, "compare", "-workload", "documents", "-requests", "200",
+		"-capacity", "100", "-strategies", "lfu", "-format", "csv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "strategy,mode,capacity_blocks,hit_ratio") ||
+		!strings.HasPrefix(lines[1], "lfu,replay,100,") || !strings.HasPrefix(lines[2], "belady,") {
+		t.Errorf("csv:\n%s", out)
+	}
+}
+
+func TestComparePlot(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"hits.svg", "hits.png"} {
+		path := filepath.Join(dir, name)
+		code, _, errOut := runArgs(t, "compare", "-requests", "200", "-capacity", "50,100",
+			"-strategies", "lru,mru", "-plot", path)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		st, err := os.Stat(path)
+		if err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v, %d bytes", name, err, st.Size())
+		}
+	}
+}
+
+// TestCompareErrors: every mistake is one line on stderr and a non-zero
+// exit status.
+func TestCompareErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, 2, "missing command"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"compare", "-strategies", "lru,bogus"}, 2, `unknown strategy "bogus"`},
+		{[]string{"compare", "-capacity", "100,-5"}, 2, `bad capacity "-5"`},
+		{[]string{"compare", "-capacity", "lots"}, 2, `bad capacity "lots"`},
+		{[]string{"compare", "-format", "xml"}, 2, "-format must be"},
+		{[]string{"compare", "-mode", "batch"}, 2, "-mode must be"},
+		{[]string{"compare", "-plot", "out.gif"}, 2, "-plot file must end"},
+		{[]string{"compare", "-workload", "nope"}, 2, `unknown workload "nope"`},
+		{[]string{"compare", "-trace", "x.jsonl", "-workload", "chat"}, 2, "exclusive"},
+		{[]string{"compare", "-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"compare", "-trace", "/does/not/exist.jsonl"}, 1, "no such file"},
+	} {
+		code, out, errOut := runArgs(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
+			strings.Count(errOut, "\n") != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and a line with %q",
+				tc.args, code, out, errOut, tc.code, tc.want)
+		}
+	}
+}
+
+func TestCompareHelp(t *testing.T) {
+	code, _, errOut := runArgs(t, "compare", "-h")
+	if code != 0 || !strings.Contains(errOut, "-strategies") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestCompareMalformedTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.jsonl")
+	data := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}` + "\n{\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runArgs(t, "compare", "-trace", path)
+	if code != 1 || !strings.Contains(errOut, "trace line 2") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// sharedTrace is the full conversation trace, beside the repository.
+const sharedTrace = "../../shared/traces/mooncake_conversation.jsonl"
+
+const excerpt = "testdata/mooncake_conversation_excerpt.jsonl"
+
+// goldenTolerance is how far a replayed hit ratio may drift from a golden
+// number: the issue's ±0.002.
+const goldenTolerance = 0.002
+
+func loadOrSkip(t *testing.T, path string) *Workload {
+	t.Helper()
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s is absent", path)
+	}
+	w, err := LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func checkRatio(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > goldenTolerance {
+		t.Errorf("%s = %.4f, want %.3f ± %.3f", name, got, want, goldenTolerance)
+	}
+}
+
+// TestReplayGoldenExcerpt replays the committed excerpt (the trace's first
+// 600 requests). The golden numbers come from a run of this replay; the
+// unbounded ceiling, 2783 hits of 16495 references, also follows by hand
+// from the prefix rule.
+func TestReplayGoldenExcerpt(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := computeCeiling(w).hits; got != 2783 {
+		t.Errorf("unbounded hits = %d, want 2783", got)
+	}
+	for _, tc := range []struct {
+		capacity    int
+		lru, belady float64
+	}{
+		{400, 0.0363, 0.0797},
+		{1600, 0.0416, 0.1687},
+	} {
+		lru, err := Replay(w, kvevict.LRU, Config{Capacity: tc.capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, err := Belady(w, Config{Capacity: tc.capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRatio(t, "LRU hit ratio", lru.HitRatio, tc.lru)
+		checkRatio(t, "Belady hit ratio", opt.HitRatio, tc.belady)
+		if lru.BlockRefs != 16495 || opt.BlockRefs != 16495 {
+			t.Errorf("block references = %d (LRU), %d (Belady), want 16495", lru.BlockRefs, opt.BlockRefs)
+		}
+	}
+}
+
+// TestReplayGoldenConversation is the check on the whole trace:
+// at 10,000 blocks LRU hits 0.212 of block references and Belady 0.366,
+// which is the unbounded ceiling. About 3 s.
+func TestReplayGoldenConversation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-trace replay in -short mode")
+	}
+	w := loadOrSkip(t, sharedTrace)
+	lru, err := Replay(w, kvevict.LRU, Config{Capacity: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := Belady(w, Config{Capacity: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRatio(t, "LRU hit ratio", lru.HitRatio, 0.212)
+	checkRatio(t, "Belady hit ratio", opt.HitRatio, 0.366)
+	c := computeCeiling(w)
+	checkRatio(t, "unbounded hit ratio", ratio(c.hits, lru.BlockRefs), 0.366)
+	if lru.BlockRefs != 288_500 {
+		t.Errorf("block references = %d, want 288500 (the trace README's count)", lru.BlockRefs)
+	}
+}
+
+// TestBeladyBoundsEveryStrategy checks on the excerpt that no strategy
+// beats the offline optimum and none beats an unbounded cache, at several
+// capacities, and that the counts add up.
+func TestBeladyBoundsEveryStrategy(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceil := computeCeiling(w)
+	for _, capacity := range []int{50, 400, 1600} {
+		opt, err := Belady(w, Config{Capacity: capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opt.BlockHits > ceil.hits {
+			t.Errorf("capacity %d: Belady hits %d > unbounded %d", capacity, opt.BlockHits, ceil.hits)
+		}
+		for _, s := range kvevict.Strategies() {
+			rep, err := Replay(w, s, Config{Capacity: capacity})
+			if err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			if rep.BlockHits > opt.BlockHits {
+				t.Errorf("capacity %d: %s hits %d > Belady %d", capacity, s, rep.BlockHits, opt.BlockHits)
+			}
+			checkReport(t, &rep)
+		}
+		checkReport(t, &opt)
+	}
+}
+
+// checkReport checks the identities every report satisfies.
+func checkReport(t *testing.T, r *Report) {
+	t.Helper()
+	if r.PrefillTokens < r.UnboundedPrefillTokens {
+		t.Errorf("%s at %d: prefill %d below the unbounded %d", r.Strategy, r.CapacityBlocks, r.PrefillTokens, r.UnboundedPrefillTokens)
+	}
+	if r.ReprefillTokens > r.PrefillTokens {
+		t.Errorf("%s at %d: re-prefill %d > prefill %d", r.Strategy, r.CapacityBlocks, r.ReprefillTokens, r.PrefillTokens)
+	}
+	for name, v := range map[string]float64{
+		"hit_ratio": r.HitRatio, "token_hit_ratio": r.TokenHitRatio, "reprefill_rate": r.ReprefillRate,
+		"utilization": r.Utilization, "fairness": r.Fairness,
+	} {
+		if !(v >= 0 && v <= 1) {
+			t.Errorf("%s at %d: %s = %v, outside [0, 1]", r.Strategy, r.CapacityBlocks, name, v)
+		}
+	}
+}
+
+// TestReplayTinyScript checks a replay step by step against hand-computed
+// hits, at capacity 2 under LRU.
+func TestReplayTinyScript(t *testing.T) {
+	w := &Workload{Name: "script", BlockTokens: 2, GroupKind: "session", Requests: []Request{
+		{InputTokens: 4, HashIDs: []uint64{1, 2}},    // miss, miss: resident 1 2
+		{InputTokens: 4, HashIDs: []uint64{1, 3}},    // hit 1; evict 2 (1 is in use): resident 1 3
+		{InputTokens: 3, HashIDs: []uint64{1, 2}},    // hit 1; 2 comes back (1 token); evict 3
+		{InputTokens: 6, HashIDs: []uint64{4, 1, 2}}, // 4 misses: no prefix hits; keeps 4 1, evicts 2
+	}}
+	rep, err := Replay(w, kvevict.LRU, Config{Capacity: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BlockHits != 2 || rep.BlockRefs != 9 {
+		t.Errorf("hits/refs = %d/%d, want 2/9", rep.BlockHits, rep.BlockRefs)
+	}
+	// Request 2 brings back block 2, evicted by request 1: 1 token, the
+	// last block of a 3-token prompt.
+	if rep.ReprefillTokens != 1 {
+		t.Errorf("re-prefill tokens = %d, want 1", rep.ReprefillTokens)
+	}
+	if rep.PrefillTokens != 4+2+1+6 {
+		t.Errorf("prefill tokens = %d, want 13", rep.PrefillTokens)
+	}
+	if rep.Evictions != 3 {
+		t.Errorf("evicted blocks = %d, want 3", rep.Evictions)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	w := &Workload{Name: "one", BlockTokens: 16, Requests: []Request{{HashIDs: []uint64{1}}}}
+	if _, err := Replay(w, kvevict.LRU, Config{Capacity: 0}); err == nil {
+		t.Error("capacity 0: no error")
+	}
+	if _, err := Replay(w, "nope", Config{Capacity: 4}); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Errorf("unknown strategy: err = %v", err)
+	}
+	bad := &Workload{Name: "bad", BlockTokens: 16, Requests: []Request{{InputTokens: -3}}}
+	if _, err := Serve(bad, kvevict.LRU, ServeConfig{Config: Config{Capacity: 4}}); err == nil ||
+		!strings.Contains(err.Error(), "request 0: negative token count") {
+		t.Errorf("negative input tokens: err = %v", err)
+	}
+	if _, err := Belady(&Workload{BlockTokens: 16}, Config{Capacity: 4}); !errors.Is(err, ErrEmptyWorkload) {
+		t.Errorf("empty workload: err = %v", err)
+	}
+}
+
+// TestReplayFeedsPolicyMetrics: the replay's UpdateAccess calls let the
+// policy count the same re-prefills and evictions the replay counts (the
+// excerpt evicts fewer blocks than the policy's history cap).
+func TestReplayFeedsPolicyMetrics(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU} {
+		p, err := kvevict.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReplayer(w, 400)
+		tl := newTally(w, computeCeiling(w))
+		for i := range w.Requests {
+			if err := r.request(i, p, tl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := p.Metrics()
+		if tl.evicted == 0 || tl.evicted >= kvevict.DefaultHistoryCap {
+			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
+		}
+		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {
+			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
+				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.reprefills)
+		}
+	}
+}

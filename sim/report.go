@@ -1,0 +1,205 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// BeladyName is the Strategy of the reports of the offline optimum.
+const BeladyName = "belady"
+
+// Report is how one strategy did on one workload at one capacity. Its JSON
+// form is the fixed shape `kvevict compare -format json` prints.
+type Report struct {
+	Strategy       string `json:"strategy"` // a kvevict strategy, or "belady"
+	Mode           string `json:"mode"`     // "replay" or "serve"
+	CapacityBlocks int    `json:"capacity_blocks"`
+
+	// HitRatio is block hits / block references: the prompt blocks found in
+	// the longest resident prefix, over all prompt blocks.
+	HitRatio      float64 `json:"hit_ratio"`
+	TokenHitRatio float64 `json:"token_hit_ratio"` // prompt tokens in hit blocks / prompt tokens
+	BlockHits     int64   `json:"block_hits"`
+	BlockRefs     int64   `json:"block_refs"`
+
+	// ReprefillRate is the fraction of evicted blocks that were referenced
+	// again later (and so computed twice); ReprefillTokens the prompt
+	// tokens so recomputed.
+	ReprefillRate   float64 `json:"reprefill_rate"`
+	ReprefillTokens int64   `json:"reprefill_tokens"`
+	Evictions       int64   `json:"evicted_blocks"`
+
+	// PrefillTokens are the prompt tokens computed (missed); an unbounded
+	// cache would compute UnboundedPrefillTokens. ThroughputImpact is
+	// PrefillTokens / UnboundedPrefillTokens - 1: the extra prefill work
+	// the capacity costs.
+	PrefillTokens          int64   `json:"prefill_tokens"`
+	UnboundedPrefillTokens int64   `json:"unbounded_prefill_tokens"`
+	ThroughputImpact       float64 `json:"throughput_impact"`
+
+	// Utilization is the mean fraction of the pool's blocks holding KV
+	// (in use or cached), sampled after every request or step.
+	Utilization float64 `json:"utilization"`
+	// Fairness is Jain's index over FairnessOver ("session" or "tenant") of
+	// each group's hit ratio relative to an unbounded cache's, over the
+	// groups that could hit at all: 1 when every group gets the same share
+	// of its attainable hits.
+	Fairness     float64 `json:"fairness"`
+	FairnessOver string  `json:"fairness_over"`
+
+	// Serve mode only: running sequences preempted (and recomputed), requests
+	// whose prompt could not fit the pool, and sequences finished early
+	// because the pool could not hold them even alone.
+	Preemptions int `json:"preemptions"`
+	Rejected    int `json:"rejected"`
+	Truncated   int `json:"truncated"`
+
+	// SelectP50 and SelectP99 are percentiles of Policy.SelectVictims'
+	// latency in nanoseconds; zero for Belady.
+	SelectP50 int64 `json:"select_p50_ns"`
+	SelectP99 int64 `json:"select_p99_ns"`
+}
+
+// tally accumulates a Report's counts as a run goes.
+type tally struct {
+	w                   *Workload
+	ceil                *ceiling
+	hits, refs          int64
+	hitTokens, tokens   int64
+	prefill             int64
+	reprefills, evicted int64
+	reprefillTokens     int64
+	loads               int64 // blocks made resident (replay): MIN minimises these
+	utilSum             float64
+	utilSamples         int64
+	groupHits           map[uint64]int64
+	latencies           []time.Duration
+}
+
+func newTally(w *Workload, c *ceiling) *tally {
+	return &tally{w: w, ceil: c, groupHits: make(map[uint64]int64)}
+}
+
+// request counts request r's prefix of hit blocks.
+func (t *tally) request(r int, hit int) {
+	req := &t.w.Requests[r]
+	t.refs += int64(len(req.HashIDs))
+	t.hits += int64(hit)
+	t.groupHits[req.Group] += int64(hit)
+	for i := range req.HashIDs {
+		n := int64(blockTokens(req, i, t.w.BlockTokens))
+		t.tokens += n
+		if i < hit {
+			t.hitTokens += n
+		} else {
+			t.prefill += n
+		}
+	}
+}
+
+func (t *tally) utilization(used, capacity int) {
+	t.utilSum += float64(used) / float64(capacity)
+	t.utilSamples++
+}
+
+func (t *tally) report(strategy, mode string, capacity int) Report {
+	rep := Report{
+		Strategy:               strategy,
+		Mode:                   mode,
+		CapacityBlocks:         capacity,
+		BlockHits:              t.hits,
+		BlockRefs:              t.refs,
+		ReprefillTokens:        t.reprefillTokens,
+		Evictions:              t.evicted,
+		PrefillTokens:          t.prefill,
+		UnboundedPrefillTokens: t.ceil.prefill,
+		FairnessOver:           t.w.GroupKind,
+		Fairness:               t.fairness(),
+	}
+	rep.HitRatio = ratio(t.hits, t.refs)
+	rep.TokenHitRatio = ratio(t.hitTokens, t.tokens)
+	rep.ReprefillRate = ratio(t.reprefills, t.evicted)
+	if t.ceil.prefill > 0 {
+		rep.ThroughputImpact = float64(t.prefill)/float64(t.ceil.prefill) - 1
+	}
+	if t.utilSamples > 0 {
+		rep.Utilization = t.utilSum / float64(t.utilSamples)
+	}
+	if len(t.latencies) > 0 {
+		slices.Sort(t.latencies)
+		rep.SelectP50 = int64(percentile(t.latencies, 50))
+		rep.SelectP99 = int64(percentile(t.latencies, 99))
+	}
+	return rep
+}
+
+// fairness is Jain's index (sum x)^2 / (n sum x^2) of x = hits / attainable
+// hits per group, over groups with attainable hits.
+func (t *tally) fairness() float64 {
+	var sum, sum2 float64
+	n := 0
+	groups := make([]uint64, 0, len(t.ceil.groupHits))
+	for g := range t.ceil.groupHits {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups) // a fixed order makes the float sum reproducible
+	for _, g := range groups {
+		ceil := t.ceil.groupHits[g]
+		if ceil == 0 {
+			continue
+		}
+		x := float64(t.groupHits[g]) / float64(ceil)
+		sum += x
+		sum2 += x * x
+		n++
+	}
+	if n == 0 || sum2 == 0 {
+		return 1 // no group could hit, or all got equally nothing
+	}
+	return sum * sum / (float64(n) * sum2)
+}
+
+// percentile returns the p-th percentile of sorted, nearest rank.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[max(i, 0)]
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// ceiling is what an unbounded cache achieves: a block hits when every
+// block of the prefix up to it was referenced before.
+type ceiling struct {
+	hits      int64
+	prefill   int64
+	groupHits map[uint64]int64
+}
+
+func computeCeiling(w *Workload) *ceiling {
+	c := &ceiling{groupHits: make(map[uint64]int64)}
+	seen := make(map[uint64]struct{})
+	for r := range w.Requests {
+		req := &w.Requests[r]
+		hit := 0
+		for hit < len(req.HashIDs) {
+			if _, ok := seen[req.HashIDs[hit]]; !ok {
+				break
+			}
+			hit++
+		}
+		c.hits += int64(hit)
+		c.groupHits[req.Group] += int64(hit)
+		for i, h := range req.HashIDs {
+			if i >= hit {
+				c.prefill += int64(blockTokens(req, i, w.BlockTokens))
+			}
+			seen[h] = struct{}{}
+		}
+	}
+	return c
+}

@@ -1,0 +1,548 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+// DefaultTokenTime is how long a running sequence takes to decode one token
+// in [Serve] unless ServeConfig.TokenTime says otherwise.
+const DefaultTokenTime = 20 * time.Millisecond
+
+// ServeConfig configures [Serve].
+type ServeConfig struct {
+	Config
+	// TokenTime is the time to decode one token; 0 means DefaultTokenTime.
+	// Prefill is instantaneous. Must not be negative.
+	TokenTime time.Duration
+	// Evictor, if set, replaces the sequence-granularity evictor over the
+	// strategy's policy: the seam for other granularities.
+	Evictor Evictor
+
+	// afterStep, if set, is called after every event: a test hook for the
+	// pool's invariant checker.
+	afterStep func(*pool)
+}
+
+// Serve runs w through a paged KV pool of cfg.Capacity blocks with prefix
+// caching, evicting with strategy s at sequence granularity (or with
+// cfg.Evictor), as an inference server would:
+//
+//   - a request arrives at its Timestamp and waits, first come first served;
+//     it is admitted when its prompt fits: the longest prefix of its blocks
+//     already in the pool hits, prompt blocks in the pool beyond that prefix
+//     are reused but computed, the others are allocated and prefilled;
+//   - a running sequence holds a reference on each of its blocks and decodes
+//     one token per TokenTime, allocating a new block whenever its last one
+//     fills;
+//   - a finished sequence releases its blocks: prompt blocks stay cached
+//     (evictable) until evicted, generated ones are freed;
+//   - an allocation that does not fit the free blocks asks the evictor for
+//     cached ones; if they cannot cover it, the latest admitted running
+//     sequence (perhaps the growing one) is preempted: it releases
+//     everything and waits, first in line, to be recomputed; admissions
+//     pause until a sequence finishes. A sequence alone in a pool too small
+//     for it is finished early (Report.Truncated). A prompt that cannot fit the pool
+//     at all is rejected (Report.Rejected).
+//
+// Hits, prefill and fairness count each request's first admission (a
+// rejected request counts as all misses); a preempted request's
+// recomputation counts as re-prefill.
+func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
+	if err := cfg.validate(w); err != nil {
+		return Report{}, err
+	}
+	if cfg.TokenTime < 0 {
+		return Report{}, fmt.Errorf("sim: token time must not be negative, got %v", cfg.TokenTime)
+	}
+	ev := cfg.Evictor
+	if ev == nil {
+		opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, cfg.Options...)
+		p, err := kvevict.New(s, opts...)
+		if err != nil {
+			return Report{}, err
+		}
+		ev = NewSequenceEvictor(p)
+	}
+	p := newPool(w, cfg, ev)
+	if err := p.run(); err != nil {
+		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
+	}
+	rep := p.tally.report(string(s), "serve", cfg.Capacity)
+	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated
+	return rep, nil
+}
+
+// blockState is where a physical block is.
+type blockState uint8
+
+const (
+	blockFree   blockState = iota // on the free list
+	blockUsed                     // referenced by running sequences
+	blockCached                   // a prompt block nobody references: evictable
+)
+
+type poolBlock struct {
+	state  blockState
+	hashed bool // a prompt block, findable by hash
+	hash   uint64
+	refs   int
+	owner  uint64 // cached: the sequence that released it
+	pos    int    // cached: its index in the owner's prompt
+}
+
+// sequence is an admitted request.
+type sequence struct {
+	id       uint64
+	req      int
+	blocks   []int // head first: prompt blocks, then generated ones
+	admitted int64
+	last     int64 // tick of its latest token
+	tokens   int   // current length
+	maxLen   int
+	outLeft  int // tokens still to generate
+	hits     int // prompt blocks found in the pool
+	alive    bool
+}
+
+// owner is what the pool remembers of a sequence while it owns cached blocks.
+type owner struct {
+	admitted, released int64
+	hits               int
+	priority           kvevict.Priority
+	seqLen, maxLen     int
+	blocks             []int // the cached blocks it owns, head first
+}
+
+// pool is the paged KV pool of Serve.
+type pool struct {
+	w         *Workload
+	capacity  int
+	tokenTime int64 // ticks per token
+	ev        Evictor
+	cfg       *ServeConfig
+	afterStep func(*pool)
+
+	blocks      []poolBlock
+	free        []int
+	used        int
+	cached      int
+	byHash      map[uint64]int // hash -> block (used or cached)
+	owners      map[uint64]*owner
+	evictedFrom map[uint64]uint64 // hash -> owner it was evicted from, until referenced again
+
+	running  []*sequence // admission order
+	waiting  []int       // request indices, first come first served
+	events   eventHeap
+	now      int64
+	nextID   uint64
+	admitted []bool // first admission done
+	// paused stops admissions from a preemption until a sequence finishes,
+	// so that a preempted request is not readmitted into the same shortage
+	// and the oldest running sequence always makes progress.
+	paused bool
+	done   int // requests finished or rejected
+
+	tally                            *tally
+	preemptions, rejected, truncated int
+	scratch                          []uint64
+	state                            EvictionState // reused by evictionState
+	ownerIDs                         []uint64
+	seen                             map[uint64]struct{}
+}
+
+func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
+	tt := cfg.TokenTime
+	if tt == 0 {
+		tt = DefaultTokenTime
+	}
+	p := &pool{
+		w:           w,
+		capacity:    cfg.Capacity,
+		tokenTime:   max(int64(tt/time.Microsecond), 1),
+		ev:          ev,
+		cfg:         &cfg,
+		afterStep:   cfg.afterStep,
+		blocks:      make([]poolBlock, cfg.Capacity),
+		free:        make([]int, cfg.Capacity),
+		byHash:      make(map[uint64]int),
+		owners:      make(map[uint64]*owner),
+		evictedFrom: make(map[uint64]uint64),
+		admitted:    make([]bool, len(w.Requests)),
+		tally:       newTally(w, computeCeiling(w)),
+		seen:        make(map[uint64]struct{}),
+	}
+	for i := range p.free {
+		p.free[i] = cfg.Capacity - 1 - i // pop from the end: block 0 first
+	}
+	return p
+}
+
+// event is a running sequence's next milestone: its last block is full (it
+// needs another) or it is done.
+type event struct {
+	at  int64
+	seq *sequence
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq.id < h[j].seq.id
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// run processes arrivals and sequence events in time order; at equal times
+// sequence events go first, so finishing sequences free their blocks.
+func (p *pool) run() error {
+	next := 0
+	for next < len(p.w.Requests) || p.events.Len() > 0 {
+		if p.events.Len() > 0 && (next == len(p.w.Requests) || p.events[0].at <= p.w.Requests[next].Timestamp*1000) {
+			e := heap.Pop(&p.events).(event)
+			if !e.seq.alive {
+				continue // preempted since
+			}
+			p.now = max(p.now, e.at)
+			if err := p.step(e.seq); err != nil {
+				return err
+			}
+		} else {
+			p.now = max(p.now, p.w.Requests[next].Timestamp*1000)
+			p.waiting = append(p.waiting, next)
+			next++
+		}
+		if err := p.admitWaiting(); err != nil {
+			return err
+		}
+		p.tally.utilization(p.used+p.cached, p.capacity)
+		if p.afterStep != nil {
+			p.afterStep(p)
+		}
+	}
+	return nil
+}
+
+// schedule queues s's next event: when its last block fills, or when it is
+// done if that comes first.
+func (p *pool) schedule(s *sequence) {
+	room := len(s.blocks)*p.w.BlockTokens - s.tokens
+	k := min(s.outLeft, room)
+	heap.Push(&p.events, event{at: p.now + int64(k)*p.tokenTime, seq: s})
+}
+
+// step advances s to its event: it generated the tokens since, and either
+// finishes or needs a block.
+func (p *pool) step(s *sequence) error {
+	room := len(s.blocks)*p.w.BlockTokens - s.tokens
+	k := min(s.outLeft, room)
+	s.tokens += k
+	s.outLeft -= k
+	s.last = p.now
+	if s.outLeft == 0 {
+		p.finish(s)
+		return nil
+	}
+	for s.alive {
+		ok, err := p.allocate(1)
+		if err != nil {
+			return err
+		}
+		if ok {
+			b := p.take()
+			s.blocks = append(s.blocks, b)
+			p.schedule(s)
+			return nil
+		}
+		if len(p.running) > 1 {
+			// Recompute preemption of the latest admitted sequence, as
+			// vLLM does: possibly s itself.
+			p.preempt(p.running[len(p.running)-1])
+			continue
+		}
+		p.truncated++ // alone, and the pool cannot hold it
+		p.finish(s)
+	}
+	return nil
+}
+
+// admitWaiting admits waiting requests in order while they fit.
+func (p *pool) admitWaiting() error {
+	for len(p.waiting) > 0 && !p.paused {
+		ok, err := p.admit(p.waiting[0])
+		if err != nil || !ok {
+			return err
+		}
+		p.waiting = p.waiting[1:]
+	}
+	return nil
+}
+
+// admit admits request r if its prompt fits, and reports whether it did
+// (a prompt of Capacity blocks or more is rejected, and counts as done).
+func (p *pool) admit(r int) (bool, error) {
+	req := &p.w.Requests[r]
+	p.scratch = distinct(req.HashIDs, len(req.HashIDs), p.scratch, p.seen)
+	prompt := p.scratch
+	if len(prompt) >= p.capacity {
+		if !p.admitted[r] {
+			p.admitted[r] = true
+			p.tally.request(r, 0) // counted as all misses: served elsewhere
+		}
+		p.rejected++
+		p.finishRequest()
+		return true, nil
+	}
+	present, reusable := 0, 0
+	for _, h := range prompt {
+		if b, ok := p.byHash[h]; ok {
+			present++
+			if p.blocks[b].state == blockCached {
+				reusable++
+			}
+		}
+	}
+	missing := len(prompt) - present
+	if missing > len(p.free)+p.cached-reusable {
+		return false, nil // wait for running sequences to finish
+	}
+	hit := prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
+	first := !p.admitted[r]
+	if first {
+		p.admitted[r] = true
+		p.tally.request(r, hit)
+	} else {
+		// Recomputing a preempted request: what it prefills again is
+		// re-prefill, on top of what its first admission computed.
+		for i := range req.HashIDs {
+			if i >= hit {
+				n := int64(blockTokens(req, i, p.w.BlockTokens))
+				p.tally.prefill += n
+				p.tally.reprefillTokens += n
+			}
+		}
+	}
+	s := &sequence{
+		id: p.nextID, req: r, admitted: p.now, last: p.now, hits: hit, alive: true,
+		maxLen: req.InputTokens + req.OutputTokens, outLeft: req.OutputTokens,
+	}
+	p.nextID++
+	// Reference what is present first, so the eviction cannot take it.
+	blocks := make([]int, len(prompt))
+	accessed := map[uint64]bool{}
+	for i, h := range prompt {
+		b, ok := p.byHash[h]
+		if !ok {
+			blocks[i] = -1
+			if o, ok := p.evictedFrom[h]; ok {
+				delete(p.evictedFrom, h)
+				if !accessed[o] {
+					accessed[o] = true
+					p.ev.Access(o)
+				}
+				if first {
+					p.tally.reprefills++
+					p.tally.reprefillTokens += int64(blockTokens(req, i, p.w.BlockTokens))
+				}
+			}
+			continue
+		}
+		blk := &p.blocks[b]
+		if blk.state == blockCached {
+			if !accessed[blk.owner] {
+				accessed[blk.owner] = true
+				p.ev.Access(blk.owner)
+			}
+			p.uncache(b)
+			blk.state = blockUsed
+			p.used++
+		}
+		blk.refs++
+		blocks[i] = b
+	}
+	ok, err := p.allocate(missing)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, errors.New("internal: admission checked the space but allocation failed")
+	}
+	for i, h := range prompt {
+		if blocks[i] < 0 {
+			b := p.take()
+			p.blocks[b].hashed, p.blocks[b].hash = true, h
+			p.byHash[h] = b
+			blocks[i] = b
+		}
+	}
+	s.blocks = blocks
+	for i := range prompt {
+		s.tokens += blockTokens(req, i, p.w.BlockTokens)
+	}
+	p.running = append(p.running, s)
+	p.schedule(s)
+	return true, nil
+}
+
+// allocate makes n blocks free, evicting cached ones if needed, and reports
+// whether it could. It evicts nothing when it cannot.
+func (p *pool) allocate(n int) (bool, error) {
+	need := n - len(p.free)
+	if need <= 0 {
+		return true, nil
+	}
+	if need > p.cached {
+		return false, nil
+	}
+	st := p.evictionState()
+	res, err := p.ev.Evict(st, need)
+	if errors.Is(err, kvevict.ErrInsufficientBlocks) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(res.Blocks) < need {
+		return false, fmt.Errorf("evictor freed %d blocks, %d needed", len(res.Blocks), need)
+	}
+	for _, b := range res.Blocks {
+		if b < 0 || b >= p.capacity || p.blocks[b].state != blockCached {
+			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
+		}
+		p.evictedFrom[p.blocks[b].hash] = p.blocks[b].owner
+		p.uncache(b)
+		p.release(b)
+		p.tally.evicted++
+	}
+	p.tally.latencies = append(p.tally.latencies, res.Elapsed)
+	return true, nil
+}
+
+// evictionState is the pool as the evictor sees it, valid until the next
+// call. O(C + R + O log O) for C cached blocks, R running sequences and O
+// owners.
+func (p *pool) evictionState() *EvictionState {
+	st := &p.state
+	st.Now, st.Cached, st.Running = p.now, st.Cached[:0], st.Running[:0]
+	ids := p.ownerIDs[:0]
+	for id := range p.owners {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	p.ownerIDs = ids
+	for _, id := range ids {
+		o := p.owners[id]
+		for _, b := range o.blocks {
+			blk := &p.blocks[b]
+			st.Cached = append(st.Cached, CachedBlock{
+				Block: b, Hash: blk.hash, Owner: id, Pos: blk.pos,
+				OwnerAdmitted: o.admitted, OwnerReleased: o.released, OwnerHits: o.hits,
+				Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
+			})
+		}
+	}
+	for _, s := range p.running {
+		st.Running = append(st.Running, RunningSequence{
+			ID: s.id, Blocks: s.blocks, Admitted: s.admitted, LastAccess: s.last,
+			Priority: kvevict.Priority(p.w.Requests[s.req].Priority), SeqLen: s.tokens, MaxLen: s.maxLen,
+		})
+	}
+	return st
+}
+
+// take pops a free block and marks it used by one reference.
+func (p *pool) take() int {
+	b := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	p.blocks[b] = poolBlock{state: blockUsed, refs: 1}
+	p.used++
+	return b
+}
+
+// uncache takes cached block b out of its owner's count.
+func (p *pool) uncache(b int) {
+	blk := &p.blocks[b]
+	o := p.owners[blk.owner]
+	o.blocks = slices.DeleteFunc(o.blocks, func(x int) bool { return x == b })
+	if len(o.blocks) == 0 {
+		delete(p.owners, blk.owner)
+	}
+	p.cached--
+}
+
+// release frees block b (used with no references, or just uncached).
+func (p *pool) release(b int) {
+	blk := &p.blocks[b]
+	if blk.state == blockUsed {
+		p.used--
+	}
+	if blk.hashed && p.byHash[blk.hash] == b {
+		delete(p.byHash, blk.hash)
+	}
+	p.blocks[b] = poolBlock{}
+	p.free = append(p.free, b)
+}
+
+// drop releases s's references: prompt blocks nobody else references become
+// cached, owned by s; generated blocks are freed.
+func (p *pool) drop(s *sequence) {
+	s.alive = false
+	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
+	req := &p.w.Requests[s.req]
+	var o *owner
+	for i, b := range s.blocks {
+		blk := &p.blocks[b]
+		blk.refs--
+		if blk.refs > 0 {
+			continue
+		}
+		if !blk.hashed {
+			p.release(b)
+			continue
+		}
+		if o == nil {
+			o = &owner{admitted: s.admitted, released: p.now, hits: s.hits,
+				priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
+			p.owners[s.id] = o
+		}
+		blk.state, blk.owner, blk.pos = blockCached, s.id, i
+		o.blocks = append(o.blocks, b) // in s.blocks order: head first
+		p.used--
+		p.cached++
+	}
+}
+
+func (p *pool) finish(s *sequence) {
+	p.drop(s)
+	p.paused = false
+	p.finishRequest()
+}
+
+// finishRequest counts a request finished or rejected.
+func (p *pool) finishRequest() {
+	p.done++
+	p.cfg.progress(p.done, len(p.w.Requests))
+}
+
+// preempt stops s and queues its request first, to be recomputed.
+func (p *pool) preempt(s *sequence) {
+	p.drop(s)
+	p.preemptions++
+	p.paused = true
+	p.waiting = slices.Insert(p.waiting, 0, s.req)
+}

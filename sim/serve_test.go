@@ -1,0 +1,232 @@
+package sim
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// checkPool verifies the pool's accounting: every block is in exactly one
+// state and in use + free + cached == capacity; every reference belongs to
+// a running sequence, whose blocks are all in use; the hash index and the
+// owners' counts agree with the blocks.
+func checkPool(t *testing.T, p *pool) {
+	t.Helper()
+	var free, used, cached, refs int
+	ownerCounts := map[uint64]int{}
+	for b := range p.blocks {
+		blk := &p.blocks[b]
+		switch blk.state {
+		case blockFree:
+			free++
+			if blk.refs != 0 || blk.hashed {
+				t.Fatalf("free block %d: %+v", b, *blk)
+			}
+		case blockUsed:
+			used++
+			if blk.refs < 1 {
+				t.Fatalf("used block %d has %d references", b, blk.refs)
+			}
+		case blockCached:
+			cached++
+			if o := p.owners[blk.owner]; o == nil || !slices.Contains(o.blocks, b) {
+				t.Fatalf("cached block %d is missing from its owner %d", b, blk.owner)
+			}
+			if blk.refs != 0 || !blk.hashed {
+				t.Fatalf("cached block %d: %+v", b, *blk)
+			}
+			ownerCounts[blk.owner]++
+		}
+		refs += blk.refs
+		if blk.state != blockFree && blk.hashed && p.byHash[blk.hash] != b {
+			t.Fatalf("block %d with hash %d is not indexed", b, blk.hash)
+		}
+	}
+	if used+free+cached != p.capacity || free != len(p.free) || used != p.used || cached != p.cached {
+		t.Fatalf("in use %d (counted %d) + free %d (list %d) + cached %d (counted %d) != %d",
+			used, p.used, free, len(p.free), cached, p.cached, p.capacity)
+	}
+	held := 0
+	for _, s := range p.running {
+		for _, b := range s.blocks {
+			if p.blocks[b].state != blockUsed {
+				t.Fatalf("running sequence %d holds block %d in state %d", s.id, b, p.blocks[b].state)
+			}
+		}
+		held += len(s.blocks)
+	}
+	if refs != held {
+		t.Fatalf("%d references, but running sequences hold %d blocks", refs, held)
+	}
+	for id, n := range ownerCounts {
+		if o := p.owners[id]; o == nil || len(o.blocks) != n {
+			t.Fatalf("owner %d owns %d cached blocks, pool says %v", id, n, o)
+		}
+	}
+	if len(ownerCounts) != len(p.owners) {
+		t.Fatalf("%d owners with cached blocks, pool remembers %d", len(ownerCounts), len(p.owners))
+	}
+	for h, b := range p.byHash {
+		if p.blocks[b].hash != h || p.blocks[b].state == blockFree {
+			t.Fatalf("hash %d indexes block %d: %+v", h, b, p.blocks[b])
+		}
+	}
+}
+
+// TestServeInvariants runs every synthetic workload under every strategy
+// through a pool small enough to evict and preempt, checking the pool after
+// every step.
+func TestServeInvariants(t *testing.T) {
+	preempted := 0
+	for _, name := range WorkloadNames() {
+		w, err := Synthetic(name, 1, 150)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range kvevict.Strategies() {
+			cfg := ServeConfig{Config: Config{Capacity: 160}, afterStep: func(p *pool) { checkPool(t, p) }}
+			rep, err := Serve(w, s, cfg)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", name, s, err)
+			}
+			checkReport(t, &rep)
+			if rep.Evictions == 0 {
+				t.Errorf("%s/%s: nothing evicted at 160 blocks", name, s)
+			}
+			preempted += rep.Preemptions
+		}
+	}
+	if preempted == 0 {
+		t.Error("no run preempted a sequence: the preemption path went untested")
+	}
+}
+
+// TestServePreemption: two sequences that each need the whole pool (a
+// 1-block prompt and 3 generated blocks) to decode. The later one is
+// preempted, recomputed after the first finishes, and every block returns.
+func TestServePreemption(t *testing.T) {
+	w := &Workload{Name: "two", BlockTokens: 2, GroupKind: "session", Requests: []Request{
+		{Timestamp: 0, InputTokens: 2, OutputTokens: 6, HashIDs: []uint64{1}},
+		{Timestamp: 0, InputTokens: 2, OutputTokens: 6, HashIDs: []uint64{2}},
+	}}
+	var last *pool
+	sawPreempted := false
+	cfg := ServeConfig{Config: Config{Capacity: 4}, afterStep: func(p *pool) {
+		checkPool(t, p)
+		last = p
+		if p.preemptions > 0 && !sawPreempted {
+			sawPreempted = true
+			// The preempted sequence gave back every block: the one left
+			// running holds all it has, and nothing else is referenced.
+			if len(p.running) != 1 || p.used != len(p.running[0].blocks) {
+				t.Errorf("after preemption: %d running, %d blocks in use", len(p.running), p.used)
+			}
+		}
+	}}
+	rep, err := Serve(w, kvevict.LRU, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Preemptions != 1 || rep.Truncated != 0 || rep.Rejected != 0 {
+		t.Errorf("preemptions/truncated/rejected = %d/%d/%d, want 1/0/0", rep.Preemptions, rep.Truncated, rep.Rejected)
+	}
+	if last.done != 2 || last.used != 0 || len(last.running) != 0 {
+		t.Errorf("at the end: %d done, %d in use, %d running", last.done, last.used, len(last.running))
+	}
+	// The first sequence filled the pool, evicting the preempted one's
+	// cached prompt, so that prompt (2 tokens) was computed twice; then the
+	// second did the same to the first's.
+	if rep.ReprefillTokens != 2 || rep.Evictions != 2 {
+		t.Errorf("re-prefill tokens = %d, evicted blocks = %d, want 2 and 2", rep.ReprefillTokens, rep.Evictions)
+	}
+	if last.cached != 1 {
+		t.Errorf("at the end: %d cached blocks, want the last prompt only", last.cached)
+	}
+}
+
+// evilEvictor offers a referenced block.
+type evilEvictor struct{}
+
+func (evilEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
+	if len(s.Running) > 0 && len(s.Running[0].Blocks) > 0 {
+		return Eviction{Blocks: []int{s.Running[0].Blocks[0]}}, nil
+	}
+	return Eviction{}, kvevict.ErrInsufficientBlocks
+}
+func (evilEvictor) Access(uint64) {}
+
+// TestServeRefusesReferencedVictims: the pool rejects an evictor that
+// chooses a block a running sequence references.
+func TestServeRefusesReferencedVictims(t *testing.T) {
+	w, err := Synthetic("chat", 3, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 120}, Evictor: evilEvictor{}})
+	if err == nil || !strings.Contains(err.Error(), "not cached") {
+		t.Errorf("err = %v, want the pool to refuse the referenced block", err)
+	}
+}
+
+// watchingEvictor checks each policy choice against the state it was given.
+type watchingEvictor struct {
+	*SequenceEvictor
+	t     *testing.T
+	calls int
+}
+
+func (e *watchingEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
+	res, err := e.SequenceEvictor.Evict(s, need)
+	if err != nil {
+		return res, err
+	}
+	e.calls++
+	referenced := map[int]bool{}
+	for _, r := range s.Running {
+		for _, b := range r.Blocks {
+			referenced[b] = true
+		}
+	}
+	for _, b := range res.Blocks {
+		if referenced[b] {
+			e.t.Fatalf("policy chose block %d of a running sequence", b)
+		}
+	}
+	if len(res.Blocks) != need {
+		e.t.Errorf("policy freed %d blocks for a need of %d (partial eviction trims to the need)", len(res.Blocks), need)
+	}
+	return res, nil
+}
+
+func TestServeNeverEvictsReferenced(t *testing.T) {
+	w, err := Synthetic("tenants", 2, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range kvevict.Strategies() {
+		p, err := kvevict.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &watchingEvictor{SequenceEvictor: NewSequenceEvictor(p), t: t}
+		if _, err := Serve(w, s, ServeConfig{Config: Config{Capacity: 200}, Evictor: ev}); err != nil {
+			t.Fatal(err)
+		}
+		if ev.calls == 0 {
+			t.Errorf("%s: never evicted", s)
+		}
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	w, _ := Synthetic("chat", 1, 10)
+	if _, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 10}, TokenTime: -1}); err == nil {
+		t.Error("negative token time: no error")
+	}
+	if _, err := Serve(w, "nope", ServeConfig{Config: Config{Capacity: 10}}); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Errorf("unknown strategy: err = %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestTraceReader(t *testing.T) {
+	in := `{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [0, 1]}
+
+{"timestamp": 7, "input_length": 600, "output_length": 0, "hash_ids": [0, 1], "extra": true}
+{"timestamp": 9, "input_length": 10, "output_length": 1, "hash_ids": [0, 2, 3]}
+`
+	reqs, err := ReadTrace(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 3 {
+		t.Fatalf("got %d requests, want 3", len(reqs))
+	}
+	r := reqs[2]
+	if r.Timestamp != 9 || r.InputTokens != 10 || r.OutputTokens != 1 || len(r.HashIDs) != 3 || r.HashIDs[2] != 3 {
+		t.Errorf("request 2 = %+v", r)
+	}
+	if reqs[0].Group != reqs[1].Group || reqs[0].Group == reqs[2].Group {
+		t.Errorf("groups = %d %d %d, want the first two equal and the third different",
+			reqs[0].Group, reqs[1].Group, reqs[2].Group)
+	}
+}
+
+func TestTraceReaderErrors(t *testing.T) {
+	good := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}` + "\n"
+	for _, tc := range []struct{ name, line, want string }{
+		{"not json", "{oops", "trace line 2: invalid JSON"},
+		{"missing hashes", `{"timestamp": 0, "input_length": 1, "output_length": 1}`, `trace line 2: missing "hash_ids"`},
+		{"missing timestamp", `{"input_length": 1, "output_length": 1, "hash_ids": []}`, `trace line 2: missing "timestamp"`},
+		{"negative length", `{"timestamp": 0, "input_length": -1, "output_length": 1, "hash_ids": []}`, "trace line 2: negative input_length -1"},
+		{"negative hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-4]}`, `trace line 2: "hash_ids" must be an array of non-negative integers, got a JSON number -4`},
+		{"float hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}`, `trace line 2: "hash_ids" must be`},
+		{"string length", `{"timestamp": 0, "input_length": "9", "output_length": 1, "hash_ids": []}`, `trace line 2: "input_length" must be an integer, got a JSON string`},
+		{"two values", good[:len(good)-1] + " {}", "trace line 2: more than one JSON value"},
+		{"huge line", `{"hash_ids": [` + strings.Repeat("1,", MaxLineBytes/2) + `1]}`, "trace line 2: longer than 4194304 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadTrace(strings.NewReader(good + tc.line + "\n" + good))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err = %v, want prefix %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTraceReaderEOF(t *testing.T) {
+	tr := NewTraceReader(strings.NewReader(""))
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		t.Errorf("empty input: err = %v, want io.EOF", err)
+	}
+	if _, err := loadTrace(strings.NewReader("\n\n"), "blank"); err == nil {
+		t.Error("a trace without requests loaded without error")
+	}
+}
+
+// FuzzTraceReader feeds arbitrary bytes to the reader: it must never panic,
+// every error must name a line, and every request it returns must be valid.
+func FuzzTraceReader(f *testing.F) {
+	f.Add([]byte(`{"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2]}`))
+	f.Add([]byte("{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": []}\n\n{"))
+	f.Add([]byte(`{"timestamp": 1e3, "input_length": 2, "output_length": 3, "hash_ids": [18446744073709551615]}`))
+	f.Add([]byte("\xff\x00\n{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := NewTraceReader(strings.NewReader(string(data)))
+		for range 1 + strings.Count(string(data), "\n") {
+			req, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				if !strings.HasPrefix(err.Error(), "trace line ") {
+					t.Fatalf("error does not name its line: %v", err)
+				}
+				return
+			}
+			if req.Timestamp < 0 || req.InputTokens < 0 || req.OutputTokens < 0 || req.HashIDs == nil {
+				t.Fatalf("invalid request accepted: %+v", req)
+			}
+		}
+		if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("more requests than lines, err = %v", err)
+		}
+	})
+}

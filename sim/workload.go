@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Workload is a sequence of requests in arrival order, with the block size
+// their hashes were cut at.
+type Workload struct {
+	Name        string
+	BlockTokens int       // tokens per KV block; the last block of a prompt may be partial
+	GroupKind   string    // what Request.Group means: "session" or "tenant"
+	Requests    []Request // in arrival order
+}
+
+// MooncakeBlockTokens is the block size of the Mooncake traces' hash_ids.
+const MooncakeBlockTokens = 512
+
+// LoadTrace reads a Mooncake JSONL trace file into a workload named after
+// the file (its base name), with 512-token blocks and sessions derived as
+// [TraceReader.Next] describes.
+func LoadTrace(path string) (*Workload, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return loadTrace(f, filepath.Base(path))
+}
+
+func loadTrace(r io.Reader, name string) (*Workload, error) {
+	reqs, err := ReadTrace(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: no requests", name)
+	}
+	return &Workload{Name: name, BlockTokens: MooncakeBlockTokens, GroupKind: "session", Requests: reqs}, nil
+}
+
+// blockTokens returns how many tokens block i of req holds: a full block,
+// except the last, which holds what remains of the prompt (clamped to
+// [0, size] when a trace's lengths and hashes disagree).
+func blockTokens(req *Request, i, size int) int {
+	if i < len(req.HashIDs)-1 {
+		return size
+	}
+	return min(max(req.InputTokens-size*(len(req.HashIDs)-1), 0), size)
+}
