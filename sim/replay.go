@@ -69,7 +69,13 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
-	p, err := kvevict.New(s, cfg.Options...)
+	// One block per candidate, so the adaptive strategies' capacity, counted
+	// in sequences, is in blocks: the cache's size, plus room for the
+	// request whose accesses precede the one selection that makes room for
+	// them, so that the history never evicts on its own a block the cache
+	// still holds. cfg.Options may override it.
+	opts := append([]kvevict.Option{kvevict.WithCapacity(cfg.Capacity + longestRequest(w, cfg.Capacity))}, cfg.Options...)
+	p, err := kvevict.New(s, opts...)
 	if err != nil {
 		return Report{}, err
 	}
@@ -83,6 +89,16 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 		cfg.progress(i+1, len(w.Requests))
 	}
 	return t.report(string(s), "replay", cfg.Capacity), nil
+}
+
+// longestRequest is the most blocks one request of w references, at most
+// limit.
+func longestRequest(w *Workload, limit int) int {
+	n := 0
+	for _, r := range w.Requests {
+		n = max(n, len(r.HashIDs))
+	}
+	return min(n, limit)
 }
 
 // oneBlock is every replay candidate's Blocks: a replay names blocks by
