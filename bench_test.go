@@ -46,11 +46,15 @@ func seedScenario(n, blocksEach int, seed uint64) []kvevict.Candidate {
 }
 
 // BenchmarkSelectVictims is the seed's scenario, 1000 candidates of 10
-// blocks freeing 100 blocks, for every strategy, and the same at other sizes.
+// blocks freeing 100 blocks, for every key strategy, and the same at other
+// sizes. The adaptive strategies have BenchmarkAdaptiveSelectVictims.
 func BenchmarkSelectVictims(b *testing.B) {
 	for _, n := range []int{100, 1000, 10_000, 1_000_000} {
 		cands := seedScenario(n, 10, 42)
 		for _, s := range kvevict.Strategies() {
+			if _, err := kvevict.NewRanker(s); err != nil {
+				continue // adaptive: see BenchmarkAdaptiveSelectVictims
+			}
 			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
 				p, err := kvevict.New(s)
 				if err != nil {
