@@ -57,20 +57,23 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	if kp.usesNow {
 		kp.now = maxLastAccess(cands)
 	}
-	s.ids.reset(len(cands))
 	s.heap = s.heap[:0]
 	s.partial = 0
 	sum, available := 0, 0
-	ids := &s.ids
+	// unsorted becomes nonzero at the first ID that is not above its
+	// predecessor's; until then no ID can repeat, so callers that list their
+	// sequences in ID order skip the duplicate table. Computed without a
+	// branch, since shuffled IDs would mispredict one every other candidate.
+	var prev uint64
+	unsorted := 0
 	var bound entry // the heap's top once the heap covers required
 	for i := range cands {
 		c := &cands[i]
 		if !valid(c) {
 			return Result{}, invalidField(c, i)
 		}
-		if ids.insert(c.ID) {
-			return Result{}, duplicateID(cands, i)
-		}
+		unsorted |= b2i(i > 0 && c.ID <= prev)
+		prev = c.ID
 		if !c.evictable() {
 			continue
 		}
@@ -78,13 +81,35 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if required == 0 {
 			continue
 		}
-		e := entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		// The simple keys are inlined here: a call per candidate costs the
+		// loop more than the key itself. keyOf has the others.
+		var key Key
+		switch kp.kind {
+		case kindLRU:
+			key = lruKey(c, kp)
+		case kindMRU:
+			key = mruKey(c, kp)
+		case kindFIFO:
+			key = fifoKey(c, kp)
+		case kindFILO:
+			key = filoKey(c, kp)
+		case kindLFU:
+			key = lfuKey(c, kp)
+		case kindSLRU:
+			key = slruKey(c, kp)
+		case kindQoS:
+			key = qosKey(c, kp)
+		default:
+			key = kp.otherKey(c)
+		}
+		if sum >= required && !lessKey(key, c.ID, &bound) {
+			continue // the common case once the heap covers required
+		}
+		e := entry{Key: key, id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), math.MaxInt32))}
 		switch {
 		case sum < required:
 			s.push(e)
 			sum += int(e.blocks)
-		case !less(&e, &bound):
-			continue
 		case sum-int(bound.blocks)+int(e.blocks) >= required:
 			// e displaces the largest key: one sift instead of a push and a pop.
 			sum += int(e.blocks) - int(bound.blocks)
@@ -98,6 +123,11 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			sum -= int(s.pop().blocks)
 		}
 		bound = s.heap[0]
+	}
+	if unsorted != 0 {
+		if err := s.ids.checkUnique(cands); err != nil {
+			return Result{}, err
+		}
 	}
 	if available < required {
 		return Result{}, &InsufficientBlocksError{Required: required, Available: available}
@@ -119,6 +149,25 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		freed += len(blocks)
 	}
 	return Result{Victims: victims, FreedBlocks: freed}, nil
+}
+
+// lessKey reports whether a candidate with key k and ID id goes before e.
+func lessKey(k Key, id uint64, e *entry) bool {
+	if k.Major != e.Major {
+		return k.Major < e.Major
+	}
+	if k.Minor != e.Minor {
+		return k.Minor < e.Minor
+	}
+	return id < e.id
+}
+
+// b2i is 1 for true and 0 for false, without a branch.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // valid reports whether none of the counts a strategy reads is negative:
@@ -253,6 +302,18 @@ func (s *idSet) reset(n int) {
 	}
 	s.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	s.hasLast = false
+}
+
+// checkUnique returns an error naming the first candidate whose ID an
+// earlier one has, or nil. O(n).
+func (s *idSet) checkUnique(cands []Candidate) error {
+	s.reset(len(cands))
+	for i := range cands {
+		if s.insert(cands[i].ID) {
+			return duplicateID(cands, i)
+		}
+	}
+	return nil
 }
 
 // insert adds id and reports whether it was already there.

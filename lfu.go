@@ -11,9 +11,15 @@ import "math"
 // on now, so the key is stable between calls. The count is aged from
 // LastAccess as a whole, an approximation that needs no per-access history.
 func lfuKey(c *Candidate, p *keyParams) Key {
-	if p.lfuHalfLifeTicks == 0 {
-		return Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
+	if p.lfuHalfLifeTicks != 0 {
+		return decayedLFUKey(c, p)
 	}
+	return Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
+}
+
+// decayedLFUKey is lfuKey with a half-life, kept apart so that the plain
+// key stays small enough to inline.
+func decayedLFUKey(c *Candidate, p *keyParams) Key {
 	score := math.Inf(-1) // never accessed: below any decayed count
 	if c.AccessCount > 0 {
 		score = math.Log2(float64(c.AccessCount)) + float64(c.LastAccess)/p.lfuHalfLifeTicks

@@ -311,6 +311,11 @@ func TestInvalidInput(t *testing.T) {
 		{"negative required", []kvevict.Candidate{ok}, -1, kvevict.ErrInvalidArgument, "-1"},
 		{"duplicate id", []kvevict.Candidate{ok, {ID: 2, Blocks: blocks(2, 1)}, {ID: 1, Blocks: blocks(3, 1)}}, 1, kvevict.ErrInvalidCandidate, "candidates 0 and 2 share ID 1"},
 		{"duplicate max id", []kvevict.Candidate{{ID: 1<<64 - 1}, {ID: 1<<64 - 1}}, 0, kvevict.ErrInvalidCandidate, "share ID"},
+		// IDs in increasing order skip the duplicate table: an equal
+		// neighbour, or any step back, must still be caught.
+		{"duplicate neighbours in order", []kvevict.Candidate{{ID: 0}, {ID: 3}, {ID: 3}, {ID: 4}}, 0, kvevict.ErrInvalidCandidate, "candidates 1 and 2 share ID 3"},
+		{"duplicate zero ids", []kvevict.Candidate{{ID: 0}, {ID: 0}}, 0, kvevict.ErrInvalidCandidate, "candidates 0 and 1 share ID 0"},
+		{"duplicate after a step back", []kvevict.Candidate{{ID: 5}, {ID: 6}, {ID: 2}, {ID: 7}, {ID: 6}}, 1, kvevict.ErrInvalidCandidate, "candidates 1 and 4 share ID 6"},
 		{"negative refcount", []kvevict.Candidate{ok, {ID: 2, RefCount: -1}}, 1, kvevict.ErrInvalidCandidate, "candidate 1 (ID 2) has negative RefCount -1"},
 		{"negative access count", []kvevict.Candidate{{ID: 2, AccessCount: -3}}, 0, kvevict.ErrInvalidCandidate, "AccessCount"},
 		{"negative lifetime", []kvevict.Candidate{{ID: 2, EstimatedLifetime: -time.Second}}, 0, kvevict.ErrInvalidCandidate, "EstimatedLifetime"},
@@ -333,6 +338,31 @@ func TestInvalidInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUniqueIDsInAnyOrder checks that distinct IDs pass in increasing,
+// decreasing and shuffled order, and the same victims come out.
+func TestUniqueIDsInAnyOrder(t *testing.T) {
+	cands := seedScenario(300, 3, 11)
+	for _, s := range kvevict.Strategies() {
+		want, err := mustNew(t, s).SelectVictims(cands, 40)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		reversed := slices.Clone(cands)
+		slices.Reverse(reversed)
+		shuffled := slices.Clone(cands)
+		rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		for name, order := range map[string][]kvevict.Candidate{"reversed": reversed, "shuffled": shuffled} {
+			got, err := mustNew(t, s).SelectVictims(order, 40)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", s, name, err)
+			}
+			if !slices.Equal(victimIDs(got), victimIDs(want)) {
+				t.Errorf("%s, %s: victims %v, want %v", s, name, victimIDs(got), victimIDs(want))
+			}
+		}
 	}
 }
 
