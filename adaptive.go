@@ -96,20 +96,21 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
 	}
-	s.ids.reset(len(cands))
 	s.partial = 0
 	available := 0
+	var order idOrder
 	for i := range cands {
 		c := &cands[i]
 		if !valid(c) {
 			return Result{}, invalidField(c, i)
 		}
-		if s.ids.insert(c.ID) {
-			return Result{}, duplicateID(cands, i)
-		}
+		order.see(i, c.ID)
 		if c.evictable() {
 			available += len(c.Blocks)
 		}
+	}
+	if err := s.ids.checkUnique(cands, &order); err != nil {
+		return Result{}, err
 	}
 	if available < required {
 		return Result{}, &InsufficientBlocksError{Required: required, Available: available}

@@ -60,20 +60,14 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	s.heap = s.heap[:0]
 	s.partial = 0
 	sum, available := 0, 0
-	// unsorted becomes nonzero at the first ID that is not above its
-	// predecessor's; until then no ID can repeat, so callers that list their
-	// sequences in ID order skip the duplicate table. Computed without a
-	// branch, since shuffled IDs would mispredict one every other candidate.
-	var prev uint64
-	unsorted := 0
+	var order idOrder
 	var bound entry // the heap's top once the heap covers required
 	for i := range cands {
 		c := &cands[i]
 		if !valid(c) {
 			return Result{}, invalidField(c, i)
 		}
-		unsorted |= b2i(i > 0 && c.ID <= prev)
-		prev = c.ID
+		order.see(i, c.ID)
 		if !c.evictable() {
 			continue
 		}
@@ -124,10 +118,8 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		}
 		bound = s.heap[0]
 	}
-	if unsorted != 0 {
-		if err := s.ids.checkUnique(cands); err != nil {
-			return Result{}, err
-		}
+	if err := s.ids.checkUnique(cands, &order); err != nil {
+		return Result{}, err
 	}
 	if available < required {
 		return Result{}, &InsufficientBlocksError{Required: required, Available: available}
@@ -304,9 +296,28 @@ func (s *idSet) reset(n int) {
 	s.hasLast = false
 }
 
+// idOrder watches the IDs of one call go by. While each is above the one
+// before, none can repeat, so a caller that lists its sequences in ID order
+// (an allocator walking them in admission order) needs no duplicate table.
+type idOrder struct {
+	prev   uint64
+	broken int // nonzero once an ID was not above its predecessor
+}
+
+// see records the ID of candidate i. Or-ed rather than branched on:
+// shuffled IDs would mispredict every other time.
+func (o *idOrder) see(i int, id uint64) {
+	o.broken |= b2i(i > 0 && id <= o.prev)
+	o.prev = id
+}
+
 // checkUnique returns an error naming the first candidate whose ID an
-// earlier one has, or nil. O(n).
-func (s *idSet) checkUnique(cands []Candidate) error {
+// earlier one has, or nil, given the order in which cands' IDs came. O(n)
+// when the order was broken, else O(1).
+func (s *idSet) checkUnique(cands []Candidate, order *idOrder) error {
+	if order.broken == 0 {
+		return nil
+	}
 	s.reset(len(cands))
 	for i := range cands {
 		if s.insert(cands[i].ID) {
