@@ -62,19 +62,17 @@ func usagef(format string, args ...any) error {
 // run is the command: it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, stdout, stderr)
-	var ue *usageError
-	switch {
-	case err == nil:
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "kvevict: %v (see kvevict compare -h)\n", err)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "kvevict: %v\n", err)
-		return 1
 	}
+	// The library's errors name it already; the line names it once.
+	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "%s (see kvevict compare -h)\n", msg)
+		return 2
+	}
+	fmt.Fprintln(stderr, msg)
+	return 1
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {

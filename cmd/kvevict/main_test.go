@@ -126,7 +126,7 @@ func TestCompareErrors(t *testing.T) {
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
-			strings.Count(errOut, "\n") != 1 || out != "" {
+			strings.Count(errOut, "kvevict: ") != 1 || strings.Count(errOut, "\n") != 1 || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and a line with %q",
 				tc.args, code, out, errOut, tc.code, tc.want)
 		}
