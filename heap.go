@@ -75,8 +75,8 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if required == 0 {
 			continue
 		}
-		// The simple keys are inlined here: a call per candidate costs the
-		// loop more than the key itself. keyOf has the others.
+		// keyOf's dispatch, written out here: the simple keys inline into
+		// the loop, and the others are one direct call instead of two.
 		var key Key
 		switch kp.kind {
 		case kindLRU:
@@ -93,8 +93,10 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			key = slruKey(c, kp)
 		case kindQoS:
 			key = qosKey(c, kp)
-		default:
-			key = kp.otherKey(c)
+		case kindPredictive:
+			key = predictiveKey(c, kp)
+		default: // kindCost
+			key = costKey(c, kp)
 		}
 		if sum >= required && !lessKey(key, c.ID, &bound) {
 			continue // the common case once the heap covers required
