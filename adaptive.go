@@ -109,14 +109,8 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 			available += len(c.Blocks)
 		}
 	}
-	if err := s.ids.checkUnique(cands, &order); err != nil {
+	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
 		return Result{}, err
-	}
-	if available < required {
-		return Result{}, &InsufficientBlocksError{Required: required, Available: available}
-	}
-	if required == 0 {
-		return Result{}, nil
 	}
 
 	// A pending request that already holds blocks is resident: place it

@@ -19,18 +19,7 @@ func BenchmarkAdaptiveSelectVictims(b *testing.B) {
 	for _, n := range []int{1000, 10_000} {
 		cands := seedScenario(n, 10, 42)
 		for _, s := range adaptive {
-			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
-				p, err := kvevict.New(s, kvevict.WithCapacity(2*n))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := p.SelectVictims(cands, 100); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), selectLoop(s, cands, kvevict.WithCapacity(2*n)))
 		}
 	}
 }

@@ -55,18 +55,7 @@ func BenchmarkSelectVictims(b *testing.B) {
 			if _, err := kvevict.NewRanker(s); err != nil {
 				continue // adaptive: see BenchmarkAdaptiveSelectVictims
 			}
-			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
-				p, err := kvevict.New(s)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := p.SelectVictims(cands, 100); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), selectLoop(s, cands))
 		}
 	}
 }
@@ -83,17 +72,23 @@ func BenchmarkSelectVictimsShuffled(b *testing.B) {
 		if _, err := kvevict.NewRanker(s); err != nil {
 			continue
 		}
-		b.Run(fmt.Sprintf("strategy=%s/n=1000", s), func(b *testing.B) {
-			p, err := kvevict.New(s)
-			if err != nil {
+		b.Run(fmt.Sprintf("strategy=%s/n=1000", s), selectLoop(s, cands))
+	}
+}
+
+// selectLoop is a benchmark of SelectVictims freeing 100 blocks from cands,
+// with a policy of strategy s made once.
+func selectLoop(s kvevict.Strategy, cands []kvevict.Candidate, opts ...kvevict.Option) func(*testing.B) {
+	return func(b *testing.B) {
+		p, err := kvevict.New(s, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.SelectVictims(cands, 100); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.SelectVictims(cands, 100); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
 	}
 }

@@ -120,14 +120,8 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		}
 		bound = s.heap[0]
 	}
-	if err := s.ids.checkUnique(cands, &order); err != nil {
+	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
 		return Result{}, err
-	}
-	if available < required {
-		return Result{}, &InsufficientBlocksError{Required: required, Available: available}
-	}
-	if required == 0 {
-		return Result{}, nil
 	}
 	s.sortAscending()
 	victims := make([]Victim, len(s.heap))
@@ -143,6 +137,19 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		freed += len(blocks)
 	}
 	return Result{Victims: victims, FreedBlocks: freed}, nil
+}
+
+// checkCover ends a selection's pass over cands, whose IDs came in order
+// and whose evictable blocks add up to available: it reports a duplicate
+// ID, or evictable blocks that cannot cover required.
+func (s *selector) checkCover(cands []Candidate, order *idOrder, available, required int) error {
+	if err := s.ids.checkUnique(cands, order); err != nil {
+		return err
+	}
+	if available < required {
+		return &InsufficientBlocksError{Required: required, Available: available}
+	}
+	return nil
 }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
