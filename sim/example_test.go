@@ -116,7 +116,7 @@ func ExampleEvictor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ev := &countingEvictor{Evictor: sim.NewSequenceEvictor(p)}
+	ev := &countingEvictor{Evictor: sim.NewTailEvictor(p)}
 	cfg := sim.ServeConfig{Config: sim.Config{Capacity: 300}, Evictor: ev}
 	if _, err := sim.Serve(w, kvevict.LRU, cfg); err != nil {
 		log.Fatal(err)

@@ -156,7 +156,9 @@ func (evilEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	}
 	return Eviction{}, kvevict.ErrInsufficientBlocks
 }
-func (evilEvictor) Access(uint64) {}
+func (evilEvictor) Access(uint64)                                   {}
+func (evilEvictor) Admit(uint64, []uint64, int64, kvevict.Priority) {}
+func (evilEvictor) Release(uint64, int64)                           {}
 
 // TestServeRefusesReferencedVictims: the pool rejects an evictor that
 // chooses a block a running sequence references.
@@ -211,7 +213,7 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := &watchingEvictor{SequenceEvictor: NewSequenceEvictor(p), t: t}
+		ev := &watchingEvictor{SequenceEvictor: NewTailEvictor(p), t: t}
 		if _, err := Serve(w, s, ServeConfig{Config: Config{Capacity: 200}, Evictor: ev}); err != nil {
 			t.Fatal(err)
 		}
