@@ -154,19 +154,19 @@ func ExampleBlockEvictor() {
 
 // Compare the granularities of Serve on long conversations.
 func ExampleGranularity() {
-	w, err := sim.Synthetic("multiturn", 1, 300)
+	w, err := sim.Synthetic("multiturn", 1, 120)
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, g := range sim.Granularities() {
-		rep, err := sim.Serve(w, kvevict.LRU, sim.ServeConfig{Config: sim.Config{Capacity: 5000}, Granularity: g})
+		rep, err := sim.Serve(w, kvevict.LRU, sim.ServeConfig{Config: sim.Config{Capacity: 3000}, Granularity: g})
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("%-8s %d tokens re-prefilled\n", rep.Granularity, rep.ReprefillTokens)
 	}
 	// Output:
-	// sequence 933792 tokens re-prefilled
-	// tail     826176 tokens re-prefilled
-	// block    835552 tokens re-prefilled
+	// sequence 191712 tokens re-prefilled
+	// tail     177152 tokens re-prefilled
+	// block    170528 tokens re-prefilled
 }

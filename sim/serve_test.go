@@ -99,15 +99,21 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 	}
 }
 
+// shortStrategies are the strategies TestServeInvariants runs at the other
+// granularities than the default in -short mode: recency both ways,
+// frequency and priority.
+var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
+
 // TestServeInvariants runs every synthetic workload under every strategy
-// and granularity (block: the key strategies) through a pool small enough
-// to evict and preempt, checking the pool after every step.
+// and granularity (block: the key strategies; with -short, four of them
+// beyond the default granularity) through a pool small enough to evict and
+// preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
 		n, capacity := 150, 160
 		if name == "multiturn" {
-			n, capacity = 40, 1200 // prompts of hundreds of blocks
+			n, capacity = 16, 700 // prompts of hundreds of blocks
 		}
 		w, err := Synthetic(name, 1, n)
 		if err != nil {
@@ -116,6 +122,9 @@ func TestServeInvariants(t *testing.T) {
 		for _, g := range Granularities() {
 			for _, s := range kvevict.Strategies() {
 				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+					continue
+				}
+				if testing.Short() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
