@@ -12,8 +12,10 @@
 //   - [Serve] drives a paged KV pool as a server would: requests arrive,
 //     prefill what they miss, decode block by block while holding
 //     references, and stay cached when they finish; when an allocation does
-//     not fit, the pool asks the policy for victims, and preempts a running
-//     sequence if even that cannot free enough.
+//     not fit, the pool asks its [Evictor] for victims, and preempts a
+//     running sequence if even that cannot free enough. What one victim is
+//     is the [Granularity]: a whole sequence, a sequence's tail, or one
+//     block of a prefix tree ([BlockEvictor]).
 //
 // Both return a [Report]: hit ratios, re-prefills, prefill work against an
 // unbounded cache, utilisation, Jain fairness, preemptions and selection

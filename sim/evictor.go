@@ -8,10 +8,12 @@ import (
 
 // An Evictor frees cached blocks when the pool of [Serve] needs them. It is
 // the eviction granularity: it decides what one candidate is (a sequence's
-// cached blocks, a prefix tree's leaf) and asks a kvevict.Policy to choose
-// among them. The pool calls Evict when an allocation does not fit the free
-// blocks, and Access when a request reuses, or has to recompute, blocks
-// that a sequence released; it never calls them concurrently.
+// cached blocks, a prefix tree's leaf) and asks a strategy to choose among
+// them. The pool calls Admit when it admits a sequence (before allocating
+// the sequence's missing blocks), Release when the sequence finishes or is
+// preempted, Evict when an allocation does not fit the free blocks, and
+// Access when a request reuses, or has to recompute, blocks that a sequence
+// released. It never calls them concurrently.
 type Evictor interface {
 	// Evict returns at least need distinct blocks among s.Cached to free,
 	// or an error matching kvevict.ErrInsufficientBlocks (and nothing) if
@@ -21,6 +23,16 @@ type Evictor interface {
 	// Access records that a request reused or recomputed blocks last
 	// released by sequence owner.
 	Access(owner uint64)
+	// Admit records that sequence seq was admitted at tick now, with
+	// priority prio and the prompt blocks of hashes (distinct, head first;
+	// the slice is the pool's and is only valid during the call). The
+	// pool references those blocks from this call until Release(seq),
+	// and allocates the ones it lacks after it, so an Evict in between
+	// must not choose them (the pool would refuse them anyway).
+	Admit(seq uint64, hashes []uint64, now int64, prio kvevict.Priority)
+	// Release records that sequence seq, admitted earlier, finished or was
+	// preempted at tick now and no longer references its blocks.
+	Release(seq uint64, now int64)
 }
 
 // Eviction is what an [Evictor] chose.
@@ -38,6 +50,23 @@ type EvictionState struct {
 	Cached []CachedBlock
 	// Running are the sequences that hold references: never evictable.
 	Running []RunningSequence
+
+	// lookup, if set, is the pool's index of cached blocks by hash.
+	lookup func(hash uint64) (block int, ok bool)
+}
+
+// Lookup returns the cached block that holds hash, if there is one. O(1) on
+// the state [Serve] passes; O(len(Cached)) on a state built by hand.
+func (s *EvictionState) Lookup(hash uint64) (block int, ok bool) {
+	if s.lookup != nil {
+		return s.lookup(hash)
+	}
+	for i := range s.Cached {
+		if s.Cached[i].Hash == hash {
+			return s.Cached[i].Block, true
+		}
+	}
+	return -1, false
 }
 
 // CachedBlock is an evictable block: a prompt block with a content hash that
@@ -66,21 +95,31 @@ type RunningSequence struct {
 	SeqLen, MaxLen int
 }
 
-// SequenceEvictor is the sequence granularity: one candidate per sequence
-// that released cached blocks, holding those blocks head first and allowing
-// partial eviction, so the policy trims a sequence's tail before its head
-// (a tail without its head is useless to prefix matching). Running
-// sequences are passed as referenced candidates, which the policy skips, as
-// a server's allocator would.
+// SequenceEvictor evicts at sequence granularity: one candidate per
+// sequence that released cached blocks, holding those blocks head first.
+// Made by [NewSequenceEvictor], a victim loses all its cached blocks
+// ([GranularitySequence]); made by [NewTailEvictor], the candidates allow
+// partial eviction, so the last victim loses only the tail the need
+// requires and keeps its head, which prefix matching can still use
+// ([GranularityTail]). Running sequences are passed as referenced
+// candidates, which the policy skips, as a server's allocator would.
 type SequenceEvictor struct {
-	policy kvevict.Policy
-	cands  []kvevict.Candidate
-	blocks []int // backing store of the cached candidates' Blocks
+	policy  kvevict.Policy
+	partial bool // set AllowPartial on the candidates
+	cands   []kvevict.Candidate
+	blocks  []int // backing store of the cached candidates' Blocks
 }
 
-// NewSequenceEvictor returns the sequence-granularity [Evictor] over p.
+// NewSequenceEvictor returns the [Evictor] of [GranularitySequence] over p:
+// every victim sequence loses all its cached blocks.
 func NewSequenceEvictor(p kvevict.Policy) *SequenceEvictor {
 	return &SequenceEvictor{policy: p}
+}
+
+// NewTailEvictor returns the [Evictor] of [GranularityTail] over p: victim
+// sequences in p's order, the last one trimmed to the need from its tail.
+func NewTailEvictor(p kvevict.Policy) *SequenceEvictor {
+	return &SequenceEvictor{policy: p, partial: true}
 }
 
 // Evict builds the candidates and calls the policy once. O(C + R) to build
@@ -108,7 +147,7 @@ func (e *SequenceEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 			Priority:     b.Priority,
 			SeqLen:       b.SeqLen,
 			MaxLen:       b.MaxLen,
-			AllowPartial: true,
+			AllowPartial: e.partial,
 		})
 		i = j
 	}
@@ -138,3 +177,9 @@ func (e *SequenceEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 
 // Access forwards to Policy.UpdateAccess.
 func (e *SequenceEvictor) Access(owner uint64) { e.policy.UpdateAccess(owner) }
+
+// Admit does nothing: the candidates are built from the state at each Evict.
+func (e *SequenceEvictor) Admit(uint64, []uint64, int64, kvevict.Priority) {}
+
+// Release does nothing, as Admit.
+func (e *SequenceEvictor) Release(uint64, int64) {}

@@ -62,6 +62,7 @@ func ExampleSynthetic() {
 	// Output:
 	// chat      100 requests, groups are sessions: multi-turn chat sessions over a few shared system prompts
 	// documents 100 requests, groups are sessions: batch jobs asking several questions about each of a set of long documents
+	// multiturn 100 requests, groups are sessions: long conversations whose context grows to tens of thousands of tokens, returning after pauses
 	// scan      100 requests, groups are sessions: chat with a burst of one-shot long prompts in the middle that pollutes LRU
 	// tenants   100 requests, groups are tenants: chat from three tenants of low, normal and high priority, the low one busiest
 }
@@ -116,7 +117,7 @@ func ExampleEvictor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ev := &countingEvictor{Evictor: sim.NewSequenceEvictor(p)}
+	ev := &countingEvictor{Evictor: sim.NewTailEvictor(p)}
 	cfg := sim.ServeConfig{Config: sim.Config{Capacity: 300}, Evictor: ev}
 	if _, err := sim.Serve(w, kvevict.LRU, cfg); err != nil {
 		log.Fatal(err)
@@ -125,4 +126,47 @@ func ExampleEvictor() {
 		ev.calls, ev.blocks, p.Metrics().Selections)
 	// Output:
 	// 804 evictions freed 3267 blocks; the policy saw 804 selections
+}
+
+// Evict single blocks, deepest first, from a prefix tree ranked by LRU.
+func ExampleBlockEvictor() {
+	w, err := sim.Synthetic("multiturn", 1, 300)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := kvevict.NewRanker(kvevict.LRU) // a key strategy: adaptive ones have no key
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev, err := sim.NewBlockEvictor(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := sim.ServeConfig{Config: sim.Config{Capacity: 5000}, Granularity: sim.GranularityBlock, Evictor: ev}
+	rep, err := sim.Serve(w, kvevict.LRU, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %d tokens re-prefilled, %d blocks evicted\n", rep.Granularity, rep.ReprefillTokens, rep.Evictions)
+	// Output:
+	// block: 835552 tokens re-prefilled, 38104 blocks evicted
+}
+
+// Compare the granularities of Serve on long conversations.
+func ExampleGranularity() {
+	w, err := sim.Synthetic("multiturn", 1, 120)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, g := range sim.Granularities() {
+		rep, err := sim.Serve(w, kvevict.LRU, sim.ServeConfig{Config: sim.Config{Capacity: 3000}, Granularity: g})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%-8s %d tokens re-prefilled\n", rep.Granularity, rep.ReprefillTokens)
+	}
+	// Output:
+	// sequence 191712 tokens re-prefilled
+	// tail     177152 tokens re-prefilled
+	// block    170528 tokens re-prefilled
 }

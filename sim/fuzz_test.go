@@ -34,7 +34,7 @@ func workloadFromBytes(data []byte) (*Workload, int) {
 }
 
 // FuzzPool replays and serves arbitrary small workloads under every
-// strategy: no errors, the pool's accounting holds after every step, no
+// strategy (serving at every granularity): no errors, the pool's accounting holds after every step, no
 // strategy loads fewer blocks than Belady's MIN, and nothing beats an
 // unbounded cache.
 func FuzzPool(f *testing.F) {
@@ -58,11 +58,17 @@ func FuzzPool(f *testing.F) {
 				t.Fatalf("%s hits %d, Belady %d, above the unbounded %d", s, rep.BlockHits, opt.BlockHits, ceil.hits)
 			}
 			checkReport(t, &rep)
-			srv, err := Serve(w, s, ServeConfig{Config: cfg, TokenTime: 1000, afterStep: func(p *pool) { checkPool(t, p) }})
-			if err != nil {
-				t.Fatalf("serve %s: %v", s, err)
+			for _, g := range Granularities() {
+				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+					continue // adaptive: no per-block key
+				}
+				srv, err := Serve(w, s, ServeConfig{Config: cfg, TokenTime: 1000, Granularity: g,
+					afterStep: func(p *pool) { checkPool(t, p) }})
+				if err != nil {
+					t.Fatalf("serve %s at %s granularity: %v", s, g, err)
+				}
+				checkReport(t, &srv)
 			}
-			checkReport(t, &srv)
 		}
 	})
 }

@@ -11,8 +11,12 @@ const BeladyName = "belady"
 // Report is how one strategy did on one workload at one capacity. Its JSON
 // form is the fixed shape `kvevict compare -format json` prints.
 type Report struct {
-	Strategy       string `json:"strategy"` // a kvevict strategy, or "belady"
-	Mode           string `json:"mode"`     // "replay" or "serve"
+	Strategy string `json:"strategy"` // a kvevict strategy, or "belady"
+	Mode     string `json:"mode"`     // "replay" or "serve"
+	// Granularity is what one eviction candidate was: "block" for a
+	// replay (one block per candidate by construction) and for Belady;
+	// in serve mode the ServeConfig's ("sequence", "tail" or "block").
+	Granularity    string `json:"granularity"`
 	CapacityBlocks int    `json:"capacity_blocks"`
 
 	// HitRatio is block hits / block references: the prompt blocks found in
@@ -24,7 +28,9 @@ type Report struct {
 
 	// ReprefillRate is the fraction of evicted blocks that were referenced
 	// again later (and so computed twice); ReprefillTokens the prompt
-	// tokens so recomputed.
+	// tokens computed again because of evictions (in serve mode also the
+	// blocks after an evicted one in a prompt, and preempted requests'
+	// recomputation; see Serve).
 	ReprefillRate   float64 `json:"reprefill_rate"`
 	ReprefillTokens int64   `json:"reprefill_tokens"`
 	Evictions       int64   `json:"evicted_blocks"`
@@ -115,6 +121,9 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		UnboundedPrefillTokens: t.ceil.prefill,
 		FairnessOver:           t.w.GroupKind,
 		Fairness:               t.fairness(),
+	}
+	if mode == "replay" {
+		rep.Granularity = string(GranularityBlock)
 	}
 	rep.HitRatio = ratio(t.hits, t.refs)
 	rep.TokenHitRatio = ratio(t.hitTokens, t.tokens)

@@ -20,8 +20,12 @@ type ServeConfig struct {
 	// TokenTime is the time to decode one token; 0 means DefaultTokenTime.
 	// Prefill is instantaneous. Must not be negative.
 	TokenTime time.Duration
-	// Evictor, if set, replaces the sequence-granularity evictor over the
-	// strategy's policy: the seam for other granularities.
+	// Granularity is what one eviction candidate is; "" means
+	// DefaultGranularity. Block granularity needs a key strategy.
+	Granularity Granularity
+	// Evictor, if set, replaces the evictor Granularity names: the seam
+	// for other granularities. Report.Granularity is then Granularity as
+	// given.
 	Evictor Evictor
 
 	// afterStep, if set, is called after every event: a test hook for the
@@ -30,7 +34,7 @@ type ServeConfig struct {
 }
 
 // Serve runs w through a paged KV pool of cfg.Capacity blocks with prefix
-// caching, evicting with strategy s at sequence granularity (or with
+// caching, evicting with strategy s at cfg.Granularity (or with
 // cfg.Evictor), as an inference server would:
 //
 //   - a request arrives at its Timestamp and waits, first come first served;
@@ -51,8 +55,11 @@ type ServeConfig struct {
 //     at all is rejected (Report.Rejected).
 //
 // Hits, prefill and fairness count each request's first admission (a
-// rejected request counts as all misses); a preempted request's
-// recomputation counts as re-prefill.
+// rejected request counts as all misses). Re-prefill tokens are the prompt
+// tokens computed again because of evictions: at a first admission, those
+// after the resident prefix and within the longest prefix the pool had
+// computed before (an unbounded pool would have hit them), and all of a
+// preempted request's recomputation.
 func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
@@ -60,20 +67,23 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if cfg.TokenTime < 0 {
 		return Report{}, fmt.Errorf("sim: token time must not be negative, got %v", cfg.TokenTime)
 	}
+	g := cfg.Granularity
 	ev := cfg.Evictor
 	if ev == nil {
-		opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, cfg.Options...)
-		p, err := kvevict.New(s, opts...)
-		if err != nil {
-			return Report{}, err
+		if g == "" {
+			g = DefaultGranularity
 		}
-		ev = NewSequenceEvictor(p)
+		var err error
+		if ev, err = newEvictor(g, s, cfg.Options); err != nil {
+			return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
+		}
 	}
 	p := newPool(w, cfg, ev)
 	if err := p.run(); err != nil {
 		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 	}
 	rep := p.tally.report(string(s), "serve", cfg.Capacity)
+	rep.Granularity = string(g)
 	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated
 	return rep, nil
 }
@@ -134,7 +144,8 @@ type pool struct {
 	cached      int
 	byHash      map[uint64]int // hash -> block (used or cached)
 	owners      map[uint64]*owner
-	evictedFrom map[uint64]uint64 // hash -> owner it was evicted from, until referenced again
+	evictedFrom map[uint64]uint64   // hash -> owner it was evicted from, until referenced again
+	computed    map[uint64]struct{} // hashes the pool has ever prefilled
 
 	running  []*sequence // admission order
 	waiting  []int       // request indices, first come first served
@@ -173,6 +184,7 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		byHash:      make(map[uint64]int),
 		owners:      make(map[uint64]*owner),
 		evictedFrom: make(map[uint64]uint64),
+		computed:    make(map[uint64]struct{}),
 		admitted:    make([]bool, len(w.Requests)),
 		tally:       newTally(w, computeCeiling(w)),
 		seen:        make(map[uint64]struct{}),
@@ -180,7 +192,17 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 	for i := range p.free {
 		p.free[i] = cfg.Capacity - 1 - i // pop from the end: block 0 first
 	}
+	p.state.lookup = p.lookupCached
 	return p
+}
+
+// lookupCached returns the cached block holding hash, if any.
+func (p *pool) lookupCached(hash uint64) (int, bool) {
+	b, ok := p.byHash[hash]
+	if !ok || p.blocks[b].state != blockCached {
+		return -1, false
+	}
+	return b, true
 }
 
 // event is a running sequence's next milestone: its last block is full (it
@@ -326,6 +348,15 @@ func (p *pool) admit(r int) (bool, error) {
 	if first {
 		p.admitted[r] = true
 		p.tally.request(r, hit)
+		// Blocks past the resident prefix that the pool had computed
+		// before, up to the first it never had, are computed again only
+		// because something was evicted.
+		for i := hit; i < len(req.HashIDs); i++ {
+			if _, ok := p.computed[req.HashIDs[i]]; !ok {
+				break
+			}
+			p.tally.reprefillTokens += int64(blockTokens(req, i, p.w.BlockTokens))
+		}
 	} else {
 		// Recomputing a preempted request: what it prefills again is
 		// re-prefill, on top of what its first admission computed.
@@ -357,7 +388,6 @@ func (p *pool) admit(r int) (bool, error) {
 				}
 				if first {
 					p.tally.reprefills++
-					p.tally.reprefillTokens += int64(blockTokens(req, i, p.w.BlockTokens))
 				}
 			}
 			continue
@@ -375,6 +405,7 @@ func (p *pool) admit(r int) (bool, error) {
 		blk.refs++
 		blocks[i] = b
 	}
+	p.ev.Admit(s.id, prompt, p.now, kvevict.Priority(req.Priority))
 	ok, err := p.allocate(missing)
 	if err != nil {
 		return false, err
@@ -387,6 +418,7 @@ func (p *pool) admit(r int) (bool, error) {
 			b := p.take()
 			p.blocks[b].hashed, p.blocks[b].hash = true, h
 			p.byHash[h] = b
+			p.computed[h] = struct{}{}
 			blocks[i] = b
 		}
 	}
@@ -502,6 +534,7 @@ func (p *pool) release(b int) {
 // cached, owned by s; generated blocks are freed.
 func (p *pool) drop(s *sequence) {
 	s.alive = false
+	p.ev.Release(s.id, p.now)
 	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
 	req := &p.w.Requests[s.req]
 	var o *owner

@@ -74,29 +74,74 @@ func checkPool(t *testing.T, p *pool) {
 			t.Fatalf("hash %d indexes block %d: %+v", h, b, p.blocks[b])
 		}
 	}
+	if e, ok := p.ev.(*BlockEvictor); ok {
+		checkBlockEvictor(t, p, e)
+	}
 }
 
+// checkBlockEvictor verifies that a block evictor's tree agrees with the
+// pool: every running sequence's prompt is locked, and the tree can evict
+// at least every cached block (exactly them when hashes determine their
+// prefix, as in the synthetic workloads and real traces).
+func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
+	t.Helper()
+	running := 0
+	for _, s := range p.running {
+		if _, ok := e.prompts[s.id]; ok {
+			running++
+		}
+	}
+	if running != len(e.prompts) {
+		t.Fatalf("tree holds %d locked prompts, %d of the running sequences", len(e.prompts), running)
+	}
+	if ev := e.tree.Evictable(); ev < p.cached || (p.w.Name != "fuzz" && ev != p.cached) {
+		t.Fatalf("tree can evict %d blocks, pool has %d cached", ev, p.cached)
+	}
+}
+
+// shortStrategies are the strategies TestServeInvariants runs at the other
+// granularities than the default in -short mode: recency both ways,
+// frequency and priority.
+var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
+
 // TestServeInvariants runs every synthetic workload under every strategy
-// through a pool small enough to evict and preempt, checking the pool after
-// every step.
+// and granularity (block: the key strategies; with -short, four of them
+// beyond the default granularity) through a pool small enough to evict and
+// preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
-		w, err := Synthetic(name, 1, 150)
+		n, capacity := 150, 160
+		if name == "multiturn" {
+			n, capacity = 16, 700 // prompts of hundreds of blocks
+		}
+		w, err := Synthetic(name, 1, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range kvevict.Strategies() {
-			cfg := ServeConfig{Config: Config{Capacity: 160}, afterStep: func(p *pool) { checkPool(t, p) }}
-			rep, err := Serve(w, s, cfg)
-			if err != nil {
-				t.Fatalf("%s/%s: %v", name, s, err)
+		for _, g := range Granularities() {
+			for _, s := range kvevict.Strategies() {
+				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+					continue
+				}
+				if testing.Short() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
+					continue
+				}
+				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
+					afterStep: func(p *pool) { checkPool(t, p) }}
+				rep, err := Serve(w, s, cfg)
+				if err != nil {
+					t.Fatalf("%s/%s/%s: %v", name, g, s, err)
+				}
+				checkReport(t, &rep)
+				if rep.Evictions == 0 {
+					t.Errorf("%s/%s/%s: nothing evicted at %d blocks", name, g, s, capacity)
+				}
+				if rep.Granularity != string(g) {
+					t.Errorf("%s/%s/%s: report says granularity %q", name, g, s, rep.Granularity)
+				}
+				preempted += rep.Preemptions
 			}
-			checkReport(t, &rep)
-			if rep.Evictions == 0 {
-				t.Errorf("%s/%s: nothing evicted at 160 blocks", name, s)
-			}
-			preempted += rep.Preemptions
 		}
 	}
 	if preempted == 0 {
@@ -156,7 +201,9 @@ func (evilEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	}
 	return Eviction{}, kvevict.ErrInsufficientBlocks
 }
-func (evilEvictor) Access(uint64) {}
+func (evilEvictor) Access(uint64)                                   {}
+func (evilEvictor) Admit(uint64, []uint64, int64, kvevict.Priority) {}
+func (evilEvictor) Release(uint64, int64)                           {}
 
 // TestServeRefusesReferencedVictims: the pool rejects an evictor that
 // chooses a block a running sequence references.
@@ -171,15 +218,17 @@ func TestServeRefusesReferencedVictims(t *testing.T) {
 	}
 }
 
-// watchingEvictor checks each policy choice against the state it was given.
+// watchingEvictor checks each choice of the evictor it wraps against the
+// state it was given.
 type watchingEvictor struct {
-	*SequenceEvictor
+	Evictor
+	exact bool // the evictor frees exactly the need
 	t     *testing.T
 	calls int
 }
 
 func (e *watchingEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
-	res, err := e.SequenceEvictor.Evict(s, need)
+	res, err := e.Evictor.Evict(s, need)
 	if err != nil {
 		return res, err
 	}
@@ -190,33 +239,59 @@ func (e *watchingEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 			referenced[b] = true
 		}
 	}
+	seen := map[int]bool{}
 	for _, b := range res.Blocks {
 		if referenced[b] {
-			e.t.Fatalf("policy chose block %d of a running sequence", b)
+			e.t.Fatalf("evictor chose block %d of a running sequence", b)
 		}
+		if seen[b] {
+			e.t.Fatalf("evictor chose block %d twice", b)
+		}
+		seen[b] = true
 	}
-	if len(res.Blocks) != need {
-		e.t.Errorf("policy freed %d blocks for a need of %d (partial eviction trims to the need)", len(res.Blocks), need)
+	if len(res.Blocks) < need || (e.exact && len(res.Blocks) != need) {
+		e.t.Errorf("evictor freed %d blocks for a need of %d", len(res.Blocks), need)
 	}
 	return res, nil
 }
 
+// TestServeNeverEvictsReferenced: at every granularity the evictor frees
+// only cached blocks, distinct, at least the need (tail and block: exactly
+// the need).
 func TestServeNeverEvictsReferenced(t *testing.T) {
 	w, err := Synthetic("tenants", 2, 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range kvevict.Strategies() {
-		p, err := kvevict.New(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := &watchingEvictor{SequenceEvictor: NewSequenceEvictor(p), t: t}
-		if _, err := Serve(w, s, ServeConfig{Config: Config{Capacity: 200}, Evictor: ev}); err != nil {
-			t.Fatal(err)
-		}
-		if ev.calls == 0 {
-			t.Errorf("%s: never evicted", s)
+	for _, g := range Granularities() {
+		for _, s := range kvevict.Strategies() {
+			var inner Evictor
+			if g == GranularityBlock {
+				r, err := kvevict.NewRanker(s)
+				if err != nil {
+					continue // adaptive: no key
+				}
+				if inner, err = NewBlockEvictor(r); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				p, err := kvevict.New(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inner = NewSequenceEvictor(p)
+				if g == GranularityTail {
+					inner = NewTailEvictor(p)
+				}
+			}
+			ev := &watchingEvictor{Evictor: inner, exact: g != GranularitySequence, t: t}
+			cfg := ServeConfig{Config: Config{Capacity: 200}, Evictor: ev, afterStep: func(p *pool) { checkPool(t, p) }}
+			if _, err := Serve(w, s, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if ev.calls == 0 {
+				t.Errorf("%s/%s: never evicted", g, s)
+			}
 		}
 	}
 }

@@ -27,6 +27,8 @@ var generators = map[string]generator{
 		func(g *synth, n int) { g.chat(n, 3, 0) }},
 	"scan": {"chat with a burst of one-shot long prompts in the middle that pollutes LRU", "session",
 		func(g *synth, n int) { g.chat(n, 1, n/4) }},
+	"multiturn": {"long conversations whose context grows to tens of thousands of tokens, returning after pauses", "session",
+		func(g *synth, n int) { g.multiturn(n) }},
 }
 
 // WorkloadNames returns the names [Synthetic] accepts, sorted.
@@ -53,10 +55,17 @@ func DescribeWorkload(name string) string { return generators[name].about }
 //     high; Group is the tenant, and tenant 0 sends half the sessions.
 //   - "scan": chat with n/4 one-shot 24-block prompts arriving together
 //     halfway through.
+//   - "multiturn": long conversations (an agent or coding assistant): a
+//     shared system prompt and a 100-500 block context, then 6-20 turns,
+//     each adding the previous answer, a 1-8 block message and, one turn in
+//     three, a 20-120 block tool result, so the context grows to 20-40
+//     thousand tokens; between turns the user pauses 5-60 s, and one time
+//     in four 1-10 minutes, while other sessions fill the pool. A new
+//     session starts about every 15 s.
 //
-// Blocks are [SyntheticBlockTokens] tokens; arrivals are a Poisson process
-// of about 4 requests per second. An unknown name returns an error listing
-// the known ones.
+// Blocks are [SyntheticBlockTokens] tokens; arrivals in chat, tenants and
+// scan are a Poisson process of about 4 requests per second. An unknown
+// name returns an error listing the known ones.
 func Synthetic(name string, seed uint64, n int) (*Workload, error) {
 	gen, ok := generators[name]
 	if !ok {
@@ -157,6 +166,37 @@ func (g *synth) documents(n int) {
 		for q := 2 + g.rng.IntN(5); q > 0 && len(g.reqs) < n; q-- {
 			prompt := append(slices.Clone(body), g.fresh(1+g.rng.IntN(2))...)
 			g.add(at+g.gapMs(500), prompt, 64+g.rng.IntN(128), doc, 1)
+		}
+	}
+}
+
+// multiturn generates long conversations that return after pauses, about n
+// requests. Each turn's prompt is the session's whole history and the new
+// blocks, so its prefix grows turn by turn.
+func (g *synth) multiturn(n int) {
+	systems := make([][]uint64, 4)
+	for i := range systems {
+		systems[i] = g.fresh(16 + g.rng.IntN(32))
+	}
+	var start int64
+	for session := uint64(0); len(g.reqs) < n; session++ {
+		start += g.gapMs(15000)
+		prompt := slices.Clone(systems[g.rng.IntN(len(systems))])
+		prompt = append(prompt, g.fresh(100+g.rng.IntN(400))...) // the document or codebase
+		at := start
+		for turns := 6 + g.rng.IntN(15); turns > 0 && len(g.reqs) < n; turns-- {
+			prompt = append(prompt, g.fresh(1+g.rng.IntN(8))...) // the user's message
+			answer := 64 + g.rng.IntN(448)
+			g.add(at, slices.Clone(prompt), answer, session, 1)
+			prompt = append(prompt, g.fresh((answer+SyntheticBlockTokens-1)/SyntheticBlockTokens)...)
+			if g.rng.IntN(3) == 0 {
+				prompt = append(prompt, g.fresh(20+g.rng.IntN(100))...) // a tool's output
+			}
+			if g.rng.IntN(4) == 0 {
+				at += 60_000 + g.rng.Int64N(540_000) // away for minutes
+			} else {
+				at += 5000 + g.rng.Int64N(55_000) // reads and types
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@
 // Usage:
 //
 //	kvevict compare [-trace FILE | -workload NAME] [-mode replay|serve]
+//	                [-granularity sequence|tail|block]
 //	                [-capacity LIST] [-strategies LIST]
 //	                [-format table|csv|json] [-plot FILE.svg|.png]
 //
@@ -11,11 +12,13 @@
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
 // Mooncake JSONL trace; -workload generates a synthetic one. -mode replay
 // is the plain prefix-cache replay caching papers report; -mode serve runs
-// a paged KV pool with running sequences, decode and preemption. Every
-// report shows Belady (always a plain replay) beside the strategies.
+// a paged KV pool with running sequences, decode and preemption, evicting
+// whole sequences, sequence tails (the default) or single blocks leaf-first
+// (-granularity; a replay is block-level by construction). Every report
+// shows Belady (always a plain replay) beside the strategies.
 //
 // -format json prints an array with one object per strategy and capacity,
-// with the fields strategy ("belady" for the bound), capacity_blocks,
+// with the fields strategy ("belady" for the bound), granularity, capacity_blocks,
 // hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
 // prefill_tokens, utilization, fairness, preemptions, select_p50_ns and
 // select_p99_ns, among others; see sim.Report.
@@ -95,6 +98,7 @@ type options struct {
 	requests        int
 	seed            uint64
 	mode            string
+	granularity     sim.Granularity
 	capacities      []int
 	strategies      []kvevict.Strategy
 	format          string
@@ -106,12 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
-	var capacity, strategies string
+	var capacity, strategies, granularity string
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
 	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload")
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
+	fs.StringVar(&granularity, "granularity", "", "serve mode: what one eviction victim is: sequence, tail or block (default "+string(sim.DefaultGranularity)+"; replay is block by construction)")
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
@@ -154,13 +159,35 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	var err error
+	if o.granularity, err = parseGranularity(granularity, o.mode); err != nil {
+		return nil, err
+	}
 	if o.capacities, err = parseCapacities(capacity); err != nil {
 		return nil, err
 	}
-	if o.strategies, err = parseStrategies(strategies); err != nil {
+	if o.strategies, err = parseStrategies(strategies, o.granularity); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// parseGranularity checks -granularity against -mode: a replay evicts
+// single blocks by construction, so only block (or nothing) fits it.
+func parseGranularity(name, mode string) (sim.Granularity, error) {
+	if name == "" {
+		if mode == "serve" {
+			return sim.DefaultGranularity, nil
+		}
+		return sim.GranularityBlock, nil
+	}
+	g, err := sim.ParseGranularity(name)
+	if err != nil {
+		return "", usagef("%v", err)
+	}
+	if mode != "serve" && g != sim.GranularityBlock {
+		return "", usagef("-granularity %s needs -mode serve: a replay evicts single blocks", g)
+	}
+	return g, nil
 }
 
 // maxCapacity bounds -capacity: a pool of a hundred million blocks is far
@@ -180,9 +207,19 @@ func parseCapacities(list string) ([]int, error) {
 	return out, nil
 }
 
-func parseStrategies(list string) ([]kvevict.Strategy, error) {
+// parseStrategies parses -strategies. Serving at block granularity ranks
+// blocks by a key, which the adaptive strategies do not have: "all" then
+// means every key strategy, and naming an adaptive one is an error.
+func parseStrategies(list string, g sim.Granularity) ([]kvevict.Strategy, error) {
+	blocks := g == sim.GranularityBlock
 	if strings.TrimSpace(list) == "all" {
-		return kvevict.Strategies(), nil
+		var out []kvevict.Strategy
+		for _, s := range kvevict.Strategies() {
+			if !blocks || hasKey(s) {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	var out []kvevict.Strategy
 	for _, f := range strings.Split(list, ",") {
@@ -190,9 +227,18 @@ func parseStrategies(list string) ([]kvevict.Strategy, error) {
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
+		if blocks && !hasKey(s) {
+			return nil, usagef("-granularity block needs a key strategy, and %s ranks by history: use -granularity tail or sequence for it", s)
+		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// hasKey reports whether s ranks candidates by a key (not by history).
+func hasKey(s kvevict.Strategy) bool {
+	_, err := kvevict.NewRanker(s)
+	return err == nil
 }
 
 func strategyNames() string {
@@ -234,7 +280,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		for _, s := range o.strategies {
 			var rep sim.Report
 			if o.mode == "serve" {
-				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime})
+				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
 			} else {
 				rep, err = sim.Replay(w, s, cfg)
 			}

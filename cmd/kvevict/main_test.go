@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sagellm/kvevict/sim"
 )
 
 // runArgs runs the command and returns its exit status and output.
@@ -81,8 +83,8 @@ func TestCompareTableCSVServe(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "strategy,mode,capacity_blocks,hit_ratio") ||
-		!strings.HasPrefix(lines[1], "lfu,replay,100,") || !strings.HasPrefix(lines[2], "belady,") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "strategy,mode,granularity,capacity_blocks,hit_ratio") ||
+		!strings.HasPrefix(lines[1], "lfu,replay,block,100,") || !strings.HasPrefix(lines[2], "belady,") {
 		t.Errorf("csv:\n%s", out)
 	}
 }
@@ -123,6 +125,10 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-trace", "x.jsonl", "-workload", "chat"}, 2, "exclusive"},
 		{[]string{"compare", "-bogus"}, 2, "flag provided but not defined"},
 		{[]string{"compare", "-trace", "/does/not/exist.jsonl"}, 1, "no such file"},
+		{[]string{"compare", "-mode", "serve", "-granularity", "page"}, 2, `unknown granularity "page"`},
+		{[]string{"compare", "-granularity", "sequence"}, 2, "-granularity sequence needs -mode serve"},
+		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-strategies", "lru,arc"}, 2,
+			"-granularity block needs a key strategy, and arc ranks by history"},
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
@@ -149,5 +155,45 @@ func TestCompareMalformedTrace(t *testing.T) {
 	code, _, errOut := runArgs(t, "compare", "-trace", path)
 	if code != 1 || !strings.Contains(errOut, "trace line 2") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCompareGranularity: -granularity reaches the serve runs and the
+// output, "all" at block granularity means the key strategies, and a
+// replay is block-level by construction.
+func TestCompareGranularity(t *testing.T) {
+	for _, g := range []string{"sequence", "tail", "block"} {
+		code, out, errOut := runArgs(t, "compare", "-workload", "multiturn", "-requests", "40", "-mode", "serve",
+			"-granularity", g, "-capacity", "3000", "-strategies", "lru", "-format", "json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", g, code, errOut)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("%s: %v, %d rows", g, err, len(rows))
+		}
+		if rows[0]["granularity"] != g || rows[0]["mode"] != "serve" || rows[1]["granularity"] != "block" {
+			t.Errorf("%s: rows say %v/%v and belady %v", g, rows[0]["granularity"], rows[0]["mode"], rows[1]["granularity"])
+		}
+	}
+	o, err := parseFlags([]string{"-mode", "serve", "-granularity", "BLOCK"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range o.strategies {
+		if !hasKey(s) {
+			t.Errorf("-granularity block with all strategies runs %s, which has no key", s)
+		}
+	}
+	if len(o.strategies) == 0 || o.granularity != "block" {
+		t.Errorf("strategies %v, granularity %q", o.strategies, o.granularity)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"-mode serve", "tail"}, {"-mode replay", "block"}, {"-granularity block", "block"},
+	} {
+		o, err := parseFlags(strings.Fields(tc.args), nil)
+		if err != nil || o.granularity != sim.Granularity(tc.want) {
+			t.Errorf("%s: granularity %v, err %v; want %s", tc.args, o.granularity, err, tc.want)
+		}
 	}
 }

@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+// Granularity is what one eviction candidate is in the pool of [Serve].
+type Granularity string
+
+// The granularities of [Serve], coarsest first.
+const (
+	// GranularitySequence: one candidate per sequence that released cached
+	// blocks; a victim loses all of them ([NewSequenceEvictor]).
+	GranularitySequence Granularity = "sequence"
+	// GranularityTail: the same candidates, but the last victim loses only
+	// the tail the need requires ([NewTailEvictor]). The default: it works
+	// with every strategy, adaptive ones included.
+	GranularityTail Granularity = "tail"
+	// GranularityBlock: one candidate per cached block, in a prefix tree
+	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
+	// Key strategies only: the adaptive ones have no per-block key.
+	GranularityBlock Granularity = "block"
+)
+
+// DefaultGranularity is the granularity of [Serve] when ServeConfig names
+// none.
+const DefaultGranularity = GranularityTail
+
+// Granularities returns the granularities [Serve] accepts, coarsest first.
+func Granularities() []Granularity {
+	return []Granularity{GranularitySequence, GranularityTail, GranularityBlock}
+}
+
+// ParseGranularity returns the granularity named name (case-insensitive),
+// or an error listing the known ones.
+func ParseGranularity(name string) (Granularity, error) {
+	g := Granularity(strings.ToLower(strings.TrimSpace(name)))
+	for _, known := range Granularities() {
+		if g == known {
+			return g, nil
+		}
+	}
+	names := make([]string, 0, 3)
+	for _, known := range Granularities() {
+		names = append(names, string(known))
+	}
+	return "", fmt.Errorf("sim: unknown granularity %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// newEvictor returns the evictor of granularity g over strategy s, whose
+// ticks are the pool's microseconds.
+func newEvictor(g Granularity, s kvevict.Strategy, options []kvevict.Option) (Evictor, error) {
+	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
+	switch g {
+	case GranularitySequence, GranularityTail:
+		p, err := kvevict.New(s, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if g == GranularityTail {
+			return NewTailEvictor(p), nil
+		}
+		return NewSequenceEvictor(p), nil
+	case GranularityBlock:
+		r, err := kvevict.NewRanker(s, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("block granularity needs a key strategy: %w", err)
+		}
+		return NewBlockEvictor(r)
+	}
+	_, err := ParseGranularity(string(g))
+	return nil, err
+}
