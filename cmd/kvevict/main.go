@@ -165,7 +165,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.capacities, err = parseCapacities(capacity); err != nil {
 		return nil, err
 	}
-	if o.strategies, err = parseStrategies(strategies, o.granularity); err != nil {
+	// A replay's blocks are its candidates, ranked by any strategy; only the
+	// pool's block evictor, a prefix tree, needs a key.
+	treeKeys := o.mode == "serve" && o.granularity == sim.GranularityBlock
+	if o.strategies, err = parseStrategies(strategies, treeKeys); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -207,15 +210,15 @@ func parseCapacities(list string) ([]int, error) {
 	return out, nil
 }
 
-// parseStrategies parses -strategies. Serving at block granularity ranks
-// blocks by a key, which the adaptive strategies do not have: "all" then
-// means every key strategy, and naming an adaptive one is an error.
-func parseStrategies(list string, g sim.Granularity) ([]kvevict.Strategy, error) {
-	blocks := g == sim.GranularityBlock
+// parseStrategies parses -strategies. With keysOnly (serving at block
+// granularity, where a prefix tree ranks blocks by a key, which the adaptive
+// strategies do not have) "all" means every key strategy, and naming an
+// adaptive one is an error.
+func parseStrategies(list string, keysOnly bool) ([]kvevict.Strategy, error) {
 	if strings.TrimSpace(list) == "all" {
 		var out []kvevict.Strategy
 		for _, s := range kvevict.Strategies() {
-			if !blocks || hasKey(s) {
+			if !keysOnly || hasKey(s) {
 				out = append(out, s)
 			}
 		}
@@ -227,7 +230,7 @@ func parseStrategies(list string, g sim.Granularity) ([]kvevict.Strategy, error)
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		if blocks && !hasKey(s) {
+		if keysOnly && !hasKey(s) {
 			return nil, usagef("-granularity block needs a key strategy, and %s ranks by history: use -granularity tail or sequence for it", s)
 		}
 		out = append(out, s)

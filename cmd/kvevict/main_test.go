@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/sim"
 )
 
@@ -187,6 +189,17 @@ func TestCompareGranularity(t *testing.T) {
 	}
 	if len(o.strategies) == 0 || o.granularity != "block" {
 		t.Errorf("strategies %v, granularity %q", o.strategies, o.granularity)
+	}
+	// A replay ranks its blocks with any strategy, adaptive ones included,
+	// though its granularity is block: "all" is every strategy there.
+	for _, args := range [][]string{nil, {"-mode", "replay", "-granularity", "block"}, {"-mode", "serve"}} {
+		o, err := parseFlags(append(args, "-strategies", "all"), nil)
+		if err != nil || !slices.Equal(o.strategies, kvevict.Strategies()) {
+			t.Errorf("%v -strategies all: %v, err %v; want every strategy", args, o.strategies, err)
+		}
+		if _, err := parseFlags(append(args, "-strategies", "lru,arc,sieve"), nil); err != nil {
+			t.Errorf("%v with adaptive strategies: %v", args, err)
+		}
 	}
 	for _, tc := range []struct{ args, want string }{
 		{"-mode serve", "tail"}, {"-mode replay", "block"}, {"-granularity block", "block"},
