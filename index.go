@@ -84,14 +84,19 @@ type Index struct {
 	logger   *slog.Logger
 
 	nodes []indexNode      // slab of candidates
-	pos   []int32          // pos[slot]: position of nodes[slot] in heap, notInHeap or slotFree
+	pos   []int32          // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
 	free  []int32          // free slots of nodes
 	slots map[uint64]int32 // ID -> slot in nodes
 
-	// heap is a 4-ary min-heap by (key, ID) of the evictable candidates;
+	// The evictable candidates are split between the run and the heap.
+	// The run is a doubly linked list through the nodes, ascending by
+	// (key, ID) from runHead to runTail: a candidate whose key sorts after
+	// every key in the run is appended to it in O(1), as every touch under
+	// LRU is. heap is a 4-ary min-heap by (key, ID) of the others;
 	// entry.idx is the candidate's slot and pos[slot] its position here.
-	heap      []entry
-	available int // blocks held by evictable candidates
+	runHead, runTail int32 // slots, or noSlot when the run is empty
+	heap             []entry
+	available        int // blocks held by evictable candidates
 
 	stats stats
 }
@@ -100,8 +105,10 @@ type Index struct {
 // in Index.pos, because sifting writes one per level: a compact array keeps
 // those writes in cache at a million sequences.
 type indexNode struct {
-	c       Candidate
-	trimmed bool // lost a tail to a partial eviction and not touched since
+	c          Candidate
+	key        Key   // c's key, while the node is in the run
+	prev, next int32 // neighbours in the run, toward its head and tail; noSlot past the ends
+	trimmed    bool  // lost a tail to a partial eviction and not touched since
 }
 
 // heapArity is the heap's fan-out: four children per node halve the depth of
@@ -112,7 +119,11 @@ const heapArity = 4
 const (
 	notInHeap int32 = -1 // held but not evictable
 	slotFree  int32 = -2 // the slot holds no candidate
+	inRun     int32 = -3 // evictable, in the run
 )
+
+// noSlot ends the run's links.
+const noSlot int32 = -1
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
 // positions fit an int32.
@@ -140,6 +151,8 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		params:   params,
 		logger:   cfg.logger,
 		slots:    make(map[uint64]int32),
+		runHead:  noSlot,
+		runTail:  noSlot,
 		stats:    newStats(s, cfg.historyCap),
 	}, nil
 }
@@ -201,7 +214,7 @@ func (x *Index) Add(c Candidate) error {
 	x.stats.access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
-		x.push(slot)
+		x.insert(slot)
 	}
 	return nil
 }
@@ -214,15 +227,15 @@ func (x *Index) Remove(id uint64) bool {
 	if !ok {
 		return false
 	}
-	if j := x.pos[slot]; j >= 0 {
+	if x.ordered(slot) {
 		x.available -= len(x.nodes[slot].c.Blocks)
-		x.removeAt(j)
+		x.detach(slot)
 	}
 	x.release(slot)
 	return true
 }
 
-// release frees a slot whose node is out of the heap.
+// release frees a slot whose node is out of the heap and the run.
 func (x *Index) release(slot int32) {
 	delete(x.slots, x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference
@@ -248,8 +261,8 @@ func (x *Index) Touch(id uint64, tick int64) error {
 		n.trimmed = false
 		x.stats.access(id)
 	}
-	if j := x.pos[slot]; j >= 0 {
-		x.rekey(j)
+	if x.ordered(slot) {
+		x.refile(slot)
 	}
 	return nil
 }
@@ -324,19 +337,19 @@ func unknownSequence(id uint64) error {
 // within the heap as its evictability and key require.
 func (x *Index) change(slot int32, f func(*Candidate)) {
 	n := &x.nodes[slot]
-	was, oldBlocks := x.pos[slot] >= 0, len(n.c.Blocks)
+	was, oldBlocks := x.ordered(slot), len(n.c.Blocks)
 	f(&n.c)
 	now := n.c.evictable()
 	switch {
 	case was && now:
 		x.available += len(n.c.Blocks) - oldBlocks
-		x.rekey(x.pos[slot])
+		x.refile(slot)
 	case was:
 		x.available -= oldBlocks
-		x.removeAt(x.pos[slot])
+		x.detach(slot)
 	case now:
 		x.available += len(n.c.Blocks)
-		x.push(slot)
+		x.insert(slot)
 	}
 }
 
@@ -368,7 +381,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	start := time.Now()
 	first, freed, partial := len(dst), 0, 0
 	for freed < requiredBlocks {
-		slot := x.heap[0].idx
+		slot := x.first()
 		n := &x.nodes[slot]
 		id, blocks := n.c.ID, n.c.Blocks
 		if need := requiredBlocks - freed; n.c.AllowPartial && len(blocks) > need {
@@ -376,12 +389,12 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 			n.c.Blocks = blocks[:keep:keep]
 			n.trimmed = true
 			x.available -= need
-			x.rekey(0)
+			x.refile(slot)
 			blocks = blocks[keep:]
 			partial++
 		} else {
 			x.available -= len(blocks)
-			x.removeAt(0)
+			x.detach(slot)
 			x.release(slot)
 		}
 		dst = append(dst, Victim{ID: id, Blocks: blocks})
@@ -400,11 +413,148 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // [Policy.Metrics]. O(1) but for sorting the latency window.
 func (x *Index) Metrics() Metrics { return x.stats.snapshot() }
 
-// push adds the candidate in slot to the heap. O(log n).
-func (x *Index) push(slot int32) {
+// ordered reports whether the candidate in slot is evictable, so in the run
+// or the heap.
+func (x *Index) ordered(slot int32) bool {
+	p := x.pos[slot]
+	return p >= 0 || p == inRun
+}
+
+// first returns the slot of the next victim: the smaller of the run's head
+// and the heap's root. There must be one. O(1).
+func (x *Index) first() int32 {
+	h := x.runHead
+	if len(x.heap) == 0 {
+		return h
+	}
+	if h == noSlot {
+		return x.heap[0].idx
+	}
+	n, root := &x.nodes[h], &x.heap[0]
+	if before(n.key, n.c.ID, root.Key, root.id) {
+		return h
+	}
+	return root.idx
+}
+
+// before orders (key, ID) pairs as less orders entries.
+func before(a Key, aID uint64, b Key, bID uint64) bool {
+	if a.Major != b.Major {
+		return a.Major < b.Major
+	}
+	if a.Minor != b.Minor {
+		return a.Minor < b.Minor
+	}
+	return aID < bID
+}
+
+// afterRun reports whether (k, id) sorts after the run's tail, so that it
+// may be appended; true for an empty run. O(1).
+func (x *Index) afterRun(k Key, id uint64) bool {
+	if x.runTail == noSlot {
+		return true
+	}
+	t := &x.nodes[x.runTail]
+	return before(t.key, t.c.ID, k, id)
+}
+
+// insert files the evictable candidate in slot, which is in neither the run
+// nor the heap: at the run's tail if its key sorts after the tail's, O(1),
+// else in the heap, O(log n).
+func (x *Index) insert(slot int32) {
+	n := &x.nodes[slot]
+	k := x.params.keyOf(&n.c)
+	if x.afterRun(k, n.c.ID) {
+		x.appendRun(slot, k)
+		return
+	}
+	x.push(slot, k)
+}
+
+// refile restores the order after the evictable candidate in slot changed
+// (its key may have). A candidate whose new key sorts after the run's tail
+// moves there, in O(1) plus, from the heap, O(log n); one still between its
+// run neighbours stays; the rest go to the heap, O(log n).
+func (x *Index) refile(slot int32) {
+	n := &x.nodes[slot]
+	k, id := x.params.keyOf(&n.c), n.c.ID
+	if j := x.pos[slot]; j >= 0 {
+		if x.afterRun(k, id) {
+			x.removeAt(j)
+			x.appendRun(slot, k)
+			return
+		}
+		e := &x.heap[j]
+		e.Key = k
+		e.blocks = int32(min(len(n.c.Blocks), math.MaxInt32))
+		x.fix(j)
+		return
+	}
+	if slot != x.runTail && x.afterRun(k, id) {
+		x.unlink(slot)
+		x.appendRun(slot, k)
+		return
+	}
+	if n.prev != noSlot {
+		if p := &x.nodes[n.prev]; !before(p.key, p.c.ID, k, id) {
+			x.unlink(slot)
+			x.push(slot, k)
+			return
+		}
+	}
+	if n.next != noSlot {
+		if q := &x.nodes[n.next]; !before(k, id, q.key, q.c.ID) {
+			x.unlink(slot)
+			x.push(slot, k)
+			return
+		}
+	}
+	n.key = k
+}
+
+// detach takes the evictable candidate in slot out of the run or the heap.
+func (x *Index) detach(slot int32) {
+	if j := x.pos[slot]; j >= 0 {
+		x.removeAt(j)
+		return
+	}
+	x.unlink(slot)
+}
+
+// appendRun adds the candidate in slot, of key k, at the run's tail. O(1).
+func (x *Index) appendRun(slot int32, k Key) {
+	n := &x.nodes[slot]
+	n.key, n.prev, n.next = k, x.runTail, noSlot
+	if x.runTail == noSlot {
+		x.runHead = slot
+	} else {
+		x.nodes[x.runTail].next = slot
+	}
+	x.runTail = slot
+	x.pos[slot] = inRun
+}
+
+// unlink takes the candidate in slot out of the run. O(1).
+func (x *Index) unlink(slot int32) {
+	n := &x.nodes[slot]
+	if n.prev == noSlot {
+		x.runHead = n.next
+	} else {
+		x.nodes[n.prev].next = n.next
+	}
+	if n.next == noSlot {
+		x.runTail = n.prev
+	} else {
+		x.nodes[n.next].prev = n.prev
+	}
+	x.pos[slot] = notInHeap
+}
+
+// push adds the candidate in slot, of key k, to the heap. O(log n).
+func (x *Index) push(slot int32, k Key) {
 	c := &x.nodes[slot].c
 	j := int32(len(x.heap))
-	x.heap = append(x.heap, entry{Key: x.params.keyOf(c), id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
+	x.heap = append(x.heap, entry{Key: k, id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
 	x.pos[slot] = j
 	x.up(j)
 }
@@ -422,16 +572,6 @@ func (x *Index) removeAt(j int32) {
 	if j != last {
 		x.fix(j)
 	}
-}
-
-// rekey recomputes the key of the entry at position j after its candidate
-// changed, and restores the heap order. O(log n).
-func (x *Index) rekey(j int32) {
-	e := &x.heap[j]
-	c := &x.nodes[e.idx].c
-	e.Key = x.params.keyOf(c)
-	e.blocks = int32(min(len(c.Blocks), math.MaxInt32))
-	x.fix(j)
 }
 
 // fix moves the entry at j up or down to its place.
