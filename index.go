@@ -86,7 +86,7 @@ type Index struct {
 	nodes []indexNode      // slab of candidates
 	pos   []int32          // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
 	free  []int32          // free slots of nodes
-	slots map[uint64]int32 // ID -> slot in nodes
+	slots idMap[int32]     // ID -> slot in nodes
 
 	// The evictable candidates are split between the run and the heap.
 	// The run is a doubly linked list through the nodes, ascending by
@@ -150,7 +150,6 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		strategy: s,
 		params:   params,
 		logger:   cfg.logger,
-		slots:    make(map[uint64]int32),
 		runHead:  noSlot,
 		runTail:  noSlot,
 		stats:    newStats(s, cfg.historyCap),
@@ -168,7 +167,7 @@ func isKeyKind(kind keyKind) bool {
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
-func (x *Index) Len() int { return len(x.slots) }
+func (x *Index) Len() int { return x.slots.len() }
 
 // EvictableBlocks returns how many blocks the evictable (unpinned,
 // unreferenced) sequences hold: the most one Evict can free. O(1).
@@ -176,7 +175,7 @@ func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
 func (x *Index) Get(id uint64) (Candidate, bool) {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return Candidate{}, false
 	}
@@ -193,11 +192,11 @@ func (x *Index) Add(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	if _, dup := x.slots[c.ID]; dup {
+	if _, dup := x.slots.get(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
 	}
-	if len(x.slots) >= maxIndexLen {
-		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, len(x.slots))
+	if x.slots.len() >= maxIndexLen {
+		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.len())
 	}
 	var slot int32
 	if n := len(x.free); n > 0 {
@@ -210,7 +209,7 @@ func (x *Index) Add(c Candidate) error {
 	}
 	x.nodes[slot] = indexNode{c: c}
 	x.pos[slot] = notInHeap
-	x.slots[c.ID] = slot
+	x.slots.put(c.ID, slot)
 	x.stats.access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
@@ -223,7 +222,7 @@ func (x *Index) Add(c Candidate) error {
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
 func (x *Index) Remove(id uint64) bool {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return false
 	}
@@ -237,7 +236,7 @@ func (x *Index) Remove(id uint64) bool {
 
 // release frees a slot whose node is out of the heap and the run.
 func (x *Index) release(slot int32) {
-	delete(x.slots, x.nodes[slot].c.ID)
+	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference
 	x.pos[slot] = slotFree
 	x.free = append(x.free, slot)
@@ -248,7 +247,7 @@ func (x *Index) release(slot int32) {
 // matching [ErrUnknownSequence] if the index does not hold id. It allocates
 // nothing. O(log n).
 func (x *Index) Touch(id uint64, tick int64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -277,7 +276,7 @@ func (x *Index) Update(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	slot, ok := x.slots[c.ID]
+	slot, ok := x.slots.get(c.ID)
 	if !ok {
 		return unknownSequence(c.ID)
 	}
@@ -289,7 +288,7 @@ func (x *Index) Update(c Candidate) error {
 // error matching [ErrUnknownSequence] if the index does not hold id.
 // O(log n).
 func (x *Index) Pin(id uint64, pinned bool) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -302,7 +301,7 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
 func (x *Index) Acquire(id uint64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -318,7 +317,7 @@ func (x *Index) Acquire(id uint64) error {
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
 func (x *Index) Release(id uint64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}

@@ -30,7 +30,7 @@ func checkIndex(t testing.TB, x *Index) {
 			continue
 		}
 		live++
-		got, ok := x.slots[n.c.ID]
+		got, ok := x.slots.get(n.c.ID)
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
@@ -55,8 +55,11 @@ func checkIndex(t testing.TB, x *Index) {
 			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
 		}
 	}
-	if live != len(x.slots) {
-		t.Fatalf("%d live slots, map holds %d", live, len(x.slots))
+	if err := x.slots.check(); err != nil {
+		t.Fatal(err)
+	}
+	if live != x.slots.len() {
+		t.Fatalf("%d live slots, map holds %d", live, x.slots.len())
 	}
 	if live+len(x.free) != len(x.nodes) {
 		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
