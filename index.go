@@ -83,10 +83,10 @@ type Index struct {
 	params   keyParams
 	logger   *slog.Logger
 
-	nodes []indexNode      // slab of candidates
-	pos   []int32          // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
-	free  []int32          // free slots of nodes
-	slots idMap[int32]     // ID -> slot in nodes
+	nodes []indexNode  // slab of candidates
+	pos   []int32      // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
+	free  []int32      // free slots of nodes
+	slots idMap[int32] // ID -> slot in nodes
 
 	// The evictable candidates are split between the run and the heap.
 	// The run is a doubly linked list through the nodes, ascending by
