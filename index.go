@@ -82,6 +82,7 @@ type Index struct {
 	strategy Strategy
 	params   keyParams
 	logger   *slog.Logger
+	timed    bool // read the clock for Result.Elapsed
 
 	nodes []indexNode  // slab of candidates
 	pos   []int32      // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
@@ -152,7 +153,8 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		logger:   cfg.logger,
 		runHead:  noSlot,
 		runTail:  noSlot,
-		stats:    newStats(s, cfg.historyCap),
+		stats:    newStats(s, &cfg),
+		timed:    !cfg.noTiming,
 	}, nil
 }
 
@@ -377,7 +379,10 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if requiredBlocks == 0 {
 		return Result{Strategy: x.strategy}, nil
 	}
-	start := time.Now()
+	var start time.Time
+	if x.timed {
+		start = time.Now()
+	}
 	first, freed, partial := len(dst), 0, 0
 	for freed < requiredBlocks {
 		slot := x.first()
@@ -400,7 +405,9 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		freed += len(blocks)
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
-	res.Elapsed = time.Since(start)
+	if x.timed {
+		res.Elapsed = time.Since(start)
+	}
 	x.stats.record(&res, partial)
 	if x.logger != nil {
 		logEviction(x.logger, &res)

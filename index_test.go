@@ -496,8 +496,13 @@ func TestIndexRePrefill(t *testing.T) {
 // TestIndexZeroAllocs checks that Touch, EvictAppend with a reused dst, and
 // re-adding an evicted sequence allocate nothing in steady state.
 func TestIndexZeroAllocs(t *testing.T) {
+	t.Run("metrics", func(t *testing.T) { testIndexZeroAllocs(t, WithHistoryCap(64)) })
+	t.Run("lean", func(t *testing.T) { testIndexZeroAllocs(t, WithEvictionHistory(false), WithTiming(false)) })
+}
+
+func testIndexZeroAllocs(t *testing.T, opts ...Option) {
 	const n = 40_000
-	x, err := NewIndex(LRU, WithHistoryCap(64))
+	x, err := NewIndex(LRU, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
