@@ -36,16 +36,27 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 //
 // # Order structure
 //
-// The evictable candidates are kept in an indexed 4-ary min-heap by (key,
-// ID), each candidate knowing its heap position so a changed key is fixed in
-// place (container/heap's Fix); pinned, referenced and empty candidates stay
-// out of it. An eviction only ever needs the minimum, and a reuse changes one
-// key. The heap was measured against github.com/google/btree's BTreeG keyed
+// The evictable candidates are kept in two structures, and an eviction
+// takes the smaller of their minima by (key, ID). The run is a doubly linked
+// list, ascending: a candidate whose key sorts after the run's last one is
+// appended in O(1), and the run's head is its minimum. Under LRU with
+// ticks that only grow, as an allocator's clock does, every touch and every
+// new sequence lands there, so a touch is an unlink and an append and an
+// eviction takes the head, as in a linked-list LRU (and vLLM's free block
+// queue). The others (keys that arrive out of order, as most do under LFU,
+// or a candidate added with an old LastAccess) go to an indexed 4-ary
+// min-heap by (key, ID), each candidate knowing its heap position so a
+// changed key is fixed in place (container/heap's Fix). A heap candidate
+// whose new key sorts after the run's tail moves to the run. Pinned,
+// referenced and empty candidates are in neither.
+//
+// The heap was measured against github.com/google/btree's BTreeG keyed
 // by (key, ID) (degree 32) behind the same ID map and slab, by
-// BenchmarkIndexOrder on LRU (ns/op, mean of two runs of -benchtime=0.3s on
-// a shared 2-core machine; evict+add evicts the oldest sequence and re-adds
-// it as the newest, and the heap's figure includes the clock reads and
-// metrics that the B-tree side skips, about 130 ns):
+// BenchmarkIndexOrder on LRU, before the run existed (ns/op, mean of two
+// runs of -benchtime=0.3s on a shared 2-core machine; evict+add evicts the
+// oldest sequence and re-adds it as the newest, and the heap's figure
+// includes the clock reads and metrics that the B-tree side skips, about
+// 130 ns):
 //
 //	                 n=1000          n=1000000
 //	                 heap   btree    heap   btree
@@ -54,12 +65,9 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 //
 // A touch is 2.3 to 5.5 times faster with the heap: it sifts one entry
 // through a few levels, where a B-tree deletes and re-inserts it, two
-// descents with binary search. An eviction is 1.5 to 2 times faster with the
-// B-tree on LRU, whose minimum and newest keys sit in two leaves that stay
-// in cache, while the heap sifts a leaf entry down from the root. An
-// allocator touches every running sequence on each decode step and evicts
-// far less often, so the heap is the better trade; it also needs 36 bytes
-// per evictable sequence against the B-tree's node overhead.
+// descents with binary search. The B-tree's advantage on LRU evictions, its
+// minimum and newest keys in two leaves that stay in cache, is what the run
+// now gives the heap side.
 //
 // # Metrics
 //
@@ -75,8 +83,9 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 // The index keeps each Candidate by value, including its Blocks slice header
 // (not a copy of the blocks): the caller must not modify a Blocks slice while
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
-// O(peak number of sequences) plus the bounded eviction history of
-// [WithHistoryCap]. An Index is not safe for concurrent use: the allocator
+// O(peak number of sequences), 160 to 210 bytes each with the ID table and
+// heap, plus the bounded eviction history of [WithHistoryCap] (none with
+// [WithEvictionHistory](false)). An Index is not safe for concurrent use: the allocator
 // guards it with the lock that guards its pool.
 type Index struct {
 	strategy Strategy
@@ -247,7 +256,8 @@ func (x *Index) release(slot int32) {
 // Touch records a reuse of sequence id at tick: LastAccess = tick and
 // AccessCount + 1 (saturating), then re-ranks it. It returns an error
 // matching [ErrUnknownSequence] if the index does not hold id. It allocates
-// nothing. O(log n).
+// nothing. O(log n); O(1) when the new key sorts after every key in the run,
+// as every touch does under LRU with growing ticks (see Order structure).
 func (x *Index) Touch(id uint64, tick int64) error {
 	slot, ok := x.slots.get(id)
 	if !ok {
@@ -368,7 +378,8 @@ func (x *Index) Evict(requiredBlocks int) (Result, error) {
 // allocate nothing. If the evictable blocks cannot cover requiredBlocks it
 // returns an error matching [ErrInsufficientBlocks] and changes nothing; a
 // negative requiredBlocks returns one matching [ErrInvalidArgument];
-// requiredBlocks == 0 returns an empty Result. O(k log n) for k victims.
+// requiredBlocks == 0 returns an empty Result. O(k log n) for k victims;
+// O(k) when they come from the run.
 func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if requiredBlocks < 0 {
 		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
