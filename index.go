@@ -85,8 +85,8 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
 // O(peak number of sequences), 160 to 210 bytes each with the ID table and
 // heap, plus the bounded eviction history of [WithHistoryCap] (none with
-// [WithEvictionHistory](false)). An Index is not safe for concurrent use: the allocator
-// guards it with the lock that guards its pool.
+// [WithEvictionHistory](false)). An Index is not safe for concurrent use:
+// the allocator guards it with the lock that guards its pool.
 type Index struct {
 	strategy Strategy
 	params   keyParams
