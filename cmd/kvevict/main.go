@@ -19,8 +19,9 @@
 // -format json prints an array with one object per strategy and capacity,
 // with the fields strategy ("belady" for the bound), capacity_blocks,
 // hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
-// prefill_tokens, utilization, fairness, preemptions, select_p50_ns and
-// select_p99_ns, among others; see sim.Report.
+// prefill_tokens, utilization, fairness, preemptions, select_p50_ns,
+// select_p99_ns and sampling (K on the rows that ran sampled, else 0), among
+// others; see sim.Report.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
