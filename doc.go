@@ -40,7 +40,9 @@
 // evicts and counts nothing) and never modify the caller's candidates.
 // Policies are safe for concurrent use, start no goroutines, read no clock
 // to decide (time comes in on the candidates; the clock only times the
-// selection for metrics) and keep bounded history ([WithHistoryCap]).
+// selection for metrics, and [WithTiming](false) turns that off) and keep
+// bounded history ([WithHistoryCap]; [WithEvictionHistory](false) keeps
+// none for the metrics).
 //
 // [Ranker] exposes the same keys to structures that keep their own order.
 //
@@ -48,7 +50,7 @@
 //
 // SelectVictims makes one pass over its candidates: fine for thousands of
 // sequences, milliseconds for millions. [Index] keeps the candidates ordered
-// between calls, so an eviction costs O(k log n) and a reuse O(log n), with
-// the same victims; [WithSampling] makes the slice API approximate and O(k)
-// per victim, as Redis evicts.
+// between calls, so an eviction costs O(k log n) and a reuse O(log n) (O(k)
+// and O(1) under LRU), with the same victims; [WithSampling] makes the slice
+// API approximate and O(k) per victim, as Redis evicts.
 package kvevict

@@ -6,9 +6,9 @@ import (
 )
 
 // idMap maps sequence IDs to values of type V: the adaptive strategies'
-// node indices and the metrics' per-sequence eviction records. It is an
-// open-addressing hash table with linear probing and backward-shift
-// deletion, so that it needs no tombstones. A slot holds id+1 so that zero
+// node indices, the metrics' per-sequence eviction records and the Index's
+// slots. It is an open-addressing hash table with linear probing and
+// backward-shift deletion, so that it needs no tombstones. A slot holds id+1 so that zero
 // means empty; ID math.MaxUint64, whose id+1 is zero, lives outside the
 // slots. It grows to keep the load at most 1/2 and never shrinks, so its
 // memory is bounded by the most ids tracked at once. The zero value is an

@@ -36,16 +36,27 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 //
 // # Order structure
 //
-// The evictable candidates are kept in an indexed 4-ary min-heap by (key,
-// ID), each candidate knowing its heap position so a changed key is fixed in
-// place (container/heap's Fix); pinned, referenced and empty candidates stay
-// out of it. An eviction only ever needs the minimum, and a reuse changes one
-// key. The heap was measured against github.com/google/btree's BTreeG keyed
+// The evictable candidates are kept in two structures, and an eviction
+// takes the smaller of their minima by (key, ID). The run is a doubly linked
+// list, ascending: a candidate whose key sorts after the run's last one is
+// appended in O(1), and the run's head is its minimum. Under LRU with
+// ticks that only grow, as an allocator's clock does, every touch and every
+// new sequence lands there, so a touch is an unlink and an append and an
+// eviction takes the head, as in a linked-list LRU (and vLLM's free block
+// queue). The others (keys that arrive out of order, as most do under LFU,
+// or a candidate added with an old LastAccess) go to an indexed 4-ary
+// min-heap by (key, ID), each candidate knowing its heap position so a
+// changed key is fixed in place (container/heap's Fix). A heap candidate
+// whose new key sorts after the run's tail moves to the run. Pinned,
+// referenced and empty candidates are in neither.
+//
+// The heap was measured against github.com/google/btree's BTreeG keyed
 // by (key, ID) (degree 32) behind the same ID map and slab, by
-// BenchmarkIndexOrder on LRU (ns/op, mean of two runs of -benchtime=0.3s on
-// a shared 2-core machine; evict+add evicts the oldest sequence and re-adds
-// it as the newest, and the heap's figure includes the clock reads and
-// metrics that the B-tree side skips, about 130 ns):
+// BenchmarkIndexOrder on LRU, before the run existed (ns/op, mean of two
+// runs of -benchtime=0.3s on a shared 2-core machine; evict+add evicts the
+// oldest sequence and re-adds it as the newest, and the heap's figure
+// includes the clock reads and metrics that the B-tree side skips, about
+// 130 ns):
 //
 //	                 n=1000          n=1000000
 //	                 heap   btree    heap   btree
@@ -54,12 +65,9 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 //
 // A touch is 2.3 to 5.5 times faster with the heap: it sifts one entry
 // through a few levels, where a B-tree deletes and re-inserts it, two
-// descents with binary search. An eviction is 1.5 to 2 times faster with the
-// B-tree on LRU, whose minimum and newest keys sit in two leaves that stay
-// in cache, while the heap sifts a leaf entry down from the root. An
-// allocator touches every running sequence on each decode step and evicts
-// far less often, so the heap is the better trade; it also needs 36 bytes
-// per evictable sequence against the B-tree's node overhead.
+// descents with binary search. The B-tree's advantage on LRU evictions, its
+// minimum and newest keys in two leaves that stay in cache, is what the run
+// now gives the heap side.
 //
 // # Metrics
 //
@@ -75,23 +83,31 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 // The index keeps each Candidate by value, including its Blocks slice header
 // (not a copy of the blocks): the caller must not modify a Blocks slice while
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
-// O(peak number of sequences) plus the bounded eviction history of
-// [WithHistoryCap]. An Index is not safe for concurrent use: the allocator
-// guards it with the lock that guards its pool.
+// O(peak number of sequences), 160 to 210 bytes each with the ID table and
+// heap, plus the bounded eviction history of [WithHistoryCap] (none with
+// [WithEvictionHistory](false)). An Index is not safe for concurrent use:
+// the allocator guards it with the lock that guards its pool.
 type Index struct {
 	strategy Strategy
 	params   keyParams
 	logger   *slog.Logger
+	timed    bool      // read the clock for Result.Elapsed
+	epoch    time.Time // monotonic origin of the eviction timings
 
-	nodes []indexNode      // slab of candidates
-	pos   []int32          // pos[slot]: position of nodes[slot] in heap, notInHeap or slotFree
-	free  []int32          // free slots of nodes
-	slots map[uint64]int32 // ID -> slot in nodes
+	nodes []indexNode  // slab of candidates
+	pos   []int32      // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
+	free  []int32      // free slots of nodes
+	slots idMap[int32] // ID -> slot in nodes
 
-	// heap is a 4-ary min-heap by (key, ID) of the evictable candidates;
+	// The evictable candidates are split between the run and the heap.
+	// The run is a doubly linked list through the nodes, ascending by
+	// (key, ID) from runHead to runTail: a candidate whose key sorts after
+	// every key in the run is appended to it in O(1), as every touch under
+	// LRU is. heap is a 4-ary min-heap by (key, ID) of the others;
 	// entry.idx is the candidate's slot and pos[slot] its position here.
-	heap      []entry
-	available int // blocks held by evictable candidates
+	runHead, runTail int32 // slots, or noSlot when the run is empty
+	heap             []entry
+	available        int // blocks held by evictable candidates
 
 	stats stats
 }
@@ -100,8 +116,10 @@ type Index struct {
 // in Index.pos, because sifting writes one per level: a compact array keeps
 // those writes in cache at a million sequences.
 type indexNode struct {
-	c       Candidate
-	trimmed bool // lost a tail to a partial eviction and not touched since
+	c          Candidate
+	key        Key   // c's key, while the node is in the run
+	prev, next int32 // neighbours in the run, toward its head and tail; noSlot past the ends
+	trimmed    bool  // lost a tail to a partial eviction and not touched since
 }
 
 // heapArity is the heap's fan-out: four children per node halve the depth of
@@ -112,7 +130,11 @@ const heapArity = 4
 const (
 	notInHeap int32 = -1 // held but not evictable
 	slotFree  int32 = -2 // the slot holds no candidate
+	inRun     int32 = -3 // evictable, in the run
 )
+
+// noSlot ends the run's links.
+const noSlot int32 = -1
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
 // positions fit an int32.
@@ -139,8 +161,11 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		strategy: s,
 		params:   params,
 		logger:   cfg.logger,
-		slots:    make(map[uint64]int32),
-		stats:    newStats(s, cfg.historyCap),
+		runHead:  noSlot,
+		runTail:  noSlot,
+		stats:    newStats(s, &cfg),
+		timed:    !cfg.noTiming,
+		epoch:    time.Now(),
 	}, nil
 }
 
@@ -155,7 +180,7 @@ func isKeyKind(kind keyKind) bool {
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
-func (x *Index) Len() int { return len(x.slots) }
+func (x *Index) Len() int { return x.slots.len() }
 
 // EvictableBlocks returns how many blocks the evictable (unpinned,
 // unreferenced) sequences hold: the most one Evict can free. O(1).
@@ -163,7 +188,7 @@ func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
 func (x *Index) Get(id uint64) (Candidate, bool) {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return Candidate{}, false
 	}
@@ -180,11 +205,11 @@ func (x *Index) Add(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	if _, dup := x.slots[c.ID]; dup {
+	if _, dup := x.slots.get(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
 	}
-	if len(x.slots) >= maxIndexLen {
-		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, len(x.slots))
+	if x.slots.len() >= maxIndexLen {
+		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.len())
 	}
 	var slot int32
 	if n := len(x.free); n > 0 {
@@ -197,11 +222,11 @@ func (x *Index) Add(c Candidate) error {
 	}
 	x.nodes[slot] = indexNode{c: c}
 	x.pos[slot] = notInHeap
-	x.slots[c.ID] = slot
+	x.slots.put(c.ID, slot)
 	x.stats.access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
-		x.push(slot)
+		x.insert(slot)
 	}
 	return nil
 }
@@ -210,21 +235,21 @@ func (x *Index) Add(c Candidate) error {
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
 func (x *Index) Remove(id uint64) bool {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return false
 	}
-	if j := x.pos[slot]; j >= 0 {
+	if x.ordered(slot) {
 		x.available -= len(x.nodes[slot].c.Blocks)
-		x.removeAt(j)
+		x.detach(slot)
 	}
 	x.release(slot)
 	return true
 }
 
-// release frees a slot whose node is out of the heap.
+// release frees a slot whose node is out of the heap and the run.
 func (x *Index) release(slot int32) {
-	delete(x.slots, x.nodes[slot].c.ID)
+	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference
 	x.pos[slot] = slotFree
 	x.free = append(x.free, slot)
@@ -233,9 +258,10 @@ func (x *Index) release(slot int32) {
 // Touch records a reuse of sequence id at tick: LastAccess = tick and
 // AccessCount + 1 (saturating), then re-ranks it. It returns an error
 // matching [ErrUnknownSequence] if the index does not hold id. It allocates
-// nothing. O(log n).
+// nothing. O(log n); O(1) when the new key sorts after every key in the run,
+// as every touch does under LRU with growing ticks (see Order structure).
 func (x *Index) Touch(id uint64, tick int64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -248,8 +274,8 @@ func (x *Index) Touch(id uint64, tick int64) error {
 		n.trimmed = false
 		x.stats.access(id)
 	}
-	if j := x.pos[slot]; j >= 0 {
-		x.rekey(j)
+	if x.ordered(slot) {
+		x.refile(slot)
 	}
 	return nil
 }
@@ -264,7 +290,7 @@ func (x *Index) Update(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	slot, ok := x.slots[c.ID]
+	slot, ok := x.slots.get(c.ID)
 	if !ok {
 		return unknownSequence(c.ID)
 	}
@@ -276,7 +302,7 @@ func (x *Index) Update(c Candidate) error {
 // error matching [ErrUnknownSequence] if the index does not hold id.
 // O(log n).
 func (x *Index) Pin(id uint64, pinned bool) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -289,7 +315,7 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
 func (x *Index) Acquire(id uint64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -305,7 +331,7 @@ func (x *Index) Acquire(id uint64) error {
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
 func (x *Index) Release(id uint64) error {
-	slot, ok := x.slots[id]
+	slot, ok := x.slots.get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -324,19 +350,19 @@ func unknownSequence(id uint64) error {
 // within the heap as its evictability and key require.
 func (x *Index) change(slot int32, f func(*Candidate)) {
 	n := &x.nodes[slot]
-	was, oldBlocks := x.pos[slot] >= 0, len(n.c.Blocks)
+	was, oldBlocks := x.ordered(slot), len(n.c.Blocks)
 	f(&n.c)
 	now := n.c.evictable()
 	switch {
 	case was && now:
 		x.available += len(n.c.Blocks) - oldBlocks
-		x.rekey(x.pos[slot])
+		x.refile(slot)
 	case was:
 		x.available -= oldBlocks
-		x.removeAt(x.pos[slot])
+		x.detach(slot)
 	case now:
 		x.available += len(n.c.Blocks)
-		x.push(slot)
+		x.insert(slot)
 	}
 }
 
@@ -354,7 +380,8 @@ func (x *Index) Evict(requiredBlocks int) (Result, error) {
 // allocate nothing. If the evictable blocks cannot cover requiredBlocks it
 // returns an error matching [ErrInsufficientBlocks] and changes nothing; a
 // negative requiredBlocks returns one matching [ErrInvalidArgument];
-// requiredBlocks == 0 returns an empty Result. O(k log n) for k victims.
+// requiredBlocks == 0 returns an empty Result. O(k log n) for k victims;
+// O(k) when they come from the run.
 func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if requiredBlocks < 0 {
 		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
@@ -365,10 +392,15 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if requiredBlocks == 0 {
 		return Result{Strategy: x.strategy}, nil
 	}
-	start := time.Now()
+	// Offsets from epoch read only the monotonic clock, where time.Now
+	// reads the wall clock too: 58 against 82 ns per timed call here.
+	var start time.Duration
+	if x.timed {
+		start = time.Since(x.epoch)
+	}
 	first, freed, partial := len(dst), 0, 0
 	for freed < requiredBlocks {
-		slot := x.heap[0].idx
+		slot := x.first()
 		n := &x.nodes[slot]
 		id, blocks := n.c.ID, n.c.Blocks
 		if need := requiredBlocks - freed; n.c.AllowPartial && len(blocks) > need {
@@ -376,19 +408,21 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 			n.c.Blocks = blocks[:keep:keep]
 			n.trimmed = true
 			x.available -= need
-			x.rekey(0)
+			x.refile(slot)
 			blocks = blocks[keep:]
 			partial++
 		} else {
 			x.available -= len(blocks)
-			x.removeAt(0)
+			x.detach(slot)
 			x.release(slot)
 		}
 		dst = append(dst, Victim{ID: id, Blocks: blocks})
 		freed += len(blocks)
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
-	res.Elapsed = time.Since(start)
+	if x.timed {
+		res.Elapsed = time.Since(x.epoch) - start
+	}
 	x.stats.record(&res, partial)
 	if x.logger != nil {
 		logEviction(x.logger, &res)
@@ -400,11 +434,148 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // [Policy.Metrics]. O(1) but for sorting the latency window.
 func (x *Index) Metrics() Metrics { return x.stats.snapshot() }
 
-// push adds the candidate in slot to the heap. O(log n).
-func (x *Index) push(slot int32) {
+// ordered reports whether the candidate in slot is evictable, so in the run
+// or the heap.
+func (x *Index) ordered(slot int32) bool {
+	p := x.pos[slot]
+	return p >= 0 || p == inRun
+}
+
+// first returns the slot of the next victim: the smaller of the run's head
+// and the heap's root. There must be one. O(1).
+func (x *Index) first() int32 {
+	h := x.runHead
+	if len(x.heap) == 0 {
+		return h
+	}
+	if h == noSlot {
+		return x.heap[0].idx
+	}
+	n, root := &x.nodes[h], &x.heap[0]
+	if before(n.key, n.c.ID, root.Key, root.id) {
+		return h
+	}
+	return root.idx
+}
+
+// before orders (key, ID) pairs as less orders entries.
+func before(a Key, aID uint64, b Key, bID uint64) bool {
+	if a.Major != b.Major {
+		return a.Major < b.Major
+	}
+	if a.Minor != b.Minor {
+		return a.Minor < b.Minor
+	}
+	return aID < bID
+}
+
+// afterRun reports whether (k, id) sorts after the run's tail, so that it
+// may be appended; true for an empty run. O(1).
+func (x *Index) afterRun(k Key, id uint64) bool {
+	if x.runTail == noSlot {
+		return true
+	}
+	t := &x.nodes[x.runTail]
+	return before(t.key, t.c.ID, k, id)
+}
+
+// insert files the evictable candidate in slot, which is in neither the run
+// nor the heap: at the run's tail if its key sorts after the tail's, O(1),
+// else in the heap, O(log n).
+func (x *Index) insert(slot int32) {
+	n := &x.nodes[slot]
+	k := x.params.keyOf(&n.c)
+	if x.afterRun(k, n.c.ID) {
+		x.appendRun(slot, k)
+		return
+	}
+	x.push(slot, k)
+}
+
+// refile restores the order after the evictable candidate in slot changed
+// (its key may have). A candidate whose new key sorts after the run's tail
+// moves there, in O(1) plus, from the heap, O(log n); one still between its
+// run neighbours stays; the rest go to the heap, O(log n).
+func (x *Index) refile(slot int32) {
+	n := &x.nodes[slot]
+	k, id := x.params.keyOf(&n.c), n.c.ID
+	if j := x.pos[slot]; j >= 0 {
+		if x.afterRun(k, id) {
+			x.removeAt(j)
+			x.appendRun(slot, k)
+			return
+		}
+		e := &x.heap[j]
+		e.Key = k
+		e.blocks = int32(min(len(n.c.Blocks), math.MaxInt32))
+		x.fix(j)
+		return
+	}
+	if slot != x.runTail && x.afterRun(k, id) {
+		x.unlink(slot)
+		x.appendRun(slot, k)
+		return
+	}
+	if n.prev != noSlot {
+		if p := &x.nodes[n.prev]; !before(p.key, p.c.ID, k, id) {
+			x.unlink(slot)
+			x.push(slot, k)
+			return
+		}
+	}
+	if n.next != noSlot {
+		if q := &x.nodes[n.next]; !before(k, id, q.key, q.c.ID) {
+			x.unlink(slot)
+			x.push(slot, k)
+			return
+		}
+	}
+	n.key = k
+}
+
+// detach takes the evictable candidate in slot out of the run or the heap.
+func (x *Index) detach(slot int32) {
+	if j := x.pos[slot]; j >= 0 {
+		x.removeAt(j)
+		return
+	}
+	x.unlink(slot)
+}
+
+// appendRun adds the candidate in slot, of key k, at the run's tail. O(1).
+func (x *Index) appendRun(slot int32, k Key) {
+	n := &x.nodes[slot]
+	n.key, n.prev, n.next = k, x.runTail, noSlot
+	if x.runTail == noSlot {
+		x.runHead = slot
+	} else {
+		x.nodes[x.runTail].next = slot
+	}
+	x.runTail = slot
+	x.pos[slot] = inRun
+}
+
+// unlink takes the candidate in slot out of the run. O(1).
+func (x *Index) unlink(slot int32) {
+	n := &x.nodes[slot]
+	if n.prev == noSlot {
+		x.runHead = n.next
+	} else {
+		x.nodes[n.prev].next = n.next
+	}
+	if n.next == noSlot {
+		x.runTail = n.prev
+	} else {
+		x.nodes[n.next].prev = n.prev
+	}
+	x.pos[slot] = notInHeap
+}
+
+// push adds the candidate in slot, of key k, to the heap. O(log n).
+func (x *Index) push(slot int32, k Key) {
 	c := &x.nodes[slot].c
 	j := int32(len(x.heap))
-	x.heap = append(x.heap, entry{Key: x.params.keyOf(c), id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
+	x.heap = append(x.heap, entry{Key: k, id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
 	x.pos[slot] = j
 	x.up(j)
 }
@@ -422,16 +593,6 @@ func (x *Index) removeAt(j int32) {
 	if j != last {
 		x.fix(j)
 	}
-}
-
-// rekey recomputes the key of the entry at position j after its candidate
-// changed, and restores the heap order. O(log n).
-func (x *Index) rekey(j int32) {
-	e := &x.heap[j]
-	c := &x.nodes[e.idx].c
-	e.Key = x.params.keyOf(c)
-	e.blocks = int32(min(len(c.Blocks), math.MaxInt32))
-	x.fix(j)
 }
 
 // fix moves the entry at j up or down to its place.

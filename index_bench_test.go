@@ -19,8 +19,11 @@ import (
 //     as the newest inside the timed loop, so the size stays n (simplelru:
 //     RemoveOldest and Add).
 //
-// The Index also times each eviction and keeps its metrics; simplelru does
-// neither, nor pinning, reference counts or other strategies.
+// impl=index times each eviction and keeps its metrics, eviction history
+// included; impl=index-lean is the same index with WithTiming(false) and
+// WithEvictionHistory(false), which still counts selections, victims and
+// blocks. simplelru keeps no metrics and supports neither pinning,
+// reference counts nor other strategies.
 func BenchmarkIndex(b *testing.B) {
 	for _, n := range []int{1000, 1_000_000} {
 		blocks := make([]int, n)
@@ -35,8 +38,8 @@ func BenchmarkIndex(b *testing.B) {
 		cand := func(id uint64, tick int64) kvevict.Candidate {
 			return kvevict.Candidate{ID: id, Blocks: blocks[id : id+1 : id+1], LastAccess: tick}
 		}
-		newIndex := func(b *testing.B) *kvevict.Index {
-			x, err := kvevict.NewIndex(kvevict.LRU)
+		newIndex := func(b *testing.B, opts []kvevict.Option) *kvevict.Index {
+			x, err := kvevict.NewIndex(kvevict.LRU, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,47 +72,55 @@ func BenchmarkIndex(b *testing.B) {
 			case op.victims > 0:
 				name = fmt.Sprintf("evict%d", op.victims)
 			}
-			b.Run(fmt.Sprintf("impl=index/op=%s/n=%d", name, n), func(b *testing.B) {
-				x := newIndex(b)
-				tick, i := int64(n), 0
-				dst := make([]kvevict.Victim, 0, 10)
-				var evicted []uint64
-				b.ReportAllocs()
-				for b.Loop() {
-					tick++
-					if op.victims == 0 {
-						if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
+			for _, impl := range []struct {
+				name string
+				opts []kvevict.Option
+			}{
+				{"index", nil},
+				{"index-lean", []kvevict.Option{kvevict.WithTiming(false), kvevict.WithEvictionHistory(false)}},
+			} {
+				b.Run(fmt.Sprintf("impl=%s/op=%s/n=%d", impl.name, name, n), func(b *testing.B) {
+					x := newIndex(b, impl.opts)
+					tick, i := int64(n), 0
+					dst := make([]kvevict.Victim, 0, 10)
+					var evicted []uint64
+					b.ReportAllocs()
+					for b.Loop() {
+						tick++
+						if op.victims == 0 {
+							if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
+								b.Fatal(err)
+							}
+							i++
+							continue
+						}
+						if !op.readd && x.Len() < op.victims { // refill, untimed
+							b.StopTimer()
+							for _, id := range evicted {
+								tick++
+								if err := x.Add(cand(id, tick)); err != nil {
+									b.Fatal(err)
+								}
+							}
+							evicted = evicted[:0]
+							b.StartTimer()
+						}
+						res, err := x.EvictAppend(dst[:0], op.victims)
+						if err != nil {
 							b.Fatal(err)
 						}
-						i++
-						continue
-					}
-					if !op.readd && x.Len() < op.victims { // refill, untimed
-						b.StopTimer()
-						for _, id := range evicted {
-							tick++
-							if err := x.Add(cand(id, tick)); err != nil {
+						for _, v := range res.Victims {
+							if !op.readd {
+								evicted = append(evicted, v.ID)
+								continue
+							}
+							if err := x.Add(cand(v.ID, tick)); err != nil {
 								b.Fatal(err)
 							}
 						}
-						evicted = evicted[:0]
-						b.StartTimer()
 					}
-					res, err := x.EvictAppend(dst[:0], op.victims)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, v := range res.Victims {
-						if !op.readd {
-							evicted = append(evicted, v.ID)
-							continue
-						}
-						if err := x.Add(cand(v.ID, tick)); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-			})
+				})
+			}
 			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", name, n), func(b *testing.B) {
 				l := newLRU(b)
 				i := 0

@@ -19,7 +19,7 @@ func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
 	live := 0
 	available := 0
-	inHeap := 0
+	inHeap, inRunCount := 0, 0
 	if len(x.pos) != len(x.nodes) {
 		t.Fatalf("%d positions for %d slots", len(x.pos), len(x.nodes))
 	}
@@ -30,12 +30,17 @@ func checkIndex(t testing.TB, x *Index) {
 			continue
 		}
 		live++
-		got, ok := x.slots[n.c.ID]
+		got, ok := x.slots.get(n.c.ID)
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
-		if n.c.evictable() != (pos >= 0) {
+		if n.c.evictable() != (pos >= 0 || pos == inRun) {
 			t.Fatalf("ID %d: evictable %v but heap position %d", n.c.ID, n.c.evictable(), pos)
+		}
+		if pos == inRun {
+			inRunCount++
+			available += len(n.c.Blocks)
+			continue
 		}
 		if pos < 0 {
 			continue
@@ -50,8 +55,11 @@ func checkIndex(t testing.TB, x *Index) {
 			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
 		}
 	}
-	if live != len(x.slots) {
-		t.Fatalf("%d live slots, map holds %d", live, len(x.slots))
+	if err := x.slots.check(); err != nil {
+		t.Fatal(err)
+	}
+	if live != x.slots.len() {
+		t.Fatalf("%d live slots, map holds %d", live, x.slots.len())
 	}
 	if live+len(x.free) != len(x.nodes) {
 		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
@@ -66,6 +74,36 @@ func checkIndex(t testing.TB, x *Index) {
 		if less(&x.heap[j], &x.heap[(j-1)/heapArity]) {
 			t.Fatalf("heap order broken at %d", j)
 		}
+	}
+	checkRun(t, x, inRunCount)
+}
+
+// checkRun verifies the run: linked both ways from runHead to runTail
+// through exactly the want nodes marked inRun, with current keys, strictly
+// ascending by (key, ID).
+func checkRun(t testing.TB, x *Index, want int) {
+	t.Helper()
+	n, prev := 0, noSlot
+	for slot := x.runHead; slot != noSlot; slot = x.nodes[slot].next {
+		if n++; n > want {
+			t.Fatalf("run longer than the %d nodes marked in it, or cyclic", want)
+		}
+		node := &x.nodes[slot]
+		if x.pos[slot] != inRun || node.prev != prev {
+			t.Fatalf("run slot %d: position %d, prev %d, want inRun and %d", slot, x.pos[slot], node.prev, prev)
+		}
+		if k := x.params.keyOf(&node.c); node.key != k {
+			t.Fatalf("run ID %d: key %+v is stale, want %+v", node.c.ID, node.key, k)
+		}
+		if prev != noSlot {
+			if p := &x.nodes[prev]; !before(p.key, p.c.ID, node.key, node.c.ID) {
+				t.Fatalf("run order broken between IDs %d and %d", p.c.ID, node.c.ID)
+			}
+		}
+		prev = slot
+	}
+	if n != want || x.runTail != prev {
+		t.Fatalf("run of %d nodes ending at slot %d, want %d ending at %d", n, prev, want, x.runTail)
 	}
 }
 
@@ -458,8 +496,13 @@ func TestIndexRePrefill(t *testing.T) {
 // TestIndexZeroAllocs checks that Touch, EvictAppend with a reused dst, and
 // re-adding an evicted sequence allocate nothing in steady state.
 func TestIndexZeroAllocs(t *testing.T) {
+	t.Run("metrics", func(t *testing.T) { testIndexZeroAllocs(t, WithHistoryCap(64)) })
+	t.Run("lean", func(t *testing.T) { testIndexZeroAllocs(t, WithEvictionHistory(false), WithTiming(false)) })
+}
+
+func testIndexZeroAllocs(t *testing.T, opts ...Option) {
 	const n = 40_000
-	x, err := NewIndex(LRU, WithHistoryCap(64))
+	x, err := NewIndex(LRU, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

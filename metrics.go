@@ -76,11 +76,14 @@ type evictionRecord struct {
 	pending bool   // evicted and not accessed since
 }
 
-func newStats(s Strategy, historyCap int) stats {
-	return stats{
-		strategy:   s,
-		historyCap: historyCap,
+// newStats returns the stats of strategy s configured by cfg; without
+// eviction history, historyCap is 0 and no eviction is remembered.
+func newStats(s Strategy, cfg *config) stats {
+	st := stats{strategy: s, historyCap: cfg.historyCap}
+	if cfg.noHistory {
+		st.historyCap = 0
 	}
+	return st
 }
 
 // record counts one successful selection, of which partial victims kept a
@@ -104,6 +107,9 @@ func (s *stats) record(res *Result, partial int) {
 
 // evict remembers one eviction of id, forgetting the oldest when full.
 func (s *stats) evict(id uint64) {
+	if s.historyCap == 0 {
+		return
+	}
 	if len(s.recent) < s.historyCap {
 		s.recent = append(s.recent, id)
 	} else {

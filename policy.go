@@ -166,8 +166,10 @@ type config struct {
 	costDecay       float64 // per second
 	lifetimeHorizon time.Duration
 	historyCap      int
-	sampleK         int // 0: exact selection
-	capacity        int // adaptive strategies' cache size, in sequences
+	noHistory       bool // WithEvictionHistory(false)
+	noTiming        bool // WithTiming(false)
+	sampleK         int  // 0: exact selection
+	capacity        int  // adaptive strategies' cache size, in sequences
 	logger          *slog.Logger
 	errs            []error
 }
@@ -281,13 +283,34 @@ func WithHistoryCap(n int) Option {
 	}
 }
 
+// WithEvictionHistory(false) stops the policy remembering which sequences
+// it evicted, for callers that do not read Metrics.RePrefills,
+// RePrefillRate or FairnessScore: those stay 0, 0 and 1, and the rest of
+// [Metrics] is counted as before. It saves a few hash-table operations per
+// victim (a quarter to a third of an [Index] eviction of 10 victims in
+// BenchmarkIndex) and the history's memory. It does not change the
+// adaptive strategies' own history ([WithHistoryCap]). Default: on.
+func WithEvictionHistory(on bool) Option {
+	return func(c *config) { c.noHistory = !on }
+}
+
+// WithTiming(false) stops the policy reading the clock around each
+// selection, for callers that measure latency themselves: Result.Elapsed,
+// Metrics.AvgEvictionTime and P99EvictionTime stay 0. The two clock reads
+// cost tens of nanoseconds, more than the rest of a one-victim [Index]
+// eviction on some virtual machines. Default: on.
+func WithTiming(on bool) Option {
+	return func(c *config) { c.noTiming = !on }
+}
+
 // WithSampling makes SelectVictims approximate, as Redis's eviction does:
 // each victim is the best of an eviction pool of up to 16 candidates fed by
 // k candidates drawn at random (with replacement) per round, from a
 // generator seeded in the policy (deterministic: the same calls give the
 // same victims), so a selection costs O(k) per victim however many
 // candidates there are. Redis uses k = 5; larger k is closer to exact.
-// Must be >= 1. [NewIndex] and [NewRanker] ignore it.
+// Must be >= 1. [NewIndex], [NewRanker] and the adaptive strategies (ARC,
+// S3-FIFO, SIEVE) ignore it.
 //
 // Sampling reads only the candidates it draws, so it validates only those:
 // a drawn candidate with a negative field returns an error matching
@@ -327,8 +350,9 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	p := &policy{
 		strategy: s,
 		params:   newKeyParams(info.kind, &cfg),
-		stats:    newStats(s, cfg.historyCap),
+		stats:    newStats(s, &cfg),
 		logger:   cfg.logger,
+		timed:    !cfg.noTiming,
 	}
 	if info.history != nil {
 		p.hist = info.history(&cfg)
@@ -361,6 +385,7 @@ func resolve(s Strategy, opts []Option) (strategyInfo, config, error) {
 type policy struct {
 	strategy Strategy
 	logger   *slog.Logger
+	timed    bool // read the clock for Result.Elapsed
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
@@ -376,7 +401,10 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
 	}
 	p.mu.Lock()
-	start := time.Now()
+	var start time.Time
+	if p.timed {
+		start = time.Now()
+	}
 	var res Result
 	var err error
 	switch {
@@ -387,7 +415,9 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	default:
 		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
 	}
-	res.Elapsed = time.Since(start)
+	if p.timed {
+		res.Elapsed = time.Since(start)
+	}
 	res.Strategy = p.strategy
 	if err == nil && len(res.Victims) > 0 {
 		p.stats.record(&res, p.sel.partial)

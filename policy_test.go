@@ -477,6 +477,50 @@ func TestHistoryCapBoundsMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsOptOut: WithEvictionHistory(false) and WithTiming(false) leave
+// re-prefills, fairness and latencies at their zero values, on a Policy and
+// on an Index, while the counters still count.
+func TestMetricsOptOut(t *testing.T) {
+	off := []kvevict.Option{kvevict.WithEvictionHistory(false), kvevict.WithTiming(false)}
+	check := func(name string, res kvevict.Result, m kvevict.Metrics) {
+		t.Helper()
+		if res.Elapsed != 0 || m.AvgEvictionTime != 0 || m.P99EvictionTime != 0 {
+			t.Errorf("%s: Elapsed %v, avg %v, p99 %v; want 0 without timing", name, res.Elapsed, m.AvgEvictionTime, m.P99EvictionTime)
+		}
+		if m.RePrefills != 0 || m.RePrefillRate != 0 || m.FairnessScore != 1 {
+			t.Errorf("%s: re-prefills %d (rate %v), fairness %v; want 0, 0, 1 without history", name, m.RePrefills, m.RePrefillRate, m.FairnessScore)
+		}
+		if m.Selections != 2 || m.TotalEvictions != 2 || m.EvictedBlocks != 3 {
+			t.Errorf("%s: %d selections, %d evictions, %d blocks; want 2, 2, 3", name, m.Selections, m.TotalEvictions, m.EvictedBlocks)
+		}
+	}
+
+	p := mustNew(t, kvevict.LRU, off...)
+	var res kvevict.Result
+	for _, c := range []kvevict.Candidate{{ID: 1, Blocks: blocks(0, 1)}, {ID: 1, Blocks: blocks(0, 2)}} {
+		var err error
+		if res, err = p.SelectVictims([]kvevict.Candidate{c}, len(c.Blocks)); err != nil {
+			t.Fatal(err)
+		}
+		p.UpdateAccess(1) // would be a re-prefill with history
+	}
+	check("Policy", res, p.Metrics())
+
+	x, err := kvevict.NewIndex(kvevict.LRU, off...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []kvevict.Candidate{{ID: 1, Blocks: blocks(0, 1)}, {ID: 1, Blocks: blocks(0, 2)}} {
+		if err := x.Add(c); err != nil { // the second Add would be a re-prefill with history
+			t.Fatal(err)
+		}
+		if res, err = x.Evict(len(c.Blocks)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("Index", res, x.Metrics())
+}
+
 func TestFairnessFallsWhenOneSequenceIsEvictedRepeatedly(t *testing.T) {
 	p := mustNew(t, kvevict.LRU)
 	victim := []kvevict.Candidate{{ID: 1, Blocks: blocks(0, 1)}}

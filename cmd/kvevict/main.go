@@ -5,7 +5,7 @@
 //
 //	kvevict compare [-trace FILE | -workload NAME] [-mode replay|serve]
 //	                [-granularity sequence|tail|block]
-//	                [-capacity LIST] [-strategies LIST]
+//	                [-capacity LIST] [-strategies LIST] [-sampling K]
 //	                [-format table|csv|json] [-plot FILE.svg|.png]
 //
 // With no flags it replays an embedded default, the synthetic "chat"
@@ -16,12 +16,15 @@
 // whole sequences, sequence tails (the default) or single blocks leaf-first
 // (-granularity; a replay is block-level by construction). Every report
 // shows Belady (always a plain replay) beside the strategies.
+// -sampling K runs the key strategies with kvevict.WithSampling(K), the
+// approximate selection, to compare its hit ratio with an exact run's.
 //
 // -format json prints an array with one object per strategy and capacity,
 // with the fields strategy ("belady" for the bound), granularity, capacity_blocks,
 // hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
-// prefill_tokens, utilization, fairness, preemptions, select_p50_ns and
-// select_p99_ns, among others; see sim.Report.
+// prefill_tokens, utilization, fairness, preemptions, select_p50_ns,
+// select_p99_ns and sampling (K on the rows that ran sampled, else 0), among
+// others; see sim.Report.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
@@ -104,6 +107,7 @@ type options struct {
 	format          string
 	plot            string
 	tokenTime       time.Duration
+	sampling        int // WithSampling's k; 0: exact selection
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -121,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png")
+	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; arc, s3fifo and sieve stay exact")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -148,6 +153,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.requests < 1 {
 		return nil, usagef("-requests must be at least 1, got %d", o.requests)
+	}
+	if o.sampling < 0 {
+		return nil, usagef("-sampling must be 0 (exact) or a sample size of at least 1, got %d", o.sampling)
 	}
 	if o.tokenTime <= 0 {
 		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
@@ -280,6 +288,9 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	var reports []sim.Report
 	for _, capacity := range o.capacities {
 		cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
+		if o.sampling > 0 {
+			cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
+		}
 		for _, s := range o.strategies {
 			var rep sim.Report
 			if o.mode == "serve" {
@@ -301,7 +312,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		reports = append(reports, rep)
 	}
 	bar.done()
-	if err := write(stdout, o.format, w, reports); err != nil {
+	if err := write(stdout, o.format, w, reports, o.sampling); err != nil {
 		return err
 	}
 	if o.plot != "" {

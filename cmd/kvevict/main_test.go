@@ -91,6 +91,45 @@ func TestCompareTableCSVServe(t *testing.T) {
 	}
 }
 
+// TestCompareSampling: -sampling reaches the key strategies' policies (the
+// hit ratio moves away from exact's) and the rows say which ran sampled.
+func TestCompareSampling(t *testing.T) {
+	args := []string{"compare", "-workload", "chat", "-requests", "300", "-capacity", "300",
+		"-strategies", "lru,arc", "-format", "json"}
+	rowsOf := func(args ...string) []map[string]any {
+		t.Helper()
+		code, out, errOut := runArgs(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
+			t.Fatalf("want 3 rows (lru, arc, belady), got %d (%v):\n%s", len(rows), err, out)
+		}
+		return rows
+	}
+	exact, sampled := rowsOf(args...), rowsOf(append(args, "-sampling", "5")...)
+	for i, want := range []float64{5, 0, 0} { // arc and belady stay exact
+		if got := sampled[i]["sampling"]; got != want {
+			t.Errorf("%v: sampling %v, want %v", sampled[i]["strategy"], got, want)
+		}
+		if got := exact[i]["sampling"]; got != 0.0 {
+			t.Errorf("exact %v: sampling %v, want 0", exact[i]["strategy"], got)
+		}
+	}
+	if exact[0]["hit_ratio"] == sampled[0]["hit_ratio"] {
+		t.Errorf("lru: the same hit ratio %v with and without sampling", exact[0]["hit_ratio"])
+	}
+	if exact[1]["hit_ratio"] != sampled[1]["hit_ratio"] {
+		t.Errorf("arc: hit ratio %v exact, %v with -sampling", exact[1]["hit_ratio"], sampled[1]["hit_ratio"])
+	}
+	code, out, errOut := runArgs(t, "compare", "-workload", "chat", "-requests", "300", "-capacity", "300",
+		"-strategies", "lru", "-sampling", "16")
+	if code != 0 || !strings.Contains(out, "sampled selection, k=16") {
+		t.Errorf("exit %d, stderr %q; table lacks the sampling note:\n%s", code, errOut, out)
+	}
+}
+
 func TestComparePlot(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"hits.svg", "hits.png"} {
@@ -126,6 +165,8 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-workload", "nope"}, 2, `unknown workload "nope"`},
 		{[]string{"compare", "-trace", "x.jsonl", "-workload", "chat"}, 2, "exclusive"},
 		{[]string{"compare", "-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"compare", "-sampling", "-1"}, 2, "-sampling must be 0 (exact) or a sample size"},
+		{[]string{"compare", "-sampling", "five"}, 2, `invalid value "five" for flag -sampling`},
 		{[]string{"compare", "-trace", "/does/not/exist.jsonl"}, 1, "no such file"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "page"}, 2, `unknown granularity "page"`},
 		{[]string{"compare", "-granularity", "sequence"}, 2, "-granularity sequence needs -mode serve"},
