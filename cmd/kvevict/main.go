@@ -176,6 +176,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	// A replay's blocks are its candidates, ranked by any strategy; only the
 	// pool's block evictor, a prefix tree, needs a key.
 	treeKeys := o.mode == "serve" && o.granularity == sim.GranularityBlock
+	if treeKeys && o.sampling > 0 {
+		return nil, usagef("-sampling needs a policy's selection: -granularity block evicts a prefix tree's leaves in exact key order")
+	}
 	if o.strategies, err = parseStrategies(strategies, treeKeys); err != nil {
 		return nil, err
 	}

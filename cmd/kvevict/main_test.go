@@ -170,6 +170,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-trace", "/does/not/exist.jsonl"}, 1, "no such file"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "page"}, 2, `unknown granularity "page"`},
 		{[]string{"compare", "-granularity", "sequence"}, 2, "-granularity sequence needs -mode serve"},
+		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-sampling", "5"}, 2, "-sampling needs a policy's selection"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-strategies", "lru,arc"}, 2,
 			"-granularity block needs a key strategy, and arc ranks by history"},
 	} {
