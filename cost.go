@@ -17,6 +17,14 @@ import "math"
 // This multiplies by the count, as vLLM RFC #23641 intends; dividing by it
 // would evict the hottest prefixes first.
 func costKey(c *Candidate, p *keyParams) Key {
+	if k, ok := costKeyFast(c, p); ok {
+		return k
+	}
+	return costKeyGeneral(c, p)
+}
+
+// costKeyGeneral is costKey for every candidate.
+func costKeyGeneral(c *Candidate, p *keyParams) Key {
 	if c.AccessCount == 0 {
 		// Zero, not 0 x b^alpha, which is NaN when b^alpha overflows.
 		return Key{Minor: c.LastAccess}
@@ -27,6 +35,19 @@ func costKey(c *Candidate, p *keyParams) Key {
 		retention /= 1 + p.costDecayPerTick*age
 	}
 	return Key{Major: orderedFloat(retention), Minor: c.LastAccess}
+}
+
+// costKeyFast is costKey for the common case, a reused sequence shorter
+// than the power table without decay, kept small enough that the selection
+// loop inlines it; ok is false for every other case. Where ok, it equals
+// costKeyGeneral: the retention is not negative, so its float bits already
+// order as an integer, as orderedFloat would make them.
+func costKeyFast(c *Candidate, p *keyParams) (k Key, ok bool) {
+	b := len(c.Blocks)
+	if b >= len(p.costPow) || c.AccessCount == 0 || p.usesNow {
+		return Key{}, false
+	}
+	return Key{Major: int64(math.Float64bits(float64(c.AccessCount) * p.costPow[b])), Minor: c.LastAccess}, true
 }
 
 // blockCost is b^alpha, from a table for small b.

@@ -75,8 +75,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if required == 0 {
 			continue
 		}
-		// keyOf's dispatch, written out here: the simple keys inline into
-		// the loop, and the others are one direct call instead of two.
+		// keyOf's dispatch, written out here so that the keys, or their
+		// common cases, inline into the loop: a call per candidate, and the
+		// register spills around it, cost more than most keys.
 		var key Key
 		switch kp.kind {
 		case kindLRU:
@@ -94,9 +95,15 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		case kindQoS:
 			key = qosKey(c, kp)
 		case kindPredictive:
-			key = predictiveKey(c, kp)
+			var ok bool
+			if key, ok = predictiveKeyFast(c, kp); !ok {
+				key = predictiveKey(c, kp)
+			}
 		default: // kindCost
-			key = costKey(c, kp)
+			var ok bool
+			if key, ok = costKeyFast(c, kp); !ok {
+				key = costKey(c, kp)
+			}
 		}
 		if sum >= required && !lessKey(key, c.ID, &bound) {
 			continue // the common case once the heap covers required

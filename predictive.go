@@ -15,6 +15,15 @@ package kvevict
 // sooner than the horizon would, and the key does not depend on the current
 // time, only on the candidate. Ties break by LastAccess, then ID.
 func predictiveKey(c *Candidate, p *keyParams) Key {
+	if k, ok := predictiveKeyFast(c, p); ok {
+		return k
+	}
+	return predictiveKeyGeneral(c, p)
+}
+
+// predictiveKeyGeneral is predictiveKey for every candidate, saturating
+// where the ticks would overflow.
+func predictiveKeyGeneral(c *Candidate, p *keyParams) Key {
 	var remaining int64
 	switch {
 	case c.EstimatedLifetime > 0:
@@ -26,6 +35,26 @@ func predictiveKey(c *Candidate, p *keyParams) Key {
 		remaining = p.horizonTicks
 	}
 	return Key{Major: saturatingAdd(c.LastAccess, remaining), Minor: c.LastAccess}
+}
+
+// predictiveKeyFast is predictiveKey for a candidate with a known lifetime
+// or length whose remaining ticks need no saturation, kept small enough
+// that the selection loop inlines it; ok is false for every other case.
+// Where ok, it equals predictiveKeyGeneral.
+func predictiveKeyFast(c *Candidate, p *keyParams) (k Key, ok bool) {
+	var remaining float64
+	switch {
+	case c.EstimatedLifetime > 0:
+		remaining = float64(c.EstimatedLifetime) / p.tickNanos
+	case c.MaxLen > 0:
+		remaining = (1 - min(float64(c.SeqLen)/float64(c.MaxLen), 1)) * float64(p.horizonTicks)
+	default:
+		return Key{}, false
+	}
+	if !(remaining < 1<<62) || c.LastAccess > 1<<62 {
+		return Key{}, false
+	}
+	return Key{Major: c.LastAccess + int64(remaining), Minor: c.LastAccess}, true
 }
 
 // saturatingAdd returns a+b for b >= 0, clamped at math.MaxInt64.
