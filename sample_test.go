@@ -205,18 +205,7 @@ func BenchmarkSelectVictimsSampled(b *testing.B) {
 		if k == 0 {
 			name, opts = fmt.Sprintf("exact/n=%d", n), nil
 		}
-		b.Run(name, func(b *testing.B) {
-			p, err := kvevict.New(kvevict.LRU, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.SelectVictims(cands, 100); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run(name, selectLoop(kvevict.LRU, cands, opts...))
 	}
 }
 
