@@ -97,12 +97,12 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		case kindPredictive:
 			var ok bool
 			if key, ok = predictiveKeyFast(c, kp); !ok {
-				key = predictiveKey(c, kp)
+				key = predictiveKeyGeneral(c, kp)
 			}
 		default: // kindCost
 			var ok bool
 			if key, ok = costKeyFast(c, kp); !ok {
-				key = costKey(c, kp)
+				key = costKeyGeneral(c, kp)
 			}
 		}
 		if sum >= required && !lessKey(key, c.ID, &bound) {

@@ -24,9 +24,11 @@ type Policy interface {
 	// [ErrInsufficientBlocks] and counts nothing; invalid input returns an
 	// error matching [ErrInvalidCandidate] or [ErrInvalidArgument].
 	// requiredBlocks == 0 returns an empty Result. The cost is
-	// O(n + k log n) for n candidates and k victims. The adaptive strategies
-	// ([ARC], [S3FIFO], [SIEVE]) take victims in their algorithm's order
-	// instead of by key, in O(n + c) for a cache of c sequences.
+	// O(n + k log n) for n candidates and k victims; candidates listed in
+	// increasing ID order also spare the duplicate-ID check its hash
+	// table. The adaptive strategies ([ARC], [S3FIFO], [SIEVE]) take
+	// victims in their algorithm's order instead of by key, in O(n + c) for
+	// a cache of c sequences.
 	SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error)
 
 	// UpdateAccess records that sequence id was used again. It feeds the
