@@ -15,16 +15,20 @@ type entry struct {
 	blocks int32 // len(Blocks)
 }
 
-// less orders entries by key, then ID.
-func less(a, b *entry) bool {
+// before orders (key, ID) pairs: by key, then ID, the selection's total
+// order. The heaps, the sampler and the Index all rank through it.
+func before(a Key, aID uint64, b Key, bID uint64) bool {
 	if a.Major != b.Major {
 		return a.Major < b.Major
 	}
 	if a.Minor != b.Minor {
 		return a.Minor < b.Minor
 	}
-	return a.id < b.id
+	return aID < bID
 }
+
+// less orders entries by key, then ID.
+func less(a, b *entry) bool { return before(a.Key, a.id, b.Key, b.id) }
 
 // selector is the one selection engine. It keeps its scratch space between
 // calls so that a steady-state selection allocates only the Result's
@@ -160,15 +164,7 @@ func (s *selector) checkCover(cands []Candidate, order *idOrder, available, requ
 }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
-func lessKey(k Key, id uint64, e *entry) bool {
-	if k.Major != e.Major {
-		return k.Major < e.Major
-	}
-	if k.Minor != e.Minor {
-		return k.Minor < e.Minor
-	}
-	return id < e.id
-}
+func lessKey(k Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.id) }
 
 // b2i is 1 for true and 0 for false, without a branch.
 func b2i(b bool) int {

@@ -458,17 +458,6 @@ func (x *Index) first() int32 {
 	return root.idx
 }
 
-// before orders (key, ID) pairs as less orders entries.
-func before(a Key, aID uint64, b Key, bID uint64) bool {
-	if a.Major != b.Major {
-		return a.Major < b.Major
-	}
-	if a.Minor != b.Minor {
-		return a.Minor < b.Minor
-	}
-	return aID < bID
-}
-
 // afterRun reports whether (k, id) sorts after the run's tail, so that it
 // may be appended; true for an empty run. O(1).
 func (x *Index) afterRun(k Key, id uint64) bool {
