@@ -60,6 +60,7 @@ func ExampleSynthetic() {
 		fmt.Printf("%-9s %d requests, groups are %ss: %s\n", name, len(w.Requests), w.GroupKind, sim.DescribeWorkload(name))
 	}
 	// Output:
+	// agentic   100 requests, groups are sessions: about 50 concurrent agent sessions growing to 35-90K tokens, pausing for tool calls, amid bursts of one-shot requests
 	// chat      100 requests, groups are sessions: multi-turn chat sessions over a few shared system prompts
 	// documents 100 requests, groups are sessions: batch jobs asking several questions about each of a set of long documents
 	// multiturn 100 requests, groups are sessions: long conversations whose context grows to tens of thousands of tokens, returning after pauses

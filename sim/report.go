@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -60,6 +61,20 @@ type Report struct {
 	Rejected    int `json:"rejected"`
 	Truncated   int `json:"truncated"`
 
+	// RePrefillTokensP50 and RePrefillTokensP99 are percentiles (nearest
+	// rank) of the re-prefill tokens of each returning request, the
+	// time-to-first-token cost a session pays for the KV it lost, over
+	// ReturningRequests requests; zero when there are none. Serve mode
+	// only, and only when groups are sessions: a returning request is the
+	// first admission of a session's request (not a preempted request's
+	// recomputation) while a block of the longest common prefix of its
+	// prompt and the prompt of the session's previous admitted request is
+	// no longer in the pool: the session lost KV since its last turn. Its
+	// re-prefill tokens are those RePrefillTokens counts at that admission.
+	RePrefillTokensP50 int64 `json:"reprefill_tokens_p50"`
+	RePrefillTokensP99 int64 `json:"reprefill_tokens_p99"`
+	ReturningRequests  int   `json:"returning_requests"`
+
 	// SelectP50 and SelectP99 are percentiles of Policy.SelectVictims'
 	// latency in nanoseconds; zero for Belady.
 	SelectP50 int64 `json:"select_p50_ns"`
@@ -80,6 +95,7 @@ type tally struct {
 	utilSamples         int64
 	groupHits           map[uint64]int64
 	latencies           []time.Duration
+	returning           []int64 // re-prefill tokens of each returning request (serve)
 }
 
 func newTally(w *Workload, c *ceiling) *tally {
@@ -134,6 +150,12 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 	if t.utilSamples > 0 {
 		rep.Utilization = t.utilSum / float64(t.utilSamples)
 	}
+	if len(t.returning) > 0 {
+		slices.Sort(t.returning)
+		rep.RePrefillTokensP50 = percentile(t.returning, 50)
+		rep.RePrefillTokensP99 = percentile(t.returning, 99)
+		rep.ReturningRequests = len(t.returning)
+	}
 	if len(t.latencies) > 0 {
 		slices.Sort(t.latencies)
 		rep.SelectP50 = int64(percentile(t.latencies, 50))
@@ -169,7 +191,7 @@ func (t *tally) fairness() float64 {
 }
 
 // percentile returns the p-th percentile of sorted, nearest rank.
-func percentile(sorted []time.Duration, p int) time.Duration {
+func percentile[T cmp.Ordered](sorted []T, p int) T {
 	i := (len(sorted)*p+99)/100 - 1
 	return sorted[max(i, 0)]
 }

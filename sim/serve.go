@@ -59,7 +59,10 @@ type ServeConfig struct {
 // tokens computed again because of evictions: at a first admission, those
 // after the resident prefix and within the longest prefix the pool had
 // computed before (an unbounded pool would have hit them), and all of a
-// preempted request's recomputation.
+// preempted request's recomputation. Report.RePrefillTokensP50 and P99
+// are taken over the returning requests: first admissions of a session's
+// later request when a block of the prompt prefix it shares with the
+// session's previous admitted request is no longer in the pool.
 func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
@@ -153,6 +156,9 @@ type pool struct {
 	now      int64
 	nextID   uint64
 	admitted []bool // first admission done
+	// lastOfGroup is each session's latest request admitted, when groups
+	// are sessions.
+	lastOfGroup map[uint64]int
 	// paused stops admissions from a preemption until a sequence finishes,
 	// so that a preempted request is not readmitted into the same shortage
 	// and the oldest running sequence always makes progress.
@@ -186,6 +192,7 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		evictedFrom: make(map[uint64]uint64),
 		computed:    make(map[uint64]struct{}),
 		admitted:    make([]bool, len(w.Requests)),
+		lastOfGroup: make(map[uint64]int),
 		tally:       newTally(w, computeCeiling(w)),
 		seen:        make(map[uint64]struct{}),
 	}
@@ -351,11 +358,19 @@ func (p *pool) admit(r int) (bool, error) {
 		// Blocks past the resident prefix that the pool had computed
 		// before, up to the first it never had, are computed again only
 		// because something was evicted.
+		var again int64
 		for i := hit; i < len(req.HashIDs); i++ {
 			if _, ok := p.computed[req.HashIDs[i]]; !ok {
 				break
 			}
-			p.tally.reprefillTokens += int64(blockTokens(req, i, p.w.BlockTokens))
+			again += int64(blockTokens(req, i, p.w.BlockTokens))
+		}
+		p.tally.reprefillTokens += again
+		if p.returning(r) {
+			p.tally.returning = append(p.tally.returning, again)
+		}
+		if p.w.GroupKind == "session" {
+			p.lastOfGroup[req.Group] = r
 		}
 	} else {
 		// Recomputing a preempted request: what it prefills again is
@@ -429,6 +444,25 @@ func (p *pool) admit(r int) (bool, error) {
 	p.running = append(p.running, s)
 	p.schedule(s)
 	return true, nil
+}
+
+// returning reports whether request r, at its first admission, returns to
+// a session that lost KV since its last turn: its group is a session with
+// an earlier admitted request, and a block of the longest common prefix of
+// the two prompts is no longer in the pool. O(prompt length).
+func (p *pool) returning(r int) bool {
+	req := &p.w.Requests[r]
+	prev, ok := p.lastOfGroup[req.Group]
+	if !ok || p.w.GroupKind != "session" {
+		return false
+	}
+	before := p.w.Requests[prev].HashIDs
+	for i := 0; i < len(before) && i < len(req.HashIDs) && before[i] == req.HashIDs[i]; i++ {
+		if _, ok := p.byHash[before[i]]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // allocate makes n blocks free, evicting cached ones if needed, and reports

@@ -112,8 +112,11 @@ func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
 		n, capacity := 150, 160
-		if name == "multiturn" {
+		switch name {
+		case "multiturn":
 			n, capacity = 16, 700 // prompts of hundreds of blocks
+		case "agentic":
+			n, capacity = 100, 400 // prompts of up to 180 blocks
 		}
 		w, err := Synthetic(name, 1, n)
 		if err != nil {

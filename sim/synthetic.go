@@ -15,20 +15,23 @@ type generator struct {
 	about string
 	group string // what Request.Group means
 	gen   func(g *synth, n int)
+	block int // tokens per block; 0 means SyntheticBlockTokens
 }
 
 // generators are the synthetic workloads by name.
 var generators = map[string]generator{
 	"chat": {"multi-turn chat sessions over a few shared system prompts", "session",
-		func(g *synth, n int) { g.chat(n, 1, 0) }},
+		func(g *synth, n int) { g.chat(n, 1, 0) }, 0},
 	"documents": {"batch jobs asking several questions about each of a set of long documents", "session",
-		func(g *synth, n int) { g.documents(n) }},
+		func(g *synth, n int) { g.documents(n) }, 0},
 	"tenants": {"chat from three tenants of low, normal and high priority, the low one busiest", "tenant",
-		func(g *synth, n int) { g.chat(n, 3, 0) }},
+		func(g *synth, n int) { g.chat(n, 3, 0) }, 0},
 	"scan": {"chat with a burst of one-shot long prompts in the middle that pollutes LRU", "session",
-		func(g *synth, n int) { g.chat(n, 1, n/4) }},
+		func(g *synth, n int) { g.chat(n, 1, n/4) }, 0},
 	"multiturn": {"long conversations whose context grows to tens of thousands of tokens, returning after pauses", "session",
-		func(g *synth, n int) { g.multiturn(n) }},
+		func(g *synth, n int) { g.multiturn(n) }, 0},
+	"agentic": {"about 50 concurrent agent sessions growing to 35-90K tokens, pausing for tool calls, amid bursts of one-shot requests", "session",
+		func(g *synth, n int) { g.agentic(n) }, AgenticBlockTokens},
 }
 
 // WorkloadNames returns the names [Synthetic] accepts, sorted.
@@ -62,10 +65,31 @@ func DescribeWorkload(name string) string { return generators[name].about }
 //     thousand tokens; between turns the user pauses 5-60 s, and one time
 //     in four 1-10 minutes, while other sessions fill the pool. A new
 //     session starts about every 15 s.
+//   - "agentic": agent sessions (a coding or research agent calling tools)
+//     and the one-shot traffic beside them, in [AgenticBlockTokens]-token
+//     blocks, described below.
 //
-// Blocks are [SyntheticBlockTokens] tokens; arrivals in chat, tenants and
-// scan are a Poisson process of about 4 requests per second. An unknown
-// name returns an error listing the known ones.
+// Blocks are [SyntheticBlockTokens] tokens except in agentic; arrivals in
+// chat, tenants and scan are a Poisson process of about 4 requests per
+// second. An unknown name returns an error listing the known ones.
+//
+// The agentic workload keeps [AgenticSessions] sessions running: when one
+// ends, another starts after a pause of about 30 s. A session opens with
+// one of three shared system prompts (tool definitions, 6-12K tokens) and
+// a 0.3-3K token task, and aims for a final context of 35-90K tokens. Each
+// turn sends the whole context, is answered by a 40-400 token tool call,
+// and the tool's result (log-normal, median 1K tokens, 40 to 16K) joins
+// the context; the next turn arrives when the call would have decoded at
+// [DefaultTokenTime] per token plus the tool's run time: 1-15 s six times
+// in ten, 15-90 s three in ten, 1.5-5 minutes one in ten. The turn whose
+// growth would pass the session's aim is its last, answered with 300-1500
+// tokens. A block's hash covers its content, so the last, partial block of
+// a prompt gets a fresh hash every turn, as in a paged pool that hashes
+// only full blocks. Every 3 minutes on average a burst of 20-100 one-shot
+// requests (1-8K tokens behind a 1-3 block instruction shared within the
+// burst, 16-256 token answers) arrives within 10 s, each in a group of its
+// own, pressing on the idle sessions' cache. All requests have normal
+// priority.
 func Synthetic(name string, seed uint64, n int) (*Workload, error) {
 	gen, ok := generators[name]
 	if !ok {
@@ -86,7 +110,11 @@ func Synthetic(name string, seed uint64, n int) (*Workload, error) {
 		}
 		return 0
 	})
-	return &Workload{Name: name, BlockTokens: SyntheticBlockTokens, GroupKind: gen.group, Requests: reqs}, nil
+	block := gen.block
+	if block == 0 {
+		block = SyntheticBlockTokens
+	}
+	return &Workload{Name: name, BlockTokens: block, GroupKind: gen.group, Requests: reqs}, nil
 }
 
 // synth is a generator's state: its random source, the next fresh block

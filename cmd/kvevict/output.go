@@ -51,6 +51,7 @@ var csvHeader = []string{
 	"reprefill_tokens", "prefill_tokens", "unbounded_prefill_tokens", "throughput_impact",
 	"utilization", "fairness", "fairness_over", "preemptions", "select_p50_ns", "select_p99_ns",
 	"sampling",
+	"reprefill_tokens_p50", "reprefill_tokens_p99", "returning_requests",
 }
 
 func writeCSV(out io.Writer, reports []sim.Report, sampling int) error {
@@ -66,6 +67,7 @@ func writeCSV(out io.Writer, reports []sim.Report, sampling int) error {
 			i(r.ReprefillTokens), i(r.PrefillTokens), i(r.UnboundedPrefillTokens), f(r.ThroughputImpact),
 			f(r.Utilization), f(r.Fairness), r.FairnessOver, i(int64(r.Preemptions)), i(r.SelectP50), i(r.SelectP99),
 			i(int64(sampledBy(r.Strategy, sampling))),
+			i(r.RePrefillTokensP50), i(r.RePrefillTokensP99), i(int64(r.ReturningRequests)),
 		}
 		if err := cw.Write(row); err != nil {
 			return err
@@ -83,11 +85,11 @@ func writeTable(out io.Writer, w *sim.Workload, reports []sim.Report, sampling i
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tmode\tgranularity\tcapacity\thit ratio\ttoken hits\tre-prefill\tre-prefill tokens\textra prefill\tutil\tfairness\tpreempt\tp50\tp99\t")
+	fmt.Fprintln(tw, "strategy\tmode\tgranularity\tcapacity\thit ratio\ttoken hits\tre-prefill\tre-prefill tokens\treturning p50\treturning p99\textra prefill\tutil\tfairness\tpreempt\tp50\tp99\t")
 	for _, r := range reports {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%+.1f%%\t%.3f\t%.3f\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%+.1f%%\t%.3f\t%.3f\t%d\t%s\t%s\t\n",
 			r.Strategy, r.Mode, r.Granularity, r.CapacityBlocks, r.HitRatio, r.TokenHitRatio, r.ReprefillRate,
-			r.ReprefillTokens, 100*r.ThroughputImpact, r.Utilization, r.Fairness, r.Preemptions, nanos(r.SelectP50), nanos(r.SelectP99))
+			r.ReprefillTokens, r.RePrefillTokensP50, r.RePrefillTokensP99, 100*r.ThroughputImpact, r.Utilization, r.Fairness, r.Preemptions, nanos(r.SelectP50), nanos(r.SelectP99))
 	}
 	return tw.Flush()
 }
