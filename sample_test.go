@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // checkSampled verifies a sampled selection's result against the
@@ -209,40 +210,19 @@ func BenchmarkSelectVictimsSampled(b *testing.B) {
 	}
 }
 
-// replay runs a unit cache (one block per sequence) of the given capacity
-// over trace with policy p, evicting one sequence per miss when full, and
-// returns the hit ratio. It panics if the cache's bookkeeping breaks.
+// replay runs the unit cache of the given capacity, driven by p, over
+// trace and returns the hit ratio. It panics if the cache reports an error.
 func replay(p kvevict.Policy, capacity int, trace []uint64) float64 {
-	cands := make([]kvevict.Candidate, 0, capacity)
-	where := make(map[uint64]int, capacity)
-	hits := 0
-	for tick, id := range trace {
-		if i, ok := where[id]; ok {
-			hits++
-			cands[i].LastAccess = int64(tick)
-			cands[i].AccessCount++
-			p.UpdateAccess(id)
-			continue
-		}
-		if len(cands) == capacity {
-			res, err := p.SelectVictims(cands, 1)
-			if err != nil {
-				panic(err)
-			}
-			victim := res.Victims[0].ID
-			i, last := where[victim], len(cands)-1
-			cands[i] = cands[last]
-			where[cands[i].ID] = i
-			delete(where, victim) // after the move, in case the victim was last
-			cands = cands[:last]
-		}
-		where[id] = len(cands)
-		cands = append(cands, kvevict.Candidate{ID: id, Blocks: []int{0}, LastAccess: int64(tick), CreatedAt: int64(tick), AccessCount: 1})
-		if len(where) != len(cands) || len(cands) > capacity {
-			panic(fmt.Sprintf("replay: %d cached IDs, %d candidates, capacity %d", len(where), len(cands), capacity))
+	c, err := unitcache.New(p, capacity)
+	if err != nil {
+		panic(err)
+	}
+	for _, id := range trace {
+		if _, err := c.Access(id); err != nil {
+			panic(err)
 		}
 	}
-	return float64(hits) / float64(len(trace))
+	return float64(c.Hits()) / float64(len(trace))
 }
 
 // replayTraces are the sampled mode's workloads, 100k accesses each with

@@ -29,16 +29,13 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 	uniq, next := nextUses(w, capacity)
 	t := newTally(w, computeCeiling(w))
 	resident := make(map[uint64]int, capacity) // hash -> its next use
-	evicted := make(map[uint64]bool)
 	h := &futureHeap{}
 	isResident := func(b uint64) bool { _, ok := resident[b]; return ok }
 	for r := range w.Requests {
 		req := &w.Requests[r]
 		t.request(r, prefixHits(req.HashIDs, isResident))
 		for j, b := range req.HashIDs {
-			if evicted[b] {
-				delete(evicted, b)
-				t.reprefills++
+			if _, again := t.reference(b); again {
 				t.reprefillTokens += int64(blockTokens(req, j, w.BlockTokens))
 			}
 		}
@@ -57,8 +54,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 				continue // stale: evicted or referenced since
 			}
 			delete(resident, e.hash)
-			evicted[e.hash] = true
-			t.evicted++
+			t.evict(e.hash, 0)
 			need--
 		}
 		t.loads += int64(missing)

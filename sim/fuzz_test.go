@@ -80,10 +80,13 @@ func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Repor
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newReplayer(w, cfg.Capacity)
+	r, err := newReplayer(w, p, cfg.Capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tl := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
-		if err := r.request(i, p, tl); err != nil {
+		if err := r.request(i, tl); err != nil {
 			t.Fatalf("%s, request %d: %v", s, i, err)
 		}
 	}

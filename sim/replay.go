@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // Config is what a run needs besides the workload and the strategy.
@@ -50,12 +51,12 @@ func (c *Config) progress(done, total int) {
 }
 
 // Replay is the plain prefix-cache replay of w under strategy s, the way
-// caching papers report hit ratios. Each block is one candidate. For each
-// request in order:
+// caching papers report hit ratios. Each block is one candidate, in the
+// unit cache every policy test uses. For each request in order:
 //
 //   - its hits are the longest prefix of its HashIDs that is resident;
-//   - Policy.UpdateAccess is called for each of its blocks, so that the
-//     policy counts re-prefills of blocks it evicted;
+//   - Policy.UpdateAccess is called for each of its blocks, resident or
+//     not, so that the policy counts re-prefills of blocks it evicted;
 //   - if its missing blocks do not fit the free ones, one SelectVictims
 //     call over every resident block (the request's own referenced, so
 //     never evicted) frees the rest;
@@ -79,13 +80,16 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	r := newReplayer(w, cfg.Capacity)
+	r, err := newReplayer(w, p, cfg.Capacity)
+	if err != nil {
+		return Report{}, err
+	}
 	t := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
-		if err := r.request(i, p, t); err != nil {
+		if err := r.request(i, t); err != nil {
 			return Report{}, fmt.Errorf("sim: %s, request %d: %w", s, i, err)
 		}
-		t.utilization(len(r.cands), cfg.Capacity)
+		t.utilization(r.cache.Len(), cfg.Capacity)
 		cfg.progress(i+1, len(w.Requests))
 	}
 	return t.report(string(s), "replay", cfg.Capacity), nil
@@ -101,48 +105,24 @@ func longestRequest(w *Workload, limit int) int {
 	return min(n, limit)
 }
 
-// oneBlock is every replay candidate's Blocks: a replay names blocks by
-// hash (Candidate.ID), so only the count matters. Policies never modify it.
-var oneBlock = []int{0}
-
-// replayer is the resident set of a plain replay: one candidate per block,
-// dense, with each block's index in it.
+// replayer is a plain replay's resident set: a unit cache of one block per
+// candidate, named by hash, that the policy drives.
 type replayer struct {
-	w        *Workload
-	capacity int
-	cands    []kvevict.Candidate // resident blocks; Candidate.ID is the hash
-	slot     map[uint64]int      // hash -> index in cands
-	evicted  map[uint64]bool     // evicted and not referenced since
-	tick     int64
-	uniq     []uint64 // scratch: the request's distinct blocks
-	seen     map[uint64]struct{}
+	w     *Workload
+	cache *unitcache.Cache
 }
 
-func newReplayer(w *Workload, capacity int) *replayer {
-	return &replayer{
-		w:        w,
-		capacity: capacity,
-		cands:    make([]kvevict.Candidate, 0, capacity),
-		slot:     make(map[uint64]int, capacity),
-		evicted:  make(map[uint64]bool),
-		seen:     make(map[uint64]struct{}),
+func newReplayer(w *Workload, p kvevict.Policy, capacity int) (*replayer, error) {
+	c, err := unitcache.New(p, capacity)
+	if err != nil {
+		return nil, err
 	}
+	return &replayer{w: w, cache: c}, nil
 }
 
 // distinct returns hashes without repeats, in order, at most capacity of them.
 func distinct(hashes []uint64, capacity int, buf []uint64, seen map[uint64]struct{}) []uint64 {
-	clear(seen)
-	buf = buf[:0]
-	for _, h := range hashes {
-		if len(buf) == capacity {
-			break
-		}
-		if _, ok := seen[h]; !ok {
-			seen[h] = struct{}{}
-			buf = append(buf, h)
-		}
-	}
-	return buf
+	return unitcache.Distinct(hashes, capacity, buf, seen)
 }
 
 // prefixHits is the length of the longest prefix of hashes for which
@@ -155,73 +135,27 @@ func prefixHits(hashes []uint64, resident func(uint64) bool) int {
 	return n
 }
 
-func (r *replayer) resident(h uint64) bool {
-	_, ok := r.slot[h]
-	return ok
-}
-
-func (r *replayer) request(i int, p kvevict.Policy, t *tally) error {
+// request replays request i: its prefix hits, the re-prefills of blocks
+// evicted earlier, then the cache request that makes all its blocks
+// resident.
+func (r *replayer) request(i int, t *tally) error {
 	req := &r.w.Requests[i]
-	t.request(i, prefixHits(req.HashIDs, r.resident))
+	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {
-		p.UpdateAccess(h)
-		if r.evicted[h] {
-			// Referenced again after an eviction: computed twice.
-			delete(r.evicted, h)
-			t.reprefills++
+		if _, again := t.reference(h); again {
 			t.reprefillTokens += int64(blockTokens(req, j, r.w.BlockTokens))
 		}
 	}
-	r.uniq = distinct(req.HashIDs, r.capacity, r.uniq, r.seen)
-	missing := 0
-	for _, h := range r.uniq {
-		if k, ok := r.slot[h]; ok {
-			r.cands[k].RefCount = 1 // in use by this request
-		} else {
-			missing++
-		}
+	out, err := r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
+	if err != nil {
+		return err
 	}
-	if need := missing - (r.capacity - len(r.cands)); need > 0 {
-		res, err := p.SelectVictims(r.cands, need)
-		if err != nil {
-			return err
-		}
-		t.latencies = append(t.latencies, res.Elapsed)
-		for _, v := range res.Victims {
-			r.remove(v.ID)
-			r.evicted[v.ID] = true
-			t.evicted++
-		}
+	if out.Selected {
+		t.latencies = append(t.latencies, out.Elapsed)
 	}
-	t.loads += int64(missing)
-	for _, h := range r.uniq {
-		if _, ok := r.slot[h]; !ok {
-			r.slot[h] = len(r.cands)
-			r.cands = append(r.cands, kvevict.Candidate{ID: h, Blocks: oneBlock, CreatedAt: r.tick + 1})
-		} else {
-			r.cands[r.slot[h]].AccessCount++
-		}
+	for _, v := range out.Victims {
+		t.evict(v.ID, 0)
 	}
-	for j := len(r.uniq) - 1; j >= 0; j-- { // tail first: the head ends most recent
-		r.tick++
-		c := &r.cands[r.slot[r.uniq[j]]]
-		c.LastAccess = r.tick
-		c.RefCount = 0
-		c.Priority = kvevict.Priority(req.Priority) // of the latest request to use it
-	}
+	t.loads += int64(out.Loaded)
 	return nil
-}
-
-// remove drops block h from the resident set by moving the last candidate
-// into its place. O(1).
-func (r *replayer) remove(h uint64) {
-	k := r.slot[h]
-	last := len(r.cands) - 1
-	if k != last {
-		r.cands[k] = r.cands[last]
-		r.slot[r.cands[k].ID] = k
-	}
-	r.cands[last] = kvevict.Candidate{}
-	r.cands = r.cands[:last]
-	delete(r.slot, h)
 }

@@ -77,8 +77,8 @@ func TestReplayGoldenExcerpt(t *testing.T) {
 // at 10,000 blocks LRU hits 0.212 of block references and Belady 0.366,
 // which is the unbounded ceiling. About 3 s.
 func TestReplayGoldenConversation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("full-trace replay in -short mode")
+	if testing.Short() || raceEnabled {
+		t.Skip("full-trace replay in -short mode or under the race detector")
 	}
 	w := loadOrSkip(t, sharedTrace)
 	lru, err := Replay(w, kvevict.LRU, Config{Capacity: 10_000})
@@ -208,10 +208,13 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newReplayer(w, 400)
+		r, err := newReplayer(w, p, 400)
+		if err != nil {
+			t.Fatal(err)
+		}
 		tl := newTally(w, computeCeiling(w))
 		for i := range w.Requests {
-			if err := r.request(i, p, tl); err != nil {
+			if err := r.request(i, tl); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -83,23 +83,24 @@ type Report struct {
 
 // tally accumulates a Report's counts as a run goes.
 type tally struct {
-	w                   *Workload
-	ceil                *ceiling
-	hits, refs          int64
-	hitTokens, tokens   int64
-	prefill             int64
-	reprefills, evicted int64
-	reprefillTokens     int64
-	loads               int64 // blocks made resident (replay): MIN minimises these
-	utilSum             float64
-	utilSamples         int64
-	groupHits           map[uint64]int64
-	latencies           []time.Duration
-	returning           []int64 // re-prefill tokens of each returning request (serve)
+	w                 *Workload
+	ceil              *ceiling
+	hits, refs        int64
+	hitTokens, tokens int64
+	prefill           int64
+	rePrefillCounter
+	reprefillTokens int64
+	loads           int64 // blocks made resident (replay): MIN minimises these
+	utilSum         float64
+	utilSamples     int64
+	groupHits       map[uint64]int64
+	latencies       []time.Duration
+	returning       []int64 // re-prefill tokens of each returning request (serve)
 }
 
 func newTally(w *Workload, c *ceiling) *tally {
-	return &tally{w: w, ceil: c, groupHits: make(map[uint64]int64)}
+	return &tally{w: w, ceil: c, groupHits: make(map[uint64]int64),
+		rePrefillCounter: rePrefillCounter{gone: make(map[uint64]uint64)}}
 }
 
 // request counts request r's prefix of hit blocks.

@@ -141,14 +141,13 @@ type pool struct {
 	cfg       *ServeConfig
 	afterStep func(*pool)
 
-	blocks      []poolBlock
-	free        []int
-	used        int
-	cached      int
-	byHash      map[uint64]int // hash -> block (used or cached)
-	owners      map[uint64]*owner
-	evictedFrom map[uint64]uint64   // hash -> owner it was evicted from, until referenced again
-	computed    map[uint64]struct{} // hashes the pool has ever prefilled
+	blocks   []poolBlock
+	free     []int
+	used     int
+	cached   int
+	byHash   map[uint64]int // hash -> block (used or cached)
+	owners   map[uint64]*owner
+	computed map[uint64]struct{} // hashes the pool has ever prefilled
 
 	running  []*sequence // admission order
 	waiting  []int       // request indices, first come first served
@@ -189,7 +188,6 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		free:        make([]int, cfg.Capacity),
 		byHash:      make(map[uint64]int),
 		owners:      make(map[uint64]*owner),
-		evictedFrom: make(map[uint64]uint64),
 		computed:    make(map[uint64]struct{}),
 		admitted:    make([]bool, len(w.Requests)),
 		lastOfGroup: make(map[uint64]int),
@@ -395,15 +393,13 @@ func (p *pool) admit(r int) (bool, error) {
 		b, ok := p.byHash[h]
 		if !ok {
 			blocks[i] = -1
-			if o, ok := p.evictedFrom[h]; ok {
-				delete(p.evictedFrom, h)
-				if !accessed[o] {
-					accessed[o] = true
-					p.ev.Access(o)
-				}
-				if first {
-					p.tally.reprefills++
-				}
+			reference := p.tally.forget // a preempted request's recomputation is not counted again
+			if first {
+				reference = p.tally.reference
+			}
+			if o, again := reference(h); again && !accessed[o] {
+				accessed[o] = true
+				p.ev.Access(o)
 			}
 			continue
 		}
@@ -490,10 +486,9 @@ func (p *pool) allocate(n int) (bool, error) {
 		if b < 0 || b >= p.capacity || p.blocks[b].state != blockCached {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
-		p.evictedFrom[p.blocks[b].hash] = p.blocks[b].owner
+		p.tally.evict(p.blocks[b].hash, p.blocks[b].owner)
 		p.uncache(b)
 		p.release(b)
-		p.tally.evicted++
 	}
 	p.tally.latencies = append(p.tally.latencies, res.Elapsed)
 	return true, nil

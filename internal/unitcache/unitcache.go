@@ -1,19 +1,27 @@
-// Package unitcache replays an access trace against a [kvevict.Policy] as a
-// cache of unit-size entries: every sequence holds one block and the cache
-// holds a fixed number of them. It is the harness that checks a policy
-// against a reference cache (the same trace must give the same hits) and
-// that the simulator reuses to measure hit ratios.
+// Package unitcache replays accesses against a [kvevict.Policy] as a cache
+// of unit-size entries: every entry is one candidate holding one block (the
+// cache slot it occupies) and the cache holds a fixed number of them. It is
+// the one harness that drives a policy over a trace: the tests that check
+// a policy against a reference cache (the same trace must give the same
+// hits) and the simulator's plain replay ([sim.Replay]) both use it.
 //
-// Each access calls UpdateAccess; a miss with the cache full calls
-// SelectVictims over the residents for one block and removes the victims,
-// then the missed sequence enters. Ticks count accesses, so a candidate's
-// LastAccess is the number of its latest access and CreatedAt that of its
-// entry.
+// A request names one or more ids. Following the access protocol, the
+// cache calls UpdateAccess for each of them before the SelectVictims that
+// makes room for them: when the missing ids do not fit the free slots, one
+// SelectVictims over the residents, the request's own referenced so never
+// chosen, frees the rest. Then the missing ids enter and every id of the
+// request is touched, last first, so the first ends the most recent.
+// Ticks count touches: a candidate's LastAccess is the tick of its latest
+// touch, CreatedAt that of the request it entered with, AccessCount the
+// requests that found it resident.
+//
+// [sim.Replay]: https://pkg.go.dev/github.com/sagellm/kvevict/sim#Replay
 package unitcache
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sagellm/kvevict"
 )
@@ -28,8 +36,12 @@ type Cache struct {
 	misses   uint64
 
 	cands []kvevict.Candidate // the residents, in no order
-	slot  map[uint64]int      // resident id -> index in cands
-	block []int               // block[i] = i; each resident's Blocks is one element of it
+	index map[uint64]int      // resident id -> index in cands
+	slots []int               // slots[i] = i; a resident's Blocks is the one element of its slot
+	free  []int               // slots no resident holds
+	ids   []uint64            // scratch: one request's distinct ids
+	one   [1]uint64           // scratch: Access's request
+	seen  map[uint64]struct{} // scratch for Distinct
 }
 
 // New returns an empty cache of capacity entries driven by p. Capacity must
@@ -41,73 +53,158 @@ func New(p kvevict.Policy, capacity int) (*Cache, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("unitcache: capacity must be at least 1, got %d", capacity)
 	}
-	block := make([]int, capacity)
-	for i := range block {
-		block[i] = i
-	}
-	return &Cache{
+	c := &Cache{
 		policy:   p,
 		capacity: capacity,
 		cands:    make([]kvevict.Candidate, 0, capacity),
-		slot:     make(map[uint64]int, capacity),
-		block:    block,
-	}, nil
+		index:    make(map[uint64]int, capacity),
+		slots:    make([]int, capacity),
+		free:     make([]int, capacity),
+		seen:     make(map[uint64]struct{}),
+	}
+	for i := range c.slots {
+		c.slots[i] = i
+		c.free[i] = capacity - 1 - i // pop from the end: slot 0 first
+	}
+	return c, nil
 }
 
-// Access requests id and reports whether it was resident. On a miss with
-// the cache full it asks the policy for one block and removes the victims;
-// an error from the policy, or victims that free no resident, is returned
-// and leaves id out. O(1) on a hit; a miss costs one selection over the
-// residents.
+// Access requests the single id and reports whether it was resident: a
+// [Cache.Request] of one id with the lowest priority.
 func (c *Cache) Access(id uint64) (hit bool, err error) {
-	c.tick++
-	c.policy.UpdateAccess(id)
-	if i, ok := c.slot[id]; ok {
-		c.cands[i].LastAccess = c.tick
-		c.cands[i].AccessCount++
-		c.hits++
-		return true, nil
+	c.one[0] = id
+	out, err := c.Request(c.one[:], kvevict.PriorityLow)
+	return out.Loaded == 0 && err == nil, err
+}
+
+// Outcome is what one [Cache.Request] did.
+type Outcome struct {
+	// Loaded is how many of the request's ids were not resident and
+	// entered.
+	Loaded int
+	// Victims are the residents the selection removed, in the policy's
+	// order; valid until the next request. Selected says whether a
+	// selection ran, and Elapsed is the time it took.
+	Victims  []kvevict.Victim
+	Selected bool
+	Elapsed  time.Duration
+}
+
+// Request makes ids resident as one request with priority prio: it calls
+// UpdateAccess for every id in order (repeats included), then, if the
+// distinct ids missing do not fit the free slots, asks the policy in one
+// SelectVictims over the residents (the request's own referenced) for the
+// rest and removes the victims; then the missing ids enter, and every id is
+// touched, last first, taking prio. A request of more distinct ids than the
+// capacity keeps the first Capacity. An error from the policy, or victims
+// that are not resident or free too little, is returned with the cache
+// unchanged but for the policy's own state. O(len(ids)) plus the selection.
+func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
+	for _, id := range ids {
+		c.policy.UpdateAccess(id)
 	}
-	c.misses++
-	if len(c.cands) >= c.capacity {
-		res, err := c.policy.SelectVictims(c.cands, 1)
+	c.ids = Distinct(ids, c.capacity, c.ids, c.seen)
+	missing := 0
+	for _, id := range c.ids {
+		if k, ok := c.index[id]; ok {
+			c.cands[k].RefCount = 1 // in use by this request
+		} else {
+			missing++
+		}
+	}
+	var out Outcome
+	if need := missing - len(c.free); need > 0 {
+		res, err := c.policy.SelectVictims(c.cands, need)
+		if err == nil {
+			err = c.checkVictims(res.Victims, need)
+		}
 		if err != nil {
-			return false, fmt.Errorf("unitcache: access %d of id %d: %w", c.tick, id, err)
+			c.unreference()
+			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
 		}
 		for _, v := range res.Victims {
-			if _, ok := c.slot[v.ID]; !ok {
-				return false, fmt.Errorf("unitcache: access %d: victim %d is not resident", c.tick, v.ID)
-			}
 			c.remove(v.ID)
 		}
-		if len(c.cands) >= c.capacity {
-			return false, fmt.Errorf("unitcache: access %d: selection freed no entry", c.tick)
-		}
+		out = Outcome{Victims: res.Victims, Selected: true, Elapsed: res.Elapsed}
 	}
-	b := c.block[len(c.cands)]
-	c.slot[id] = len(c.cands)
-	c.cands = append(c.cands, kvevict.Candidate{
-		ID:         id,
-		Blocks:     []int{b},
-		LastAccess: c.tick,
-		CreatedAt:  c.tick,
-	})
-	return false, nil
+	out.Loaded = missing
+	c.misses += uint64(missing)
+	c.hits += uint64(len(c.ids) - missing)
+	created := c.tick + 1
+	for _, id := range c.ids {
+		if k, ok := c.index[id]; ok {
+			c.cands[k].AccessCount++
+			continue
+		}
+		slot := c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+		c.index[id] = len(c.cands)
+		c.cands = append(c.cands, kvevict.Candidate{ID: id, Blocks: c.slots[slot : slot+1 : slot+1], CreatedAt: created})
+	}
+	for j := len(c.ids) - 1; j >= 0; j-- {
+		c.tick++
+		cand := &c.cands[c.index[c.ids[j]]]
+		cand.LastAccess = c.tick
+		cand.RefCount = 0
+		cand.Priority = prio // of the latest request to use it
+	}
+	return out, nil
 }
 
-// remove drops resident id, moving the last resident into its slot.
+// checkVictims returns an error unless victims are distinct unreferenced
+// residents, at least need of them. It marks each victim referenced (a
+// second mention is then caught) and clears the marks if it fails; the
+// caller removes the victims if it succeeds. O(len(victims)).
+func (c *Cache) checkVictims(victims []kvevict.Victim, need int) error {
+	var err error
+	checked := 0
+	for _, v := range victims {
+		k, ok := c.index[v.ID]
+		if !ok || c.cands[k].RefCount != 0 {
+			err = fmt.Errorf("victim %d is not an unreferenced resident, or chosen twice", v.ID)
+			break
+		}
+		c.cands[k].RefCount = 1
+		checked++
+	}
+	if err == nil && checked < need {
+		err = fmt.Errorf("selection freed %d entries, %d needed", checked, need)
+	}
+	if err != nil {
+		for _, v := range victims[:checked] {
+			c.cands[c.index[v.ID]].RefCount = 0
+		}
+	}
+	return err
+}
+
+// unreference clears the references a failed request set.
+func (c *Cache) unreference() {
+	for _, id := range c.ids {
+		if k, ok := c.index[id]; ok {
+			c.cands[k].RefCount = 0
+		}
+	}
+}
+
+// remove drops resident id, moving the last resident into its place and
+// freeing its slot. O(1).
 func (c *Cache) remove(id uint64) {
-	i := c.slot[id]
+	k := c.index[id]
+	c.free = append(c.free, c.cands[k].Blocks[0])
 	last := len(c.cands) - 1
-	c.cands[i] = c.cands[last]
-	c.slot[c.cands[i].ID] = i
+	if k != last {
+		c.cands[k] = c.cands[last]
+		c.index[c.cands[k].ID] = k
+	}
+	c.cands[last] = kvevict.Candidate{}
 	c.cands = c.cands[:last]
-	delete(c.slot, id)
+	delete(c.index, id)
 }
 
 // Contains reports whether id is resident. O(1).
 func (c *Cache) Contains(id uint64) bool {
-	_, ok := c.slot[id]
+	_, ok := c.index[id]
 	return ok
 }
 
@@ -123,8 +220,28 @@ func (c *Cache) Residents() []uint64 {
 	return ids
 }
 
-// Hits returns how many accesses so far found their id resident.
+// Hits returns how many ids, over all requests, were resident when
+// requested (a request's repeats count once).
 func (c *Cache) Hits() uint64 { return c.hits }
 
-// Misses returns how many accesses so far did not find their id resident.
+// Misses returns how many ids, over all requests, were not resident when
+// requested (a request's repeats count once).
 func (c *Cache) Misses() uint64 { return c.misses }
+
+// Distinct returns ids without repeats, in order of first appearance, at
+// most limit of them, in buf's storage; seen is scratch, cleared first.
+// O(len(ids)).
+func Distinct(ids []uint64, limit int, buf []uint64, seen map[uint64]struct{}) []uint64 {
+	clear(seen)
+	buf = buf[:0]
+	for _, id := range ids {
+		if len(buf) == limit {
+			break
+		}
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			buf = append(buf, id)
+		}
+	}
+	return buf
+}

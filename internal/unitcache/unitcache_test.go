@@ -3,6 +3,7 @@ package unitcache_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	arclru "github.com/hashicorp/golang-lru/arc/v2"
@@ -75,7 +76,24 @@ func loopZipfTrace(n, length int, seed uint64) []uint64 {
 	return ids
 }
 
+// shortTrace is how many accesses of each trace the replays run with
+// -short or the race detector: exact agreement with a reference holds on
+// any prefix.
+const shortTrace = 20_000
+
+// traces are the replays' traces, each cut to shortTrace accesses with
+// -short or the race detector.
 func traces() []trace {
+	all := fullTraces()
+	if testing.Short() || raceEnabled {
+		for i := range all {
+			all[i].ids = all[i].ids[:min(len(all[i].ids), shortTrace)]
+		}
+	}
+	return all
+}
+
+func fullTraces() []trace {
 	return []trace{
 		{"zipf=1.0", zipfTrace(100_000, 1.0001, 20_000, 1)},
 		{"zipf=1.2", zipfTrace(100_000, 1.2, 100_000, 2)},
@@ -146,7 +164,10 @@ func TestLRUMatchesSimpleLRU(t *testing.T) {
 // (hence 200k accesses for loop=3c+zipf) but stays on a loop of 1.2c,
 // where the paper's ARC has no hits at all (TestARCMatchesPaper).
 func TestARCMatchesGolangLRU(t *testing.T) {
-	for _, tr := range traces() {
+	if testing.Short() || raceEnabled {
+		t.Skip("the 0.5% agreement needs the full traces")
+	}
+	for _, tr := range fullTraces() {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
 			if err != nil {
@@ -188,6 +209,9 @@ func TestARCMatchesGolangLRU(t *testing.T) {
 // bound |t1|+|b1| <= c forbids while t1 holds the loop.
 func TestARCMatchesPaper(t *testing.T) {
 	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 240, 4)}, trace{"loop=1.2c", loopTrace(100_000, 240)})
+	if testing.Short() || raceEnabled {
+		all = all[:len(all)-2]
+	}
 	for _, tr := range all {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
@@ -437,5 +461,101 @@ func (r *refS3FIFO) evict() {
 		}
 		delete(r.freq, t)
 		return
+	}
+}
+
+// step is one request of a hand script and what it must do.
+type step struct {
+	ids      []uint64
+	loaded   int
+	victims  []uint64 // in the policy's order
+	resident []uint64 // after it, sorted
+}
+
+// TestRequestScript steps a cache of 3 under LRU through requests of
+// several ids, hand-computed: ids are touched last first, so the first of
+// a request ends the most recent; a request's resident ids are never its
+// victims; repeats count once and a request keeps its first Capacity
+// distinct ids.
+func TestRequestScript(t *testing.T) {
+	p, err := kvevict.New(kvevict.LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := unitcache.New(p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range []step{
+		{[]uint64{1, 2}, 2, nil, []uint64{1, 2}},                           // touches 2 then 1
+		{[]uint64{3, 1}, 1, nil, []uint64{1, 2, 3}},                        // 1 then 3: 2 is the oldest
+		{[]uint64{4, 5, 2}, 2, []uint64{1, 3}, []uint64{2, 4, 5}},          // 2 is referenced: 1 and 3 go
+		{[]uint64{6, 6, 7, 8, 9}, 3, []uint64{2, 5, 4}, []uint64{6, 7, 8}}, // 9 is past the capacity
+	} {
+		out, err := c.Request(st.ids, kvevict.PriorityNormal)
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		var victims []uint64
+		for _, v := range out.Victims {
+			victims = append(victims, v.ID)
+		}
+		got := slices.Sorted(slices.Values(c.Residents()))
+		if out.Loaded != st.loaded || !slices.Equal(victims, st.victims) || !slices.Equal(got, st.resident) ||
+			out.Selected != (len(st.victims) > 0) {
+			t.Fatalf("step %d: loaded %d, victims %v, residents %v; want %d, %v, %v",
+				i+1, out.Loaded, victims, got, st.loaded, st.victims, st.resident)
+		}
+	}
+	if c.Hits() != 2 || c.Misses() != 8 {
+		t.Errorf("hits %d, misses %d; want 2, 8", c.Hits(), c.Misses())
+	}
+	if m := p.Metrics(); m.EvictedBlocks != 5 {
+		t.Errorf("the policy saw %d evicted blocks, want 5", m.EvictedBlocks)
+	}
+}
+
+// liar is a policy that, while lie is set, names a victim nobody holds.
+type liar struct {
+	kvevict.Policy
+	lie bool
+}
+
+func (l *liar) SelectVictims(c []kvevict.Candidate, need int) (kvevict.Result, error) {
+	if l.lie {
+		return kvevict.Result{Victims: []kvevict.Victim{{ID: 99, Blocks: []int{0}}}, FreedBlocks: 1}, nil
+	}
+	return l.Policy.SelectVictims(c, need)
+}
+
+// TestRequestRejectsBadVictims: victims that are not resident are an
+// error, and the cache is left as it was, its references cleared: the
+// next request, which references 2, can then evict 1.
+func TestRequestRejectsBadVictims(t *testing.T) {
+	lru, err := kvevict.New(kvevict.LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &liar{Policy: lru}
+	c, err := unitcache.New(p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Request([]uint64{1, 2}, kvevict.PriorityLow); err != nil {
+		t.Fatal(err)
+	}
+	p.lie = true
+	if _, err := c.Request([]uint64{1, 3}, kvevict.PriorityLow); err == nil {
+		t.Fatal("a non-resident victim was accepted")
+	}
+	if got := slices.Sorted(slices.Values(c.Residents())); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("residents %v after the failed request, want [1 2]", got)
+	}
+	p.lie = false
+	if _, err := c.Request([]uint64{3, 2}, kvevict.PriorityLow); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(c.Residents())); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("residents %v, want [2 3]", got)
 	}
 }
