@@ -97,7 +97,7 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	capacities := []int{5000, 9000}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		capacities = capacities[:1]
 	}
 	for _, c := range capacities {

@@ -100,14 +100,15 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 }
 
 // shortStrategies are the strategies TestServeInvariants runs at the other
-// granularities than the default in -short mode: recency both ways,
+// granularities than the default, and TestServeNeverEvictsReferenced at
+// all, in -short mode or under the race detector: recency both ways,
 // frequency and priority.
 var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
 
 // TestServeInvariants runs every synthetic workload under every strategy
-// and granularity (block: the key strategies; with -short, four of them
-// beyond the default granularity) through a pool small enough to evict and
-// preempt, checking the pool after every step.
+// and granularity (block: the key strategies; with -short or the race
+// detector, four of them beyond the default granularity) through a pool
+// small enough to evict and preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
@@ -127,7 +128,7 @@ func TestServeInvariants(t *testing.T) {
 				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
 					continue
 				}
-				if testing.Short() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
+				if (testing.Short() || raceEnabled) && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
@@ -260,7 +261,8 @@ func (e *watchingEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 
 // TestServeNeverEvictsReferenced: at every granularity the evictor frees
 // only cached blocks, distinct, at least the need (tail and block: exactly
-// the need).
+// the need); every strategy, or the short ones with -short or the race
+// detector.
 func TestServeNeverEvictsReferenced(t *testing.T) {
 	w, err := Synthetic("tenants", 2, 300)
 	if err != nil {
@@ -268,6 +270,9 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 	}
 	for _, g := range Granularities() {
 		for _, s := range kvevict.Strategies() {
+			if (testing.Short() || raceEnabled) && !slices.Contains(shortStrategies, s) {
+				continue
+			}
 			var inner Evictor
 			if g == GranularityBlock {
 				r, err := kvevict.NewRanker(s)
