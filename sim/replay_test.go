@@ -100,14 +100,19 @@ func TestReplayGoldenConversation(t *testing.T) {
 
 // TestBeladyBoundsEveryStrategy checks on the excerpt that no strategy
 // beats the offline optimum and none beats an unbounded cache, at several
-// capacities, and that the counts add up.
+// capacities (one with -short or the race detector), and that the counts
+// add up.
 func TestBeladyBoundsEveryStrategy(t *testing.T) {
 	w, err := LoadTrace(excerpt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ceil := computeCeiling(w)
-	for _, capacity := range []int{50, 400, 1600} {
+	capacities := []int{50, 400, 1600}
+	if testing.Short() || raceEnabled {
+		capacities = capacities[1:2]
+	}
+	for _, capacity := range capacities {
 		opt, err := Belady(w, Config{Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)

@@ -99,16 +99,16 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 	}
 }
 
-// shortStrategies are the strategies TestServeInvariants runs at the other
-// granularities than the default, and TestServeNeverEvictsReferenced at
-// all, in -short mode or under the race detector: recency both ways,
-// frequency and priority.
+// shortStrategies are the strategies the long serve tests keep in -short
+// mode or under the race detector: recency both ways, frequency and
+// priority.
 var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
 
 // TestServeInvariants runs every synthetic workload under every strategy
-// and granularity (block: the key strategies; with -short or the race
-// detector, four of them beyond the default granularity) through a pool
-// small enough to evict and preempt, checking the pool after every step.
+// and granularity (block: the key strategies; with -short, four of them
+// beyond the default granularity, and under the race detector those four
+// only) through a pool small enough to evict and preempt, checking the pool
+// after every step.
 func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
@@ -128,7 +128,8 @@ func TestServeInvariants(t *testing.T) {
 				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
 					continue
 				}
-				if (testing.Short() || raceEnabled) && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
+				short := testing.Short() && g != DefaultGranularity || raceEnabled
+				if short && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,

@@ -79,7 +79,7 @@ func loopZipfTrace(n, length int, seed uint64) []uint64 {
 // shortTrace is how many accesses of each trace the replays run with
 // -short or the race detector: exact agreement with a reference holds on
 // any prefix.
-const shortTrace = 20_000
+const shortTrace = 8_000
 
 // traces are the replays' traces, each cut to shortTrace accesses with
 // -short or the race detector.
