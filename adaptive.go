@@ -31,34 +31,6 @@ const (
 	SIEVE  Strategy = "sieve"  // one FIFO with a visited bit and a hand (Zhang et al., NSDI'24)
 )
 
-// DefaultCapacity is how many sequences an adaptive strategy's cache holds
-// unless [WithCapacity] says otherwise.
-const DefaultCapacity = 4096
-
-// maxCapacity bounds [WithCapacity] so node indices fit an int32.
-const maxCapacity = 1 << 28
-
-// WithCapacity sets the cache size c of the adaptive strategies ([ARC],
-// [S3FIFO], [SIEVE]) in sequences, not blocks: set it to about how many
-// sequences the KV pool holds when it is full. The history remembers at
-// most c resident sequences and, for ARC and S3-FIFO, at most c evicted ones
-// (fewer if [WithHistoryCap] is smaller), so its memory is O(c) however many
-// sequences pass through: about 80 bytes per remembered sequence. When the
-// pool holds more sequences than c, the history forgets the least valuable
-// ones early and they enter again as new when they next appear as
-// candidates: every selection then re-admits the n-c overflow, in
-// O(n log n), and the algorithm degrades toward LRU over LastAccess. Default
-// [DefaultCapacity]. Must be in [1, 2^28].
-func WithCapacity(n int) Option {
-	return func(c *config) {
-		if n < 1 || n > maxCapacity {
-			c.reject("capacity must be in [1, %d], got %d", maxCapacity, n)
-			return
-		}
-		c.capacity = n
-	}
-}
-
 // history is the state of an adaptive strategy. The policy's mutex guards
 // it. The selection engine (selector.selectAdaptive) validates candidates,
 // admits and marks them in the table, then asks victim for one victim at a
@@ -168,9 +140,8 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		}
 		c := &cands[t.slab[n].cand]
 		t.unmark(n)
-		blocks := c.Blocks
-		if need := required - freed; c.AllowPartial && len(blocks) > need {
-			blocks = blocks[len(blocks)-need:]
+		blocks, partial := take(c, required-freed)
+		if partial {
 			s.partial++
 		} else {
 			h.evict(n)

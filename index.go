@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// ErrUnknownSequence: an [Index] operation named a sequence ID that the index
-// does not hold (never added, removed, or evicted).
-var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
-
 // Index keeps the candidates of a KV pool ordered by a key strategy between
 // evictions, so that an eviction costs O(k log n) for k victims among n
 // sequences instead of the O(n) pass of [Policy.SelectVictims], and a reuse
@@ -141,21 +137,22 @@ const noSlot int32 = -1
 const maxIndexLen = math.MaxInt32
 
 // NewIndex returns an empty index ranking by key strategy s, configured by
-// the same options as [New]. It returns an error matching
-// [ErrUnknownStrategy] for an unregistered or adaptive strategy and one
-// matching [ErrInvalidArgument] for an invalid option or a key that depends
-// on the current tick (FrequencyCost with decay).
+// the same options as [New] but [WithSampling]. It returns an error matching
+// [ErrUnknownStrategy] for an unregistered strategy, one matching
+// [errors.ErrUnsupported] for a strategy it cannot keep in order (an
+// adaptive one, or FrequencyCost with [WithCostDecay]), and one matching
+// [ErrInvalidArgument] for an invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
-	info, cfg, err := resolve(s, opts)
+	info, cfg, err := resolve(s, opts, forIndex)
 	if err != nil {
 		return nil, err
 	}
-	if !isKeyKind(info.kind) {
-		return nil, fmt.Errorf("%w: %q keeps history of its own; the index supports key strategies only", ErrUnknownStrategy, s)
+	if info.history != nil {
+		return nil, fmt.Errorf("kvevict: NewIndex(%q): %w: it ranks by a history of its own, not by a key the index can keep in order; use a Policy", s, errors.ErrUnsupported)
 	}
 	params := newKeyParams(info.kind, &cfg)
 	if params.usesNow {
-		return nil, fmt.Errorf("%w: %q with cost decay ranks by the current tick, which an index cannot keep in order; use a Policy", ErrInvalidArgument, s)
+		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	return &Index{
 		strategy: s,
@@ -167,16 +164,6 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		timed:    !cfg.noTiming,
 		epoch:    time.Now(),
 	}, nil
-}
-
-// isKeyKind reports whether kind is one of the key strategies, whose order is
-// a function of a candidate's fields.
-func isKeyKind(kind keyKind) bool {
-	switch kind {
-	case kindLRU, kindMRU, kindFIFO, kindFILO, kindLFU, kindSLRU, kindQoS, kindPredictive, kindCost:
-		return true
-	}
-	return false
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -402,14 +389,14 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	for freed < requiredBlocks {
 		slot := x.first()
 		n := &x.nodes[slot]
-		id, blocks := n.c.ID, n.c.Blocks
-		if need := requiredBlocks - freed; n.c.AllowPartial && len(blocks) > need {
-			keep := len(blocks) - need
-			n.c.Blocks = blocks[:keep:keep]
+		id := n.c.ID
+		blocks, trimmed := take(&n.c, requiredBlocks-freed)
+		if trimmed {
+			keep := len(n.c.Blocks) - len(blocks)
+			n.c.Blocks = n.c.Blocks[:keep:keep]
 			n.trimmed = true
-			x.available -= need
+			x.available -= len(blocks)
 			x.refile(slot)
-			blocks = blocks[keep:]
 			partial++
 		} else {
 			x.available -= len(blocks)
@@ -564,7 +551,7 @@ func (x *Index) unlink(slot int32) {
 func (x *Index) push(slot int32, k Key) {
 	c := &x.nodes[slot].c
 	j := int32(len(x.heap))
-	x.heap = append(x.heap, entry{Key: k, id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
+	x.heap = append(x.heap, newEntry(c, k, slot))
 	x.pos[slot] = j
 	x.up(j)
 }

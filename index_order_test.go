@@ -22,7 +22,7 @@ type btreeIndex struct {
 }
 
 func newBtreeIndex(s Strategy) *btreeIndex {
-	info, cfg, _ := resolve(s, nil)
+	info, cfg, _ := resolve(s, nil, forIndex)
 	return &btreeIndex{
 		params: newKeyParams(info.kind, &cfg),
 		slots:  make(map[uint64]int32),

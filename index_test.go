@@ -121,7 +121,7 @@ func indexConfigs() []struct {
 	}
 	var out []cfg
 	for _, s := range Strategies() {
-		if info, _ := lookup(s); isKeyKind(info.kind) {
+		if !s.Adaptive() {
 			out = append(out, cfg{string(s), s, nil})
 		}
 	}
@@ -386,7 +386,10 @@ func TestNewIndexErrors(t *testing.T) {
 	}{
 		{"unknown", "belady", nil, ErrUnknownStrategy},
 		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
-		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, ErrInvalidArgument},
+		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
+		{"adaptive", ARC, nil, errors.ErrUnsupported},
+		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
+		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package kvevict
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -35,12 +36,12 @@ type Ranker struct {
 // options as [New]. Strategies whose order depends on history rather than
 // on a candidate's fields return an error matching [ErrUnknownStrategy].
 func NewRanker(s Strategy, opts ...Option) (*Ranker, error) {
-	info, cfg, err := resolve(s, opts)
+	info, cfg, err := resolve(s, opts, forRanker)
 	if err != nil {
 		return nil, err
 	}
 	if info.history != nil {
-		return nil, fmt.Errorf("%w %q for a Ranker: it ranks by history, not by a key", ErrUnknownStrategy, s)
+		return nil, fmt.Errorf("kvevict: a ranker of %q: %w: it ranks by a history of its own, not by a key", s, errors.ErrUnsupported)
 	}
 	return &Ranker{params: newKeyParams(info.kind, &cfg)}, nil
 }

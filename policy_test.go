@@ -597,11 +597,83 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 // TestMatchesReference compares every strategy's selection with the plain
 // sort-based reference on random inputs, with ties, partial candidates,
 // pinned and referenced ones.
+// tuning returns options that tune strategy s away from its defaults, and
+// none for a strategy without options of its own.
+func tuning(s kvevict.Strategy) []kvevict.Option {
+	switch s {
+	case kvevict.LFU:
+		return []kvevict.Option{kvevict.WithLFUHalfLife(50 * time.Millisecond)}
+	case kvevict.SLRU:
+		return []kvevict.Option{kvevict.WithSLRUThreshold(3)}
+	case kvevict.FrequencyCost:
+		return []kvevict.Option{kvevict.WithCostDecay(3), kvevict.WithCostAlpha(1.5)}
+	case kvevict.Predictive:
+		return []kvevict.Option{kvevict.WithLifetimeHorizon(40 * time.Millisecond)}
+	}
+	return nil
+}
+
+// TestStrictOptions: a strategy-specific option is refused, naming itself
+// and the strategy, by every strategy and constructor it does not tune, and
+// accepted by those it does.
+func TestStrictOptions(t *testing.T) {
+	options := []struct {
+		name   string
+		opt    kvevict.Option
+		tunes  func(kvevict.Strategy) bool
+		policy bool // applies to New only, not NewIndex
+	}{
+		{"WithCapacity", kvevict.WithCapacity(10), kvevict.Strategy.Adaptive, false},
+		{"WithSampling", kvevict.WithSampling(5), func(s kvevict.Strategy) bool { return !s.Adaptive() }, true},
+		{"WithLFUHalfLife", kvevict.WithLFUHalfLife(time.Second), isStrategy(kvevict.LFU), false},
+		{"WithSLRUThreshold", kvevict.WithSLRUThreshold(3), isStrategy(kvevict.SLRU), false},
+		{"WithCostAlpha", kvevict.WithCostAlpha(1), isStrategy(kvevict.FrequencyCost), false},
+		{"WithCostDecay", kvevict.WithCostDecay(0), isStrategy(kvevict.FrequencyCost), false},
+		{"WithLifetimeHorizon", kvevict.WithLifetimeHorizon(time.Second), isStrategy(kvevict.Predictive), false},
+	}
+	general := []kvevict.Option{
+		kvevict.WithTickDuration(time.Millisecond), kvevict.WithHistoryCap(8), kvevict.WithLogger(nil),
+		kvevict.WithTiming(false), kvevict.WithEvictionHistory(false),
+	}
+	for _, s := range kvevict.Strategies() {
+		if _, err := kvevict.New(s, general...); err != nil {
+			t.Errorf("New(%q, general options): %v", s, err)
+		}
+		for _, o := range options {
+			_, err := kvevict.New(s, o.opt)
+			if o.tunes(s) {
+				if err != nil {
+					t.Errorf("New(%q, %s): %v", s, o.name, err)
+				}
+			} else if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), o.name) || !strings.Contains(err.Error(), string(s)) {
+				t.Errorf("New(%q, %s) error = %v; want ErrInvalidArgument naming both", s, o.name, err)
+			}
+			if s.Adaptive() {
+				continue
+			}
+			_, err = kvevict.NewIndex(s, o.opt)
+			if o.tunes(s) && !o.policy {
+				if err != nil {
+					t.Errorf("NewIndex(%q, %s): %v", s, o.name, err)
+				}
+			} else if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), o.name) {
+				t.Errorf("NewIndex(%q, %s) error = %v; want ErrInvalidArgument naming it", s, o.name, err)
+			}
+		}
+	}
+}
+
+func isStrategy(want kvevict.Strategy) func(kvevict.Strategy) bool {
+	return func(s kvevict.Strategy) bool { return s == want }
+}
+
 func TestMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	optSets := [][]kvevict.Option{
-		nil,
-		{kvevict.WithTickDuration(time.Millisecond), kvevict.WithLFUHalfLife(50 * time.Millisecond), kvevict.WithCostDecay(3), kvevict.WithCostAlpha(1.5), kvevict.WithSLRUThreshold(3)},
+	optSets := []func(kvevict.Strategy) []kvevict.Option{
+		func(kvevict.Strategy) []kvevict.Option { return nil },
+		func(s kvevict.Strategy) []kvevict.Option {
+			return append([]kvevict.Option{kvevict.WithTickDuration(time.Millisecond)}, tuning(s)...)
+		},
 	}
 	for iter := 0; iter < 300; iter++ {
 		n := 1 + rng.IntN(60)
@@ -636,11 +708,12 @@ func TestMatchesReference(t *testing.T) {
 			seen[cands[i].ID] = true
 		}
 		required := rng.IntN(total + 2)
-		for _, opts := range optSets {
+		for _, optsFor := range optSets {
 			for _, s := range kvevict.Strategies() {
-				if _, err := kvevict.NewRanker(s); err != nil {
+				if s.Adaptive() {
 					continue // not a key strategy
 				}
+				opts := optsFor(s)
 				p := mustNew(t, s, opts...)
 				res, err := p.SelectVictims(cands, required)
 				want, wantErr := referenceSelect(t, s, opts, cands, required)

@@ -78,7 +78,7 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 			if !c.evictable() || s.taken[i/64]&(1<<(i%64)) != 0 {
 				continue
 			}
-			s.offer(entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), maxCandidates))})
+			s.offer(newEntry(c, kp.keyOf(c), int32(i)))
 		}
 		if len(s.pool) == 0 {
 			if misses++; misses >= maxSampleMisses {
@@ -97,17 +97,14 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 			idCap *= 4
 			ids.reset(idCap)
 			for _, j := range s.picks[:len(s.picks)-1] {
-				ids.insert(cands[j].ID)
+				ids.add(cands[j].ID)
 			}
 		}
-		if ids.insert(c.ID) {
+		if ids.add(c.ID) {
 			return Result{}, duplicateID(cands, i)
 		}
-		blocks := c.Blocks
-		if need := required - freed; c.AllowPartial && len(blocks) > need {
-			blocks = blocks[len(blocks)-need:]
-			partial++
-		}
+		blocks, trimmed := take(c, required-freed)
+		partial += b2i(trimmed)
 		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
 		freed += len(blocks)
 	}
@@ -153,7 +150,7 @@ func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
 		if c.ID != e.id || !valid(c) || !c.evictable() {
 			continue
 		}
-		e.Key, e.blocks = kp.keyOf(c), int32(min(len(c.Blocks), maxCandidates))
+		e = newEntry(c, kp.keyOf(c), e.idx)
 		// Insertion sort in place: the kept prefix never overtakes old.
 		j := len(s.pool)
 		s.pool = append(s.pool, e)

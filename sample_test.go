@@ -62,6 +62,9 @@ func TestSampledSelection(t *testing.T) {
 	cands := seedScenario(10_000, 4, 11)
 	for _, k := range []int{1, 5, 64} {
 		for _, s := range kvevict.Strategies() {
+			if s.Adaptive() {
+				continue // TestStrictOptions: sampling is refused
+			}
 			t.Run(fmt.Sprintf("k=%d/%s", k, s), func(t *testing.T) {
 				p, err := kvevict.New(s, kvevict.WithSampling(k))
 				if err != nil {
