@@ -9,17 +9,17 @@ import (
 
 // The adaptive strategies. They rank by what the policy remembers between
 // calls (which sequences were used once or again, which were evicted
-// lately) rather than by a key over a candidate's fields, so [NewRanker]
+// lately) rather than by a key over a candidate's fields, so [NewIndex]
 // refuses them. Each keeps the cache of [WithCapacity] sequences that its
 // paper describes: UpdateAccess is the paper's access, and a selection is
 // the paper's eviction, repeated until the victims' blocks cover the need,
 // taking only this call's evictable candidates.
 //
-// Call UpdateAccess(id) when sequence id is requested, before the
-// SelectVictims that makes room for it if it is new: the eviction may depend
-// on the request (ARC adapts to a request for a sequence it evicted lately).
-// A candidate the history does not hold, because the allocator never
-// reported its first access, enters as new, oldest LastAccess first.
+// They depend on the access protocol (see the package documentation): the
+// eviction may depend on the request it makes room for (ARC adapts to a
+// request for a sequence it evicted lately). A candidate the history does
+// not hold, because the allocator never reported its first access, enters
+// as new, oldest LastAccess first.
 //
 // A selection costs O(n + c) for n candidates and capacity c in the worst
 // case, O(n + k) when the victims sit where the algorithm looks first, plus

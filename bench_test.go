@@ -54,8 +54,8 @@ func BenchmarkSelectVictims(b *testing.B) {
 	for _, n := range []int{100, 1000, 10_000, 1_000_000} {
 		cands := seedScenario(n, 10, 42)
 		for _, s := range kvevict.Strategies() {
-			if _, err := kvevict.NewRanker(s); err != nil {
-				continue // adaptive: see BenchmarkAdaptiveSelectVictims
+			if s.Adaptive() {
+				continue // see BenchmarkAdaptiveSelectVictims
 			}
 			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), selectLoop(s, cands))
 		}
@@ -71,7 +71,7 @@ func BenchmarkSelectVictimsShuffled(b *testing.B) {
 	cands := seedScenario(1000, 10, 42)
 	rand.New(rand.NewPCG(7, 7)).Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	for _, s := range kvevict.Strategies() {
-		if _, err := kvevict.NewRanker(s); err != nil {
+		if s.Adaptive() {
 			continue
 		}
 		b.Run(fmt.Sprintf("strategy=%s/n=1000", s), selectLoop(s, cands))

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Index keeps the candidates of a KV pool ordered by a key strategy between
@@ -113,9 +115,9 @@ type Index struct {
 // those writes in cache at a million sequences.
 type indexNode struct {
 	c          Candidate
-	key        Key   // c's key, while the node is in the run
-	prev, next int32 // neighbours in the run, toward its head and tail; noSlot past the ends
-	trimmed    bool  // lost a tail to a partial eviction and not touched since
+	key        rank.Key // c's key, while the node is in the run
+	prev, next int32    // neighbours in the run, toward its head and tail; noSlot past the ends
+	trimmed    bool     // lost a tail to a partial eviction and not touched since
 }
 
 // heapArity is the heap's fan-out: four children per node halve the depth of
@@ -419,7 +421,11 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 
 // Metrics returns a snapshot of the index's counters, the same fields as
 // [Policy.Metrics]. O(1) but for sorting the latency window.
-func (x *Index) Metrics() Metrics { return x.stats.snapshot() }
+func (x *Index) Metrics() Metrics {
+	m, window := x.stats.snapshot()
+	m.P99EvictionTime = p99(window)
+	return m
+}
 
 // ordered reports whether the candidate in slot is evictable, so in the run
 // or the heap.
@@ -447,7 +453,7 @@ func (x *Index) first() int32 {
 
 // afterRun reports whether (k, id) sorts after the run's tail, so that it
 // may be appended; true for an empty run. O(1).
-func (x *Index) afterRun(k Key, id uint64) bool {
+func (x *Index) afterRun(k rank.Key, id uint64) bool {
 	if x.runTail == noSlot {
 		return true
 	}
@@ -519,7 +525,7 @@ func (x *Index) detach(slot int32) {
 }
 
 // appendRun adds the candidate in slot, of key k, at the run's tail. O(1).
-func (x *Index) appendRun(slot int32, k Key) {
+func (x *Index) appendRun(slot int32, k rank.Key) {
 	n := &x.nodes[slot]
 	n.key, n.prev, n.next = k, x.runTail, noSlot
 	if x.runTail == noSlot {
@@ -548,7 +554,7 @@ func (x *Index) unlink(slot int32) {
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
-func (x *Index) push(slot int32, k Key) {
+func (x *Index) push(slot int32, k rank.Key) {
 	c := &x.nodes[slot].c
 	j := int32(len(x.heap))
 	x.heap = append(x.heap, newEntry(c, k, slot))

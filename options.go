@@ -184,8 +184,8 @@ func WithTiming(on bool) Option {
 // generator seeded in the policy (deterministic: the same calls give the
 // same victims), so a selection costs O(k) per victim however many
 // candidates there are. Redis uses k = 5; larger k is closer to exact.
-// Must be >= 1. [NewIndex], [NewRanker] and the adaptive strategies (ARC,
-// S3-FIFO, SIEVE) ignore it.
+// Must be >= 1. It tunes the key strategies' Policy only: [NewIndex] and
+// the adaptive strategies (ARC, S3-FIFO, SIEVE) refuse it.
 //
 // Sampling reads only the candidates it draws, so it validates only those:
 // a drawn candidate with a negative field returns an error matching

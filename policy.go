@@ -9,10 +9,11 @@ import (
 
 // Policy chooses which sequences to evict when a KV pool runs out of blocks.
 //
-// A KV pool allocator calls SelectVictims with the sequences that hold blocks
-// and the number of blocks it needs, frees the victims' blocks, and calls
-// UpdateAccess each time a sequence is used again. Every Policy returned by
-// [New] is safe for concurrent use by multiple goroutines.
+// A KV pool allocator calls UpdateAccess for every request of a sequence and
+// SelectVictims, with the sequences that hold blocks and the number of
+// blocks it needs, when it must make room; it frees the victims' blocks. See
+// "The access protocol" in the package documentation. Every Policy returned
+// by [New] is safe for concurrent use by multiple goroutines.
 type Policy interface {
 	// SelectVictims picks victims greedily, smallest key first, until their
 	// blocks cover requiredBlocks, skipping pinned and referenced candidates.
@@ -21,16 +22,18 @@ type Policy interface {
 	// [ErrInsufficientBlocks] and counts nothing; invalid input returns an
 	// error matching [ErrInvalidCandidate] or [ErrInvalidArgument].
 	// requiredBlocks == 0 returns an empty Result. The cost is
-	// O(n + k log n) for n candidates and k victims; candidates listed in
-	// increasing ID order also spare the duplicate-ID check its hash
-	// table. The adaptive strategies ([ARC], [S3FIFO], [SIEVE]) take
-	// victims in their algorithm's order instead of by key, in O(n + c) for
-	// a cache of c sequences.
+	// O(n + k log k) for n candidates and k victims, in any candidate
+	// order; candidates listed in increasing ID order also spare the
+	// duplicate-ID check its hash table. The adaptive strategies ([ARC],
+	// [S3FIFO], [SIEVE]) take victims in their algorithm's order instead of
+	// by key, in O(n + c) for a cache of c sequences.
 	SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error)
 
-	// UpdateAccess records that sequence id was used again. It feeds the
-	// history that re-prefill detection and adaptive strategies need; key
-	// strategies rank by the candidates' own fields. O(1).
+	// UpdateAccess records a request for sequence id, resident or not. Call
+	// it for every request of a sequence, before the SelectVictims that
+	// makes room for it. It feeds the history that re-prefill detection
+	// and the adaptive strategies need; key strategies rank by the
+	// candidates' own fields. O(1).
 	UpdateAccess(id uint64)
 
 	// Metrics returns a snapshot of the policy's counters.
@@ -39,7 +42,8 @@ type Policy interface {
 
 // New returns a Policy for strategy s. It returns an error matching
 // [ErrUnknownStrategy] for an unregistered strategy and one matching
-// [ErrInvalidArgument] for an invalid option.
+// [ErrInvalidArgument] for an invalid option or one that does not tune s
+// (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
 	info, cfg, err := resolve(s, opts, forPolicy)
 	if err != nil {
@@ -123,6 +127,8 @@ func (p *policy) UpdateAccess(id uint64) {
 
 func (p *policy) Metrics() Metrics {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats.snapshot()
+	m, window := p.stats.snapshot()
+	p.mu.Unlock()
+	m.P99EvictionTime = p99(window)
+	return m
 }

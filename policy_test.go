@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // blocks returns n distinct block ids starting at first.
@@ -49,9 +50,9 @@ func mustNew(t testing.TB, s kvevict.Strategy, opts ...kvevict.Option) kvevict.P
 // largest LastAccess.
 func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, cands []kvevict.Candidate, required int) ([]kvevict.Victim, error) {
 	t.Helper()
-	r, err := kvevict.NewRanker(s, opts...)
+	r, err := rank.New[kvevict.Candidate](string(s), opts...)
 	if err != nil {
-		t.Fatalf("NewRanker(%q): %v", s, err)
+		t.Fatalf("ranker of %q: %v", s, err)
 	}
 	var now int64
 	for i, c := range cands {
@@ -761,17 +762,25 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-func TestRankerRejectsUnknown(t *testing.T) {
-	if _, err := kvevict.NewRanker("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+func TestRankers(t *testing.T) {
+	if _, err := rank.New[kvevict.Candidate]("nope", []kvevict.Option{}...); !errors.Is(err, kvevict.ErrUnknownStrategy) {
 		t.Fatalf("err = %v", err)
 	}
-	r, err := kvevict.NewRanker(kvevict.FrequencyCost, kvevict.WithCostDecay(1))
+	r, err := rank.New[kvevict.Candidate](string(kvevict.FrequencyCost), kvevict.WithCostDecay(1))
 	if err != nil || !r.UsesNow() {
 		t.Fatalf("decaying FrequencyCost ranker: %v, UsesNow %v", err, r != nil && r.UsesNow())
 	}
-	r, _ = kvevict.NewRanker(kvevict.LRU)
+	r, _ = rank.New[kvevict.Candidate](string(kvevict.LRU), []kvevict.Option{}...)
 	if r.UsesNow() {
 		t.Fatal("LRU keys do not depend on now")
+	}
+	// QoSAware ranks a low priority before a high one, whatever their
+	// recency.
+	low := kvevict.Candidate{ID: 1, Priority: kvevict.PriorityLow, LastAccess: 9}
+	high := kvevict.Candidate{ID: 2, Priority: kvevict.PriorityHigh, LastAccess: 1}
+	r, _ = rank.New[kvevict.Candidate](string(kvevict.QoSAware), []kvevict.Option{}...)
+	if c := r.KeyAt(&low, 9).Compare(r.KeyAt(&high, 9)); c != -1 {
+		t.Fatalf("QoSAware: low compares %d to high, want -1", c)
 	}
 }
 

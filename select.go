@@ -4,32 +4,26 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // entry is one evictable candidate as the selection, the sampler and the
 // Index rank it.
 type entry struct {
-	Key
+	rank.Key
 	id     uint64
 	idx    int32 // index in the caller's candidate slice, or the Index's slot
 	blocks int32 // len(Blocks), saturated at math.MaxInt32
 }
 
-func newEntry(c *Candidate, k Key, idx int32) entry {
+func newEntry(c *Candidate, k rank.Key, idx int32) entry {
 	return entry{Key: k, id: c.ID, idx: idx, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
 }
 
-// before orders (key, ID) pairs: by key, then ID, the selection's total
-// order. Every structure that ranks candidates ranks through it.
-func before(a Key, aID uint64, b Key, bID uint64) bool {
-	if a.Major != b.Major {
-		return a.Major < b.Major
-	}
-	if a.Minor != b.Minor {
-		return a.Minor < b.Minor
-	}
-	return aID < bID
-}
+// before is the selection's total order, (key, ID), as every structure
+// that ranks candidates orders them.
+func before(a rank.Key, aID uint64, b rank.Key, bID uint64) bool { return rank.Before(a, aID, b, bID) }
 
 // less orders entries by key, then ID.
 func less(a, b *entry) bool { return before(a.Key, a.id, b.Key, b.id) }
@@ -125,7 +119,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// common cases of the others inline into the loop: a call per
 		// candidate costs more than most keys (BenchmarkSelectVictims;
 		// TestInlineKeysMatchKeyOf checks that the two agree).
-		var key Key
+		var key rank.Key
 		switch kp.kind {
 		case kindLRU:
 			key = lruKey(c, kp)
@@ -269,7 +263,7 @@ func (s *selector) checkCover(cands []Candidate, order *idOrder, available, requ
 }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
-func lessKey(k Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.id) }
+func lessKey(k rank.Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.id) }
 
 // b2i is 1 for true and 0 for false, without a branch.
 func b2i(b bool) int {

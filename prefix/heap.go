@@ -1,11 +1,11 @@
 package prefix
 
-import "github.com/sagellm/kvevict"
+import "github.com/sagellm/kvevict/internal/rank"
 
 // heapEntry is one unreferenced leaf with its key, kept beside the pointer
 // so that comparisons stay in the heap's array.
 type heapEntry struct {
-	key kvevict.Key
+	key rank.Key
 	n   *node
 }
 
@@ -17,10 +17,7 @@ type heapEntry struct {
 type evictHeap []heapEntry
 
 func (h evictHeap) less(i, j int) bool {
-	if c := h[i].key.Compare(h[j].key); c != 0 {
-		return c < 0
-	}
-	return h[i].n.id < h[j].n.id
+	return rank.Before(h[i].key, h[i].n.id, h[j].key, h[j].n.id)
 }
 
 func (h evictHeap) swap(i, j int) {
@@ -30,7 +27,7 @@ func (h evictHeap) swap(i, j int) {
 }
 
 // push adds n with key k. O(log n).
-func (h *evictHeap) push(n *node, k kvevict.Key) {
+func (h *evictHeap) push(n *node, k rank.Key) {
 	n.heapIdx = len(*h)
 	*h = append(*h, heapEntry{key: k, n: n})
 	h.up(n.heapIdx)
@@ -48,7 +45,7 @@ func (h *evictHeap) pop() *node {
 // popped leaf becomes a leaf. The parent usually shares the child's recency
 // and so stays on top, making the step O(1) rather than two O(log n)
 // passes. O(log n).
-func (h evictHeap) replaceTop(n *node, k kvevict.Key) {
+func (h evictHeap) replaceTop(n *node, k rank.Key) {
 	h[0].n.heapIdx = -1
 	h[0] = heapEntry{key: k, n: n}
 	n.heapIdx = 0
@@ -77,7 +74,7 @@ func (h *evictHeap) remove(n *node) {
 const heapShrinkAbove = 1 << 12
 
 // fix sets n's key to k and restores the order. O(log n).
-func (h evictHeap) fix(n *node, k kvevict.Key) {
+func (h evictHeap) fix(n *node, k rank.Key) {
 	h[n.heapIdx].key = k
 	h.fixAt(n.heapIdx)
 }

@@ -15,11 +15,7 @@ import (
 func BenchmarkRebuildHeap(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			r, err := kvevict.NewRanker(kvevict.LRU)
-			if err != nil {
-				b.Fatal(err)
-			}
-			tr, err := New(r)
+			tr, err := New(kvevict.LRU)
 			if err != nil {
 				b.Fatal(err)
 			}

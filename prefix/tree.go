@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/rank"
+
 	"github.com/sagellm/kvevict"
 )
 
@@ -41,7 +43,8 @@ type Access struct {
 // caller bounds it by calling Evict. The index does not shrink below its
 // peak size, as Go maps do not.
 type Tree struct {
-	ranker     *kvevict.Ranker
+	ranker     rank.Ranker[kvevict.Candidate]
+	keyOpts    []kvevict.Option // the strategy's options, until New ranks with them
 	onEvent    func(Event)
 	usesNow    bool
 	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
@@ -92,15 +95,21 @@ func WithEvents(fn func(Event)) Option {
 	return func(t *Tree) { t.onEvent = fn }
 }
 
-// New returns an empty tree that ranks leaves by r's keys. A nil ranker is
-// an error matching [kvevict.ErrInvalidArgument].
-func New(r *kvevict.Ranker, opts ...Option) (*Tree, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: prefix.New needs a ranker", kvevict.ErrInvalidArgument)
-	}
+// WithStrategyOptions configures the strategy that ranks the tree's leaves
+// with kvevict's options, as kvevict.New would: WithTickDuration,
+// WithLFUHalfLife and the other options of key strategies. WithSampling and
+// WithCapacity do not apply to a tree and are refused by [New].
+func WithStrategyOptions(opts ...kvevict.Option) Option {
+	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
+}
+
+// New returns an empty tree that ranks leaves by the keys of key strategy s
+// (see Keys in the package documentation). It returns kvevict's errors for
+// an unknown strategy or a bad option, and one matching
+// errors.ErrUnsupported for an adaptive strategy, whose order lives in a
+// history of sequences rather than in a key.
+func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	t := &Tree{
-		ranker:   r,
-		usesNow:  r.UsesNow(),
 		children: make(map[edge]*node),
 		now:      math.MinInt64,
 		keyedAt:  math.MinInt64,
@@ -111,6 +120,11 @@ func New(r *kvevict.Ranker, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
+	r, err := rank.New[kvevict.Candidate](string(s), t.keyOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("prefix.New: %w", err)
+	}
+	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
 	return t, nil
 }
 
@@ -162,6 +176,7 @@ func (t *Tree) InsertLocked(hashes []uint64, a Access) (added int, err error) {
 
 func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	t.mu.Lock()
+	defer t.unlockAndDeliver()
 	t.observe(a.Tick)
 	n, matched := t.walk(hashes)
 	for m := n; m != &t.root; m = m.parent {
@@ -204,7 +219,6 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	if lock {
 		t.lock(n)
 	}
-	t.unlockAndDeliver()
 	return len(hashes) - matched
 }
 
@@ -335,7 +349,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 // The leaves are kept in a heap between calls, updated by every operation
 // in O(log n), so Evict costs O(k log n) for k blocks, never a rebuild.
 // The one exception is a ranker whose keys depend on the current tick
-// ([kvevict.Ranker.UsesNow], FrequencyCost with decay): then the first
+// (FrequencyCost with decay): then the first
 // Evict after the clock moved re-keys the heap in O(n).
 func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	if blocks < 0 {
@@ -345,10 +359,9 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		return nil, nil
 	}
 	t.mu.Lock()
+	defer t.unlockAndDeliver()
 	if blocks > t.evictable {
-		err := &kvevict.InsufficientBlocksError{Required: blocks, Available: t.evictable}
-		t.mu.Unlock()
-		return nil, err
+		return nil, &kvevict.InsufficientBlocksError{Required: blocks, Available: t.evictable}
 	}
 	if t.usesNow && t.keyedAt != t.now {
 		t.keyedAt = t.now
@@ -377,7 +390,6 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	if t.onEvent != nil {
 		t.pending = append(t.pending, Event{Kind: Removed, Hashes: append([]uint64(nil), removed...)})
 	}
-	t.unlockAndDeliver()
 	return removed, nil
 }
 
@@ -410,7 +422,7 @@ func (t *Tree) rekey(n *node) {
 }
 
 // key is the ranker's key of n, presented as a one-block candidate.
-func (t *Tree) key(n *node) kvevict.Key {
+func (t *Tree) key(n *node) rank.Key {
 	c := kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      oneBlock,
@@ -427,7 +439,8 @@ var oneBlock = []int{0}
 
 // unlockAndDeliver releases the tree's lock and delivers the pending events
 // outside it, holding eventsDone so that deliveries keep the order of the
-// changes.
+// changes. Every method that may queue events defers it right after taking
+// the lock, so the lock is released on every path.
 func (t *Tree) unlockAndDeliver() {
 	if len(t.pending) == 0 {
 		t.mu.Unlock()
