@@ -145,9 +145,10 @@ func (s *stats) access(id uint64) {
 	r.pending = false
 }
 
-//
-// It copies the latency window rather than sorting it, so that a caller
-// holding a lock releases it before [p99] sorts the copy.
+// snapshot returns the metrics but P99EvictionTime, and a copy of the
+// latency window to compute it from. It copies the window rather than
+// sorting it, so that a caller holding a lock releases it before [p99]
+// sorts the copy.
 func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 	m = Metrics{
 		Strategy:         s.strategy,
