@@ -48,24 +48,7 @@ import (
 // whose new key sorts after the run's tail moves to the run. Pinned,
 // referenced and empty candidates are in neither.
 //
-// The heap was measured against github.com/google/btree's BTreeG keyed
-// by (key, ID) (degree 32) behind the same ID map and slab, by
-// BenchmarkIndexOrder on LRU, before the run existed (ns/op, mean of two
-// runs of -benchtime=0.3s on a shared 2-core machine; evict+add evicts the
-// oldest sequence and re-adds it as the newest, and the heap's figure
-// includes the clock reads and metrics that the B-tree side skips, about
-// 130 ns):
-//
-//	                 n=1000          n=1000000
-//	                 heap   btree    heap   btree
-//	touch              64     350     483    1110
-//	evict+add         430     216     731     476
-//
-// A touch is 2.3 to 5.5 times faster with the heap: it sifts one entry
-// through a few levels, where a B-tree deletes and re-inserts it, two
-// descents with binary search. The B-tree's advantage on LRU evictions, its
-// minimum and newest keys in two leaves that stay in cache, is what the run
-// now gives the heap side.
+// The heap is the 4-ary indexed heap that package prefix's tree uses too.
 //
 // # Metrics
 //
@@ -93,7 +76,6 @@ type Index struct {
 	epoch    time.Time // monotonic origin of the eviction timings
 
 	nodes []indexNode  // slab of candidates
-	pos   []int32      // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
 	free  []int32      // free slots of nodes
 	slots idMap[int32] // ID -> slot in nodes
 
@@ -101,34 +83,31 @@ type Index struct {
 	// The run is a doubly linked list through the nodes, ascending by
 	// (key, ID) from runHead to runTail: a candidate whose key sorts after
 	// every key in the run is appended to it in O(1), as every touch under
-	// LRU is. heap is a 4-ary min-heap by (key, ID) of the others;
-	// entry.idx is the candidate's slot and pos[slot] its position here.
+	// LRU is. heap holds the others, by slot.
 	runHead, runTail int32 // slots, or noSlot when the run is empty
-	heap             []entry
+	heap             rank.Heap
 	available        int // blocks held by evictable candidates
 
 	stats stats
 }
 
-// indexNode is one candidate the index holds. Heap positions live apart,
-// in Index.pos, because sifting writes one per level: a compact array keeps
-// those writes in cache at a million sequences.
+// indexNode is one candidate the index holds.
 type indexNode struct {
 	c          Candidate
 	key        rank.Key // c's key, while the node is in the run
 	prev, next int32    // neighbours in the run, toward its head and tail; noSlot past the ends
+	at         place    // where the candidate is kept
 	trimmed    bool     // lost a tail to a partial eviction and not touched since
 }
 
-// heapArity is the heap's fan-out: four children per node halve the depth of
-// a binary heap, and the four entries (32 bytes each) span two cache lines.
-const heapArity = 4
+// place is where the index keeps a slot's candidate.
+type place uint8
 
-// Positions of a node that is not in the heap.
 const (
-	notInHeap int32 = -1 // held but not evictable
-	slotFree  int32 = -2 // the slot holds no candidate
-	inRun     int32 = -3 // evictable, in the run
+	slotFree place = iota // the slot holds no candidate
+	held                  // held but not evictable: in neither order
+	inRun                 // evictable, in the run
+	inHeap                // evictable, in the heap
 )
 
 // noSlot ends the run's links.
@@ -207,10 +186,8 @@ func (x *Index) Add(c Candidate) error {
 	} else {
 		slot = int32(len(x.nodes))
 		x.nodes = append(x.nodes, indexNode{})
-		x.pos = append(x.pos, slotFree)
 	}
-	x.nodes[slot] = indexNode{c: c}
-	x.pos[slot] = notInHeap
+	x.nodes[slot] = indexNode{c: c, at: held}
 	x.slots.put(c.ID, slot)
 	x.stats.access(c.ID)
 	if c.evictable() {
@@ -239,8 +216,7 @@ func (x *Index) Remove(id uint64) bool {
 // release frees a slot whose node is out of the heap and the run.
 func (x *Index) release(slot int32) {
 	x.slots.del(x.nodes[slot].c.ID)
-	x.nodes[slot] = indexNode{} // drop the Blocks reference
-	x.pos[slot] = slotFree
+	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
 	x.free = append(x.free, slot)
 }
 
@@ -382,7 +358,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		return Result{Strategy: x.strategy}, nil
 	}
 	// Offsets from epoch read only the monotonic clock, where time.Now
-	// reads the wall clock too: 58 against 82 ns per timed call here.
+	// reads the wall clock too.
 	var start time.Duration
 	if x.timed {
 		start = time.Since(x.epoch)
@@ -430,25 +406,25 @@ func (x *Index) Metrics() Metrics {
 // ordered reports whether the candidate in slot is evictable, so in the run
 // or the heap.
 func (x *Index) ordered(slot int32) bool {
-	p := x.pos[slot]
-	return p >= 0 || p == inRun
+	at := x.nodes[slot].at
+	return at == inRun || at == inHeap
 }
 
 // first returns the slot of the next victim: the smaller of the run's head
 // and the heap's root. There must be one. O(1).
 func (x *Index) first() int32 {
 	h := x.runHead
-	if len(x.heap) == 0 {
+	if x.heap.Len() == 0 {
 		return h
 	}
+	root := x.heap.Min()
 	if h == noSlot {
-		return x.heap[0].idx
+		return root.Slot
 	}
-	n, root := &x.nodes[h], &x.heap[0]
-	if before(n.key, n.c.ID, root.Key, root.id) {
+	if n := &x.nodes[h]; before(n.key, n.c.ID, root.Key, root.ID) {
 		return h
 	}
-	return root.idx
+	return root.Slot
 }
 
 // afterRun reports whether (k, id) sorts after the run's tail, so that it
@@ -481,16 +457,13 @@ func (x *Index) insert(slot int32) {
 func (x *Index) refile(slot int32) {
 	n := &x.nodes[slot]
 	k, id := x.params.keyOf(&n.c), n.c.ID
-	if j := x.pos[slot]; j >= 0 {
+	if n.at == inHeap {
 		if x.afterRun(k, id) {
-			x.removeAt(j)
+			x.heap.Remove(slot)
 			x.appendRun(slot, k)
 			return
 		}
-		e := &x.heap[j]
-		e.Key = k
-		e.blocks = int32(min(len(n.c.Blocks), math.MaxInt32))
-		x.fix(j)
+		x.heap.Fix(slot, k, rank.SaturatedBlocks(len(n.c.Blocks)))
 		return
 	}
 	if slot != x.runTail && x.afterRun(k, id) {
@@ -517,8 +490,9 @@ func (x *Index) refile(slot int32) {
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (x *Index) detach(slot int32) {
-	if j := x.pos[slot]; j >= 0 {
-		x.removeAt(j)
+	if x.nodes[slot].at == inHeap {
+		x.heap.Remove(slot)
+		x.nodes[slot].at = held
 		return
 	}
 	x.unlink(slot)
@@ -534,7 +508,7 @@ func (x *Index) appendRun(slot int32, k rank.Key) {
 		x.nodes[x.runTail].next = slot
 	}
 	x.runTail = slot
-	x.pos[slot] = inRun
+	n.at = inRun
 }
 
 // unlink takes the candidate in slot out of the run. O(1).
@@ -550,82 +524,12 @@ func (x *Index) unlink(slot int32) {
 	} else {
 		x.nodes[n.next].prev = n.prev
 	}
-	x.pos[slot] = notInHeap
+	n.at = held
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
 func (x *Index) push(slot int32, k rank.Key) {
 	c := &x.nodes[slot].c
-	j := int32(len(x.heap))
-	x.heap = append(x.heap, newEntry(c, k, slot))
-	x.pos[slot] = j
-	x.up(j)
-}
-
-// removeAt takes the entry at position j out of the heap. O(log n).
-func (x *Index) removeAt(j int32) {
-	h := x.heap
-	last := int32(len(h) - 1)
-	x.pos[h[j].idx] = notInHeap
-	if j != last {
-		h[j] = h[last]
-		x.pos[h[j].idx] = j
-	}
-	x.heap = h[:last]
-	if j != last {
-		x.fix(j)
-	}
-}
-
-// fix moves the entry at j up or down to its place.
-func (x *Index) fix(j int32) {
-	if !x.down(j) {
-		x.up(j)
-	}
-}
-
-// up sifts the entry at j toward the root.
-func (x *Index) up(j int32) {
-	h := x.heap
-	e := h[j]
-	for j > 0 {
-		parent := (j - 1) / heapArity
-		if !less(&e, &h[parent]) {
-			break
-		}
-		h[j] = h[parent]
-		x.pos[h[j].idx] = j
-		j = parent
-	}
-	h[j] = e
-	x.pos[e.idx] = j
-}
-
-// down sifts the entry at j toward the leaves and reports whether it moved.
-func (x *Index) down(j int32) bool {
-	h := x.heap
-	n := len(h)
-	e := h[j]
-	start := j
-	for {
-		first := heapArity*int(j) + 1
-		if first >= n {
-			break
-		}
-		child := first
-		for c := first + 1; c < min(first+heapArity, n); c++ {
-			if less(&h[c], &h[child]) {
-				child = c
-			}
-		}
-		if !less(&h[child], &e) {
-			break
-		}
-		h[j] = h[child]
-		x.pos[h[j].idx] = j
-		j = int32(child)
-	}
-	h[j] = e
-	x.pos[e.idx] = j
-	return j != start
+	x.heap.Push(newEntry(c, k, slot))
+	x.nodes[slot].at = inHeap
 }

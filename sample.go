@@ -89,9 +89,9 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 		misses = 0
 		best := s.pool[0]
 		s.pool = append(s.pool[:0], s.pool[1:]...)
-		i := int(best.idx)
+		i := int(best.Slot)
 		s.taken[i/64] |= 1 << (i % 64)
-		s.picks = append(s.picks, best.idx)
+		s.picks = append(s.picks, best.Slot)
 		c := &cands[i]
 		if len(s.picks) > idCap/2 { // keep the ID set's load factor <= 1/2
 			idCap *= 4
@@ -118,7 +118,7 @@ func (s *sampler) offer(e entry) {
 	p := s.pool
 	at := len(p)
 	for j := range p {
-		if p[j].idx == e.idx {
+		if p[j].Slot == e.Slot {
 			return
 		}
 		if at == len(p) && less(&e, &p[j]) {
@@ -143,14 +143,14 @@ func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
 	old := s.pool
 	s.pool = s.pool[:0]
 	for _, e := range old {
-		if int(e.idx) >= len(cands) {
+		if int(e.Slot) >= len(cands) {
 			continue
 		}
-		c := &cands[e.idx]
-		if c.ID != e.id || !valid(c) || !c.evictable() {
+		c := &cands[e.Slot]
+		if c.ID != e.ID || !valid(c) || !c.evictable() {
 			continue
 		}
-		e = newEntry(c, kp.keyOf(c), e.idx)
+		e = newEntry(c, kp.keyOf(c), e.Slot)
 		// Insertion sort in place: the kept prefix never overtakes old.
 		j := len(s.pool)
 		s.pool = append(s.pool, e)

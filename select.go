@@ -9,16 +9,12 @@ import (
 )
 
 // entry is one evictable candidate as the selection, the sampler and the
-// Index rank it.
-type entry struct {
-	rank.Key
-	id     uint64
-	idx    int32 // index in the caller's candidate slice, or the Index's slot
-	blocks int32 // len(Blocks), saturated at math.MaxInt32
-}
+// Index rank it: Slot is its index in the caller's candidate slice, or the
+// Index's slot.
+type entry = rank.Entry
 
-func newEntry(c *Candidate, k rank.Key, idx int32) entry {
-	return entry{Key: k, id: c.ID, idx: idx, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+func newEntry(c *Candidate, k rank.Key, slot int32) entry {
+	return entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(len(c.Blocks))}
 }
 
 // before is the selection's total order, (key, ID), as every structure
@@ -26,7 +22,7 @@ func newEntry(c *Candidate, k rank.Key, idx int32) entry {
 func before(a rank.Key, aID uint64, b rank.Key, bID uint64) bool { return rank.Before(a, aID, b, bID) }
 
 // less orders entries by key, then ID.
-func less(a, b *entry) bool { return before(a.Key, a.id, b.Key, b.id) }
+func less(a, b *entry) bool { return rank.Less(a, b) }
 
 // compareEntries is less as a three-way comparison, for slices.SortFunc.
 func compareEntries(a, b entry) int {
@@ -150,12 +146,12 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			continue // the common case once the buffer covers required
 		}
 		buf = append(buf, newEntry(c, key, int32(i)))
-		sum += int(buf[len(buf)-1].blocks)
+		sum += int(buf[len(buf)-1].Blocks)
 		if sum >= required && len(buf) >= compactAt {
 			buf = buf[:s.cover(buf, required)]
 			sum, bound = 0, buf[0]
 			for j := range buf {
-				sum += int(buf[j].blocks)
+				sum += int(buf[j].Blocks)
 				if less(&bound, &buf[j]) {
 					bound = buf[j]
 				}
@@ -172,7 +168,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	sortEntries(victims)
 	res := Result{Victims: make([]Victim, len(victims))}
 	for i := range victims {
-		c := &cands[victims[i].idx]
+		c := &cands[victims[i].Slot]
 		blocks, partial := take(c, required-res.FreedBlocks)
 		res.Victims[i] = Victim{ID: c.ID, Blocks: blocks}
 		res.FreedBlocks += len(blocks)
@@ -204,7 +200,7 @@ func (s *selector) cover(h []entry, need int) int {
 		j, below := lo, 0
 		for i := lo; i < hi-1; i++ {
 			if less(&h[i], &pivot) {
-				below += int(h[i].blocks)
+				below += int(h[i].Blocks)
 				h[i], h[j] = h[j], h[i]
 				j++
 			}
@@ -213,16 +209,16 @@ func (s *selector) cover(h []entry, need int) int {
 		switch {
 		case below >= need:
 			hi = j
-		case below+int(pivot.blocks) >= need:
+		case below+int(pivot.Blocks) >= need:
 			return j + 1
 		default:
-			need -= below + int(pivot.blocks)
+			need -= below + int(pivot.Blocks)
 			lo = j + 1
 		}
 	}
 	sortEntries(h[lo:hi])
 	for i := lo; i < hi; i++ {
-		if need -= int(h[i].blocks); need <= 0 {
+		if need -= int(h[i].Blocks); need <= 0 {
 			return i + 1
 		}
 	}
@@ -263,7 +259,7 @@ func (s *selector) checkCover(cands []Candidate, order *idOrder, available, requ
 }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
-func lessKey(k rank.Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.id) }
+func lessKey(k rank.Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.ID) }
 
 // b2i is 1 for true and 0 for false, without a branch.
 func b2i(b bool) int {

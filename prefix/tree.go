@@ -52,7 +52,9 @@ type Tree struct {
 	mu        sync.Mutex // guards everything below
 	root      node
 	children  map[edge]*node
-	heap      evictHeap // unreferenced leaves, smallest key first
+	heap      rank.Heap // unreferenced leaves by slot, smallest key first
+	bySlot    []*node   // bySlot[n.slot] == n for every node but the root
+	freeSlots []int32
 	nextID    uint64
 	evictable int   // nodes with ref == 0
 	protected int   // nodes with ref > 0
@@ -72,7 +74,7 @@ type node struct {
 	ref         int // locks whose path passes through this node
 	ends        int // locks whose path ends at this node
 	children    int
-	heapIdx     int // index in Tree.heap, -1 when not there
+	slot        int32 // the node's index in Tree.bySlot and its heap; -1 for the root
 	priority    kvevict.Priority
 }
 
@@ -114,7 +116,7 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 		now:      math.MinInt64,
 		keyedAt:  math.MinInt64,
 	}
-	t.root.heapIdx = -1
+	t.root.slot = -1
 	for _, opt := range opts {
 		if opt != nil {
 			opt(t)
@@ -185,8 +187,8 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	}
 	t.rekey(n)
 	if matched < len(hashes) {
-		if n.heapIdx >= 0 {
-			t.heap.remove(n)
+		if t.heap.Contains(n.slot) {
+			t.heap.Remove(n.slot)
 		}
 		parent := n
 		for _, h := range hashes[matched:] {
@@ -197,15 +199,15 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				id:         t.nextID,
 				lastAccess: a.Tick,
 				createdAt:  a.Tick,
-				heapIdx:    -1,
 				priority:   a.Priority,
 			}
+			t.place(c)
 			t.children[edge{n.id, h}] = c
 			n.children++
 			n = c
 		}
 		t.evictable += len(hashes) - matched
-		t.heap.push(n, t.key(n))
+		t.push(n)
 		if t.onEvent != nil {
 			t.pending = append(t.pending, Event{
 				Kind:      Stored,
@@ -290,8 +292,8 @@ func (t *Tree) Lock(hashes []uint64) error {
 
 // lock adds a lock ending at n.
 func (t *Tree) lock(n *node) {
-	if n.heapIdx >= 0 {
-		t.heap.remove(n)
+	if t.heap.Contains(n.slot) {
+		t.heap.Remove(n.slot)
 	}
 	n.ends++
 	for m := n; m != &t.root; m = m.parent {
@@ -330,7 +332,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 		}
 	}
 	if n.ref == 0 && n.children == 0 {
-		t.heap.push(n, t.key(n))
+		t.push(n)
 	}
 	return nil
 }
@@ -365,26 +367,24 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	}
 	if t.usesNow && t.keyedAt != t.now {
 		t.keyedAt = t.now
-		for i := range t.heap {
-			t.heap[i].key = t.key(t.heap[i].n)
-		}
-		t.heap.init()
+		t.heap.Rekey(func(e *rank.Entry) rank.Key { return t.key(t.bySlot[e.Slot]) })
 	}
 	removed := make([]uint64, blocks)
 	for i := range removed {
-		if len(t.heap) == 0 {
+		if t.heap.Len() == 0 {
 			panic("prefix: evictable blocks but no evictable leaf")
 		}
-		n := t.heap[0].n
+		n := t.bySlot[t.heap.Min().Slot]
 		removed[i] = n.hash
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
 		if p != &t.root && p.children == 0 && p.ref == 0 {
-			t.heap.replaceTop(p, t.key(p))
+			t.heap.ReplaceMin(t.entry(p))
 		} else {
-			t.heap.pop()
+			t.heap.Remove(n.slot)
 		}
+		t.unplace(n)
 	}
 	t.evictable -= blocks
 	if t.onEvent != nil {
@@ -416,8 +416,8 @@ func (t *Tree) observe(tick int64) {
 // Only the end of a path can be a leaf, so one call per operation keeps
 // every key current.
 func (t *Tree) rekey(n *node) {
-	if n.heapIdx >= 0 {
-		t.heap.fix(n, t.key(n))
+	if t.heap.Contains(n.slot) {
+		t.heap.Fix(n.slot, t.key(n), 1)
 	}
 }
 
@@ -433,6 +433,32 @@ func (t *Tree) key(n *node) rank.Key {
 	}
 	return t.ranker.KeyAt(&c, t.keyedAt)
 }
+
+// place gives new node n a slot. O(1) amortized.
+func (t *Tree) place(n *node) {
+	if k := len(t.freeSlots); k > 0 {
+		n.slot = t.freeSlots[k-1]
+		t.freeSlots = t.freeSlots[:k-1]
+		t.bySlot[n.slot] = n
+		return
+	}
+	n.slot = int32(len(t.bySlot))
+	t.bySlot = append(t.bySlot, n)
+}
+
+// unplace frees the slot of evicted node n, which is out of the heap.
+func (t *Tree) unplace(n *node) {
+	t.bySlot[n.slot] = nil
+	t.freeSlots = append(t.freeSlots, n.slot)
+}
+
+// entry is n's heap entry, with its current key.
+func (t *Tree) entry(n *node) rank.Entry {
+	return rank.Entry{Key: t.key(n), ID: n.id, Slot: n.slot, Blocks: 1}
+}
+
+// push adds leaf n to the heap. O(log n).
+func (t *Tree) push(n *node) { t.heap.Push(t.entry(n)) }
 
 // oneBlock gives a node's candidate its length; rankers read only len(Blocks).
 var oneBlock = []int{0}
