@@ -31,9 +31,9 @@ import "fmt"
 // the other list gives the victim.
 type arc struct {
 	table
-	c        int // cache size in sequences
+	c        int     // cache size in sequences
 	p        float64 // target size of t1, in [0, c]
-	ghostCap int // most ids b1 and b2 hold together
+	ghostCap int     // most ids b1 and b2 hold together
 
 	pending   uint64 // a miss not yet placed
 	hasPend   bool
