@@ -162,8 +162,8 @@ func WithHistoryCap(n int) Option {
 // it evicted, for callers that do not read Metrics.RePrefills,
 // RePrefillRate or FairnessScore: those stay 0, 0 and 1, and the rest of
 // [Metrics] is counted as before. It saves a few hash-table operations per
-// victim (a quarter to a third of an [Index] eviction of 10 victims in
-// BenchmarkIndex) and the history's memory. It does not change the
+// victim, a large share of a small [Index] eviction (BenchmarkIndex; see
+// docs/benchmarks.md), and the history's memory. It does not change the
 // adaptive strategies' own history ([WithHistoryCap]). Default: on.
 func WithEvictionHistory(on bool) Option {
 	return func(c *config) { c.noHistory = !on }
@@ -172,8 +172,8 @@ func WithEvictionHistory(on bool) Option {
 // WithTiming(false) stops the policy reading the clock around each
 // selection, for callers that measure latency themselves: Result.Elapsed,
 // Metrics.AvgEvictionTime and P99EvictionTime stay 0. The two clock reads
-// cost tens of nanoseconds, more than the rest of a one-victim [Index]
-// eviction on some virtual machines. Default: on.
+// can cost more than the rest of a one-victim [Index] eviction, on virtual
+// machines whose clock is slow to read. Default: on.
 func WithTiming(on bool) Option {
 	return func(c *config) { c.noTiming = !on }
 }

@@ -113,8 +113,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		}
 		// keyOf's dispatch, written out so that the simple keys and the
 		// common cases of the others inline into the loop: a call per
-		// candidate costs more than most keys (BenchmarkSelectVictims;
-		// TestInlineKeysMatchKeyOf checks that the two agree).
+		// candidate costs more than most keys (BenchmarkSelectVictims).
+		// TestMatchesReference and FuzzSelectVictims check the victims
+		// against a reference that ranks through keyOf.
 		var key rank.Key
 		switch kp.kind {
 		case kindLRU:
