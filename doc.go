@@ -63,8 +63,9 @@
 //
 // SelectVictims makes one pass over its candidates, O(n + k log k) for k
 // victims in any order: fine for thousands of sequences, milliseconds for
-// millions. [Index] keeps the candidates ordered
-// between calls, so an eviction costs O(k log n) and a reuse O(log n) (O(k)
-// and O(1) under LRU), with the same victims; [WithSampling] makes the slice
-// API approximate and O(k) per victim, as Redis evicts.
+// millions. [Index] keeps the candidates ordered between calls, so an
+// eviction costs O(k log n) and a request O(log n) (O(k) and O(1) under
+// LRU), with the same victims; [WithSampling] makes the slice API
+// approximate, drawing a fixed number of candidates per victim, as Redis
+// evicts.
 package kvevict

@@ -12,11 +12,14 @@ import (
 
 // Index keeps the candidates of a KV pool ordered by a key strategy between
 // evictions, so that an eviction costs O(k log n) for k victims among n
-// sequences instead of the O(n) pass of [Policy.SelectVictims], and a reuse
-// costs O(log n). The allocator adds a [Candidate] when a sequence first holds
-// blocks, reports reuses with [Index.Touch] and changes with [Index.Update],
-// [Index.Pin] or [Index.Acquire], and calls [Index.Evict] when it needs
-// blocks; the index removes its victims.
+// sequences instead of the O(n) pass of [Policy.SelectVictims], and a request
+// costs O(log n). It follows the access protocol of the package
+// documentation under its own verbs, because it holds the candidates: the
+// allocator adds a [Candidate] when a request's sequence is not resident
+// ([Index.Add]), reports every request of a resident one with
+// [Index.Touch], other changes with [Index.Update], [Index.Pin] or
+// [Index.Acquire], and calls [Index.Evict] when it needs blocks; the index
+// removes its victims.
 //
 // Evict follows the rules of SelectVictims exactly: greedy smallest key
 // first, equal keys broken by ID, pinned and referenced candidates skipped,
@@ -220,8 +223,9 @@ func (x *Index) release(slot int32) {
 	x.free = append(x.free, slot)
 }
 
-// Touch records a reuse of sequence id at tick: LastAccess = tick and
-// AccessCount + 1 (saturating), then re-ranks it. It returns an error
+// Touch records a request of resident sequence id at tick, as
+// [Policy.UpdateAccess] does for a policy: LastAccess = tick and
+// AccessCount + 1 (saturating), then it re-ranks the sequence. It returns an error
 // matching [ErrUnknownSequence] if the index does not hold id. It allocates
 // nothing. O(log n); O(1) when the new key sorts after every key in the run,
 // as every touch does under LRU with growing ticks (see Order structure).
