@@ -804,3 +804,54 @@ func TestLoggerRecordsEvictions(t *testing.T) {
 		t.Errorf("failed selection: err %v, log %q", err, buf.String())
 	}
 }
+
+// TestSelectionInAnyOrder: the same candidates listed oldest-first,
+// newest-first and shuffled give the victims of the sort-based reference,
+// for needs from one block to all of them. Newest-first under LRU makes
+// every candidate enter the selection's buffer, so its heap phase runs out
+// of budget and the unordered buffer with its compactions takes over.
+func TestSelectionInAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	base := make([]kvevict.Candidate, 3000)
+	total := 0
+	for i := range base {
+		base[i] = kvevict.Candidate{
+			ID:           uint64(i) + 1,
+			Blocks:       blocks(i*8, 1+rng.IntN(8)),
+			LastAccess:   rng.Int64N(1 << 20),
+			AccessCount:  rng.IntN(4),
+			AllowPartial: rng.IntN(2) == 0,
+			Pinned:       rng.IntN(20) == 0,
+		}
+		if !base[i].Pinned {
+			total += len(base[i].Blocks)
+		}
+	}
+	orders := map[string]func([]kvevict.Candidate){
+		"oldest-first": func(c []kvevict.Candidate) {
+			slices.SortFunc(c, func(a, b kvevict.Candidate) int { return cmp.Compare(a.LastAccess, b.LastAccess) })
+		},
+		"newest-first": func(c []kvevict.Candidate) {
+			slices.SortFunc(c, func(a, b kvevict.Candidate) int { return cmp.Compare(b.LastAccess, a.LastAccess) })
+		},
+		"shuffled": func(c []kvevict.Candidate) { rng.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] }) },
+	}
+	for name, order := range orders {
+		cands := slices.Clone(base)
+		order(cands)
+		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.MRU} {
+			p := mustNew(t, s)
+			for _, required := range []int{1, 7, 100, 1000, total / 2, total} {
+				res, err := p.SelectVictims(cands, required)
+				if err != nil {
+					t.Fatalf("%s %s required %d: %v", name, s, required, err)
+				}
+				checkResult(t, cands, required, res)
+				want, _ := referenceSelect(t, s, nil, cands, required)
+				if !reflect.DeepEqual(res.Victims, want) {
+					t.Fatalf("%s %s required %d: %d victims, reference %d", name, s, required, len(res.Victims), len(want))
+				}
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package kvevict
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/rank"
@@ -77,13 +78,20 @@ const compactAtLeast = 32
 // allows partial eviction.
 //
 // It makes one pass over the candidates and buffers the evictable ones that
-// may still be victims. Whenever the buffer covers required and has grown to
-// twice what covered it last time, cover cuts it to the smallest entries that
-// cover required, and the largest of those becomes a bound: a later candidate
-// whose key is not below it is skipped with one comparison. Each compaction
-// is linear in the buffer and at least halves it, so the pass costs O(n)
-// whatever the candidates' order, and only the k victims are sorted:
-// O(n + k log k) in all.
+// may still be victims, under a bound: once they cover required, a later
+// candidate whose key is not below the largest of those that cover it is
+// skipped with one comparison, the common case.
+//
+// The buffer starts as a max-heap that keeps exactly the smallest keys that
+// cover required, so the bound is as tight as can be: in a random order few
+// candidates enter, k ln(n/k) of them. In an adversarial order (newest-first
+// under LRU) every candidate enters, at O(log k) each, so the heap phase has
+// a budget of sift levels linear in n. Past it the buffer stays unordered:
+// whenever it has grown to twice what covered required at the last
+// compaction, cover cuts it to the smallest entries that cover required and
+// the largest of those becomes the bound. Each compaction is linear in the
+// buffer and at least halves it. So the pass is O(n) in any order, and only
+// the k victims are sorted: O(n + k log k) in all.
 func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
@@ -95,7 +103,8 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	s.partial = 0
 	sum, available := 0, 0 // blocks in buf, and held by every evictable candidate
 	compactAt := compactAtLeast
-	bounded := false // buf covers required and bound is its largest entry
+	heapWork, heapBudget := 0, len(cands)/2+compactAtLeast // sift levels of the heap phase
+	bounded := false                                       // buf covers required and bound is its largest entry
 	var bound entry
 	var order idOrder
 	for i := range cands {
@@ -146,8 +155,30 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if bounded && !lessKey(key, c.ID, &bound) {
 			continue // the common case once the buffer covers required
 		}
-		buf = append(buf, newEntry(c, key, int32(i)))
-		sum += int(buf[len(buf)-1].Blocks)
+		e := newEntry(c, key, int32(i))
+		if heapWork <= heapBudget {
+			heapWork += bits.Len(uint(len(buf)))
+			if bounded && sum-int(bound.Blocks)+int(e.Blocks) >= required {
+				// e displaces the largest key: one sift, not a push and a pop.
+				sum += int(e.Blocks) - int(bound.Blocks)
+				buf[0] = e
+				siftDown(buf, 0)
+			} else {
+				buf = push(buf, e)
+				sum += int(e.Blocks)
+			}
+			for sum-int(buf[0].Blocks) >= required {
+				sum -= int(buf[0].Blocks)
+				buf = pop(buf)
+			}
+			if sum >= required {
+				bound, bounded = buf[0], true
+			}
+			compactAt = max(compactAtLeast, 2*len(buf))
+			continue
+		}
+		buf = append(buf, e)
+		sum += int(e.Blocks)
 		if sum >= required && len(buf) >= compactAt {
 			buf = buf[:s.cover(buf, required)]
 			sum, bound = 0, buf[0]
@@ -176,6 +207,55 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		s.partial += b2i(partial)
 	}
 	return res, nil
+}
+
+// push adds e to the max-heap h. O(log len(h)).
+func push(h []entry, e entry) []entry {
+	h = append(h, e)
+	j := len(h) - 1
+	for j > 0 {
+		parent := (j - 1) / 2
+		if !less(&h[parent], &e) {
+			break
+		}
+		h[j] = h[parent]
+		j = parent
+	}
+	h[j] = e
+	return h
+}
+
+// pop removes the largest entry of the max-heap h. O(log len(h)).
+func pop(h []entry) []entry {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	siftDown(h, 0)
+	return h
+}
+
+// siftDown restores the max-heap order below j, moving entries up into a
+// hole rather than swapping them.
+func siftDown(h []entry, j int) {
+	if j >= len(h) {
+		return
+	}
+	e := h[j]
+	for {
+		child := 2*j + 1
+		if child >= len(h) {
+			break
+		}
+		if r := child + 1; r < len(h) && less(&h[child], &h[r]) {
+			child = r
+		}
+		if !less(&e, &h[child]) {
+			break
+		}
+		h[j] = h[child]
+		j = child
+	}
+	h[j] = e
 }
 
 // cover reorders h so that h[:m] holds the m smallest entries by (key, ID)
