@@ -125,7 +125,7 @@ func TestServeInvariants(t *testing.T) {
 		}
 		for _, g := range Granularities() {
 			for _, s := range kvevict.Strategies() {
-				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+				if s.Adaptive() && g == GranularityBlock {
 					continue
 				}
 				short := testing.Short() && g != DefaultGranularity || raceEnabled
@@ -276,11 +276,11 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 			}
 			var inner Evictor
 			if g == GranularityBlock {
-				r, err := kvevict.NewRanker(s)
-				if err != nil {
-					continue // adaptive: no key
+				if s.Adaptive() {
+					continue // no key
 				}
-				if inner, err = NewBlockEvictor(r); err != nil {
+				var err error
+				if inner, err = NewBlockEvictor(s); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -250,10 +250,7 @@ func parseStrategies(list string, keysOnly bool) ([]kvevict.Strategy, error) {
 }
 
 // hasKey reports whether s ranks candidates by a key (not by history).
-func hasKey(s kvevict.Strategy) bool {
-	_, err := kvevict.NewRanker(s)
-	return err == nil
-}
+func hasKey(s kvevict.Strategy) bool { return !s.Adaptive() }
 
 func strategyNames() string {
 	var names []string
@@ -290,11 +287,11 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr, len(o.capacities)*(len(o.strategies)+1)*len(w.Requests))
 	var reports []sim.Report
 	for _, capacity := range o.capacities {
-		cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
-		if o.sampling > 0 {
-			cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
-		}
 		for _, s := range o.strategies {
+			cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
+			if o.sampling > 0 && hasKey(s) {
+				cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
+			}
 			var rep sim.Report
 			if o.mode == "serve" {
 				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
@@ -307,7 +304,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 			}
 			reports = append(reports, rep)
 		}
-		rep, err := sim.Belady(w, cfg)
+		rep, err := sim.Belady(w, sim.Config{Capacity: capacity, Progress: bar.callback()})
 		if err != nil {
 			bar.done()
 			return err
