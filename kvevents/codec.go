@@ -1,0 +1,821 @@
+package kvevents
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// Encoding is how structs go on the wire. Both are msgspec's encodings of
+// the same schema with omit_defaults: a field equal to its default (None)
+// is left out.
+type Encoding uint8
+
+const (
+	// EncodingMap is vLLM's current encoding and the default: the batch is
+	// a map {"ts", "events", "data_parallel_rank"} and each event a map
+	// whose "type" key holds its tag, followed by its named fields. Fields
+	// with a default are left out when they equal it.
+	EncodingMap Encoding = iota
+	// EncodingArray is msgspec's array_like encoding, which vLLM used
+	// first: the batch is [ts, events] (with data_parallel_rank third when
+	// set) and an event the array [tag, field, ...] in field order, its
+	// trailing fields that equal their defaults left out.
+	EncodingArray
+)
+
+// String returns "map" or "array".
+func (e Encoding) String() string {
+	switch e {
+	case EncodingMap:
+		return "map"
+	case EncodingArray:
+		return "array"
+	}
+	return fmt.Sprintf("Encoding(%d)", uint8(e))
+}
+
+// Field names, as vLLM's structs spell them.
+const (
+	fieldType        = "type"
+	fieldTS          = "ts"
+	fieldEvents      = "events"
+	fieldDPRank      = "data_parallel_rank"
+	fieldHashes      = "block_hashes"
+	fieldParent      = "parent_block_hash"
+	fieldTokens      = "token_ids"
+	fieldBlockSize   = "block_size"
+	fieldLoRAID      = "lora_id"
+	fieldMedium      = "medium"
+	fieldLoRAName    = "lora_name"
+	fieldExtraKeys   = "extra_keys"
+	fieldGroupIdx    = "group_idx"
+	fieldSpecKind    = "kv_cache_spec_kind"
+	fieldSpecWindow  = "kv_cache_spec_sliding_window"
+	maxSkipDepth     = 64 // nesting a skipped value may have; vLLM's deepest is 3
+	storedRequired   = 7  // BlockStored's fields without a default
+	removedRequired  = 2  // BlockRemoved's fields without a default
+	arrayBatchFields = 2  // EventBatch's fields without a default
+)
+
+// The field orders of vLLM's structs, which the array encoding follows.
+var (
+	storedFields  = []string{fieldHashes, fieldParent, fieldTokens, fieldBlockSize, fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx, fieldSpecKind, fieldSpecWindow}
+	removedFields = []string{fieldHashes, fieldMedium, fieldGroupIdx}
+)
+
+// Encode returns the msgpack payload of b in encoding enc. It fails only
+// for an event of a type it does not know or an unknown encoding. The
+// result's length is O(size of b).
+func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
+	if enc != EncodingMap && enc != EncodingArray {
+		return nil, fmt.Errorf("kvevents: unknown encoding %d", enc)
+	}
+	var buf bytes.Buffer
+	w := &encoder{buf: &buf, e: msgpack.NewEncoder(&buf), enc: enc}
+	nb := arrayBatchFields
+	if b.DataParallelRank != nil {
+		nb++
+	}
+	if enc == EncodingMap {
+		w.mapLen(nb)
+		w.str(fieldTS)
+	} else {
+		w.arrayLen(nb)
+	}
+	w.check(w.e.EncodeFloat64(b.TS))
+	if enc == EncodingMap {
+		w.str(fieldEvents)
+	}
+	w.arrayLen(len(b.Events))
+	for _, ev := range b.Events {
+		if err := w.event(ev); err != nil {
+			return nil, err
+		}
+	}
+	if b.DataParallelRank != nil {
+		if enc == EncodingMap {
+			w.str(fieldDPRank)
+		}
+		w.check(w.e.EncodeInt(*b.DataParallelRank))
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	return buf.Bytes(), nil
+}
+
+// encoder writes msgpack values, keeping the first error (a bytes.Buffer
+// reports none).
+type encoder struct {
+	buf *bytes.Buffer
+	e   *msgpack.Encoder
+	enc Encoding
+	err error
+}
+
+func (w *encoder) check(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *encoder) arrayLen(n int) { w.check(w.e.EncodeArrayLen(n)) }
+func (w *encoder) mapLen(n int)   { w.check(w.e.EncodeMapLen(n)) }
+func (w *encoder) str(s string)   { w.check(w.e.EncodeString(s)) }
+
+// field is one field of an event being written: its name and a writer of
+// its value, or nil for None.
+type field struct {
+	name  string
+	write func()
+}
+
+func (w *encoder) event(ev Event) error {
+	var fields []field
+	var required int
+	switch ev := ev.(type) {
+	case *BlockStored:
+		required = storedRequired
+		fields = []field{
+			{fieldHashes, func() { w.hashes(ev.BlockHashes) }},
+			{fieldParent, w.optHash(ev.ParentBlockHash)},
+			{fieldTokens, func() { w.ints(ev.TokenIDs) }},
+			{fieldBlockSize, func() { w.check(w.e.EncodeInt(ev.BlockSize)) }},
+			{fieldLoRAID, w.optInt(ev.LoRAID)},
+			{fieldMedium, w.optStr(ev.Medium)},
+			{fieldLoRAName, w.optStr(ev.LoRAName)},
+			{fieldExtraKeys, w.raw(ev.ExtraKeys)},
+			{fieldGroupIdx, w.optInt(ev.GroupIdx)},
+			{fieldSpecKind, w.optStr(ev.KVCacheSpecKind)},
+			{fieldSpecWindow, w.optInt(ev.KVCacheSpecSlidingWindow)},
+		}
+	case *BlockRemoved:
+		required = removedRequired
+		fields = []field{
+			{fieldHashes, func() { w.hashes(ev.BlockHashes) }},
+			{fieldMedium, w.optStr(ev.Medium)},
+			{fieldGroupIdx, w.optInt(ev.GroupIdx)},
+		}
+	case *AllBlocksCleared:
+	default:
+		return fmt.Errorf("%w: cannot encode %T", ErrUnknownEventType, ev)
+	}
+	if w.enc == EncodingArray {
+		// Trailing fields equal to their defaults are left out; one set
+		// after them keeps the Nones before it, as positions matter.
+		n := len(fields)
+		for n > required && fields[n-1].write == nil {
+			n--
+		}
+		w.arrayLen(1 + n)
+		w.str(ev.Type())
+		for _, f := range fields[:n] {
+			w.value(f, true)
+		}
+		return nil
+	}
+	n := 0
+	for i, f := range fields {
+		if i < required || f.write != nil {
+			n++
+		}
+	}
+	w.mapLen(1 + n)
+	w.str(fieldType)
+	w.str(ev.Type())
+	for i, f := range fields {
+		if i < required || f.write != nil {
+			w.str(f.name)
+			w.value(f, true)
+		}
+	}
+	return nil
+}
+
+func (w *encoder) value(f field, _ bool) {
+	if f.write == nil {
+		w.check(w.e.EncodeNil())
+		return
+	}
+	f.write()
+}
+
+func (w *encoder) hash(h Hash) {
+	if h.isBytes {
+		w.check(w.e.EncodeBytes([]byte(h.b)))
+		return
+	}
+	w.check(w.e.EncodeUint(h.n))
+}
+
+func (w *encoder) hashes(hs []Hash) {
+	w.arrayLen(len(hs))
+	for _, h := range hs {
+		w.hash(h)
+	}
+}
+
+func (w *encoder) ints(ns []int64) {
+	w.arrayLen(len(ns))
+	for _, n := range ns {
+		w.check(w.e.EncodeInt(n))
+	}
+}
+
+func (w *encoder) optHash(h *Hash) func() {
+	if h == nil {
+		return nil
+	}
+	return func() { w.hash(*h) }
+}
+
+func (w *encoder) optInt(n *int64) func() {
+	if n == nil {
+		return nil
+	}
+	return func() { w.check(w.e.EncodeInt(*n)) }
+}
+
+func (w *encoder) optStr(s *string) func() {
+	if s == nil {
+		return nil
+	}
+	return func() { w.str(*s) }
+}
+
+func (w *encoder) raw(b []byte) func() {
+	if b == nil {
+		return nil
+	}
+	return func() {
+		_, err := w.buf.Write(b)
+		w.check(err)
+	}
+}
+
+// Decode reads a payload in either encoding, and any mix of them: the
+// batch and each event may be an array or a map. Unknown map keys and
+// array elements beyond the known fields are ignored, missing optional
+// fields are None, and a negative integer hash (which older producers
+// sent) is read as its two's complement.
+//
+// err, matching [ErrMalformed] or [ErrFieldType], means the payload gave
+// no batch. Otherwise b holds the events that decoded, and skipped has one
+// error per event left out, each matching [ErrUnknownEventType] or
+// [ErrFieldType]. Decode never panics and allocates O(len(payload)).
+func Decode(payload []byte) (b EventBatch, skipped []error, err error) {
+	r := bytes.NewReader(payload)
+	x := &decoder{d: msgpack.NewDecoder(r), r: r}
+	b, skipped, err = x.batch()
+	if err == nil && r.Len() > 0 {
+		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, r.Len())
+	}
+	if err != nil {
+		return EventBatch{}, nil, err
+	}
+	return b, skipped, nil
+}
+
+// decoder reads msgpack values off a byte slice. Its methods return errors
+// matching ErrMalformed when the stream cannot be followed, and
+// ErrFieldType when a value was of the wrong type but was skipped, so the
+// stream is still aligned.
+type decoder struct {
+	d *msgpack.Decoder
+	r *bytes.Reader
+}
+
+func malformed(err error) error {
+	if errors.Is(err, ErrMalformed) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrMalformed, err)
+}
+
+func (x *decoder) peek() (byte, error) {
+	c, err := x.d.PeekCode()
+	if err != nil {
+		return 0, malformed(err)
+	}
+	return c, nil
+}
+
+// mismatch skips the value at hand and reports it as the wrong type for
+// name.
+func (x *decoder) mismatch(name string, c byte, want string) error {
+	if err := x.skip(0); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s is msgpack 0x%02x, want %s", ErrFieldType, name, c, want)
+}
+
+func isInt(c byte) bool {
+	return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)
+}
+
+func isArray(c byte) bool {
+	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
+}
+
+func isMap(c byte) bool {
+	return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
+}
+
+// skip consumes one value of any type, refusing nesting deeper than
+// maxSkipDepth so that a hostile payload cannot exhaust the stack.
+func (x *decoder) skip(depth int) error {
+	c, err := x.peek()
+	if err != nil {
+		return err
+	}
+	var n int
+	switch {
+	case isArray(c):
+		if n, err = x.length(true); err != nil {
+			return err
+		}
+	case isMap(c):
+		if n, err = x.length(false); err != nil {
+			return err
+		}
+		n *= 2
+	default:
+		if err := x.d.Skip(); err != nil {
+			return malformed(err)
+		}
+		return nil
+	}
+	if depth >= maxSkipDepth {
+		return fmt.Errorf("%w: nested deeper than %d", ErrMalformed, maxSkipDepth)
+	}
+	for range n {
+		if err := x.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// length reads an array (or map) header. A length the remaining bytes
+// cannot hold is malformed: each element takes at least one byte, so
+// nothing is allocated on a false promise.
+func (x *decoder) length(array bool) (int, error) {
+	var n int
+	var err error
+	if array {
+		n, err = x.d.DecodeArrayLen()
+	} else {
+		n, err = x.d.DecodeMapLen()
+	}
+	if err != nil {
+		return 0, malformed(err)
+	}
+	if n < 0 || n > x.r.Len() {
+		return 0, fmt.Errorf("%w: length %d with %d bytes left", ErrMalformed, n, x.r.Len())
+	}
+	return n, nil
+}
+
+// container reads the header of an array (or map) named name.
+func (x *decoder) container(name string, array bool) (int, error) {
+	c, err := x.peek()
+	if err != nil {
+		return 0, err
+	}
+	if array && !isArray(c) {
+		return 0, x.mismatch(name, c, "an array")
+	}
+	if !array && !isMap(c) {
+		return 0, x.mismatch(name, c, "a map")
+	}
+	return x.length(array)
+}
+
+func (x *decoder) int64(name string) (int64, error) {
+	c, err := x.peek()
+	if err != nil {
+		return 0, err
+	}
+	if !isInt(c) {
+		return 0, x.mismatch(name, c, "an integer")
+	}
+	if c == msgpcode.Uint64 {
+		u, err := x.d.DecodeUint64()
+		if err != nil {
+			return 0, malformed(err)
+		}
+		if u > math.MaxInt64 {
+			return 0, fmt.Errorf("%w: %s = %d overflows int64", ErrFieldType, name, u)
+		}
+		return int64(u), nil
+	}
+	n, err := x.d.DecodeInt64()
+	if err != nil {
+		return 0, malformed(err)
+	}
+	return n, nil
+}
+
+func (x *decoder) string(name string) (string, error) {
+	c, err := x.peek()
+	if err != nil {
+		return "", err
+	}
+	if !msgpcode.IsString(c) {
+		return "", x.mismatch(name, c, "a string")
+	}
+	s, err := x.d.DecodeString()
+	if err != nil {
+		return "", malformed(err)
+	}
+	return s, nil
+}
+
+func (x *decoder) hash(name string) (Hash, error) {
+	c, err := x.peek()
+	if err != nil {
+		return Hash{}, err
+	}
+	switch {
+	case msgpcode.IsBin(c):
+		b, err := x.d.DecodeBytes()
+		if err != nil {
+			return Hash{}, malformed(err)
+		}
+		return BytesHash(b), nil
+	case c == msgpcode.Uint64:
+		u, err := x.d.DecodeUint64()
+		if err != nil {
+			return Hash{}, malformed(err)
+		}
+		return IntHash(u), nil
+	case isInt(c):
+		n, err := x.d.DecodeInt64()
+		if err != nil {
+			return Hash{}, malformed(err)
+		}
+		return IntHash(uint64(n)), nil
+	}
+	return Hash{}, x.mismatch(name, c, "an integer or bytes")
+}
+
+// isNil consumes a nil if one is next.
+func (x *decoder) isNil() (bool, error) {
+	c, err := x.peek()
+	if err != nil || c != msgpcode.Nil {
+		return false, err
+	}
+	if err := x.d.DecodeNil(); err != nil {
+		return false, malformed(err)
+	}
+	return true, nil
+}
+
+// list reads an array named name, calling elem for each element. After a
+// wrong element it still consumes the rest, so the stream stays aligned,
+// and returns the first error.
+func (x *decoder) list(name string, elem func() error) error {
+	n, err := x.container(name, true)
+	if err != nil {
+		return err
+	}
+	var first error
+	for range n {
+		err := first
+		if err == nil {
+			err = elem()
+		} else {
+			err = x.skip(0)
+		}
+		if err != nil {
+			if errors.Is(err, ErrMalformed) {
+				return err
+			}
+			first = err
+		}
+	}
+	return first
+}
+
+func (x *decoder) batch() (EventBatch, []error, error) {
+	var b EventBatch
+	var skipped []error
+	events := func() error {
+		return x.list(fieldEvents, func() error {
+			ev, err := x.event()
+			if err != nil {
+				if errors.Is(err, ErrMalformed) {
+					return err
+				}
+				skipped = append(skipped, err)
+				return nil
+			}
+			b.Events = append(b.Events, ev)
+			return nil
+		})
+	}
+	ts := func() (err error) { b.TS, err = x.float(fieldTS); return err }
+	rank := func() error {
+		if null, err := x.isNil(); null || err != nil {
+			return err
+		}
+		n, err := x.int64(fieldDPRank)
+		if err == nil {
+			b.DataParallelRank = &n
+		}
+		return err
+	}
+	c, err := x.peek()
+	if err != nil {
+		return b, nil, err
+	}
+	var seen int
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	switch {
+	case isArray(c):
+		n, err := x.length(true)
+		if err != nil {
+			return b, nil, err
+		}
+		for i := range n {
+			switch i {
+			case 0:
+				note(ts())
+			case 1:
+				note(events())
+			case 2:
+				note(rank())
+			default:
+				note(x.skip(0))
+			}
+			if errors.Is(first, ErrMalformed) {
+				return b, nil, first
+			}
+		}
+		seen = min(n, arrayBatchFields)
+	case isMap(c):
+		n, err := x.length(false)
+		if err != nil {
+			return b, nil, err
+		}
+		for range n {
+			key, err := x.string("batch key")
+			if err != nil {
+				note(err)
+				note(x.skip(0))
+			} else {
+				switch key {
+				case fieldTS:
+					seen++
+					note(ts())
+				case fieldEvents:
+					seen++
+					note(events())
+				case fieldDPRank:
+					note(rank())
+				default:
+					note(x.skip(0))
+				}
+			}
+			if errors.Is(first, ErrMalformed) {
+				return b, nil, first
+			}
+		}
+	default:
+		return b, nil, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
+	}
+	if first == nil && seen < arrayBatchFields {
+		first = fmt.Errorf("%w: batch without ts or events", ErrFieldType)
+	}
+	if first != nil {
+		return b, nil, first
+	}
+	return b, skipped, nil
+}
+
+func (x *decoder) float(name string) (float64, error) {
+	c, err := x.peek()
+	if err != nil {
+		return 0, err
+	}
+	if c != msgpcode.Float && c != msgpcode.Double && !isInt(c) {
+		return 0, x.mismatch(name, c, "a number")
+	}
+	if isInt(c) {
+		n, err := x.int64(name)
+		return float64(n), err
+	}
+	f, err := x.d.DecodeFloat64()
+	if err != nil {
+		return 0, malformed(err)
+	}
+	return f, nil
+}
+
+// event reads one event in either encoding. An error matching
+// ErrUnknownEventType or ErrFieldType means the event was consumed and
+// left out.
+func (x *decoder) event() (Event, error) {
+	c, err := x.peek()
+	if err != nil {
+		return nil, err
+	}
+	var u union
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	switch {
+	case isArray(c):
+		n, err := x.length(true)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%w: empty event array", ErrFieldType)
+		}
+		tag, err := x.string(fieldType)
+		if err != nil && errors.Is(err, ErrMalformed) {
+			return nil, err
+		}
+		note(err)
+		order := fieldsOf(tag)
+		if err == nil && order == nil && tag != TypeAllBlocksCleared {
+			note(fmt.Errorf("%w: %q", ErrUnknownEventType, tag))
+		}
+		u.tag = tag
+		for i := 1; i < n; i++ {
+			if first != nil || i-1 >= len(order) {
+				note(x.skip(0))
+			} else {
+				note(x.field(order[i-1], &u))
+			}
+			if errors.Is(first, ErrMalformed) {
+				return nil, first
+			}
+		}
+	case isMap(c):
+		n, err := x.length(false)
+		if err != nil {
+			return nil, err
+		}
+		for range n {
+			key, err := x.string("event key")
+			switch {
+			case err != nil:
+				note(err)
+				note(x.skip(0))
+			case key == fieldType:
+				u.tag, err = x.string(fieldType)
+				note(err)
+			default:
+				note(x.field(key, &u))
+			}
+			if errors.Is(first, ErrMalformed) {
+				return nil, first
+			}
+		}
+		if first == nil && fieldsOf(u.tag) == nil && u.tag != TypeAllBlocksCleared {
+			first = fmt.Errorf("%w: %q", ErrUnknownEventType, u.tag)
+		}
+	default:
+		return nil, x.mismatch("event", c, "an array or a map")
+	}
+	if first != nil {
+		return nil, first
+	}
+	return u.event()
+}
+
+func fieldsOf(tag string) []string {
+	switch tag {
+	case TypeBlockStored:
+		return storedFields
+	case TypeBlockRemoved:
+		return removedFields
+	}
+	return nil
+}
+
+// union holds the fields of any event while it is read; a map event may
+// name its type after its fields.
+type union struct {
+	tag       string
+	s         BlockStored
+	hasHashes bool
+}
+
+func (u *union) event() (Event, error) {
+	switch u.tag {
+	case TypeBlockStored:
+		if !u.hasHashes {
+			return nil, fmt.Errorf("%w: %s without %s", ErrFieldType, u.tag, fieldHashes)
+		}
+		s := u.s
+		return &s, nil
+	case TypeBlockRemoved:
+		if !u.hasHashes {
+			return nil, fmt.Errorf("%w: %s without %s", ErrFieldType, u.tag, fieldHashes)
+		}
+		return &BlockRemoved{BlockHashes: u.s.BlockHashes, Medium: u.s.Medium, GroupIdx: u.s.GroupIdx}, nil
+	case TypeAllBlocksCleared:
+		return &AllBlocksCleared{}, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownEventType, u.tag)
+}
+
+// field reads the value of the field name into u; unknown names are
+// skipped.
+func (x *decoder) field(name string, u *union) error {
+	s := &u.s
+	switch name {
+	case fieldHashes:
+		u.hasHashes = true
+		s.BlockHashes = s.BlockHashes[:0:0]
+		return x.list(name, func() error {
+			h, err := x.hash(name)
+			s.BlockHashes = append(s.BlockHashes, h)
+			return err
+		})
+	case fieldTokens:
+		return x.list(name, func() error {
+			n, err := x.int64(name)
+			s.TokenIDs = append(s.TokenIDs, n)
+			return err
+		})
+	case fieldBlockSize:
+		if null, err := x.isNil(); null || err != nil {
+			return err
+		}
+		n, err := x.int64(name)
+		s.BlockSize = n
+		return err
+	case fieldParent:
+		if null, err := x.isNil(); null || err != nil {
+			return err
+		}
+		h, err := x.hash(name)
+		s.ParentBlockHash = &h
+		return err
+	case fieldLoRAID:
+		return x.optInt(name, &s.LoRAID)
+	case fieldGroupIdx:
+		return x.optInt(name, &s.GroupIdx)
+	case fieldSpecWindow:
+		return x.optInt(name, &s.KVCacheSpecSlidingWindow)
+	case fieldMedium:
+		return x.optStr(name, &s.Medium)
+	case fieldLoRAName:
+		return x.optStr(name, &s.LoRAName)
+	case fieldSpecKind:
+		return x.optStr(name, &s.KVCacheSpecKind)
+	case fieldExtraKeys:
+		if null, err := x.isNil(); null || err != nil {
+			return err
+		}
+		start := x.r.Size() - int64(x.r.Len())
+		if err := x.skip(0); err != nil {
+			return err
+		}
+		end := x.r.Size() - int64(x.r.Len())
+		raw := make([]byte, end-start)
+		_, _ = x.r.ReadAt(raw, start) // inside what was just read
+		s.ExtraKeys = raw
+		return nil
+	}
+	return x.skip(0)
+}
+
+func (x *decoder) optInt(name string, p **int64) error {
+	if null, err := x.isNil(); null || err != nil {
+		return err
+	}
+	n, err := x.int64(name)
+	if err == nil {
+		*p = &n
+	}
+	return err
+}
+
+func (x *decoder) optStr(name string, p **string) error {
+	if null, err := x.isNil(); null || err != nil {
+		return err
+	}
+	s, err := x.string(name)
+	if err == nil {
+		*p = &s
+	}
+	return err
+}
