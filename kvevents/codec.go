@@ -743,13 +743,14 @@ func (x *decoder) field(name string, u *union) error {
 	switch name {
 	case fieldHashes:
 		u.hasHashes = true
-		s.BlockHashes = s.BlockHashes[:0:0]
+		s.BlockHashes = []Hash{}
 		return x.list(name, func() error {
 			h, err := x.hash(name)
 			s.BlockHashes = append(s.BlockHashes, h)
 			return err
 		})
 	case fieldTokens:
+		s.TokenIDs = []int64{}
 		return x.list(name, func() error {
 			n, err := x.int64(name)
 			s.TokenIDs = append(s.TokenIDs, n)

@@ -130,7 +130,9 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 }
 
 // NewSubscriber opens a SUB socket on endpoint, binding or connecting as
-// [Binds] says (or binding, with [WithListen]). Call Run to receive.
+// [Binds] says (or binding, with [WithListen]). A socket that connects
+// reconnects when the publisher goes away and comes back. Call Run to
+// receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{maxPayload: DefaultMaxPayload, log: slog.Default()}
 	for _, o := range opts {
@@ -140,7 +142,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		return nil, err
 	}
 	s := &Subscriber{
-		sub:        zmq4.NewSub(ctx),
+		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(!c.listen && !Binds(endpoint))),
 		replay:     c.replay,
 		replayWait: c.replayWait,
 		maxPayload: c.maxPayload,
@@ -188,18 +190,20 @@ func (s *Subscriber) Stats() Stats {
 func (s *Subscriber) Close() error { return s.sub.Close() }
 
 // Run receives messages and calls fn with each batch, in sequence order per
-// topic, until ctx is done (it then closes the socket and returns nil) or
-// the socket fails. fn is called from Run's goroutine, one call at a time.
-func (s *Subscriber) Run(ctx context.Context, fn func(Message)) error {
+// topic, until ctx is done (it then closes the socket), the socket's
+// context (NewSubscriber's) ends or Close is called.
+// A publisher that disconnects does not end it. fn is called from Run's goroutine, one call at a time.
+func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 	stop := context.AfterFunc(ctx, func() { s.sub.Close() })
 	defer stop()
 	for {
 		msg, err := s.sub.Recv()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("kvevents: receive: %w", err)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return // ctx or the socket's context ended, or Close was called
+		default:
+			continue // one peer's connection ended; the socket lives on
 		}
 		s.handle(ctx, msg.Frames, fn)
 	}
