@@ -7,8 +7,13 @@ import "strings"
 // ("*"), an IPv6 "::", or is ipc:// or inproc://, the stable side of the
 // link; otherwise it connects.
 func Binds(endpoint string) bool {
-	return strings.Contains(endpoint, "*") || strings.Contains(endpoint, "::") ||
-		strings.HasPrefix(endpoint, "ipc://") || strings.HasPrefix(endpoint, "inproc://")
+	return wildcard(endpoint) || strings.HasPrefix(endpoint, "ipc://") || strings.HasPrefix(endpoint, "inproc://")
+}
+
+// wildcard reports whether endpoint's address is a wildcard, one that
+// only a listening socket can use.
+func wildcard(endpoint string) bool {
+	return strings.Contains(endpoint, "*") || strings.Contains(endpoint, "::")
 }
 
 // seqBytes is the 8-byte big-endian frame of sequence number seq.

@@ -117,8 +117,8 @@ func WithMaxPayload(n int) SubscriberOption {
 	}
 }
 
-// WithListen makes the subscriber bind its endpoint whatever [Binds] says,
-// for publishers that connect to a fixed address, such as a test's.
+// WithListen makes the subscriber bind its endpoint even when it is not a
+// wildcard, such as 127.0.0.1:0, for publishers that connect to it.
 func WithListen() SubscriberOption {
 	return func(c *subscriberConfig) { c.listen = true }
 }
@@ -129,8 +129,10 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 	return func(c *subscriberConfig) { c.log = l }
 }
 
-// NewSubscriber opens a SUB socket on endpoint, binding or connecting as
-// [Binds] says (or binding, with [WithListen]). A socket that connects
+// NewSubscriber opens a SUB socket on endpoint. It binds when the address
+// is a wildcard ("*" or "::"), where publishers that connect (by [Binds])
+// find it, or with [WithListen]; otherwise it connects, including to the
+// ipc:// and inproc:// endpoints a publisher binds. A socket that connects
 // reconnects when the publisher goes away and comes back. Call Run to
 // receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
@@ -142,7 +144,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		return nil, err
 	}
 	s := &Subscriber{
-		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(!c.listen && !Binds(endpoint))),
+		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(!c.listen && !wildcard(endpoint))),
 		replay:     c.replay,
 		replayWait: c.replayWait,
 		maxPayload: c.maxPayload,
@@ -151,15 +153,13 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		logged:     make(map[error]bool),
 	}
 	var err error
-	if c.listen {
+	if c.listen || wildcard(endpoint) {
 		err = s.sub.Listen(endpoint)
-		if err != nil {
-			err = fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
-		}
 	} else {
-		err = open(s.sub, endpoint)
+		err = s.sub.Dial(endpoint)
 	}
 	if err != nil {
+		err = fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
 		s.sub.Close()
 		return nil, err
 	}

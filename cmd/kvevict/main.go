@@ -74,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// The library's errors name it already; the line names it once.
 	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "%s (see kvevict compare -h)\n", msg)
+		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
 	}
 	fmt.Fprintln(stderr, msg)
@@ -88,8 +88,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "compare":
 		return compare(args[1:], stdout, stderr)
+	case "publish":
+		return publish(args[1:], stdout, stderr)
+	case "mirror":
+		return mirror(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, "usage: kvevict compare [flags]; kvevict compare -h lists the flags")
+		fmt.Fprintln(stderr, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])
