@@ -69,7 +69,8 @@ var (
 )
 
 // Encode returns the msgpack payload of b in encoding enc. It fails only
-// for an event of a type it does not know or an unknown encoding. The
+// for an event of a type it does not know, ExtraKeys that are not one
+// msgpack value, or an unknown encoding. The
 // result's length is O(size of b).
 func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
 	if enc != EncodingMap && enc != EncodingArray {
@@ -140,6 +141,11 @@ func (w *encoder) event(ev Event) error {
 	var required int
 	switch ev := ev.(type) {
 	case *BlockStored:
+		if ev.ExtraKeys != nil {
+			if err := checkValue(ev.ExtraKeys); err != nil {
+				return fmt.Errorf("kvevents: ExtraKeys: %w", err)
+			}
+		}
 		required = storedRequired
 		fields = []field{
 			{fieldHashes, func() { w.hashes(ev.BlockHashes) }},
@@ -175,7 +181,7 @@ func (w *encoder) event(ev Event) error {
 		w.arrayLen(1 + n)
 		w.str(ev.Type())
 		for _, f := range fields[:n] {
-			w.value(f, true)
+			w.value(f)
 		}
 		return nil
 	}
@@ -191,13 +197,13 @@ func (w *encoder) event(ev Event) error {
 	for i, f := range fields {
 		if i < required || f.write != nil {
 			w.str(f.name)
-			w.value(f, true)
+			w.value(f)
 		}
 	}
 	return nil
 }
 
-func (w *encoder) value(f field, _ bool) {
+func (w *encoder) value(f field) {
 	if f.write == nil {
 		w.check(w.e.EncodeNil())
 		return
@@ -256,6 +262,19 @@ func (w *encoder) raw(b []byte) func() {
 		_, err := w.buf.Write(b)
 		w.check(err)
 	}
+}
+
+// checkValue reports whether raw is exactly one msgpack value.
+func checkValue(raw []byte) error {
+	r := bytes.NewReader(raw)
+	x := &decoder{d: msgpack.NewDecoder(r), r: r}
+	if err := x.skip(0); err != nil {
+		return err
+	}
+	if r.Len() > 0 {
+		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, r.Len())
+	}
+	return nil
 }
 
 // Decode reads a payload in either encoding, and any mix of them: the

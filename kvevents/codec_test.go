@@ -252,6 +252,15 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+func TestEncodeRefusesBadExtraKeys(t *testing.T) {
+	for _, raw := range [][]byte{{}, {0x92, 0x01}, {0x01, 0x02}} {
+		b := EventBatch{Events: []Event{&BlockStored{BlockHashes: []Hash{IntHash(1)}, ExtraKeys: raw}}}
+		if _, err := Encode(&b, EncodingMap); !errors.Is(err, ErrMalformed) {
+			t.Errorf("ExtraKeys %x: err %v, want ErrMalformed", raw, err)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add(unhex(f, goldenArray))
 	f.Add(unhex(f, goldenMap))

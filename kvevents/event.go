@@ -35,7 +35,8 @@ type BlockStored struct {
 	Medium    *string // where the blocks live, such as "GPU"
 	LoRAName  *string
 	// ExtraKeys is the raw msgpack of vLLM's extra_keys (a list of tuples
-	// or None per block), kept as received; nil is None.
+	// or None per block), kept as received: one msgpack value, or nil for
+	// None.
 	ExtraKeys                []byte
 	GroupIdx                 *int64
 	KVCacheSpecKind          *string

@@ -57,7 +57,6 @@ func (c *collector) wait(ctx context.Context, t *testing.T, n int) []Message {
 	}
 }
 
-
 // listeningSubscriber starts a subscriber bound to a free port of
 // 127.0.0.1, running until the test ends.
 func listeningSubscriber(ctx context.Context, t *testing.T, opts ...SubscriberOption) (*Subscriber, *collector, string) {
@@ -168,7 +167,7 @@ func gapSetup(ctx context.Context, t *testing.T, replay bool) []Message {
 			t.Fatal(err)
 		}
 	}
-	var sopts []SubscriberOption
+	sopts := []SubscriberOption{WithSubscriberLogger(slog.New(slog.DiscardHandler))}
 	if replay {
 		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
 	}
