@@ -7,6 +7,14 @@
 //	                [-granularity sequence|tail|block]
 //	                [-capacity LIST] [-strategies LIST] [-sampling K]
 //	                [-format table|csv|json] [-plot FILE.svg|.png]
+//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
+//	                [-warmup D] [-format table|json]
+//	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
+//
+// publish and mirror speak vLLM's KV events (package kvevents): publish
+// replays a Mooncake trace through a pool of N blocks and publishes its
+// stores and removals as an engine would; mirror subscribes, as a router
+// would, and reports each topic's resident blocks.
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
