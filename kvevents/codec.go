@@ -2,9 +2,11 @@ package kvevents
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -41,29 +43,31 @@ func (e Encoding) String() string {
 
 // Field names, as vLLM's structs spell them.
 const (
-	fieldType        = "type"
-	fieldTS          = "ts"
-	fieldEvents      = "events"
-	fieldDPRank      = "data_parallel_rank"
-	fieldHashes      = "block_hashes"
-	fieldParent      = "parent_block_hash"
-	fieldTokens      = "token_ids"
-	fieldBlockSize   = "block_size"
-	fieldLoRAID      = "lora_id"
-	fieldMedium      = "medium"
-	fieldLoRAName    = "lora_name"
-	fieldExtraKeys   = "extra_keys"
-	fieldGroupIdx    = "group_idx"
-	fieldSpecKind    = "kv_cache_spec_kind"
-	fieldSpecWindow  = "kv_cache_spec_sliding_window"
-	maxSkipDepth     = 64 // nesting a skipped value may have; vLLM's deepest is 3
-	storedRequired   = 7  // BlockStored's fields without a default
-	removedRequired  = 2  // BlockRemoved's fields without a default
-	arrayBatchFields = 2  // EventBatch's fields without a default
+	fieldType       = "type"
+	fieldTS         = "ts"
+	fieldEvents     = "events"
+	fieldDPRank     = "data_parallel_rank"
+	fieldHashes     = "block_hashes"
+	fieldParent     = "parent_block_hash"
+	fieldTokens     = "token_ids"
+	fieldBlockSize  = "block_size"
+	fieldLoRAID     = "lora_id"
+	fieldMedium     = "medium"
+	fieldLoRAName   = "lora_name"
+	fieldExtraKeys  = "extra_keys"
+	fieldGroupIdx   = "group_idx"
+	fieldSpecKind   = "kv_cache_spec_kind"
+	fieldSpecWindow = "kv_cache_spec_sliding_window"
+	maxSkipDepth    = 64 // nesting a skipped value may have; vLLM's deepest is 3
+	storedRequired  = 7  // BlockStored's fields without a default
+	removedRequired = 2  // BlockRemoved's fields without a default
+	batchRequired   = 2  // EventBatch's fields without a default
 )
 
 // The field orders of vLLM's structs, which the array encoding follows.
 var (
+	batchFields   = []string{fieldTS, fieldEvents, fieldDPRank}
+	tagField      = []string{fieldType}
 	storedFields  = []string{fieldHashes, fieldParent, fieldTokens, fieldBlockSize, fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx, fieldSpecKind, fieldSpecWindow}
 	removedFields = []string{fieldHashes, fieldMedium, fieldGroupIdx}
 )
@@ -78,7 +82,7 @@ func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	w := &encoder{buf: &buf, e: msgpack.NewEncoder(&buf), enc: enc}
-	nb := arrayBatchFields
+	nb := batchRequired
 	if b.DataParallelRank != nil {
 		nb++
 	}
@@ -522,104 +526,101 @@ func (x *decoder) list(name string, elem func() error) error {
 }
 
 func (x *decoder) batch() (EventBatch, []error, error) {
-	var b EventBatch
-	var skipped []error
-	events := func() error {
-		return x.list(fieldEvents, func() error {
-			ev, err := x.event()
-			if err != nil {
-				if errors.Is(err, ErrMalformed) {
-					return err
-				}
-				skipped = append(skipped, err)
-				return nil
-			}
-			b.Events = append(b.Events, ev)
-			return nil
-		})
-	}
-	ts := func() (err error) { b.TS, err = x.float(fieldTS); return err }
-	rank := func() error {
-		if null, err := x.isNil(); null || err != nil {
-			return err
-		}
-		n, err := x.int64(fieldDPRank)
-		if err == nil {
-			b.DataParallelRank = &n
-		}
-		return err
-	}
 	c, err := x.peek()
 	if err != nil {
-		return b, nil, err
+		return EventBatch{}, nil, err
 	}
-	var seen int
-	var first error
-	note := func(err error) {
-		if first == nil {
-			first = err
-		}
+	if !isArray(c) && !isMap(c) {
+		return EventBatch{}, nil, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
 	}
-	switch {
-	case isArray(c):
-		n, err := x.length(true)
-		if err != nil {
-			return b, nil, err
-		}
-		for i := range n {
-			switch i {
-			case 0:
-				note(ts())
-			case 1:
-				note(events())
-			case 2:
-				note(rank())
-			default:
-				note(x.skip(0))
-			}
-			if errors.Is(first, ErrMalformed) {
-				return b, nil, first
-			}
-		}
-		seen = min(n, arrayBatchFields)
-	case isMap(c):
-		n, err := x.length(false)
-		if err != nil {
-			return b, nil, err
-		}
-		for range n {
-			key, err := x.string("batch key")
-			if err != nil {
-				note(err)
-				note(x.skip(0))
-			} else {
-				switch key {
-				case fieldTS:
-					seen++
-					note(ts())
-				case fieldEvents:
-					seen++
-					note(events())
-				case fieldDPRank:
-					note(rank())
-				default:
-					note(x.skip(0))
+	var b EventBatch
+	var skipped []error
+	var hasTS, hasEvents bool
+	err = x.record("batch", func() []string { return batchFields }, func(name string) error {
+		var err error
+		switch name {
+		case fieldTS:
+			hasTS = true
+			b.TS, err = x.float(name)
+		case fieldEvents:
+			hasEvents = true
+			err = x.list(name, func() error {
+				ev, err := x.event()
+				if err != nil && !errors.Is(err, ErrMalformed) {
+					skipped = append(skipped, err)
+					return nil
 				}
-			}
-			if errors.Is(first, ErrMalformed) {
-				return b, nil, first
-			}
+				if err == nil {
+					b.Events = append(b.Events, ev)
+				}
+				return err
+			})
+		case fieldDPRank:
+			err = x.optInt(name, &b.DataParallelRank)
+		default:
+			err = x.skip(0)
 		}
-	default:
-		return b, nil, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
+		return err
+	})
+	if err == nil && (!hasTS || !hasEvents) {
+		err = fmt.Errorf("%w: batch without ts or events", ErrFieldType)
 	}
-	if first == nil && seen < arrayBatchFields {
-		first = fmt.Errorf("%w: batch without ts or events", ErrFieldType)
-	}
-	if first != nil {
-		return b, nil, first
+	if err != nil {
+		return EventBatch{}, nil, err
 	}
 	return b, skipped, nil
+}
+
+// record reads a struct in either encoding: an array of its fields in the
+// order names returns (called before each element, as an event's tag
+// decides the order of the fields after it), or a map from field name to
+// value. set reads the value of the named field; elements past the known
+// fields are skipped. After an error matching ErrFieldType the rest of the
+// record is skipped, so the stream stays aligned, and the first error is
+// returned.
+func (x *decoder) record(what string, names func() []string, set func(name string) error) error {
+	c, err := x.peek()
+	if err != nil {
+		return err
+	}
+	array := isArray(c)
+	if !array && !isMap(c) {
+		return x.mismatch(what, c, "an array or a map")
+	}
+	n, err := x.length(array)
+	if err != nil {
+		return err
+	}
+	var first error
+	for i := range n {
+		switch {
+		case first != nil:
+			err = x.skip(0)
+			if err == nil && !array {
+				err = x.skip(0)
+			}
+		case array:
+			if ns := names(); i < len(ns) {
+				err = set(ns[i])
+			} else {
+				err = x.skip(0)
+			}
+		default:
+			var key string
+			if key, err = x.string(what + " key"); err == nil {
+				err = set(key)
+			} else if !errors.Is(err, ErrMalformed) {
+				_ = x.skip(0) // the value of the bad key; a failure shows on the next read
+			}
+		}
+		if err != nil {
+			if errors.Is(err, ErrMalformed) {
+				return err
+			}
+			first = cmp.Or(first, err)
+		}
+	}
+	return first
 }
 
 func (x *decoder) float(name string) (float64, error) {
@@ -645,75 +646,26 @@ func (x *decoder) float(name string) (float64, error) {
 // ErrUnknownEventType or ErrFieldType means the event was consumed and
 // left out.
 func (x *decoder) event() (Event, error) {
-	c, err := x.peek()
+	var u union
+	var hasTag bool
+	order := tagField // the array encoding's element names, known once the tag is
+	err := x.record("event", func() []string { return order }, func(name string) error {
+		if name != fieldType {
+			return x.field(name, &u)
+		}
+		var err error
+		u.tag, err = x.string(name)
+		hasTag = err == nil
+		if fields := fieldsOf(u.tag); hasTag && fields != nil {
+			order = slices.Concat(tagField, fields)
+		}
+		return err
+	})
+	if err == nil && !hasTag {
+		err = fmt.Errorf("%w: event without %q", ErrFieldType, fieldType)
+	}
 	if err != nil {
 		return nil, err
-	}
-	var u union
-	var first error
-	note := func(err error) {
-		if first == nil {
-			first = err
-		}
-	}
-	switch {
-	case isArray(c):
-		n, err := x.length(true)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("%w: empty event array", ErrFieldType)
-		}
-		tag, err := x.string(fieldType)
-		if err != nil && errors.Is(err, ErrMalformed) {
-			return nil, err
-		}
-		note(err)
-		order := fieldsOf(tag)
-		if err == nil && order == nil && tag != TypeAllBlocksCleared {
-			note(fmt.Errorf("%w: %q", ErrUnknownEventType, tag))
-		}
-		u.tag = tag
-		for i := 1; i < n; i++ {
-			if first != nil || i-1 >= len(order) {
-				note(x.skip(0))
-			} else {
-				note(x.field(order[i-1], &u))
-			}
-			if errors.Is(first, ErrMalformed) {
-				return nil, first
-			}
-		}
-	case isMap(c):
-		n, err := x.length(false)
-		if err != nil {
-			return nil, err
-		}
-		for range n {
-			key, err := x.string("event key")
-			switch {
-			case err != nil:
-				note(err)
-				note(x.skip(0))
-			case key == fieldType:
-				u.tag, err = x.string(fieldType)
-				note(err)
-			default:
-				note(x.field(key, &u))
-			}
-			if errors.Is(first, ErrMalformed) {
-				return nil, first
-			}
-		}
-		if first == nil && fieldsOf(u.tag) == nil && u.tag != TypeAllBlocksCleared {
-			first = fmt.Errorf("%w: %q", ErrUnknownEventType, u.tag)
-		}
-	default:
-		return nil, x.mismatch("event", c, "an array or a map")
-	}
-	if first != nil {
-		return nil, first
 	}
 	return u.event()
 }
