@@ -191,7 +191,7 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 
 // Run receives messages and calls fn with each batch, in sequence order per
 // topic, until ctx is done (it then closes the socket), the socket's
-// context (NewSubscriber's) ends or Close is called.
+// context (NewSubscriber's) ends or Close is called. Call it once.
 // A publisher that disconnects does not end it. fn is called from Run's goroutine, one call at a time.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 	stop := context.AfterFunc(ctx, func() { s.sub.Close() })
