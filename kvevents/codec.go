@@ -556,7 +556,7 @@ func (x *decoder) batch() (EventBatch, []error, error) {
 				return err
 			})
 		case fieldDPRank:
-			err = x.optInt(name, &b.DataParallelRank)
+			err = optional(x, name, x.int64, &b.DataParallelRank)
 		default:
 			err = x.skip(0)
 		}
@@ -735,24 +735,19 @@ func (x *decoder) field(name string, u *union) error {
 		s.BlockSize = n
 		return err
 	case fieldParent:
-		if null, err := x.isNil(); null || err != nil {
-			return err
-		}
-		h, err := x.hash(name)
-		s.ParentBlockHash = &h
-		return err
+		return optional(x, name, x.hash, &s.ParentBlockHash)
 	case fieldLoRAID:
-		return x.optInt(name, &s.LoRAID)
+		return optional(x, name, x.int64, &s.LoRAID)
 	case fieldGroupIdx:
-		return x.optInt(name, &s.GroupIdx)
+		return optional(x, name, x.int64, &s.GroupIdx)
 	case fieldSpecWindow:
-		return x.optInt(name, &s.KVCacheSpecSlidingWindow)
+		return optional(x, name, x.int64, &s.KVCacheSpecSlidingWindow)
 	case fieldMedium:
-		return x.optStr(name, &s.Medium)
+		return optional(x, name, x.string, &s.Medium)
 	case fieldLoRAName:
-		return x.optStr(name, &s.LoRAName)
+		return optional(x, name, x.string, &s.LoRAName)
 	case fieldSpecKind:
-		return x.optStr(name, &s.KVCacheSpecKind)
+		return optional(x, name, x.string, &s.KVCacheSpecKind)
 	case fieldExtraKeys:
 		if null, err := x.isNil(); null || err != nil {
 			return err
@@ -770,24 +765,15 @@ func (x *decoder) field(name string, u *union) error {
 	return x.skip(0)
 }
 
-func (x *decoder) optInt(name string, p **int64) error {
+// optional reads a value that may be None with read, into *p; None
+// leaves *p nil.
+func optional[T any](x *decoder, name string, read func(string) (T, error), p **T) error {
 	if null, err := x.isNil(); null || err != nil {
 		return err
 	}
-	n, err := x.int64(name)
+	v, err := read(name)
 	if err == nil {
-		*p = &n
-	}
-	return err
-}
-
-func (x *decoder) optStr(name string, p **string) error {
-	if null, err := x.isNil(); null || err != nil {
-		return err
-	}
-	s, err := x.string(name)
-	if err == nil {
-		*p = &s
+		*p = &v
 	}
 	return err
 }
