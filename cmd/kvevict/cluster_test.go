@@ -235,7 +235,7 @@ func TestMirrorCommand(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+pub.Addr().String(), "-duration", "2s", "-format", "json")
+		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+pub.Addr().String(), "-duration", "3s", "-format", "json")
 		done <- result{code, out, errOut}
 	}()
 	for len(pub.(zmq4.Topics).Topics()) == 0 {
