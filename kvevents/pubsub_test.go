@@ -3,6 +3,7 @@ package kvevents
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -144,8 +145,12 @@ func TestPublishSubscribe(t *testing.T) {
 
 // gapSetup makes a publisher whose first three batches no subscriber
 // receives (its PUB socket first connects to an unsubscribed peer only),
-// then connects it to a fresh subscriber and sends two more.
-func gapSetup(ctx context.Context, t *testing.T, replay bool) []Message {
+// then connects it to a fresh subscriber and sends one more, the last: so
+// the replay buffer, when the subscriber asks, holds the latest of the
+// four. With buffer > 0 the publisher keeps that many batches for replay
+// and the subscriber asks for them. It returns the first want messages and
+// the stats.
+func gapSetup(ctx context.Context, t *testing.T, buffer, want int) ([]Message, Stats) {
 	t.Helper()
 	sink := zmq4.NewSub(ctx)
 	defer sink.Close()
@@ -153,22 +158,22 @@ func gapSetup(ctx context.Context, t *testing.T, replay bool) []Message {
 		t.Fatal(err)
 	}
 	opts := []PublisherOption{WithLinger(0)}
-	if replay {
-		opts = append(opts, WithReplay("tcp://127.0.0.1:0", 100))
+	if buffer > 0 {
+		opts = append(opts, WithReplay("tcp://127.0.0.1:0", buffer))
 	}
 	p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	batches := testBatches(false)[:5]
+	batches := testBatches(false)[:4]
 	for i := range 3 {
 		if _, err := p.Publish(&batches[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sopts := []SubscriberOption{WithSubscriberLogger(slog.New(slog.DiscardHandler))}
-	if replay {
+	if buffer > 0 {
 		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
 	}
 	s, c, addr := listeningSubscriber(ctx, t, sopts...)
@@ -176,14 +181,8 @@ func gapSetup(ctx context.Context, t *testing.T, replay bool) []Message {
 		t.Fatal(err)
 	}
 	waitSubscribed(ctx, t, p.pub)
-	for i := 3; i < 5; i++ {
-		if _, err := p.Publish(&batches[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := 5
-	if !replay {
-		want = 2
+	if _, err := p.Publish(&batches[3]); err != nil {
+		t.Fatal(err)
 	}
 	msgs := c.wait(ctx, t, want)
 	for _, m := range msgs {
@@ -191,33 +190,50 @@ func gapSetup(ctx context.Context, t *testing.T, replay bool) []Message {
 			t.Errorf("seq %d: wrong batch %+v", m.Seq, m.Batch)
 		}
 	}
-	st := s.Stats()
-	if replay && (st.Replayed != 3 || st.Gaps != 0 || st.Missed != 0) {
-		t.Errorf("stats %+v, want 3 replayed and no gap", st)
-	}
-	if !replay && (st.Gaps != 1 || st.Missed != 3) {
-		t.Errorf("stats %+v, want one gap of 3", st)
-	}
-	return msgs
+	return msgs, s.Stats()
 }
 
-func TestReplayAfterGap(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	msgs := gapSetup(ctx, t, true)
-	for i, m := range msgs {
-		if m.Seq != int64(i) || m.Replayed != (i < 3) || m.Missed != 0 {
-			t.Errorf("message %d: seq %d replayed %v missed %d", i, m.Seq, m.Replayed, m.Missed)
+// describe lists messages as seq/replayed/missed, for comparison.
+func describe(msgs []Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "%d", m.Seq)
+		if m.Replayed {
+			b.WriteString("r")
 		}
+		if m.Missed > 0 {
+			fmt.Fprintf(&b, "(missed %d)", m.Missed)
+		}
+		b.WriteString(" ")
 	}
+	return b.String()
 }
 
-func TestGapWithoutReplay(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	msgs := gapSetup(ctx, t, false)
-	if msgs[0].Seq != 3 || msgs[0].Missed != 3 || msgs[1].Seq != 4 || msgs[1].Missed != 0 {
-		t.Errorf("got %+v, want seq 3 missing 3, then seq 4", msgs)
+// TestGaps loses batches 0, 1 and 2 and recovers what the replay buffer
+// still holds: all of them, the last (a buffer of 2 holds 2 and 3), or
+// none without replay.
+func TestGaps(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		buffer, count int
+		want          string
+		gaps, missed  int64
+	}{
+		{"replay holds the gap", 100, 4, "0r 1r 2r 3 ", 0, 0},
+		{"replay holds part of it", 2, 2, "2r(missed 2) 3 ", 1, 2},
+		{"no replay", 0, 1, "3(missed 3) ", 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			msgs, st := gapSetup(ctx, t, tc.buffer, tc.count)
+			if got := describe(msgs); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if st.Gaps != tc.gaps || st.Missed != tc.missed {
+				t.Errorf("stats %+v, want %d gaps of %d batches", st, tc.gaps, tc.missed)
+			}
+		})
 	}
 }
 

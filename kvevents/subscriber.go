@@ -191,8 +191,9 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 
 // Run receives messages and calls fn with each batch, in sequence order per
 // topic, until ctx is done (it then closes the socket), the socket's
-// context (NewSubscriber's) ends or Close is called. Call it once.
-// A publisher that disconnects does not end it. fn is called from Run's goroutine, one call at a time.
+// context (NewSubscriber's) ends or Close is called. A publisher that
+// disconnects does not end it. fn is called from Run's goroutine, one call
+// at a time. Call Run once.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 	stop := context.AfterFunc(ctx, func() { s.sub.Close() })
 	defer stop()
@@ -236,28 +237,33 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, fn func(Messag
 	s.deliver(m, frames[2], fn)
 }
 
-// fill asks for the batches numbered from to before (excluded), delivers
-// those that come, and returns how many did not.
+// fill asks for the batches numbered from to before (excluded) and
+// delivers those that come, in order, each with the count of lost ones
+// just before it; it returns the count lost just before before.
 func (s *Subscriber) fill(ctx context.Context, topic string, from, before int64, fn func(Message)) int64 {
-	got := int64(0)
+	expect := from
 	if s.replay != "" {
 		for _, r := range s.requestReplay(ctx, from) {
-			if r.seq < from+got || r.seq >= before {
-				continue // before the gap, or past it: the live stream has those
+			if r.seq < expect || r.seq >= before {
+				continue // delivered already, or past the gap: the live stream has those
 			}
-			if r.seq != from+got {
-				break // the buffer no longer holds part of the gap
-			}
-			s.deliver(Message{Topic: topic, Seq: r.seq, Replayed: true}, r.payload, fn)
-			got++
+			m := Message{Topic: topic, Seq: r.seq, Replayed: true, Missed: s.lost(topic, expect, r.seq)}
+			s.deliver(m, r.payload, fn)
+			expect = r.seq + 1
 		}
 	}
-	missed := before - from - got
-	if missed > 0 {
-		s.count(func(st *Stats) { st.Gaps++; st.Missed += missed })
-		s.logOnce(ErrGap, fmt.Errorf("%w: topic %q lost %d batches before %d", ErrGap, topic, missed, before))
+	return s.lost(topic, expect, before)
+}
+
+// lost counts and logs the sequence numbers from to before (excluded) as
+// missed, and returns how many they are.
+func (s *Subscriber) lost(topic string, from, before int64) int64 {
+	n := before - from
+	if n > 0 {
+		s.count(func(st *Stats) { st.Gaps++; st.Missed += n })
+		s.logOnce(ErrGap, fmt.Errorf("%w: topic %q lost %d batches before %d", ErrGap, topic, n, before))
 	}
-	return missed
+	return n
 }
 
 // requestReplay asks the replay socket for every buffered batch from start
