@@ -30,24 +30,28 @@ type BlockStored struct {
 	ParentBlockHash *Hash
 	// TokenIDs are the tokens of the blocks, when the producer knows them.
 	TokenIDs  []int64
-	BlockSize int64 // tokens per block
-	LoRAID    *int64
+	BlockSize int64   // tokens per block
+	LoRAID    *int64  // the LoRA adapter's id; vLLM keeps it for compatibility
 	Medium    *string // where the blocks live, such as "GPU"
-	LoRAName  *string
+	LoRAName  *string // the LoRA adapter the blocks' hashes include
 	// ExtraKeys is the raw msgpack of vLLM's extra_keys (a list of tuples
 	// or None per block), kept as received: one msgpack value, or nil for
 	// None.
-	ExtraKeys                []byte
-	GroupIdx                 *int64
+	ExtraKeys []byte
+	// GroupIdx is the KV cache group of the blocks, for models whose layers
+	// keep several kinds of cache.
+	GroupIdx *int64
+	// KVCacheSpecKind and KVCacheSpecSlidingWindow describe the group's
+	// cache, such as a sliding window of that many tokens.
 	KVCacheSpecKind          *string
 	KVCacheSpecSlidingWindow *int64
 }
 
 // BlockRemoved reports blocks the engine freed: vLLM's BlockRemoved.
 type BlockRemoved struct {
-	BlockHashes []Hash
-	Medium      *string
-	GroupIdx    *int64
+	BlockHashes []Hash  // the freed blocks
+	Medium      *string // where they lived
+	GroupIdx    *int64  // their KV cache group, as in BlockStored
 }
 
 // AllBlocksCleared reports that the engine emptied its cache: vLLM's

@@ -51,7 +51,7 @@ type block struct {
 // TopicStats describes one topic of a [Mirror].
 type TopicStats struct {
 	Topic          string
-	ResidentBlocks int
+	ResidentBlocks int   // blocks the topic holds now
 	Batches        int64 // batches applied
 	MissedBatches  int64 // batches the subscriber reported lost (Message.Missed)
 	EvictedBlocks  int64 // blocks the mirror evicted to stay within capacity

@@ -27,9 +27,9 @@ const (
 
 // Message is one decoded batch as a [Subscriber] delivers it.
 type Message struct {
-	Topic string
-	Seq   int64
-	Batch EventBatch
+	Topic string     // the topic frame
+	Seq   int64      // the sequence number
+	Batch EventBatch // the events that decoded; see Stats for those skipped
 	// Missed counts the sequence numbers just before Seq that were never
 	// delivered: lost in transit and not recovered by replay. A consumer
 	// mirroring state is out of date by that many batches.
