@@ -100,7 +100,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
-	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree, a key strategy")
+	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
@@ -131,6 +131,17 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	}
 	o.strategy = s
 	return o, nil
+}
+
+// keyStrategyNames lists the strategies a prefix tree can evict by.
+func keyStrategyNames() string {
+	var names []string
+	for _, s := range kvevict.Strategies() {
+		if hasKey(s) {
+			names = append(names, string(s))
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // publishSummary is publish's result; -format json prints it as is.
