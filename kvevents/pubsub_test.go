@@ -143,45 +143,46 @@ func TestPublishSubscribe(t *testing.T) {
 	}
 }
 
-// gapSetup makes a publisher whose first three batches no subscriber
-// receives (its PUB socket first connects to an unsubscribed peer only),
-// then connects it to a fresh subscriber and sends one more, the last: so
-// the replay buffer, when the subscriber asks, holds the latest of the
-// four. With buffer > 0 the publisher keeps that many batches for replay
-// and the subscriber asks for them. It returns the first want messages and
-// the stats.
+// gapSetup loses batches 0, 1 and 2 of a stream: a Publisher (with a
+// replay buffer of buffer batches, or none without one) sends 0 to 3 while
+// only an unsubscribed peer listens, so the subscriber first hears of the
+// stream when a raw PUB socket sends it batch 3 with the same payload.
+// Every batch is in the buffer before that, so what replay holds is fixed.
+// It returns the first want messages and the stats.
 func gapSetup(ctx context.Context, t *testing.T, buffer, want int) ([]Message, Stats) {
 	t.Helper()
-	sink := zmq4.NewSub(ctx)
-	defer sink.Close()
-	if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	opts := []PublisherOption{WithLinger(0)}
-	if buffer > 0 {
-		opts = append(opts, WithReplay("tcp://127.0.0.1:0", buffer))
-	}
-	p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	batches := testBatches(false)[:4]
-	for i := range 3 {
-		if _, err := p.Publish(&batches[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
 	sopts := []SubscriberOption{WithSubscriberLogger(slog.New(slog.DiscardHandler))}
 	if buffer > 0 {
+		sink := zmq4.NewSub(ctx)
+		defer sink.Close()
+		if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), WithReplay("tcp://127.0.0.1:0", buffer), WithLinger(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		for i := range batches {
+			if _, err := p.Publish(&batches[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
 		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
 	}
 	s, c, addr := listeningSubscriber(ctx, t, sopts...)
-	if err := p.pub.Dial(addr); err != nil {
+	live := zmq4.NewPub(ctx)
+	defer live.Close()
+	if err := live.Dial(addr); err != nil {
 		t.Fatal(err)
 	}
-	waitSubscribed(ctx, t, p.pub)
-	if _, err := p.Publish(&batches[3]); err != nil {
+	waitSubscribed(ctx, t, live)
+	payload, err := Encode(&batches[3], EncodingMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(3), payload)); err != nil {
 		t.Fatal(err)
 	}
 	msgs := c.wait(ctx, t, want)
