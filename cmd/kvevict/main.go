@@ -7,6 +7,14 @@
 //	                [-granularity sequence|tail|block]
 //	                [-capacity LIST] [-strategies LIST] [-sampling K]
 //	                [-format table|csv|json] [-plot FILE.svg|.png]
+//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
+//	                [-warmup D] [-format table|json]
+//	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
+//
+// publish and mirror speak vLLM's KV events (package kvevents): publish
+// replays a Mooncake trace through a pool of N blocks and publishes its
+// stores and removals as an engine would; mirror subscribes, as a router
+// would, and reports each topic's resident blocks.
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
@@ -74,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// The library's errors name it already; the line names it once.
 	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "%s (see kvevict compare -h)\n", msg)
+		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
 	}
 	fmt.Fprintln(stderr, msg)
@@ -88,8 +96,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "compare":
 		return compare(args[1:], stdout, stderr)
+	case "publish":
+		return publish(args[1:], stdout, stderr)
+	case "mirror":
+		return mirror(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, "usage: kvevict compare [flags]; kvevict compare -h lists the flags")
+		fmt.Fprintln(stderr, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])
