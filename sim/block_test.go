@@ -107,7 +107,7 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got[g] = rep.ReprefillTokens
+			got[g] = rep.RePrefillTokens
 		}
 		seq, tail, block := got[GranularitySequence], got[GranularityTail], got[GranularityBlock]
 		t.Logf("capacity %d: re-prefill tokens sequence %d, tail %d, block %d (factor %.2f)",

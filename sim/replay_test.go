@@ -135,12 +135,15 @@ func checkReport(t *testing.T, r *Report) {
 	if r.PrefillTokens < r.UnboundedPrefillTokens {
 		t.Errorf("%s at %d: prefill %d below the unbounded %d", r.Strategy, r.CapacityBlocks, r.PrefillTokens, r.UnboundedPrefillTokens)
 	}
-	if r.ReprefillTokens > r.PrefillTokens {
-		t.Errorf("%s at %d: re-prefill %d > prefill %d", r.Strategy, r.CapacityBlocks, r.ReprefillTokens, r.PrefillTokens)
+	if r.RePrefillTokens > r.PrefillTokens {
+		t.Errorf("%s at %d: re-prefill %d > prefill %d", r.Strategy, r.CapacityBlocks, r.RePrefillTokens, r.PrefillTokens)
+	}
+	if r.RePrefilledBlocks > r.EvictedBlocks {
+		t.Errorf("%s at %d: %d blocks re-prefilled of %d evicted", r.Strategy, r.CapacityBlocks, r.RePrefilledBlocks, r.EvictedBlocks)
 	}
 	for name, v := range map[string]float64{
-		"hit_ratio": r.HitRatio, "token_hit_ratio": r.TokenHitRatio, "reprefill_rate": r.ReprefillRate,
-		"utilization": r.Utilization, "fairness": r.Fairness,
+		"hit_ratio": r.HitRatio, "token_hit_ratio": r.TokenHitRatio, "block_reprefill_rate": r.BlockRePrefillRate,
+		"utilization": r.Utilization, "hit_fairness": r.HitFairness,
 	} {
 		if !(v >= 0 && v <= 1) {
 			t.Errorf("%s at %d: %s = %v, outside [0, 1]", r.Strategy, r.CapacityBlocks, name, v)
@@ -166,14 +169,18 @@ func TestReplayTinyScript(t *testing.T) {
 	}
 	// Request 2 brings back block 2, evicted by request 1: 1 token, the
 	// last block of a 3-token prompt.
-	if rep.ReprefillTokens != 1 {
-		t.Errorf("re-prefill tokens = %d, want 1", rep.ReprefillTokens)
+	if rep.RePrefillTokens != 1 {
+		t.Errorf("re-prefill tokens = %d, want 1", rep.RePrefillTokens)
 	}
 	if rep.PrefillTokens != 4+2+1+6 {
 		t.Errorf("prefill tokens = %d, want 13", rep.PrefillTokens)
 	}
-	if rep.Evictions != 3 {
-		t.Errorf("evicted blocks = %d, want 3", rep.Evictions)
+	if rep.EvictedBlocks != 3 {
+		t.Errorf("evicted blocks = %d, want 3", rep.EvictedBlocks)
+	}
+	// Of the three evictions (2, 3, 2 again) only the first is needed again.
+	if rep.RePrefilledBlocks != 1 || rep.BlockRePrefillRate != 1.0/3 {
+		t.Errorf("re-prefilled blocks = %d (rate %v), want 1 (1/3)", rep.RePrefilledBlocks, rep.BlockRePrefillRate)
 	}
 }
 

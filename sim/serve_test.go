@@ -134,7 +134,7 @@ func TestServeInvariants(t *testing.T) {
 					t.Fatalf("%s/%s/%s: %v", name, g, s, err)
 				}
 				checkReport(t, &rep)
-				if rep.Evictions == 0 {
+				if rep.EvictedBlocks == 0 {
 					t.Errorf("%s/%s/%s: nothing evicted at %d blocks", name, g, s, capacity)
 				}
 				if rep.Granularity != string(g) {
@@ -184,8 +184,8 @@ func TestServePreemption(t *testing.T) {
 	// The first sequence filled the pool, evicting the preempted one's
 	// cached prompt, so that prompt (2 tokens) was computed twice; then the
 	// second did the same to the first's.
-	if rep.ReprefillTokens != 2 || rep.Evictions != 2 {
-		t.Errorf("re-prefill tokens = %d, evicted blocks = %d, want 2 and 2", rep.ReprefillTokens, rep.Evictions)
+	if rep.RePrefillTokens != 2 || rep.EvictedBlocks != 2 {
+		t.Errorf("re-prefill tokens = %d, evicted blocks = %d, want 2 and 2", rep.RePrefillTokens, rep.EvictedBlocks)
 	}
 	if last.cached != 1 {
 		t.Errorf("at the end: %d cached blocks, want the last prompt only", last.cached)

@@ -21,8 +21,8 @@
 //
 // -format json prints an array with one object per strategy and capacity,
 // with the fields strategy ("belady" for the bound), granularity, capacity_blocks,
-// hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
-// prefill_tokens, utilization, fairness, preemptions, select_p50_ns,
+// hit_ratio, token_hit_ratio, block_reprefill_rate, reprefill_tokens,
+// prefill_tokens, utilization, hit_fairness, preemptions, select_p50_ns,
 // select_p99_ns and sampling (K on the rows that ran sampled, else 0), among
 // others; see sim.Report.
 //

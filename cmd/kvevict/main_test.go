@@ -41,8 +41,8 @@ func TestCompareJSON(t *testing.T) {
 	if len(rows) != 6 {
 		t.Fatalf("%d rows, want 2 capacities x (2 strategies + belady)", len(rows))
 	}
-	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "reprefill_rate",
-		"reprefill_tokens", "prefill_tokens", "utilization", "fairness", "preemptions",
+	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
+		"reprefill_tokens", "prefill_tokens", "utilization", "hit_fairness", "preemptions",
 		"select_p50_ns", "select_p99_ns"}
 	var order []string
 	for _, row := range rows {

@@ -47,9 +47,9 @@ func sampledBy(strategy string, k int) int {
 }
 
 var csvHeader = []string{
-	"strategy", "mode", "granularity", "capacity_blocks", "hit_ratio", "token_hit_ratio", "reprefill_rate",
+	"strategy", "mode", "granularity", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
 	"reprefill_tokens", "prefill_tokens", "unbounded_prefill_tokens", "throughput_impact",
-	"utilization", "fairness", "fairness_over", "preemptions", "select_p50_ns", "select_p99_ns",
+	"utilization", "hit_fairness", "fairness_over", "preemptions", "select_p50_ns", "select_p99_ns",
 	"sampling",
 }
 
@@ -62,9 +62,9 @@ func writeCSV(out io.Writer, reports []sim.Report, sampling int) error {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, r := range reports {
 		row := []string{
-			r.Strategy, r.Mode, r.Granularity, i(int64(r.CapacityBlocks)), f(r.HitRatio), f(r.TokenHitRatio), f(r.ReprefillRate),
-			i(r.ReprefillTokens), i(r.PrefillTokens), i(r.UnboundedPrefillTokens), f(r.ThroughputImpact),
-			f(r.Utilization), f(r.Fairness), r.FairnessOver, i(int64(r.Preemptions)), i(r.SelectP50), i(r.SelectP99),
+			r.Strategy, r.Mode, r.Granularity, i(int64(r.CapacityBlocks)), f(r.HitRatio), f(r.TokenHitRatio), f(r.BlockRePrefillRate),
+			i(r.RePrefillTokens), i(r.PrefillTokens), i(r.UnboundedPrefillTokens), f(r.ThroughputImpact),
+			f(r.Utilization), f(r.HitFairness), r.FairnessOver, i(int64(r.Preemptions)), i(r.SelectP50), i(r.SelectP99),
 			i(int64(sampledBy(r.Strategy, sampling))),
 		}
 		if err := cw.Write(row); err != nil {
@@ -86,8 +86,8 @@ func writeTable(out io.Writer, w *sim.Workload, reports []sim.Report, sampling i
 	fmt.Fprintln(tw, "strategy\tmode\tgranularity\tcapacity\thit ratio\ttoken hits\tre-prefill\tre-prefill tokens\textra prefill\tutil\tfairness\tpreempt\tp50\tp99\t")
 	for _, r := range reports {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%+.1f%%\t%.3f\t%.3f\t%d\t%s\t%s\t\n",
-			r.Strategy, r.Mode, r.Granularity, r.CapacityBlocks, r.HitRatio, r.TokenHitRatio, r.ReprefillRate,
-			r.ReprefillTokens, 100*r.ThroughputImpact, r.Utilization, r.Fairness, r.Preemptions, nanos(r.SelectP50), nanos(r.SelectP99))
+			r.Strategy, r.Mode, r.Granularity, r.CapacityBlocks, r.HitRatio, r.TokenHitRatio, r.BlockRePrefillRate,
+			r.RePrefillTokens, 100*r.ThroughputImpact, r.Utilization, r.HitFairness, r.Preemptions, nanos(r.SelectP50), nanos(r.SelectP99))
 	}
 	return tw.Flush()
 }
