@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -229,6 +230,38 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {
 			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
 				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.reprefills)
+		}
+	}
+}
+
+// TestMemoryFollowsWorkload: a pool far larger than the workload costs
+// memory for the workload's blocks only. A hundred million blocks at even
+// one byte each would be 100 MB; the runs must stay far below that.
+func TestMemoryFollowsWorkload(t *testing.T) {
+	w, err := Synthetic("chat", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capacity = 100_000_000
+	runs := map[string]func() (Report, error){
+		"replay lru": func() (Report, error) { return Replay(w, kvevict.LRU, Config{Capacity: capacity}) },
+		"replay arc": func() (Report, error) { return Replay(w, kvevict.ARC, Config{Capacity: capacity}) },
+		"belady":     func() (Report, error) { return Belady(w, Config{Capacity: capacity}) },
+	}
+	for _, g := range []Granularity{GranularitySequence, GranularityTail, GranularityBlock} {
+		runs["serve "+string(g)] = func() (Report, error) {
+			return Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: capacity}, Granularity: g})
+		}
+	}
+	for name, run := range runs {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := run(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 20<<20 {
+			t.Errorf("%s at %d blocks: allocated %d MiB for %d requests", name, capacity, alloc>>20, len(w.Requests))
 		}
 	}
 }

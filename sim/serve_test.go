@@ -45,9 +45,10 @@ func checkPool(t *testing.T, p *pool) {
 			t.Fatalf("block %d with hash %d is not indexed", b, blk.hash)
 		}
 	}
-	if used+free+cached != p.capacity || free != len(p.free) || used != p.used || cached != p.cached {
-		t.Fatalf("in use %d (counted %d) + free %d (list %d) + cached %d (counted %d) != %d",
-			used, p.used, free, len(p.free), cached, p.cached, p.capacity)
+	if len(p.blocks) > p.capacity || free != len(p.free) || used != p.used || cached != p.cached ||
+		used+free+cached+p.capacity-len(p.blocks) != p.capacity || p.freeBlocks() != p.capacity-used-cached {
+		t.Fatalf("in use %d (counted %d) + free %d (list %d) + cached %d (counted %d) + never used %d != %d",
+			used, p.used, free, len(p.free), cached, p.cached, p.capacity-len(p.blocks), p.capacity)
 	}
 	held := 0
 	for _, s := range p.running {
