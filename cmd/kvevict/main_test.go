@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -403,6 +404,44 @@ func TestCompareColumnsExplained(t *testing.T) {
 	for _, name := range names {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("docs/simulator.md does not explain the CSV and JSON field %q", name)
+		}
+	}
+}
+
+// TestPlotCurves: strategies with identical hit ratios at every capacity
+// become one line named after all of them; Belady stays alone even when it
+// matches a strategy.
+func TestPlotCurves(t *testing.T) {
+	rep := func(s string, c int, h float64) sim.Report {
+		return sim.Report{Strategy: s, CapacityBlocks: c, HitRatio: h}
+	}
+	cs := curves([]sim.Report{
+		rep("lru", 10, 0.1), rep("mru", 10, 0.1), rep("qos_aware", 10, 0.1), rep("belady", 10, 0.1),
+		rep("lru", 20, 0.3), rep("mru", 20, 0.2), rep("qos_aware", 20, 0.3), rep("belady", 20, 0.3),
+	})
+	var got []string
+	for _, c := range cs {
+		got = append(got, strings.Join(c.names, " = "))
+	}
+	if want := []string{"lru = qos_aware", "mru", "belady"}; !slices.Equal(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// TestPlotYRange: the y axis ends just above the data (on a multiple of
+// 0.05), not where a legend would need room, and leaves 0 only for data far
+// above it.
+func TestPlotYRange(t *testing.T) {
+	for _, tc := range []struct{ lo, hi, bottom, top float64 }{
+		{0.04, 0.37, 0, 0.40},
+		{0.10, 0.80, 0, 0.85},
+		{0.80, 0.90, 0.75, 0.95},
+		{0, 0, 0, 0.05},
+		{0.99, 1, 0.95, 1},
+	} {
+		b, top := yRange(tc.lo, tc.hi)
+		if math.Abs(b-tc.bottom) > 1e-9 || math.Abs(top-tc.top) > 1e-9 {
+			t.Errorf("yRange(%v, %v) = %v, %v; want %v, %v", tc.lo, tc.hi, b, top, tc.bottom, tc.top)
 		}
 	}
 }
