@@ -13,6 +13,9 @@ import (
 // 0.644 to 0.529 at 2000 blocks. The golden numbers come from a run of this
 // replay.
 func TestReplayAdaptiveChat(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a long single-threaded replay; run without -race")
+	}
 	w, err := Synthetic("chat", 1, 2000)
 	if err != nil {
 		t.Fatal(err)

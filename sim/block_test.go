@@ -96,6 +96,9 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if raceEnabled {
+		t.Skip("a long single-threaded serve run; run without -race")
+	}
 	capacities := []int{5000, 9000}
 	if testing.Short() {
 		capacities = capacities[:1]

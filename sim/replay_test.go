@@ -20,9 +20,15 @@ const excerpt = "testdata/mooncake_conversation_excerpt.jsonl"
 // number: the issue's ±0.002.
 const goldenTolerance = 0.002
 
+// loadOrSkip loads the trace at path, beside the repository: absent on a
+// fresh clone, the test skips, unless CI is "true", where a missing trace
+// means the CI machine lost it.
 func loadOrSkip(t *testing.T, path string) *Workload {
 	t.Helper()
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is absent, and CI=true requires it", path)
+		}
 		t.Skipf("%s is absent", path)
 	}
 	w, err := LoadTrace(path)
@@ -31,6 +37,11 @@ func loadOrSkip(t *testing.T, path string) *Workload {
 	}
 	return w
 }
+
+// reduced reports whether long tests run a reduced version or none: in
+// -short mode and under the race detector, which finds nothing in a
+// single-threaded replay (.ci/run runs the long ones without it).
+func reduced() bool { return testing.Short() || raceEnabled }
 
 func checkRatio(t *testing.T, name string, got, want float64) {
 	t.Helper()
@@ -78,8 +89,8 @@ func TestReplayGoldenExcerpt(t *testing.T) {
 // at 10,000 blocks LRU hits 0.212 of block references and Belady 0.366,
 // which is the unbounded ceiling. About 3 s.
 func TestReplayGoldenConversation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("full-trace replay in -short mode")
+	if reduced() {
+		t.Skip("full-trace replay in -short mode or under the race detector")
 	}
 	w := loadOrSkip(t, sharedTrace)
 	lru, err := Replay(w, kvevict.LRU, Config{Capacity: 10_000})
@@ -108,7 +119,11 @@ func TestBeladyBoundsEveryStrategy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ceil := computeCeiling(w)
-	for _, capacity := range []int{50, 400, 1600} {
+	capacities := []int{50, 400, 1600}
+	if reduced() {
+		capacities = capacities[:1]
+	}
+	for _, capacity := range capacities {
 		opt, err := Belady(w, Config{Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)

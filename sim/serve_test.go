@@ -101,8 +101,9 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 }
 
 // shortStrategies are the strategies TestServeInvariants runs at the other
-// granularities than the default in -short mode: recency both ways,
-// frequency and priority.
+// granularities than the default, and the only ones
+// TestServeNeverEvictsReferenced runs, in -short mode and under the race
+// detector (see reduced): recency both ways, frequency and priority.
 var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
 
 // TestServeInvariants runs every synthetic workload under every strategy
@@ -125,7 +126,7 @@ func TestServeInvariants(t *testing.T) {
 				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
 					continue
 				}
-				if testing.Short() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
+				if reduced() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
@@ -266,6 +267,9 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 	}
 	for _, g := range Granularities() {
 		for _, s := range kvevict.Strategies() {
+			if reduced() && !slices.Contains(shortStrategies, s) {
+				continue
+			}
 			var inner Evictor
 			if g == GranularityBlock {
 				r, err := kvevict.NewRanker(s)
