@@ -445,3 +445,31 @@ func TestPlotYRange(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyUnit: one unit per column, chosen so the smallest value keeps
+// two significant digits (the 4478ns beside 10us).
+func TestLatencyUnit(t *testing.T) {
+	for _, tc := range []struct {
+		ns   []int64
+		unit string
+		want []string
+	}{
+		{[]int64{4478, 10_000, 0}, "us", []string{"4.5", "10.0", "-"}},
+		{[]int64{480, 31_100_000}, "ns", []string{"480", "31100000"}},
+		{[]int64{100_000, 31_100_000}, "us", []string{"100", "31100"}},
+		{[]int64{2_500_000, 31_100_000}, "ms", []string{"2.5", "31.1"}},
+	} {
+		var rs []row
+		for _, ns := range tc.ns {
+			rs = append(rs, row{Report: sim.Report{SelectP50: ns}})
+		}
+		u := latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP50 })
+		var got []string
+		for _, ns := range tc.ns {
+			got = append(got, u.format(ns))
+		}
+		if u.name != tc.unit || !slices.Equal(got, tc.want) {
+			t.Errorf("%v: %s %q, want %s %q", tc.ns, u.name, got, tc.unit, tc.want)
+		}
+	}
+}

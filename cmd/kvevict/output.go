@@ -208,29 +208,34 @@ type unit struct {
 	ns   int64 // nanoseconds per unit
 }
 
-// latencyUnit picks the unit that prints the column's largest value in at
-// most four digits before the point.
+// latencyUnit picks the column's unit from its smallest measurement, so
+// that every value keeps at least two significant digits: ns below a
+// microsecond, us below a millisecond, else ms.
 func latencyUnit(rs []row, get func(*sim.Report) int64) unit {
-	var top int64
+	var least int64
 	for i := range rs {
-		top = max(top, get(&rs[i].Report))
+		if v := get(&rs[i].Report); v > 0 && (least == 0 || v < least) {
+			least = v
+		}
 	}
 	switch {
-	case top < 10_000:
+	case least < 1_000:
 		return unit{"ns", 1}
-	case top < 10_000_000:
+	case least < 1_000_000:
 		return unit{"us", 1_000}
 	}
 	return unit{"ms", 1_000_000}
 }
 
-// format prints ns in u, "-" when there is no measurement.
+// format prints ns in u, with one decimal below 100 units, "-" when there
+// is no measurement.
 func (u unit) format(ns int64) string {
-	switch {
-	case ns == 0:
+	if ns == 0 {
 		return "-"
-	case u.ns == 1:
-		return strconv.FormatInt(ns, 10)
 	}
-	return strconv.FormatFloat(float64(ns)/float64(u.ns), 'f', 1, 64)
+	v := float64(ns) / float64(u.ns)
+	if u.ns == 1 || v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
