@@ -400,6 +400,12 @@ func TestCompareColumnsExplained(t *testing.T) {
 			}
 		}
 	}
+	// The docs carry -h's explanation of the table's columns verbatim.
+	_, cols, _ := strings.Cut(columnHelp, "\n  capacity")
+	cols, _, _ = strings.Cut("  capacity"+cols, "\nThe header")
+	if !strings.Contains(string(doc), cols) {
+		t.Errorf("docs/simulator.md lacks -h's column explanations as printed:\n%s", cols)
+	}
 	names, _ := csvFields()
 	for _, name := range names {
 		if !strings.Contains(string(doc), "`"+name+"`") {

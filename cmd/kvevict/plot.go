@@ -19,8 +19,9 @@ import (
 )
 
 // palette is the Okabe-Ito colour set without its black (Belady's) and its
-// yellow (too faint on white): seven hues that stay apart for colour-blind
-// readers too. Past seven lines the dashes and glyphs tell lines apart.
+// yellow (too faint on white), seven hues that stay apart for colour-blind
+// readers too, then three darker ones from Paul Tol's muted set. Past ten
+// lines the dashes and glyphs tell lines apart.
 var palette = []color.Color{
 	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
 	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
@@ -29,6 +30,9 @@ var palette = []color.Color{
 	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
 	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
 	color.RGBA{0x88, 0x88, 0x88, 0xff}, // grey
+	color.RGBA{0x88, 0x22, 0x55, 0xff}, // wine
+	color.RGBA{0x99, 0x99, 0x33, 0xff}, // olive
+	color.RGBA{0x33, 0x22, 0x88, 0xff}, // indigo
 }
 
 // glyphs mark each line's points; a glyph and a colour together name a line.
@@ -129,10 +133,10 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 			col := palette[i%len(palette)]
 			line.Color, points.Color = col, col
 			line.Width = vg.Points(1.5)
-			if i >= len(palette) { // second round of colours: dashed
+			if i >= 7 { // past the Okabe-Ito hues, dashed too
 				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			}
-			// The second round of colours also shifts the glyphs, so that
+			// A second round of colours also shifts the glyphs, so that
 			// no two lines share a colour and a glyph.
 			points.Shape = glyphs[(i+3*(i/len(palette)))%len(glyphs)]
 			points.Radius = vg.Points(3)
