@@ -83,7 +83,7 @@ func rows(reports []sim.Report, sampling int) []row {
 	return out
 }
 
-// write prints the reports; sampling is -sampling's k (0: exact).
+// write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
 	rs := rows(reports, o.sampling)
 	switch o.format {
