@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sagellm/kvevict"
 )
 
 func TestTraceReader(t *testing.T) {
@@ -152,4 +154,33 @@ func FuzzTraceReader(f *testing.F) {
 			t.Fatalf("more requests than lines, err = %v", err)
 		}
 	})
+}
+
+// TestTracePriorityReachesQoSAware: a trace's priority field decides
+// QoSAware's victim, by hand at capacity 2: block 1 (high priority) is the
+// least recent when block 3 arrives, so LRU evicts it and misses it on the
+// fourth request, while QoSAware evicts the low-priority block 2 and hits.
+func TestTracePriorityReachesQoSAware(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prio.jsonl")
+	data := `{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1], "priority": 2, "session_id": "a"}
+{"timestamp": 1, "input_length": 4, "output_length": 1, "hash_ids": [2], "priority": 0, "session_id": "b"}
+{"timestamp": 2, "input_length": 4, "output_length": 1, "hash_ids": [3], "priority": 0, "session_id": "b"}
+{"timestamp": 3, "input_length": 4, "output_length": 1, "hash_ids": [1], "priority": 2, "session_id": "a"}
+`
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[kvevict.Strategy]int64{kvevict.LRU: 0, kvevict.QoSAware: 1} {
+		rep, err := Replay(w, s, Config{Capacity: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.BlockHits != want {
+			t.Errorf("%s: %d hits, want %d", s, rep.BlockHits, want)
+		}
+	}
 }
