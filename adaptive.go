@@ -3,23 +3,22 @@ package kvevict
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 )
 
 // The adaptive strategies. They rank by what the policy remembers between
 // calls (which sequences were used once or again, which were evicted
-// lately) rather than by a key over a candidate's fields, so [NewRanker]
+// lately) rather than by a key over a candidate's fields, so [NewIndex]
 // refuses them. Each keeps the cache of [WithCapacity] sequences that its
 // paper describes: UpdateAccess is the paper's access, and a selection is
 // the paper's eviction, repeated until the victims' blocks cover the need,
 // taking only this call's evictable candidates.
 //
-// Call UpdateAccess(id) when sequence id is requested, before the
-// SelectVictims that makes room for it if it is new: the eviction may depend
-// on the request (ARC adapts to a request for a sequence it evicted lately).
-// A candidate the history does not hold, because the allocator never
-// reported its first access, enters as new, oldest LastAccess first.
+// They depend on the access protocol (see the package documentation): the
+// eviction may depend on the request it makes room for (ARC adapts to a
+// request for a sequence it evicted lately). A candidate the history does
+// not hold, because the allocator never reported its first access, enters
+// as new, oldest LastAccess first.
 //
 // A selection costs O(n + c) for n candidates and capacity c in the worst
 // case, O(n + k) when the victims sit where the algorithm looks first, plus
@@ -30,34 +29,6 @@ const (
 	S3FIFO Strategy = "s3fifo" // small, main and ghost FIFOs (Yang et al., SOSP'23)
 	SIEVE  Strategy = "sieve"  // one FIFO with a visited bit and a hand (Zhang et al., NSDI'24)
 )
-
-// DefaultCapacity is how many sequences an adaptive strategy's cache holds
-// unless [WithCapacity] says otherwise.
-const DefaultCapacity = 4096
-
-// maxCapacity bounds [WithCapacity] so node indices fit an int32.
-const maxCapacity = 1 << 28
-
-// WithCapacity sets the cache size c of the adaptive strategies ([ARC],
-// [S3FIFO], [SIEVE]) in sequences, not blocks: set it to about how many
-// sequences the KV pool holds when it is full. The history remembers at
-// most c resident sequences and, for ARC and S3-FIFO, at most c evicted ones
-// (fewer if [WithHistoryCap] is smaller), so its memory is O(c) however many
-// sequences pass through: about 80 bytes per remembered sequence. When the
-// pool holds more sequences than c, the history forgets the least valuable
-// ones early and they enter again as new when they next appear as
-// candidates: every selection then re-admits the n-c overflow, in
-// O(n log n), and the algorithm degrades toward LRU over LastAccess. Default
-// [DefaultCapacity]. Must be in [1, 2^28].
-func WithCapacity(n int) Option {
-	return func(c *config) {
-		if n < 1 || n > maxCapacity {
-			c.reject("capacity must be in [1, %d], got %d", maxCapacity, n)
-			return
-		}
-		c.capacity = n
-	}
-}
 
 // history is the state of an adaptive strategy. The policy's mutex guards
 // it. The selection engine (selector.selectAdaptive) validates candidates,
@@ -168,9 +139,8 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		}
 		c := &cands[t.slab[n].cand]
 		t.unmark(n)
-		blocks := c.Blocks
-		if need := required - freed; c.AllowPartial && len(blocks) > need {
-			blocks = blocks[len(blocks)-need:]
+		blocks, partial := take(c, required-freed)
+		if partial {
 			s.partial++
 		} else {
 			h.evict(n)
@@ -186,237 +156,4 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		t.victims = nil
 	}
 	return res, nil
-}
-
-// node is one id an adaptive strategy tracks, resident or ghost, linked into
-// one of the strategy's lists.
-type node struct {
-	id           uint64
-	older, newer int32 // neighbours toward the list's tail and head; -1 at the ends
-	cand         int32 // index of this call's candidate, when mark is the call's epoch
-	mark         uint32
-	list         uint8
-	bits         uint8 // S3-FIFO's frequency, SIEVE's visited bit
-}
-
-// nodeList is a doubly linked list of nodes: head is the newest (most
-// recently used or inserted), tail the oldest.
-type nodeList struct {
-	head, tail int32
-	len        int
-	marked     int // nodes marked in the current selection
-}
-
-// maxLists is the most lists a strategy uses (ARC's t1, t2, b1, b2).
-const maxLists = 4
-
-// table holds the nodes of an adaptive strategy in a slab, indexed by id,
-// with the strategy's lists threaded through them. Freed nodes are reused,
-// so the slab never holds more nodes than were alive at once.
-type table struct {
-	slab          []node
-	free          int32 // first free node, chained by newer; -1 if none
-	index         idMap[int32]
-	lists         [maxLists]nodeList
-	residentLists uint8 // bit l set: list l holds resident ids
-	epoch         uint32
-	admit         []int32  // scratch: indices of the candidates a selection admits
-	victims       []Victim // scratch: a selection's victims, copied into its Result
-}
-
-// admitShrinkAbove is the scratch size above which a selection much smaller
-// than the scratch frees it, so that one huge call does not pin its memory
-// forever.
-const admitShrinkAbove = 1 << 16
-
-func newTable(residentLists ...uint8) table {
-	t := table{free: -1}
-	for i := range t.lists {
-		t.lists[i] = nodeList{head: -1, tail: -1}
-	}
-	for _, l := range residentLists {
-		t.residentLists |= 1 << l
-	}
-	return t
-}
-
-// lookup returns id's node, or -1. O(1).
-func (t *table) lookup(id uint64) int32 {
-	if n, ok := t.index.get(id); ok {
-		return n
-	}
-	return -1
-}
-
-// resident reports whether node n is in the cache rather than a ghost.
-func (t *table) resident(n int32) bool {
-	return t.residentLists&(1<<t.slab[n].list) != 0
-}
-
-// add makes a node for id at the head of list l and returns it. O(1).
-func (t *table) add(id uint64, l uint8) int32 {
-	n := t.free
-	if n >= 0 {
-		t.free = t.slab[n].newer
-	} else {
-		n = int32(len(t.slab))
-		t.slab = append(t.slab, node{})
-	}
-	t.slab[n] = node{id: id}
-	t.index.put(id, n)
-	t.pushHead(l, n)
-	return n
-}
-
-// drop unlinks node n and forgets its id. O(1).
-func (t *table) drop(n int32) {
-	t.unlink(n)
-	t.index.del(t.slab[n].id)
-	t.slab[n] = node{newer: t.free}
-	t.free = n
-}
-
-// pushHead links unlinked node n at the head of list l.
-func (t *table) pushHead(l uint8, n int32) {
-	ls := &t.lists[l]
-	x := &t.slab[n]
-	x.list, x.older, x.newer = l, ls.head, -1
-	if ls.head >= 0 {
-		t.slab[ls.head].newer = n
-	} else {
-		ls.tail = n
-	}
-	ls.head = n
-	ls.len++
-	if t.marked(n) {
-		ls.marked++
-	}
-}
-
-// unlink removes node n from its list.
-func (t *table) unlink(n int32) {
-	x := &t.slab[n]
-	ls := &t.lists[x.list]
-	if x.older >= 0 {
-		t.slab[x.older].newer = x.newer
-	} else {
-		ls.tail = x.newer
-	}
-	if x.newer >= 0 {
-		t.slab[x.newer].older = x.older
-	} else {
-		ls.head = x.older
-	}
-	x.older, x.newer = -1, -1
-	ls.len--
-	if t.marked(n) {
-		ls.marked--
-	}
-}
-
-// moveHead moves node n to the head of list l. O(1).
-func (t *table) moveHead(l uint8, n int32) {
-	t.unlink(n)
-	t.pushHead(l, n)
-}
-
-// size returns the length of list l.
-func (t *table) size(l uint8) int { return t.lists[l].len }
-
-// nextEpoch starts a selection: no node is marked.
-func (t *table) nextEpoch() {
-	t.epoch++
-	if t.epoch == 0 { // wrapped: clear the marks of 2^32 calls ago
-		for i := range t.slab {
-			t.slab[i].mark = 0
-		}
-		t.epoch = 1
-	}
-	for i := range t.lists {
-		t.lists[i].marked = 0
-	}
-}
-
-// mark makes node n a possible victim of this selection: candidate i.
-func (t *table) mark(n, i int32) {
-	x := &t.slab[n]
-	if x.mark != t.epoch {
-		t.lists[x.list].marked++
-	}
-	x.mark, x.cand = t.epoch, i
-}
-
-// unmark takes node n out of this selection's possible victims.
-func (t *table) unmark(n int32) {
-	if t.marked(n) {
-		t.lists[t.slab[n].list].marked--
-		t.slab[n].mark = 0
-	}
-}
-
-// marked reports whether node n may be a victim of this selection.
-func (t *table) marked(n int32) bool {
-	return t.slab[n].mark == t.epoch && t.epoch != 0
-}
-
-// scan returns the first marked node of list l from node from toward the
-// head, or -1. It is how victims skip the pinned, the referenced and the
-// ids that are not among the call's candidates.
-func (t *table) scan(from int32) int32 {
-	for n := from; n >= 0; n = t.slab[n].newer {
-		if t.marked(n) {
-			return n
-		}
-	}
-	return -1
-}
-
-// checkTable verifies the links, lengths, marks and index of t, for tests.
-func (t *table) checkTable() error {
-	seen := 0
-	for l := range t.lists {
-		ls := &t.lists[l]
-		count, marked := 0, 0
-		prev := int32(-1)
-		for n := ls.tail; n >= 0; n = t.slab[n].newer {
-			x := &t.slab[n]
-			if x.list != uint8(l) {
-				return fmt.Errorf("node %d (id %d) in list %d says list %d", n, x.id, l, x.list)
-			}
-			if x.older != prev {
-				return fmt.Errorf("list %d: node %d's older link is %d, want %d", l, n, x.older, prev)
-			}
-			if got, _ := t.index.get(x.id); got != n {
-				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
-			}
-			if t.marked(n) {
-				marked++
-			}
-			prev = n
-			count++
-			if count > len(t.slab) {
-				return fmt.Errorf("list %d has a cycle", l)
-			}
-		}
-		if prev != ls.head {
-			return fmt.Errorf("list %d: head %d, walk ended at %d", l, ls.head, prev)
-		}
-		if count != ls.len {
-			return fmt.Errorf("list %d: len %d, counted %d", l, ls.len, count)
-		}
-		if t.epoch != 0 && marked != ls.marked {
-			return fmt.Errorf("list %d: marked %d, counted %d", l, ls.marked, marked)
-		}
-		seen += count
-	}
-	if seen != t.index.len() {
-		return fmt.Errorf("%d ids indexed, %d in lists", t.index.len(), seen)
-	}
-	if err := t.index.check(); err != nil {
-		return err
-	}
-	if len(t.slab) > math.MaxInt32 {
-		return fmt.Errorf("slab of %d nodes", len(t.slab))
-	}
-	return nil
 }

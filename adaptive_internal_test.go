@@ -41,7 +41,7 @@ func fingerprint(p Policy) string {
 	fmt.Fprintf(&b, "pending %d %v", id, ok)
 	switch x := h.(type) {
 	case *arc:
-		fmt.Fprintf(&b, " p %d t2 %v b2 %v", x.p, x.pendingT2, x.b2Hit)
+		fmt.Fprintf(&b, " p %v t2 %v b2 %v", x.p, x.pendingT2, x.b2Hit)
 	case *sieve:
 		fmt.Fprintf(&b, " hand %d", x.hand)
 	}
@@ -251,7 +251,7 @@ func TestARCGhostAdaptation(t *testing.T) {
 		access    uint64
 		residents []uint64
 		victim    uint64
-		p         int
+		p         float64
 		t1, t2    []uint64 // LRU first, after the step
 		b1, b2    []uint64
 	}{

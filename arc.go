@@ -10,7 +10,9 @@ import "fmt"
 //     both are LRU lists (head: most recent).
 //   - b1 and b2 are ghosts: the ids of the latest evictions from t1 and t2,
 //     no data. A request that hits b1 says t1 was too small: p grows by
-//     max(1, |b2|/|b1|); a hit in b2 shrinks p by max(1, |b1|/|b2|).
+//     max(1, |b2|/|b1|); a hit in b2 shrinks p by max(1, |b1|/|b2|). p and
+//     both ratios are real numbers, as in the paper: rounding the ratios
+//     down would make p adapt in coarser steps than the paper's ARC.
 //   - p is the target size of t1. REPLACE evicts t1's LRU end when
 //     |t1| > p, or |t1| == p and the request hit b2; else t2's LRU end.
 //
@@ -29,9 +31,9 @@ import "fmt"
 // the other list gives the victim.
 type arc struct {
 	table
-	c        int // cache size in sequences
-	p        int // target size of t1, in [0, c]
-	ghostCap int // most ids b1 and b2 hold together
+	c        int     // cache size in sequences
+	p        float64 // target size of t1, in [0, c]
+	ghostCap int     // most ids b1 and b2 hold together
 
 	pending   uint64 // a miss not yet placed
 	hasPend   bool
@@ -75,18 +77,10 @@ func (a *arc) access(id uint64) {
 		a.moveHead(arcT2, n)
 		return
 	case arcB1: // case II
-		delta := 1
-		if b2 > b1 {
-			delta = b2 / b1
-		}
-		a.p = min(a.c, a.p+delta)
+		a.p = min(float64(a.c), a.p+max(1, float64(b2)/float64(b1)))
 		a.b2Hit = false
 	case arcB2: // case III
-		delta := 1
-		if b1 > b2 {
-			delta = b1 / b2
-		}
-		a.p = max(0, a.p-delta)
+		a.p = max(0, a.p-max(1, float64(b1)/float64(b2)))
 		a.b2Hit = true
 	}
 	a.drop(n)
@@ -129,12 +123,19 @@ func (a *arc) commit() {
 	a.normalize()
 }
 
+// replacesT1 is REPLACE's test for a t1 of length t1 > 0: evict from t1
+// when it is longer than its target p, or exactly p long and the request
+// hit b2.
+func (a *arc) replacesT1(t1 int) bool {
+	return float64(t1) > a.p || (float64(t1) == a.p && a.b2Hit)
+}
+
 // replace is the paper's REPLACE inside the history: the LRU end of t1 or
 // t2 becomes a ghost, whether or not it is a candidate. Only a full cache
 // with no selection to make room calls it.
 func (a *arc) replace() {
 	t1 := a.size(arcT1)
-	if t1 > 0 && (t1 > a.p || (t1 == a.p && a.b2Hit)) || a.size(arcT2) == 0 {
+	if t1 > 0 && a.replacesT1(t1) || a.size(arcT2) == 0 {
 		a.moveHead(arcB1, a.lists[arcT1].tail)
 	} else {
 		a.moveHead(arcB2, a.lists[arcT2].tail)
@@ -176,7 +177,7 @@ func (a *arc) admit(id uint64) {
 
 func (a *arc) victim() int32 {
 	first, second := arcT2, arcT1
-	if t1 := a.size(arcT1); t1 > 0 && (t1 > a.p || (t1 == a.p && a.b2Hit)) {
+	if t1 := a.size(arcT1); t1 > 0 && a.replacesT1(t1) {
 		first, second = arcT1, arcT2
 	}
 	for _, l := range [2]uint8{first, second} {
@@ -225,8 +226,8 @@ func (a *arc) check() error {
 		return fmt.Errorf("arc: directory %d+%d+%d+%d > 2c = %d", t1, t2, b1, b2, 2*a.c)
 	case b1+b2 > a.ghostCap:
 		return fmt.Errorf("arc: ghosts %d+%d > history cap %d", b1, b2, a.ghostCap)
-	case a.p < 0 || a.p > a.c:
-		return fmt.Errorf("arc: p = %d outside [0, %d]", a.p, a.c)
+	case !(a.p >= 0 && a.p <= float64(a.c)):
+		return fmt.Errorf("arc: p = %v outside [0, %d]", a.p, a.c)
 	}
 	if a.hasPend && a.lookup(a.pending) >= 0 {
 		return fmt.Errorf("arc: pending id %d is also tracked", a.pending)

@@ -1,6 +1,10 @@
 package kvevict
 
-import "math"
+import (
+	"math"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // costKey ranks by retention value, the smallest evicted first:
 //
@@ -16,7 +20,7 @@ import "math"
 //
 // This multiplies by the count, as vLLM RFC #23641 intends; dividing by it
 // would evict the hottest prefixes first.
-func costKey(c *Candidate, p *keyParams) Key {
+func costKey(c *Candidate, p *keyParams) rank.Key {
 	if k, ok := costKeyFast(c, p); ok {
 		return k
 	}
@@ -24,17 +28,17 @@ func costKey(c *Candidate, p *keyParams) Key {
 }
 
 // costKeyGeneral is costKey for every candidate.
-func costKeyGeneral(c *Candidate, p *keyParams) Key {
+func costKeyGeneral(c *Candidate, p *keyParams) rank.Key {
 	if c.AccessCount == 0 {
 		// Zero, not 0 x b^alpha, which is NaN when b^alpha overflows.
-		return Key{Minor: c.LastAccess}
+		return rank.Key{Minor: c.LastAccess}
 	}
 	retention := float64(c.AccessCount) * blockCost(len(c.Blocks), p)
 	if p.costDecayPerTick > 0 {
 		age := float64(max(p.now-c.LastAccess, 0))
 		retention /= 1 + p.costDecayPerTick*age
 	}
-	return Key{Major: orderedFloat(retention), Minor: c.LastAccess}
+	return rank.Key{Major: orderedFloat(retention), Minor: c.LastAccess}
 }
 
 // costKeyFast is costKey for the common case, a reused sequence shorter
@@ -42,12 +46,12 @@ func costKeyGeneral(c *Candidate, p *keyParams) Key {
 // loop inlines it; ok is false for every other case. Where ok, it equals
 // costKeyGeneral: the retention is not negative, so its float bits already
 // order as an integer, as orderedFloat would make them.
-func costKeyFast(c *Candidate, p *keyParams) (k Key, ok bool) {
+func costKeyFast(c *Candidate, p *keyParams) (k rank.Key, ok bool) {
 	b := len(c.Blocks)
 	if b >= len(p.costPow) || c.AccessCount == 0 || p.usesNow {
-		return Key{}, false
+		return rank.Key{}, false
 	}
-	return Key{Major: int64(math.Float64bits(float64(c.AccessCount) * p.costPow[b])), Minor: c.LastAccess}, true
+	return rank.Key{Major: int64(math.Float64bits(float64(c.AccessCount) * p.costPow[b])), Minor: c.LastAccess}, true
 }
 
 // blockCost is b^alpha, from a table for small b.

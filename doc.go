@@ -5,11 +5,26 @@
 // A KV pool allocator that needs blocks builds a [Candidate] for every
 // sequence that holds blocks and calls [Policy.SelectVictims] with how many it
 // needs. The policy skips pinned and referenced candidates, ranks the rest by
-// its strategy's [Key], takes the smallest keys greedily until their blocks
-// cover the need, and returns them as [Victim]s; the allocator frees their
-// blocks. [Policy.UpdateAccess] on every reuse lets the policy count
-// re-prefills (evicted sequences that were needed again). [Policy.Metrics]
-// reports evictions, latency, re-prefill rate and Jain fairness.
+// its strategy's priority key, takes the smallest keys greedily until their
+// blocks cover the need, and returns them as [Victim]s; the allocator frees
+// their blocks. [Policy.Metrics] reports evictions, latency, re-prefill rate
+// and Jain fairness.
+//
+// # The access protocol
+//
+// Call [Policy.UpdateAccess](id) for every request of a sequence, resident
+// or not, before the SelectVictims that makes room for it. The adaptive
+// strategies learn from these calls (the paper's access), and the metrics
+// count a re-prefill when a sequence the policy evicted is requested again.
+// Calling it only on reuse of a resident sequence hides every re-prefill and
+// starves the adaptive strategies of the misses they adapt to.
+//
+// The [Index] follows the same protocol under its own verbs, because it
+// holds the candidates itself: [Index.Touch] is UpdateAccess for a resident
+// sequence (it also sets LastAccess), and [Index.Add] is the request of a
+// sequence that is not resident (adding an ID the index evicted counts the
+// re-prefill). Package prefix's tree does the same per block: Match records
+// the request's hits and Insert its misses.
 //
 // # Choosing a strategy
 //
@@ -44,13 +59,13 @@
 // bounded history ([WithHistoryCap]; [WithEvictionHistory](false) keeps
 // none for the metrics).
 //
-// [Ranker] exposes the same keys to structures that keep their own order.
-//
 // # Scale
 //
-// SelectVictims makes one pass over its candidates: fine for thousands of
-// sequences, milliseconds for millions. [Index] keeps the candidates ordered
-// between calls, so an eviction costs O(k log n) and a reuse O(log n) (O(k)
-// and O(1) under LRU), with the same victims; [WithSampling] makes the slice
-// API approximate and O(k) per victim, as Redis evicts.
+// SelectVictims makes one pass over its candidates, O(n + k log k) for k
+// victims in any order: fine for thousands of sequences, milliseconds for
+// millions. [Index] keeps the candidates ordered between calls, so an
+// eviction costs O(k log n) and a request O(log n) (O(k) and O(1) under
+// LRU), with the same victims; [WithSampling] makes the slice API
+// approximate, drawing a fixed number of candidates per victim, as Redis
+// evicts.
 package kvevict

@@ -92,13 +92,3 @@ func ExamplePolicy_Metrics() {
 		m.TotalEvictions, m.RePrefills, m.RePrefillRate, m.FairnessScore)
 	// Output: evictions 2, re-prefills 1, rate 0.50, fairness 1.00
 }
-
-// A structure that keeps its own order ranks with the same keys as the
-// policies.
-func ExampleRanker() {
-	r, _ := kvevict.NewRanker(kvevict.QoSAware)
-	low := kvevict.Candidate{ID: 1, Priority: kvevict.PriorityLow, LastAccess: 9}
-	high := kvevict.Candidate{ID: 2, Priority: kvevict.PriorityHigh, LastAccess: 1}
-	fmt.Println(r.Key(&low).Compare(r.Key(&high))) // low goes first
-	// Output: -1
-}

@@ -125,6 +125,39 @@ func (m *idMap[V]) del(id uint64) {
 	m.keys[i] = 0
 }
 
+// reset empties the map and sizes it for n ids at a load of at most 1/2,
+// for a set rebuilt on every call (the selection's duplicate-ID check). A
+// table far larger than n is freed, so that one huge call does not pin its
+// memory. O(size).
+func (m *idMap[V]) reset(n int) {
+	size := idMapMinSize
+	for size < 2*n {
+		size *= 2
+	}
+	if cap(m.keys) < size || (cap(m.keys) > idMapShrinkAbove && cap(m.keys) > 8*size) {
+		m.keys, m.vals = make([]uint64, size), make([]V, size)
+	} else {
+		m.keys, m.vals = m.keys[:size], m.vals[:size]
+		clear(m.keys)
+		clear(m.vals)
+	}
+	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
+	m.count = 0
+	var zero V
+	m.last, m.lastOK = zero, false
+}
+
+// idMapShrinkAbove is the table size above which reset frees a table eight
+// times larger than it needs.
+const idMapShrinkAbove = 1 << 16
+
+// add inserts id and reports whether it was already there. O(1) amortized.
+func (m *idMap[V]) add(id uint64) (had bool) {
+	n := m.len()
+	m.upsert(id)
+	return m.len() == n
+}
+
 // len returns how many ids the map holds.
 func (m *idMap[V]) len() int {
 	if m.lastOK {

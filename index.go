@@ -6,19 +6,20 @@ import (
 	"log/slog"
 	"math"
 	"time"
-)
 
-// ErrUnknownSequence: an [Index] operation named a sequence ID that the index
-// does not hold (never added, removed, or evicted).
-var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // Index keeps the candidates of a KV pool ordered by a key strategy between
 // evictions, so that an eviction costs O(k log n) for k victims among n
-// sequences instead of the O(n) pass of [Policy.SelectVictims], and a reuse
-// costs O(log n). The allocator adds a [Candidate] when a sequence first holds
-// blocks, reports reuses with [Index.Touch] and changes with [Index.Update],
-// [Index.Pin] or [Index.Acquire], and calls [Index.Evict] when it needs
-// blocks; the index removes its victims.
+// sequences instead of the O(n) pass of [Policy.SelectVictims], and a request
+// costs O(log n). It follows the access protocol of the package
+// documentation under its own verbs, because it holds the candidates: the
+// allocator adds a [Candidate] when a request's sequence is not resident
+// ([Index.Add]), reports every request of a resident one with
+// [Index.Touch], other changes with [Index.Update], [Index.Pin] or
+// [Index.Acquire], and calls [Index.Evict] when it needs blocks; the index
+// removes its victims.
 //
 // Evict follows the rules of SelectVictims exactly: greedy smallest key
 // first, equal keys broken by ID, pinned and referenced candidates skipped,
@@ -50,24 +51,7 @@ var ErrUnknownSequence = errors.New("kvevict: unknown sequence")
 // whose new key sorts after the run's tail moves to the run. Pinned,
 // referenced and empty candidates are in neither.
 //
-// The heap was measured against github.com/google/btree's BTreeG keyed
-// by (key, ID) (degree 32) behind the same ID map and slab, by
-// BenchmarkIndexOrder on LRU, before the run existed (ns/op, mean of two
-// runs of -benchtime=0.3s on a shared 2-core machine; evict+add evicts the
-// oldest sequence and re-adds it as the newest, and the heap's figure
-// includes the clock reads and metrics that the B-tree side skips, about
-// 130 ns):
-//
-//	                 n=1000          n=1000000
-//	                 heap   btree    heap   btree
-//	touch              64     350     483    1110
-//	evict+add         430     216     731     476
-//
-// A touch is 2.3 to 5.5 times faster with the heap: it sifts one entry
-// through a few levels, where a B-tree deletes and re-inserts it, two
-// descents with binary search. The B-tree's advantage on LRU evictions, its
-// minimum and newest keys in two leaves that stay in cache, is what the run
-// now gives the heap side.
+// The heap is the 4-ary indexed heap that package prefix's tree uses too.
 //
 // # Metrics
 //
@@ -95,7 +79,6 @@ type Index struct {
 	epoch    time.Time // monotonic origin of the eviction timings
 
 	nodes []indexNode  // slab of candidates
-	pos   []int32      // pos[slot]: position of nodes[slot] in heap, inRun, notInHeap or slotFree
 	free  []int32      // free slots of nodes
 	slots idMap[int32] // ID -> slot in nodes
 
@@ -103,34 +86,31 @@ type Index struct {
 	// The run is a doubly linked list through the nodes, ascending by
 	// (key, ID) from runHead to runTail: a candidate whose key sorts after
 	// every key in the run is appended to it in O(1), as every touch under
-	// LRU is. heap is a 4-ary min-heap by (key, ID) of the others;
-	// entry.idx is the candidate's slot and pos[slot] its position here.
+	// LRU is. heap holds the others, by slot.
 	runHead, runTail int32 // slots, or noSlot when the run is empty
-	heap             []entry
+	heap             rank.Heap
 	available        int // blocks held by evictable candidates
 
 	stats stats
 }
 
-// indexNode is one candidate the index holds. Heap positions live apart,
-// in Index.pos, because sifting writes one per level: a compact array keeps
-// those writes in cache at a million sequences.
+// indexNode is one candidate the index holds.
 type indexNode struct {
 	c          Candidate
-	key        Key   // c's key, while the node is in the run
-	prev, next int32 // neighbours in the run, toward its head and tail; noSlot past the ends
-	trimmed    bool  // lost a tail to a partial eviction and not touched since
+	key        rank.Key // c's key, while the node is in the run
+	prev, next int32    // neighbours in the run, toward its head and tail; noSlot past the ends
+	at         place    // where the candidate is kept
+	trimmed    bool     // lost a tail to a partial eviction and not touched since
 }
 
-// heapArity is the heap's fan-out: four children per node halve the depth of
-// a binary heap, and the four entries (32 bytes each) span two cache lines.
-const heapArity = 4
+// place is where the index keeps a slot's candidate.
+type place uint8
 
-// Positions of a node that is not in the heap.
 const (
-	notInHeap int32 = -1 // held but not evictable
-	slotFree  int32 = -2 // the slot holds no candidate
-	inRun     int32 = -3 // evictable, in the run
+	slotFree place = iota // the slot holds no candidate
+	held                  // held but not evictable: in neither order
+	inRun                 // evictable, in the run
+	inHeap                // evictable, in the heap
 )
 
 // noSlot ends the run's links.
@@ -141,21 +121,22 @@ const noSlot int32 = -1
 const maxIndexLen = math.MaxInt32
 
 // NewIndex returns an empty index ranking by key strategy s, configured by
-// the same options as [New]. It returns an error matching
-// [ErrUnknownStrategy] for an unregistered or adaptive strategy and one
-// matching [ErrInvalidArgument] for an invalid option or a key that depends
-// on the current tick (FrequencyCost with decay).
+// the same options as [New] but [WithSampling]. It returns an error matching
+// [ErrUnknownStrategy] for an unregistered strategy, one matching
+// [errors.ErrUnsupported] for a strategy it cannot keep in order (an
+// adaptive one, or FrequencyCost with [WithCostDecay]), and one matching
+// [ErrInvalidArgument] for an invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
-	info, cfg, err := resolve(s, opts)
+	info, cfg, err := resolve(s, opts, forIndex)
 	if err != nil {
 		return nil, err
 	}
-	if !isKeyKind(info.kind) {
-		return nil, fmt.Errorf("%w: %q keeps history of its own; the index supports key strategies only", ErrUnknownStrategy, s)
+	if info.history != nil {
+		return nil, fmt.Errorf("kvevict: NewIndex(%q): %w: it ranks by a history of its own, not by a key the index can keep in order; use a Policy", s, errors.ErrUnsupported)
 	}
 	params := newKeyParams(info.kind, &cfg)
 	if params.usesNow {
-		return nil, fmt.Errorf("%w: %q with cost decay ranks by the current tick, which an index cannot keep in order; use a Policy", ErrInvalidArgument, s)
+		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	return &Index{
 		strategy: s,
@@ -167,16 +148,6 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		timed:    !cfg.noTiming,
 		epoch:    time.Now(),
 	}, nil
-}
-
-// isKeyKind reports whether kind is one of the key strategies, whose order is
-// a function of a candidate's fields.
-func isKeyKind(kind keyKind) bool {
-	switch kind {
-	case kindLRU, kindMRU, kindFIFO, kindFILO, kindLFU, kindSLRU, kindQoS, kindPredictive, kindCost:
-		return true
-	}
-	return false
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -218,10 +189,8 @@ func (x *Index) Add(c Candidate) error {
 	} else {
 		slot = int32(len(x.nodes))
 		x.nodes = append(x.nodes, indexNode{})
-		x.pos = append(x.pos, slotFree)
 	}
-	x.nodes[slot] = indexNode{c: c}
-	x.pos[slot] = notInHeap
+	x.nodes[slot] = indexNode{c: c, at: held}
 	x.slots.put(c.ID, slot)
 	x.stats.access(c.ID)
 	if c.evictable() {
@@ -250,13 +219,13 @@ func (x *Index) Remove(id uint64) bool {
 // release frees a slot whose node is out of the heap and the run.
 func (x *Index) release(slot int32) {
 	x.slots.del(x.nodes[slot].c.ID)
-	x.nodes[slot] = indexNode{} // drop the Blocks reference
-	x.pos[slot] = slotFree
+	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
 	x.free = append(x.free, slot)
 }
 
-// Touch records a reuse of sequence id at tick: LastAccess = tick and
-// AccessCount + 1 (saturating), then re-ranks it. It returns an error
+// Touch records a request of resident sequence id at tick, as
+// [Policy.UpdateAccess] does for a policy: LastAccess = tick and
+// AccessCount + 1 (saturating), then it re-ranks the sequence. It returns an error
 // matching [ErrUnknownSequence] if the index does not hold id. It allocates
 // nothing. O(log n); O(1) when the new key sorts after every key in the run,
 // as every touch does under LRU with growing ticks (see Order structure).
@@ -393,7 +362,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		return Result{Strategy: x.strategy}, nil
 	}
 	// Offsets from epoch read only the monotonic clock, where time.Now
-	// reads the wall clock too: 58 against 82 ns per timed call here.
+	// reads the wall clock too.
 	var start time.Duration
 	if x.timed {
 		start = time.Since(x.epoch)
@@ -402,14 +371,14 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	for freed < requiredBlocks {
 		slot := x.first()
 		n := &x.nodes[slot]
-		id, blocks := n.c.ID, n.c.Blocks
-		if need := requiredBlocks - freed; n.c.AllowPartial && len(blocks) > need {
-			keep := len(blocks) - need
-			n.c.Blocks = blocks[:keep:keep]
+		id := n.c.ID
+		blocks, trimmed := take(&n.c, requiredBlocks-freed)
+		if trimmed {
+			keep := len(n.c.Blocks) - len(blocks)
+			n.c.Blocks = n.c.Blocks[:keep:keep]
 			n.trimmed = true
-			x.available -= need
+			x.available -= len(blocks)
 			x.refile(slot)
-			blocks = blocks[keep:]
 			partial++
 		} else {
 			x.available -= len(blocks)
@@ -432,35 +401,39 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 
 // Metrics returns a snapshot of the index's counters, the same fields as
 // [Policy.Metrics]. O(1) but for sorting the latency window.
-func (x *Index) Metrics() Metrics { return x.stats.snapshot() }
+func (x *Index) Metrics() Metrics {
+	m, window := x.stats.snapshot()
+	m.P99EvictionTime = p99(window)
+	return m
+}
 
 // ordered reports whether the candidate in slot is evictable, so in the run
 // or the heap.
 func (x *Index) ordered(slot int32) bool {
-	p := x.pos[slot]
-	return p >= 0 || p == inRun
+	at := x.nodes[slot].at
+	return at == inRun || at == inHeap
 }
 
 // first returns the slot of the next victim: the smaller of the run's head
 // and the heap's root. There must be one. O(1).
 func (x *Index) first() int32 {
 	h := x.runHead
-	if len(x.heap) == 0 {
+	if x.heap.Len() == 0 {
 		return h
 	}
+	root := x.heap.Min()
 	if h == noSlot {
-		return x.heap[0].idx
+		return root.Slot
 	}
-	n, root := &x.nodes[h], &x.heap[0]
-	if before(n.key, n.c.ID, root.Key, root.id) {
+	if n := &x.nodes[h]; before(n.key, n.c.ID, root.Key, root.ID) {
 		return h
 	}
-	return root.idx
+	return root.Slot
 }
 
 // afterRun reports whether (k, id) sorts after the run's tail, so that it
 // may be appended; true for an empty run. O(1).
-func (x *Index) afterRun(k Key, id uint64) bool {
+func (x *Index) afterRun(k rank.Key, id uint64) bool {
 	if x.runTail == noSlot {
 		return true
 	}
@@ -488,16 +461,13 @@ func (x *Index) insert(slot int32) {
 func (x *Index) refile(slot int32) {
 	n := &x.nodes[slot]
 	k, id := x.params.keyOf(&n.c), n.c.ID
-	if j := x.pos[slot]; j >= 0 {
+	if n.at == inHeap {
 		if x.afterRun(k, id) {
-			x.removeAt(j)
+			x.heap.Remove(slot)
 			x.appendRun(slot, k)
 			return
 		}
-		e := &x.heap[j]
-		e.Key = k
-		e.blocks = int32(min(len(n.c.Blocks), math.MaxInt32))
-		x.fix(j)
+		x.heap.Fix(slot, k, rank.SaturatedBlocks(len(n.c.Blocks)))
 		return
 	}
 	if slot != x.runTail && x.afterRun(k, id) {
@@ -524,15 +494,16 @@ func (x *Index) refile(slot int32) {
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (x *Index) detach(slot int32) {
-	if j := x.pos[slot]; j >= 0 {
-		x.removeAt(j)
+	if x.nodes[slot].at == inHeap {
+		x.heap.Remove(slot)
+		x.nodes[slot].at = held
 		return
 	}
 	x.unlink(slot)
 }
 
 // appendRun adds the candidate in slot, of key k, at the run's tail. O(1).
-func (x *Index) appendRun(slot int32, k Key) {
+func (x *Index) appendRun(slot int32, k rank.Key) {
 	n := &x.nodes[slot]
 	n.key, n.prev, n.next = k, x.runTail, noSlot
 	if x.runTail == noSlot {
@@ -541,7 +512,7 @@ func (x *Index) appendRun(slot int32, k Key) {
 		x.nodes[x.runTail].next = slot
 	}
 	x.runTail = slot
-	x.pos[slot] = inRun
+	n.at = inRun
 }
 
 // unlink takes the candidate in slot out of the run. O(1).
@@ -557,82 +528,12 @@ func (x *Index) unlink(slot int32) {
 	} else {
 		x.nodes[n.next].prev = n.prev
 	}
-	x.pos[slot] = notInHeap
+	n.at = held
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
-func (x *Index) push(slot int32, k Key) {
+func (x *Index) push(slot int32, k rank.Key) {
 	c := &x.nodes[slot].c
-	j := int32(len(x.heap))
-	x.heap = append(x.heap, entry{Key: k, id: c.ID, idx: slot, blocks: int32(min(len(c.Blocks), math.MaxInt32))})
-	x.pos[slot] = j
-	x.up(j)
-}
-
-// removeAt takes the entry at position j out of the heap. O(log n).
-func (x *Index) removeAt(j int32) {
-	h := x.heap
-	last := int32(len(h) - 1)
-	x.pos[h[j].idx] = notInHeap
-	if j != last {
-		h[j] = h[last]
-		x.pos[h[j].idx] = j
-	}
-	x.heap = h[:last]
-	if j != last {
-		x.fix(j)
-	}
-}
-
-// fix moves the entry at j up or down to its place.
-func (x *Index) fix(j int32) {
-	if !x.down(j) {
-		x.up(j)
-	}
-}
-
-// up sifts the entry at j toward the root.
-func (x *Index) up(j int32) {
-	h := x.heap
-	e := h[j]
-	for j > 0 {
-		parent := (j - 1) / heapArity
-		if !less(&e, &h[parent]) {
-			break
-		}
-		h[j] = h[parent]
-		x.pos[h[j].idx] = j
-		j = parent
-	}
-	h[j] = e
-	x.pos[e.idx] = j
-}
-
-// down sifts the entry at j toward the leaves and reports whether it moved.
-func (x *Index) down(j int32) bool {
-	h := x.heap
-	n := len(h)
-	e := h[j]
-	start := j
-	for {
-		first := heapArity*int(j) + 1
-		if first >= n {
-			break
-		}
-		child := first
-		for c := first + 1; c < min(first+heapArity, n); c++ {
-			if less(&h[c], &h[child]) {
-				child = c
-			}
-		}
-		if !less(&h[child], &e) {
-			break
-		}
-		h[j] = h[child]
-		x.pos[h[j].idx] = j
-		j = int32(child)
-	}
-	h[j] = e
-	x.pos[e.idx] = j
-	return j != start
+	x.heap.Push(newEntry(c, k, slot))
+	x.nodes[slot].at = inHeap
 }

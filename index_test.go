@@ -19,14 +19,10 @@ func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
 	live := 0
 	available := 0
-	inHeap, inRunCount := 0, 0
-	if len(x.pos) != len(x.nodes) {
-		t.Fatalf("%d positions for %d slots", len(x.pos), len(x.nodes))
-	}
+	inHeapCount, inRunCount := 0, 0
 	for slot := range x.nodes {
 		n := &x.nodes[slot]
-		pos := x.pos[slot]
-		if pos == slotFree {
+		if n.at == slotFree {
 			continue
 		}
 		live++
@@ -34,24 +30,24 @@ func checkIndex(t testing.TB, x *Index) {
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
-		if n.c.evictable() != (pos >= 0 || pos == inRun) {
-			t.Fatalf("ID %d: evictable %v but heap position %d", n.c.ID, n.c.evictable(), pos)
+		if n.c.evictable() != (n.at == inHeap || n.at == inRun) {
+			t.Fatalf("ID %d: evictable %v but kept at %d", n.c.ID, n.c.evictable(), n.at)
 		}
-		if pos == inRun {
+		if x.heap.Contains(int32(slot)) != (n.at == inHeap) {
+			t.Fatalf("ID %d: kept at %d, in the heap %v", n.c.ID, n.at, x.heap.Contains(int32(slot)))
+		}
+		if n.at == inRun {
 			inRunCount++
 			available += len(n.c.Blocks)
 			continue
 		}
-		if pos < 0 {
+		if n.at != inHeap {
 			continue
 		}
-		inHeap++
+		inHeapCount++
 		available += len(n.c.Blocks)
-		if int(pos) >= len(x.heap) || x.heap[pos].idx != int32(slot) {
-			t.Fatalf("ID %d: heap position %d does not point back to slot %d", n.c.ID, pos, slot)
-		}
-		e := &x.heap[pos]
-		if want := x.params.keyOf(&n.c); e.Key != want || e.id != n.c.ID || int(e.blocks) != len(n.c.Blocks) {
+		e := x.heap.At(int32(slot))
+		if want := x.params.keyOf(&n.c); e.Key != want || e.ID != n.c.ID || int(e.Blocks) != len(n.c.Blocks) {
 			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
 		}
 	}
@@ -64,16 +60,14 @@ func checkIndex(t testing.TB, x *Index) {
 	if live+len(x.free) != len(x.nodes) {
 		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
 	}
-	if inHeap != len(x.heap) {
-		t.Fatalf("%d evictable candidates, heap holds %d", inHeap, len(x.heap))
+	if inHeapCount != x.heap.Len() {
+		t.Fatalf("%d evictable candidates, heap holds %d", inHeapCount, x.heap.Len())
 	}
 	if available != x.available {
 		t.Fatalf("evictable blocks %d, index says %d", available, x.available)
 	}
-	for j := 1; j < len(x.heap); j++ {
-		if less(&x.heap[j], &x.heap[(j-1)/heapArity]) {
-			t.Fatalf("heap order broken at %d", j)
-		}
+	if err := x.heap.Check(); err != nil {
+		t.Fatal(err)
 	}
 	checkRun(t, x, inRunCount)
 }
@@ -89,8 +83,8 @@ func checkRun(t testing.TB, x *Index, want int) {
 			t.Fatalf("run longer than the %d nodes marked in it, or cyclic", want)
 		}
 		node := &x.nodes[slot]
-		if x.pos[slot] != inRun || node.prev != prev {
-			t.Fatalf("run slot %d: position %d, prev %d, want inRun and %d", slot, x.pos[slot], node.prev, prev)
+		if node.at != inRun || node.prev != prev {
+			t.Fatalf("run slot %d: kept at %d, prev %d, want inRun and %d", slot, node.at, node.prev, prev)
 		}
 		if k := x.params.keyOf(&node.c); node.key != k {
 			t.Fatalf("run ID %d: key %+v is stale, want %+v", node.c.ID, node.key, k)
@@ -121,7 +115,7 @@ func indexConfigs() []struct {
 	}
 	var out []cfg
 	for _, s := range Strategies() {
-		if info, _ := lookup(s); isKeyKind(info.kind) {
+		if !s.Adaptive() {
 			out = append(out, cfg{string(s), s, nil})
 		}
 	}
@@ -386,7 +380,10 @@ func TestNewIndexErrors(t *testing.T) {
 	}{
 		{"unknown", "belady", nil, ErrUnknownStrategy},
 		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
-		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, ErrInvalidArgument},
+		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
+		{"adaptive", ARC, nil, errors.ErrUnsupported},
+		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
+		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -615,9 +612,9 @@ func TestIndexSoak(t *testing.T) {
 		if i%100_000 == 0 {
 			checkIndex(t, x)
 		}
-		if used > poolBlocks || len(x.nodes) > poolBlocks || len(x.heap) > poolBlocks {
+		if used > poolBlocks || len(x.nodes) > poolBlocks || x.heap.Len() > poolBlocks {
 			t.Fatalf("op %d: %d blocks used, %d slots, %d heap entries for a pool of %d blocks",
-				i, used, len(x.nodes), len(x.heap), poolBlocks)
+				i, used, len(x.nodes), x.heap.Len(), poolBlocks)
 		}
 	}
 	checkIndex(t, x)

@@ -1,67 +1,46 @@
 package kvevict
 
 import (
-	"cmp"
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
-// Key is a strategy's priority for one candidate: the smallest is evicted
-// first, comparing Major, then Minor, then (outside the key) the candidate's
-// ID. Strategies pack their criteria into the two words, so that ranking is
-// two integer comparisons rather than a multi-field comparator.
-type Key struct {
-	Major, Minor int64
-}
+func init() { rank.Register(newRanker) }
 
-// Compare returns -1, 0 or +1 as k is before, equal to or after o in
-// eviction order. It is a strict weak ordering; callers that need a total
-// order break ties by candidate ID.
-func (k Key) Compare(o Key) int {
-	if c := cmp.Compare(k.Major, o.Major); c != 0 {
-		return c
-	}
-	return cmp.Compare(k.Minor, o.Minor)
-}
-
-// Ranker computes a key strategy's [Key] for candidates outside a [Policy],
-// for structures that keep their own order, such as a prefix tree. A Ranker
-// is immutable and safe for concurrent use.
-type Ranker struct {
+// ranker is a key strategy's [rank.Ranker], for the structures outside a
+// [Policy] that keep their own order (package prefix's tree, the
+// simulator's block evictor). It is immutable.
+type ranker struct {
 	params keyParams
 }
 
-// NewRanker returns the ranker of key strategy s, configured by the same
-// options as [New]. Strategies whose order depends on history rather than
-// on a candidate's fields return an error matching [ErrUnknownStrategy].
-func NewRanker(s Strategy, opts ...Option) (*Ranker, error) {
-	info, cfg, err := resolve(s, opts)
+// newRanker returns the ranker of key strategy s, configured by the same
+// options as [New] but [WithSampling]. An adaptive strategy returns an error
+// matching [errors.ErrUnsupported].
+func newRanker(s string, opts ...Option) (rank.Ranker[Candidate], error) {
+	info, cfg, err := resolve(Strategy(s), opts, forRanker)
 	if err != nil {
 		return nil, err
 	}
 	if info.history != nil {
-		return nil, fmt.Errorf("%w %q for a Ranker: it ranks by history, not by a key", ErrUnknownStrategy, s)
+		return nil, fmt.Errorf("kvevict: a ranker of %q: %w: it ranks by a history of its own, not by a key", s, errors.ErrUnsupported)
 	}
-	return &Ranker{params: newKeyParams(info.kind, &cfg)}, nil
-}
-
-// Key returns c's key. For a strategy whose key depends on the current tick
-// (FrequencyCost with decay) it takes now to be c.LastAccess; use [Ranker.KeyAt]
-// to rank candidates against a common now. O(1).
-func (r *Ranker) Key(c *Candidate) Key {
-	return r.KeyAt(c, c.LastAccess)
+	return &ranker{params: newKeyParams(info.kind, &cfg)}, nil
 }
 
 // KeyAt returns c's key at tick now. Only FrequencyCost with decay reads now.
-func (r *Ranker) KeyAt(c *Candidate, now int64) Key {
+// O(1).
+func (r *ranker) KeyAt(c *Candidate, now int64) rank.Key {
 	p := r.params
 	p.now = now
 	return p.keyOf(c)
 }
 
-// UsesNow reports whether keys depend on the current tick, so that a
-// structure keeping candidates in key order must re-rank as time passes.
-func (r *Ranker) UsesNow() bool { return r.params.usesNow }
+// UsesNow reports whether keys depend on the current tick.
+func (r *ranker) UsesNow() bool { return r.params.usesNow }
 
 // keyKind says which strategy's key keyParams.keyOf computes.
 type keyKind uint8
@@ -84,14 +63,14 @@ const (
 // tree and the index all rank through it. A switch rather than a function
 // value keeps the per-candidate loop free of calls for the simple keys,
 // which Go would otherwise pay for by spilling the loop's registers.
-func (p *keyParams) keyOf(c *Candidate) Key {
+func (p *keyParams) keyOf(c *Candidate) rank.Key {
 	if p.kind == kindLRU {
 		return lruKey(c, p) // inlined: the most used strategy pays no call
 	}
 	return p.otherKey(c)
 }
 
-func (p *keyParams) otherKey(c *Candidate) Key {
+func (p *keyParams) otherKey(c *Candidate) rank.Key {
 	switch p.kind {
 	case kindLRU:
 		return lruKey(c, p)

@@ -1,6 +1,7 @@
 package kvevict
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -33,8 +34,11 @@ func TestFastKeysMatchGeneral(t *testing.T) {
 	blocks := make([]int, 2000)
 	checked := [2]int{}
 	for _, opts := range configs {
-		_, cfg, err := resolve(Predictive, opts)
-		if err != nil {
+		cfg := defaultConfig()
+		for _, opt := range opts {
+			opt(&cfg)
+		}
+		if err := errors.Join(cfg.errs...); err != nil {
 			t.Fatal(err)
 		}
 		p := newKeyParams(kindPredictive, &cfg)

@@ -1,6 +1,10 @@
 package kvevict
 
-import "math"
+import (
+	"math"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // lfuKey evicts the least frequently used sequence first: (AccessCount,
 // LastAccess), so equal counts fall back to LRU.
@@ -10,19 +14,19 @@ import "math"
 // "now" is comparing log2(AccessCount) + LastAccess/h, which does not depend
 // on now, so the key is stable between calls. The count is aged from
 // LastAccess as a whole, an approximation that needs no per-access history.
-func lfuKey(c *Candidate, p *keyParams) Key {
+func lfuKey(c *Candidate, p *keyParams) rank.Key {
 	if p.lfuHalfLifeTicks != 0 {
 		return decayedLFUKey(c, p)
 	}
-	return Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
+	return rank.Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
 }
 
 // decayedLFUKey is lfuKey with a half-life, kept apart so that the plain
 // key stays small enough to inline.
-func decayedLFUKey(c *Candidate, p *keyParams) Key {
+func decayedLFUKey(c *Candidate, p *keyParams) rank.Key {
 	score := math.Inf(-1) // never accessed: below any decayed count
 	if c.AccessCount > 0 {
 		score = math.Log2(float64(c.AccessCount)) + float64(c.LastAccess)/p.lfuHalfLifeTicks
 	}
-	return Key{Major: orderedFloat(score), Minor: c.LastAccess}
+	return rank.Key{Major: orderedFloat(score), Minor: c.LastAccess}
 }

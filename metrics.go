@@ -145,8 +145,12 @@ func (s *stats) access(id uint64) {
 	r.pending = false
 }
 
-func (s *stats) snapshot() Metrics {
-	m := Metrics{
+// snapshot returns the metrics but P99EvictionTime, and a copy of the
+// latency window to compute it from. It copies the window rather than
+// sorting it, so that a caller holding a lock releases it before [p99]
+// sorts the copy.
+func (s *stats) snapshot() (m Metrics, window []time.Duration) {
+	m = Metrics{
 		Strategy:         s.strategy,
 		Selections:       s.selections,
 		TotalEvictions:   s.evictions,
@@ -157,9 +161,7 @@ func (s *stats) snapshot() Metrics {
 	}
 	if s.selections > 0 {
 		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)
-		sorted := slices.Clone(s.latencies)
-		slices.Sort(sorted)
-		m.P99EvictionTime = sorted[(len(sorted)*99+99)/100-1]
+		window = slices.Clone(s.latencies)
 	}
 	if s.evictions > 0 {
 		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
@@ -167,7 +169,17 @@ func (s *stats) snapshot() Metrics {
 	if n := s.perSequence.len(); n > 0 {
 		m.FairnessScore = float64(s.sumX) * float64(s.sumX) / (float64(n) * float64(s.sumX2))
 	}
-	return m
+	return m, window
+}
+
+// p99 returns the 99th percentile of a latency window, sorting it in
+// place; 0 for an empty window. O(w log w).
+func p99(window []time.Duration) time.Duration {
+	if len(window) == 0 {
+		return 0
+	}
+	slices.Sort(window)
+	return window[(len(window)*99+99)/100-1]
 }
 
 // logEviction writes one debug record for a selection, if the logger wants it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // blocks returns n distinct block ids starting at first.
@@ -49,9 +50,9 @@ func mustNew(t testing.TB, s kvevict.Strategy, opts ...kvevict.Option) kvevict.P
 // largest LastAccess.
 func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, cands []kvevict.Candidate, required int) ([]kvevict.Victim, error) {
 	t.Helper()
-	r, err := kvevict.NewRanker(s, opts...)
+	r, err := rank.New[kvevict.Candidate](string(s), opts...)
 	if err != nil {
-		t.Fatalf("NewRanker(%q): %v", s, err)
+		t.Fatalf("ranker of %q: %v", s, err)
 	}
 	var now int64
 	for i, c := range cands {
@@ -597,11 +598,83 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 // TestMatchesReference compares every strategy's selection with the plain
 // sort-based reference on random inputs, with ties, partial candidates,
 // pinned and referenced ones.
+// tuning returns options that tune strategy s away from its defaults, and
+// none for a strategy without options of its own.
+func tuning(s kvevict.Strategy) []kvevict.Option {
+	switch s {
+	case kvevict.LFU:
+		return []kvevict.Option{kvevict.WithLFUHalfLife(50 * time.Millisecond)}
+	case kvevict.SLRU:
+		return []kvevict.Option{kvevict.WithSLRUThreshold(3)}
+	case kvevict.FrequencyCost:
+		return []kvevict.Option{kvevict.WithCostDecay(3), kvevict.WithCostAlpha(1.5)}
+	case kvevict.Predictive:
+		return []kvevict.Option{kvevict.WithLifetimeHorizon(40 * time.Millisecond)}
+	}
+	return nil
+}
+
+// TestStrictOptions: a strategy-specific option is refused, naming itself
+// and the strategy, by every strategy and constructor it does not tune, and
+// accepted by those it does.
+func TestStrictOptions(t *testing.T) {
+	options := []struct {
+		name   string
+		opt    kvevict.Option
+		tunes  func(kvevict.Strategy) bool
+		policy bool // applies to New only, not NewIndex
+	}{
+		{"WithCapacity", kvevict.WithCapacity(10), kvevict.Strategy.Adaptive, false},
+		{"WithSampling", kvevict.WithSampling(5), func(s kvevict.Strategy) bool { return !s.Adaptive() }, true},
+		{"WithLFUHalfLife", kvevict.WithLFUHalfLife(time.Second), isStrategy(kvevict.LFU), false},
+		{"WithSLRUThreshold", kvevict.WithSLRUThreshold(3), isStrategy(kvevict.SLRU), false},
+		{"WithCostAlpha", kvevict.WithCostAlpha(1), isStrategy(kvevict.FrequencyCost), false},
+		{"WithCostDecay", kvevict.WithCostDecay(0), isStrategy(kvevict.FrequencyCost), false},
+		{"WithLifetimeHorizon", kvevict.WithLifetimeHorizon(time.Second), isStrategy(kvevict.Predictive), false},
+	}
+	general := []kvevict.Option{
+		kvevict.WithTickDuration(time.Millisecond), kvevict.WithHistoryCap(8), kvevict.WithLogger(nil),
+		kvevict.WithTiming(false), kvevict.WithEvictionHistory(false),
+	}
+	for _, s := range kvevict.Strategies() {
+		if _, err := kvevict.New(s, general...); err != nil {
+			t.Errorf("New(%q, general options): %v", s, err)
+		}
+		for _, o := range options {
+			_, err := kvevict.New(s, o.opt)
+			if o.tunes(s) {
+				if err != nil {
+					t.Errorf("New(%q, %s): %v", s, o.name, err)
+				}
+			} else if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), o.name) || !strings.Contains(err.Error(), string(s)) {
+				t.Errorf("New(%q, %s) error = %v; want ErrInvalidArgument naming both", s, o.name, err)
+			}
+			if s.Adaptive() {
+				continue
+			}
+			_, err = kvevict.NewIndex(s, o.opt)
+			if o.tunes(s) && !o.policy {
+				if err != nil {
+					t.Errorf("NewIndex(%q, %s): %v", s, o.name, err)
+				}
+			} else if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), o.name) {
+				t.Errorf("NewIndex(%q, %s) error = %v; want ErrInvalidArgument naming it", s, o.name, err)
+			}
+		}
+	}
+}
+
+func isStrategy(want kvevict.Strategy) func(kvevict.Strategy) bool {
+	return func(s kvevict.Strategy) bool { return s == want }
+}
+
 func TestMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	optSets := [][]kvevict.Option{
-		nil,
-		{kvevict.WithTickDuration(time.Millisecond), kvevict.WithLFUHalfLife(50 * time.Millisecond), kvevict.WithCostDecay(3), kvevict.WithCostAlpha(1.5), kvevict.WithSLRUThreshold(3)},
+	optSets := []func(kvevict.Strategy) []kvevict.Option{
+		func(kvevict.Strategy) []kvevict.Option { return nil },
+		func(s kvevict.Strategy) []kvevict.Option {
+			return append([]kvevict.Option{kvevict.WithTickDuration(time.Millisecond)}, tuning(s)...)
+		},
 	}
 	for iter := 0; iter < 300; iter++ {
 		n := 1 + rng.IntN(60)
@@ -636,11 +709,12 @@ func TestMatchesReference(t *testing.T) {
 			seen[cands[i].ID] = true
 		}
 		required := rng.IntN(total + 2)
-		for _, opts := range optSets {
+		for _, optsFor := range optSets {
 			for _, s := range kvevict.Strategies() {
-				if _, err := kvevict.NewRanker(s); err != nil {
+				if s.Adaptive() {
 					continue // not a key strategy
 				}
+				opts := optsFor(s)
 				p := mustNew(t, s, opts...)
 				res, err := p.SelectVictims(cands, required)
 				want, wantErr := referenceSelect(t, s, opts, cands, required)
@@ -688,17 +762,25 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-func TestRankerRejectsUnknown(t *testing.T) {
-	if _, err := kvevict.NewRanker("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+func TestRankers(t *testing.T) {
+	if _, err := rank.New[kvevict.Candidate]("nope", []kvevict.Option{}...); !errors.Is(err, kvevict.ErrUnknownStrategy) {
 		t.Fatalf("err = %v", err)
 	}
-	r, err := kvevict.NewRanker(kvevict.FrequencyCost, kvevict.WithCostDecay(1))
+	r, err := rank.New[kvevict.Candidate](string(kvevict.FrequencyCost), kvevict.WithCostDecay(1))
 	if err != nil || !r.UsesNow() {
 		t.Fatalf("decaying FrequencyCost ranker: %v, UsesNow %v", err, r != nil && r.UsesNow())
 	}
-	r, _ = kvevict.NewRanker(kvevict.LRU)
+	r, _ = rank.New[kvevict.Candidate](string(kvevict.LRU), []kvevict.Option{}...)
 	if r.UsesNow() {
 		t.Fatal("LRU keys do not depend on now")
+	}
+	// QoSAware ranks a low priority before a high one, whatever their
+	// recency.
+	low := kvevict.Candidate{ID: 1, Priority: kvevict.PriorityLow, LastAccess: 9}
+	high := kvevict.Candidate{ID: 2, Priority: kvevict.PriorityHigh, LastAccess: 1}
+	r, _ = rank.New[kvevict.Candidate](string(kvevict.QoSAware), []kvevict.Option{}...)
+	if c := r.KeyAt(&low, 9).Compare(r.KeyAt(&high, 9)); c != -1 {
+		t.Fatalf("QoSAware: low compares %d to high, want -1", c)
 	}
 }
 
@@ -720,5 +802,56 @@ func TestLoggerRecordsEvictions(t *testing.T) {
 	buf.Reset()
 	if _, err := p.SelectVictims(cands, 9); err == nil || buf.Len() != 0 {
 		t.Errorf("failed selection: err %v, log %q", err, buf.String())
+	}
+}
+
+// TestSelectionInAnyOrder: the same candidates listed oldest-first,
+// newest-first and shuffled give the victims of the sort-based reference,
+// for needs from one block to all of them. Newest-first under LRU makes
+// every candidate enter the selection's buffer, so its heap phase runs out
+// of budget and the unordered buffer with its compactions takes over.
+func TestSelectionInAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	base := make([]kvevict.Candidate, 3000)
+	total := 0
+	for i := range base {
+		base[i] = kvevict.Candidate{
+			ID:           uint64(i) + 1,
+			Blocks:       blocks(i*8, 1+rng.IntN(8)),
+			LastAccess:   rng.Int64N(1 << 20),
+			AccessCount:  rng.IntN(4),
+			AllowPartial: rng.IntN(2) == 0,
+			Pinned:       rng.IntN(20) == 0,
+		}
+		if !base[i].Pinned {
+			total += len(base[i].Blocks)
+		}
+	}
+	orders := map[string]func([]kvevict.Candidate){
+		"oldest-first": func(c []kvevict.Candidate) {
+			slices.SortFunc(c, func(a, b kvevict.Candidate) int { return cmp.Compare(a.LastAccess, b.LastAccess) })
+		},
+		"newest-first": func(c []kvevict.Candidate) {
+			slices.SortFunc(c, func(a, b kvevict.Candidate) int { return cmp.Compare(b.LastAccess, a.LastAccess) })
+		},
+		"shuffled": func(c []kvevict.Candidate) { rng.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] }) },
+	}
+	for name, order := range orders {
+		cands := slices.Clone(base)
+		order(cands)
+		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.MRU} {
+			p := mustNew(t, s)
+			for _, required := range []int{1, 7, 100, 1000, total / 2, total} {
+				res, err := p.SelectVictims(cands, required)
+				if err != nil {
+					t.Fatalf("%s %s required %d: %v", name, s, required, err)
+				}
+				checkResult(t, cands, required, res)
+				want, _ := referenceSelect(t, s, nil, cands, required)
+				if !reflect.DeepEqual(res.Victims, want) {
+					t.Fatalf("%s %s required %d: %d victims, reference %d", name, s, required, len(res.Victims), len(want))
+				}
+			}
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package kvevict
 
+import "github.com/sagellm/kvevict/internal/rank"
+
 // predictiveKey evicts the sequence whose KV cache will be useless soonest.
 //
 // Every candidate is ranked on one scale: the tick at which its KV is
@@ -14,7 +16,7 @@ package kvevict
 // So a known lifetime ranks before an unknown one exactly when it ends
 // sooner than the horizon would, and the key does not depend on the current
 // time, only on the candidate. Ties break by LastAccess, then ID.
-func predictiveKey(c *Candidate, p *keyParams) Key {
+func predictiveKey(c *Candidate, p *keyParams) rank.Key {
 	if k, ok := predictiveKeyFast(c, p); ok {
 		return k
 	}
@@ -23,7 +25,7 @@ func predictiveKey(c *Candidate, p *keyParams) Key {
 
 // predictiveKeyGeneral is predictiveKey for every candidate, saturating
 // where the ticks would overflow.
-func predictiveKeyGeneral(c *Candidate, p *keyParams) Key {
+func predictiveKeyGeneral(c *Candidate, p *keyParams) rank.Key {
 	var remaining int64
 	switch {
 	case c.EstimatedLifetime > 0:
@@ -34,14 +36,14 @@ func predictiveKeyGeneral(c *Candidate, p *keyParams) Key {
 	default:
 		remaining = p.horizonTicks
 	}
-	return Key{Major: saturatingAdd(c.LastAccess, remaining), Minor: c.LastAccess}
+	return rank.Key{Major: saturatingAdd(c.LastAccess, remaining), Minor: c.LastAccess}
 }
 
 // predictiveKeyFast is predictiveKey for a candidate with a known lifetime
 // or length whose remaining ticks need no saturation, kept small enough
 // that the selection loop inlines it; ok is false for every other case.
 // Where ok, it equals predictiveKeyGeneral.
-func predictiveKeyFast(c *Candidate, p *keyParams) (k Key, ok bool) {
+func predictiveKeyFast(c *Candidate, p *keyParams) (k rank.Key, ok bool) {
 	var remaining float64
 	switch {
 	case c.EstimatedLifetime > 0:
@@ -49,12 +51,12 @@ func predictiveKeyFast(c *Candidate, p *keyParams) (k Key, ok bool) {
 	case c.MaxLen > 0:
 		remaining = (1 - min(float64(c.SeqLen)/float64(c.MaxLen), 1)) * float64(p.horizonTicks)
 	default:
-		return Key{}, false
+		return rank.Key{}, false
 	}
 	if !(remaining < 1<<62) || c.LastAccess > 1<<62 {
-		return Key{}, false
+		return rank.Key{}, false
 	}
-	return Key{Major: c.LastAccess + int64(remaining), Minor: c.LastAccess}, true
+	return rank.Key{Major: c.LastAccess + int64(remaining), Minor: c.LastAccess}, true
 }
 
 // saturatingAdd returns a+b for b >= 0, clamped at math.MaxInt64.

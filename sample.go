@@ -78,7 +78,7 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 			if !c.evictable() || s.taken[i/64]&(1<<(i%64)) != 0 {
 				continue
 			}
-			s.offer(entry{Key: kp.keyOf(c), id: c.ID, idx: int32(i), blocks: int32(min(len(c.Blocks), maxCandidates))})
+			s.offer(newEntry(c, kp.keyOf(c), int32(i)))
 		}
 		if len(s.pool) == 0 {
 			if misses++; misses >= maxSampleMisses {
@@ -89,25 +89,22 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 		misses = 0
 		best := s.pool[0]
 		s.pool = append(s.pool[:0], s.pool[1:]...)
-		i := int(best.idx)
+		i := int(best.Slot)
 		s.taken[i/64] |= 1 << (i % 64)
-		s.picks = append(s.picks, best.idx)
+		s.picks = append(s.picks, best.Slot)
 		c := &cands[i]
 		if len(s.picks) > idCap/2 { // keep the ID set's load factor <= 1/2
 			idCap *= 4
 			ids.reset(idCap)
 			for _, j := range s.picks[:len(s.picks)-1] {
-				ids.insert(cands[j].ID)
+				ids.add(cands[j].ID)
 			}
 		}
-		if ids.insert(c.ID) {
+		if ids.add(c.ID) {
 			return Result{}, duplicateID(cands, i)
 		}
-		blocks := c.Blocks
-		if need := required - freed; c.AllowPartial && len(blocks) > need {
-			blocks = blocks[len(blocks)-need:]
-			partial++
-		}
+		blocks, trimmed := take(c, required-freed)
+		partial += b2i(trimmed)
 		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
 		freed += len(blocks)
 	}
@@ -121,7 +118,7 @@ func (s *sampler) offer(e entry) {
 	p := s.pool
 	at := len(p)
 	for j := range p {
-		if p[j].idx == e.idx {
+		if p[j].Slot == e.Slot {
 			return
 		}
 		if at == len(p) && less(&e, &p[j]) {
@@ -146,14 +143,14 @@ func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
 	old := s.pool
 	s.pool = s.pool[:0]
 	for _, e := range old {
-		if int(e.idx) >= len(cands) {
+		if int(e.Slot) >= len(cands) {
 			continue
 		}
-		c := &cands[e.idx]
-		if c.ID != e.id || !valid(c) || !c.evictable() {
+		c := &cands[e.Slot]
+		if c.ID != e.ID || !valid(c) || !c.evictable() {
 			continue
 		}
-		e.Key, e.blocks = kp.keyOf(c), int32(min(len(c.Blocks), maxCandidates))
+		e = newEntry(c, kp.keyOf(c), e.Slot)
 		// Insertion sort in place: the kept prefix never overtakes old.
 		j := len(s.pool)
 		s.pool = append(s.pool, e)

@@ -62,6 +62,9 @@ func TestSampledSelection(t *testing.T) {
 	cands := seedScenario(10_000, 4, 11)
 	for _, k := range []int{1, 5, 64} {
 		for _, s := range kvevict.Strategies() {
+			if s.Adaptive() {
+				continue // TestStrictOptions: sampling is refused
+			}
 			t.Run(fmt.Sprintf("k=%d/%s", k, s), func(t *testing.T) {
 				p, err := kvevict.New(s, kvevict.WithSampling(k))
 				if err != nil {
@@ -90,7 +93,6 @@ func TestSampledSelection(t *testing.T) {
 // better than the best of k random draws, whose mean rank among n distinct
 // keys is about n/(k+1): on 10k candidates with distinct LRU keys, the mean
 // rank of a victim (0 = the exact choice) must stay below 3/4 of that.
-// Measured: 1024 for k=5 (n/(k+1) = 1667), 251 for k=20 (476).
 func TestSampledQuality(t *testing.T) {
 	const n = 10_000
 	cands := make([]kvevict.Candidate, n)
@@ -264,38 +266,44 @@ func replayTraces() map[string][]uint64 {
 	return map[string][]uint64{"zipf": zipf, "loop": loop}
 }
 
-// TestSampledHitRatio replays the traces with exact and sampled selection and
-// compares hit ratios with golden values from a real run (tolerance 0.005):
-// how far sampling's choices are from exact, for users choosing k.
+// TestSampledHitRatio replays the traces with exact and sampled selection
+// and checks the relations a user choosing k relies on: on the zipf trace,
+// sampling stays within 0.01 of the exact hit ratio for k = 5 and 16; on
+// the loop just longer than the cache, exact LRU and LFU never hit (each
+// evicts the block the loop needs next), and sampling's random choices
+// beat them, as random eviction beats LRU on loops.
 func TestSampledHitRatio(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("replays 1.2M accesses")
 	}
-	golden := map[string]float64{ // hit ratios of the run reported in README.index.md
-		"zipf/lru/exact": 0.7097, "zipf/lru/k=5": 0.7091, "zipf/lru/k=16": 0.7096,
-		"zipf/lfu/exact": 0.7684, "zipf/lfu/k=5": 0.7699, "zipf/lfu/k=16": 0.7740,
-		"loop/lru/exact": 0.0000, "loop/lru/k=5": 0.1350, "loop/lru/k=16": 0.0051,
-		"loop/lfu/exact": 0.0000, "loop/lfu/k=5": 0.7054, "loop/lfu/k=16": 0.5612,
-	}
 	traces := replayTraces()
-	for _, trace := range []string{"zipf", "loop"} {
-		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU} {
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU} {
+		hits := map[string]float64{}
+		for _, trace := range []string{"zipf", "loop"} {
 			for _, k := range []int{0, 5, 16} {
-				mode, opts := fmt.Sprintf("k=%d", k), []kvevict.Option{kvevict.WithSampling(k)}
-				if k == 0 {
-					mode, opts = "exact", nil
+				var opts []kvevict.Option
+				if k > 0 {
+					opts = append(opts, kvevict.WithSampling(k))
 				}
-				name := fmt.Sprintf("%s/%s/%s", trace, s, mode)
 				p, err := kvevict.New(s, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := replay(p, replayCapacity, traces[trace])
-				t.Logf("%-18s hit ratio %.4f", name, got)
-				if want, ok := golden[name]; !ok || math.Abs(got-want) > 0.005 {
-					t.Errorf("%s: hit ratio %.4f, golden %.4f", name, got, want)
-				}
+				hits[fmt.Sprintf("%s/k=%d", trace, k)] = replay(p, replayCapacity, traces[trace])
 			}
+		}
+		t.Logf("%s: %v", s, hits)
+		for _, k := range []int{5, 16} {
+			zipf, exact := hits[fmt.Sprintf("zipf/k=%d", k)], hits["zipf/k=0"]
+			if math.Abs(zipf-exact) > 0.01 {
+				t.Errorf("%s zipf: k=%d hit ratio %.4f, exact %.4f: more than 0.01 apart", s, k, zipf, exact)
+			}
+			if loop := hits[fmt.Sprintf("loop/k=%d", k)]; loop <= hits["loop/k=0"] {
+				t.Errorf("%s loop: k=%d hit ratio %.4f, not above exact's %.4f", s, k, loop, hits["loop/k=0"])
+			}
+		}
+		if hits["loop/k=0"] != 0 {
+			t.Errorf("%s loop: exact hit ratio %.4f, want 0", s, hits["loop/k=0"])
 		}
 	}
 }

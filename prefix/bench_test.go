@@ -55,11 +55,7 @@ func (w *workload) access() prefix.Access {
 // it, about a tenth of them locked as if running.
 func build(b *testing.B, n int) (*prefix.Tree, *workload, [][]uint64) {
 	b.Helper()
-	r, err := kvevict.NewRanker(kvevict.LRU)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tr, err := prefix.New(r)
+	tr, err := prefix.New(kvevict.LRU)
 	if err != nil {
 		b.Fatal(err)
 	}

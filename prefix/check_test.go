@@ -44,19 +44,25 @@ func check(tb testing.TB, t *Tree) {
 		} else {
 			protected++
 		}
-		inHeap := n.heapIdx >= 0
+		if n.slot < 0 || int(n.slot) >= len(t.bySlot) || t.bySlot[n.slot] != n {
+			tb.Fatalf("node %d: slot %d does not point back at it", n.id, n.slot)
+		}
+		inHeap := t.heap.Contains(n.slot)
 		if want := n.ref == 0 && n.children == 0; inHeap != want {
 			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
 		}
 		if inHeap {
 			leaves++
-			if n.heapIdx >= len(t.heap) || t.heap[n.heapIdx].n != n {
-				tb.Fatalf("node %d: heap index %d does not point back at it", n.id, n.heapIdx)
+			if e := t.heap.At(n.slot); e.ID != n.id || e.Key != t.key(n) {
+				tb.Fatalf("node %d: heap entry %+v, want ID %d and current key %+v", n.id, *e, n.id, t.key(n))
 			}
 		}
 	}
-	if t.root.children != children[&t.root] || t.root.heapIdx != -1 {
-		tb.Fatalf("root: %d children (has %d), heap index %d", t.root.children, children[&t.root], t.root.heapIdx)
+	if t.root.children != children[&t.root] || t.root.slot != -1 {
+		tb.Fatalf("root: %d children (has %d), slot %d", t.root.children, children[&t.root], t.root.slot)
+	}
+	if len(t.bySlot)-len(t.freeSlots) != len(t.children) {
+		tb.Fatalf("%d slots, %d free, for %d nodes", len(t.bySlot), len(t.freeSlots), len(t.children))
 	}
 	if evictable != t.evictable || protected != t.protected {
 		tb.Fatalf("evictable %d, protected %d; counted %d, %d", t.evictable, t.protected, evictable, protected)
@@ -64,18 +70,13 @@ func check(tb testing.TB, t *Tree) {
 	if t.evictable+t.protected != len(t.children) {
 		tb.Fatalf("evictable %d + protected %d != size %d", t.evictable, t.protected, len(t.children))
 	}
-	if leaves != len(t.heap) {
-		tb.Fatalf("heap holds %d entries, %d unreferenced leaves", len(t.heap), leaves)
+	if leaves != t.heap.Len() {
+		tb.Fatalf("heap holds %d entries, %d unreferenced leaves", t.heap.Len(), leaves)
 	}
-	for i := range t.heap {
-		if k := t.key(t.heap[i].n); k != t.heap[i].key {
-			tb.Fatalf("heap entry %d (node %d): key %+v, current key %+v", i, t.heap[i].n.id, t.heap[i].key, k)
-		}
-		if i > 0 && t.heap.less(i, (i-1)/2) {
-			tb.Fatalf("heap entry %d is smaller than its parent", i)
-		}
+	if err := t.heap.Check(); err != nil {
+		tb.Fatal(err)
 	}
-	if t.evictable > 0 && len(t.heap) == 0 {
+	if t.evictable > 0 && t.heap.Len() == 0 {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
 	}
 }

@@ -33,7 +33,7 @@
 //
 // # Keys
 //
-// Keys come from the core strategies through a [kvevict.Ranker], so LRU,
+// Keys come from the core strategies (see [New]), so LRU,
 // MRU, FIFO, FILO, LFU, SLRU, QoSAware, Predictive and FrequencyCost mean here
 // what they mean for [kvevict.Policy]. A node is ranked as a
 // [kvevict.Candidate] of one block with

@@ -11,11 +11,7 @@ import (
 // A pool allocator serves a request: match its prefix, lock it while the
 // request runs, evict to make room for the new blocks, insert them, unlock.
 func Example() {
-	r, err := kvevict.NewRanker(kvevict.LRU)
-	if err != nil {
-		panic(err)
-	}
-	tree, err := prefix.New(r)
+	tree, err := prefix.New(kvevict.LRU)
 	if err != nil {
 		panic(err)
 	}
@@ -59,8 +55,7 @@ func Example() {
 // Evict sheds an idle conversation from its deepest block up, keeping the
 // prefix its next turn will match, and never touches a locked path.
 func ExampleTree_Evict() {
-	r, _ := kvevict.NewRanker(kvevict.QoSAware)
-	tree, _ := prefix.New(r)
+	tree, _ := prefix.New(kvevict.QoSAware)
 	tree.Insert([]uint64{1, 2, 3}, prefix.Access{Tick: 1, Priority: kvevict.PriorityHigh})
 	tree.Insert([]uint64{1, 4, 5}, prefix.Access{Tick: 2, Priority: kvevict.PriorityLow})
 	tree.Insert([]uint64{6, 7}, prefix.Access{Tick: 3, Priority: kvevict.PriorityLow})
@@ -82,8 +77,7 @@ func ExampleTree_Evict() {
 // which blocks a server holds, in step with the tree.
 func ExampleWithEvents() {
 	index := make(map[uint64]bool) // the router's view of this server
-	r, _ := kvevict.NewRanker(kvevict.LRU)
-	tree, _ := prefix.New(r, prefix.WithEvents(func(e prefix.Event) {
+	tree, _ := prefix.New(kvevict.LRU, prefix.WithEvents(func(e prefix.Event) {
 		fmt.Println(e.Kind, e.Hashes)
 		for _, h := range e.Hashes {
 			index[h] = e.Kind == prefix.Stored

@@ -6,20 +6,17 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // BenchmarkRebuildHeap measures what Evict avoids: collecting the
-// unreferenced leaves of a tree of n blocks and heapifying them, as a prefix
+// unreferenced leaves of a tree of n blocks into a new heap, as a prefix
 // cache that rebuilds its eviction heap on every call pays before it frees
 // the first block. Compare with BenchmarkEvict, which keeps the heap.
 func BenchmarkRebuildHeap(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			r, err := kvevict.NewRanker(kvevict.LRU)
-			if err != nil {
-				b.Fatal(err)
-			}
-			tr, err := New(r)
+			tr, err := New(kvevict.LRU)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,18 +35,15 @@ func BenchmarkRebuildHeap(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			var h evictHeap
 			b.ReportAllocs()
 			for b.Loop() {
-				h = h[:0]
+				var h rank.Heap
 				for _, n := range tr.children {
 					if n.ref == 0 && n.children == 0 {
-						h = append(h, heapEntry{key: tr.key(n), n: n})
+						h.Push(tr.entry(n))
 					}
 				}
-				h.init()
 			}
-			tr.heap.init() // the rebuilds wrote their own indices into the nodes
 			check(b, tr)
 		})
 	}

@@ -41,11 +41,7 @@ func readTrace(t *testing.T, path string) [][]uint64 {
 // eviction keeps the tree within capacity. It returns the block hit ratio.
 func replayTree(t *testing.T, reqs [][]uint64, s kvevict.Strategy, capacity int) float64 {
 	t.Helper()
-	r, err := kvevict.NewRanker(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := prefix.New(r)
+	tr, err := prefix.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/rank"
+
 	"github.com/sagellm/kvevict"
 )
 
@@ -41,7 +43,8 @@ type Access struct {
 // caller bounds it by calling Evict. The index does not shrink below its
 // peak size, as Go maps do not.
 type Tree struct {
-	ranker     *kvevict.Ranker
+	ranker     rank.Ranker[kvevict.Candidate]
+	keyOpts    []kvevict.Option // the strategy's options, until New ranks with them
 	onEvent    func(Event)
 	usesNow    bool
 	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
@@ -49,7 +52,9 @@ type Tree struct {
 	mu        sync.Mutex // guards everything below
 	root      node
 	children  map[edge]*node
-	heap      evictHeap // unreferenced leaves, smallest key first
+	heap      rank.Heap // unreferenced leaves by slot, smallest key first
+	bySlot    []*node   // bySlot[n.slot] == n for every node but the root
+	freeSlots []int32
 	nextID    uint64
 	evictable int   // nodes with ref == 0
 	protected int   // nodes with ref > 0
@@ -69,7 +74,7 @@ type node struct {
 	ref         int // locks whose path passes through this node
 	ends        int // locks whose path ends at this node
 	children    int
-	heapIdx     int // index in Tree.heap, -1 when not there
+	slot        int32 // the node's index in Tree.bySlot and its heap; -1 for the root
 	priority    kvevict.Priority
 }
 
@@ -92,25 +97,36 @@ func WithEvents(fn func(Event)) Option {
 	return func(t *Tree) { t.onEvent = fn }
 }
 
-// New returns an empty tree that ranks leaves by r's keys. A nil ranker is
-// an error matching [kvevict.ErrInvalidArgument].
-func New(r *kvevict.Ranker, opts ...Option) (*Tree, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: prefix.New needs a ranker", kvevict.ErrInvalidArgument)
-	}
+// WithStrategyOptions configures the strategy that ranks the tree's leaves
+// with kvevict's options, as kvevict.New would: WithTickDuration,
+// WithLFUHalfLife and the other options of key strategies. WithSampling and
+// WithCapacity do not apply to a tree and are refused by [New].
+func WithStrategyOptions(opts ...kvevict.Option) Option {
+	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
+}
+
+// New returns an empty tree that ranks leaves by the keys of key strategy s
+// (see Keys in the package documentation). It returns kvevict's errors for
+// an unknown strategy or a bad option, and one matching
+// errors.ErrUnsupported for an adaptive strategy, whose order lives in a
+// history of sequences rather than in a key.
+func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	t := &Tree{
-		ranker:   r,
-		usesNow:  r.UsesNow(),
 		children: make(map[edge]*node),
 		now:      math.MinInt64,
 		keyedAt:  math.MinInt64,
 	}
-	t.root.heapIdx = -1
+	t.root.slot = -1
 	for _, opt := range opts {
 		if opt != nil {
 			opt(t)
 		}
 	}
+	r, err := rank.New[kvevict.Candidate](string(s), t.keyOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("prefix.New: %w", err)
+	}
+	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
 	return t, nil
 }
 
@@ -162,6 +178,7 @@ func (t *Tree) InsertLocked(hashes []uint64, a Access) (added int, err error) {
 
 func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	t.mu.Lock()
+	defer t.unlockAndDeliver()
 	t.observe(a.Tick)
 	n, matched := t.walk(hashes)
 	for m := n; m != &t.root; m = m.parent {
@@ -170,8 +187,8 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	}
 	t.rekey(n)
 	if matched < len(hashes) {
-		if n.heapIdx >= 0 {
-			t.heap.remove(n)
+		if t.heap.Contains(n.slot) {
+			t.heap.Remove(n.slot)
 		}
 		parent := n
 		for _, h := range hashes[matched:] {
@@ -182,15 +199,15 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				id:         t.nextID,
 				lastAccess: a.Tick,
 				createdAt:  a.Tick,
-				heapIdx:    -1,
 				priority:   a.Priority,
 			}
+			t.place(c)
 			t.children[edge{n.id, h}] = c
 			n.children++
 			n = c
 		}
 		t.evictable += len(hashes) - matched
-		t.heap.push(n, t.key(n))
+		t.push(n)
 		if t.onEvent != nil {
 			t.pending = append(t.pending, Event{
 				Kind:      Stored,
@@ -204,7 +221,6 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	if lock {
 		t.lock(n)
 	}
-	t.unlockAndDeliver()
 	return len(hashes) - matched
 }
 
@@ -276,8 +292,8 @@ func (t *Tree) Lock(hashes []uint64) error {
 
 // lock adds a lock ending at n.
 func (t *Tree) lock(n *node) {
-	if n.heapIdx >= 0 {
-		t.heap.remove(n)
+	if t.heap.Contains(n.slot) {
+		t.heap.Remove(n.slot)
 	}
 	n.ends++
 	for m := n; m != &t.root; m = m.parent {
@@ -316,7 +332,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 		}
 	}
 	if n.ref == 0 && n.children == 0 {
-		t.heap.push(n, t.key(n))
+		t.push(n)
 	}
 	return nil
 }
@@ -335,7 +351,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 // The leaves are kept in a heap between calls, updated by every operation
 // in O(log n), so Evict costs O(k log n) for k blocks, never a rebuild.
 // The one exception is a ranker whose keys depend on the current tick
-// ([kvevict.Ranker.UsesNow], FrequencyCost with decay): then the first
+// (FrequencyCost with decay): then the first
 // Evict after the clock moved re-keys the heap in O(n).
 func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	if blocks < 0 {
@@ -345,39 +361,35 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		return nil, nil
 	}
 	t.mu.Lock()
+	defer t.unlockAndDeliver()
 	if blocks > t.evictable {
-		err := &kvevict.InsufficientBlocksError{Required: blocks, Available: t.evictable}
-		t.mu.Unlock()
-		return nil, err
+		return nil, &kvevict.InsufficientBlocksError{Required: blocks, Available: t.evictable}
 	}
 	if t.usesNow && t.keyedAt != t.now {
 		t.keyedAt = t.now
-		for i := range t.heap {
-			t.heap[i].key = t.key(t.heap[i].n)
-		}
-		t.heap.init()
+		t.heap.Rekey(func(e *rank.Entry) rank.Key { return t.key(t.bySlot[e.Slot]) })
 	}
 	removed := make([]uint64, blocks)
 	for i := range removed {
-		if len(t.heap) == 0 {
+		if t.heap.Len() == 0 {
 			panic("prefix: evictable blocks but no evictable leaf")
 		}
-		n := t.heap[0].n
+		n := t.bySlot[t.heap.Min().Slot]
 		removed[i] = n.hash
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
 		if p != &t.root && p.children == 0 && p.ref == 0 {
-			t.heap.replaceTop(p, t.key(p))
+			t.heap.ReplaceMin(t.entry(p))
 		} else {
-			t.heap.pop()
+			t.heap.Remove(n.slot)
 		}
+		t.unplace(n)
 	}
 	t.evictable -= blocks
 	if t.onEvent != nil {
 		t.pending = append(t.pending, Event{Kind: Removed, Hashes: append([]uint64(nil), removed...)})
 	}
-	t.unlockAndDeliver()
 	return removed, nil
 }
 
@@ -404,13 +416,13 @@ func (t *Tree) observe(tick int64) {
 // Only the end of a path can be a leaf, so one call per operation keeps
 // every key current.
 func (t *Tree) rekey(n *node) {
-	if n.heapIdx >= 0 {
-		t.heap.fix(n, t.key(n))
+	if t.heap.Contains(n.slot) {
+		t.heap.Fix(n.slot, t.key(n), 1)
 	}
 }
 
 // key is the ranker's key of n, presented as a one-block candidate.
-func (t *Tree) key(n *node) kvevict.Key {
+func (t *Tree) key(n *node) rank.Key {
 	c := kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      oneBlock,
@@ -422,12 +434,39 @@ func (t *Tree) key(n *node) kvevict.Key {
 	return t.ranker.KeyAt(&c, t.keyedAt)
 }
 
+// place gives new node n a slot. O(1) amortized.
+func (t *Tree) place(n *node) {
+	if k := len(t.freeSlots); k > 0 {
+		n.slot = t.freeSlots[k-1]
+		t.freeSlots = t.freeSlots[:k-1]
+		t.bySlot[n.slot] = n
+		return
+	}
+	n.slot = int32(len(t.bySlot))
+	t.bySlot = append(t.bySlot, n)
+}
+
+// unplace frees the slot of evicted node n, which is out of the heap.
+func (t *Tree) unplace(n *node) {
+	t.bySlot[n.slot] = nil
+	t.freeSlots = append(t.freeSlots, n.slot)
+}
+
+// entry is n's heap entry, with its current key.
+func (t *Tree) entry(n *node) rank.Entry {
+	return rank.Entry{Key: t.key(n), ID: n.id, Slot: n.slot, Blocks: 1}
+}
+
+// push adds leaf n to the heap. O(log n).
+func (t *Tree) push(n *node) { t.heap.Push(t.entry(n)) }
+
 // oneBlock gives a node's candidate its length; rankers read only len(Blocks).
 var oneBlock = []int{0}
 
 // unlockAndDeliver releases the tree's lock and delivers the pending events
 // outside it, holding eventsDone so that deliveries keep the order of the
-// changes.
+// changes. Every method that may queue events defers it right after taking
+// the lock, so the lock is released on every path.
 func (t *Tree) unlockAndDeliver() {
 	if len(t.pending) == 0 {
 		t.mu.Unlock()

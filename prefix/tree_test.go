@@ -10,15 +10,12 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 func newTree(tb testing.TB, s kvevict.Strategy, opts ...Option) *Tree {
 	tb.Helper()
-	r, err := kvevict.NewRanker(s)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t, err := New(r, opts...)
+	t, err := New(s, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,9 +42,18 @@ func mustEvict(tb testing.TB, t *Tree, k int) []uint64 {
 	return got
 }
 
-func TestNewRejectsNilRanker(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, kvevict.ErrInvalidArgument) {
-		t.Fatalf("New(nil) error %v, want ErrInvalidArgument", err)
+func TestNewRejects(t *testing.T) {
+	if _, err := New("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Errorf(`New("nope") error %v, want ErrUnknownStrategy`, err)
+	}
+	if _, err := New(kvevict.ARC); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("New(ARC) error %v, want errors.ErrUnsupported", err)
+	}
+	if _, err := New(kvevict.LRU, WithStrategyOptions(kvevict.WithSampling(5))); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("New(LRU, WithSampling) error %v, want ErrInvalidArgument", err)
+	}
+	if _, err := New(kvevict.LRU, WithStrategyOptions(kvevict.WithLFUHalfLife(time.Second))); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("New(LRU, WithLFUHalfLife) error %v, want ErrInvalidArgument", err)
 	}
 }
 
@@ -323,11 +329,7 @@ func TestEvents(t *testing.T) {
 // current tick: the heap is re-keyed when the clock moved, and the order
 // follows the decayed retention at the latest tick.
 func TestDecayRekeys(t *testing.T) {
-	r, err := kvevict.NewRanker(kvevict.FrequencyCost, kvevict.WithCostDecay(1), kvevict.WithTickDuration(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(r)
+	tr, err := New(kvevict.FrequencyCost, WithStrategyOptions(kvevict.WithCostDecay(1), kvevict.WithTickDuration(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,11 +379,7 @@ func TestRandomOperations(t *testing.T) {
 	}
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
-			r, err := kvevict.NewRanker(cfg.strategy, cfg.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := New(r)
+			tr, err := New(cfg.strategy, WithStrategyOptions(cfg.opts...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -438,7 +436,7 @@ func TestRandomOperations(t *testing.T) {
 
 // keyNow is n's key at the tree's latest tick, from the ranker and the
 // node's fields as the package documentation presents them.
-func keyNow(tr *Tree, n *node) kvevict.Key {
+func keyNow(tr *Tree, n *node) rank.Key {
 	return tr.ranker.KeyAt(&kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      []int{0},

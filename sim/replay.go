@@ -74,7 +74,11 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 	// request whose accesses precede the one selection that makes room for
 	// them, so that the history never evicts on its own a block the cache
 	// still holds. cfg.Options may override it.
-	opts := append([]kvevict.Option{kvevict.WithCapacity(cfg.Capacity + longestRequest(w, cfg.Capacity))}, cfg.Options...)
+	var opts []kvevict.Option
+	if s.Adaptive() {
+		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
+	}
+	opts = append(opts, cfg.Options...)
 	p, err := kvevict.New(s, opts...)
 	if err != nil {
 		return Report{}, err

@@ -123,7 +123,7 @@ func TestServeInvariants(t *testing.T) {
 		}
 		for _, g := range Granularities() {
 			for _, s := range kvevict.Strategies() {
-				if _, err := kvevict.NewRanker(s); err != nil && g == GranularityBlock {
+				if s.Adaptive() && g == GranularityBlock {
 					continue
 				}
 				if reduced() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
@@ -272,11 +272,11 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 			}
 			var inner Evictor
 			if g == GranularityBlock {
-				r, err := kvevict.NewRanker(s)
-				if err != nil {
-					continue // adaptive: no key
+				if s.Adaptive() {
+					continue // no key
 				}
-				if inner, err = NewBlockEvictor(r); err != nil {
+				var err error
+				if inner, err = NewBlockEvictor(s); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -293,11 +293,7 @@ func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy,
 // isAdaptive reports whether s ranks candidates by history it keeps (ARC,
 // S3-FIFO, SIEVE) rather than by a key over each candidate: such a
 // strategy cannot rank a prefix tree's blocks and has no sampled selection.
-// The one place the command asks the library.
-func isAdaptive(s kvevict.Strategy) bool {
-	_, err := kvevict.NewRanker(s)
-	return err != nil
-}
+func isAdaptive(s kvevict.Strategy) bool { return s.Adaptive() }
 
 func strategyNames() string {
 	var names []string
@@ -334,11 +330,11 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr, len(o.capacities)*(len(o.strategies)+1)*len(w.Requests))
 	var reports []sim.Report
 	for _, capacity := range o.capacities {
-		cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
-		if o.sampling > 0 {
-			cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
-		}
 		for _, s := range o.strategies {
+			cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
+			if o.sampling > 0 { // parseStrategies admits only key strategies then
+				cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
+			}
 			var rep sim.Report
 			if o.mode == "serve" {
 				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
@@ -351,7 +347,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 			}
 			reports = append(reports, rep)
 		}
-		rep, err := sim.Belady(w, cfg)
+		rep, err := sim.Belady(w, sim.Config{Capacity: capacity, Progress: bar.callback()})
 		if err != nil {
 			bar.done()
 			return err

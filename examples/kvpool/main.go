@@ -1,8 +1,9 @@
 // Command kvpool is a small paged KV pool that runs out of blocks and asks a
 // kvevict.Policy what to evict, once per strategy, and prints the metrics
-// side by side. It is the shape of the code a server's allocator needs:
-// build candidates from the sequences that hold blocks, call SelectVictims,
-// free the victims' blocks, and call UpdateAccess on every reuse.
+// side by side. It is the shape of the code a server's allocator needs: call
+// UpdateAccess for every request, before making room for it; when blocks run
+// out, build candidates from the sequences that hold blocks, call
+// SelectVictims and free the victims' blocks.
 //
 //	go run ./examples/kvpool
 package main
@@ -14,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sagellm/kvevict"
 )
@@ -28,6 +30,14 @@ const (
 	maxRunning    = 8    // requests decoding at once
 	decodeBlocks  = 3    // blocks a request grows by while it decodes
 	highPriorityN = 10   // sessions of the premium tenant
+
+	// tick is the pool's clock unit: one request arrival. A request runs
+	// until maxRunning newer ones have started, so it decodes for
+	// maxRunning ticks; at a second a tick, that is the several seconds a
+	// chat turn of a few hundred tokens takes to generate. WithTickDuration
+	// tells the policy, so that durations (Predictive's lifetime horizon,
+	// decay half-lives) mean what they say.
+	tick = time.Second
 )
 
 // sequence is a conversation's cached KV: its blocks, head first.
@@ -112,10 +122,13 @@ func (p *pool) serve(id uint64, priority kvevict.Priority) error {
 	if cached && s.running {
 		return nil // that conversation is still generating its last turn
 	}
+	// Every request, resident or not, before the eviction that makes room
+	// for it: the policy counts a re-prefill when it evicted id before, and
+	// the adaptive strategies learn from misses as well as hits.
+	p.policy.UpdateAccess(id)
 	want := promptBlocks
 	if cached {
 		want = len(s.blocks) + turnBlocks
-		p.policy.UpdateAccess(id)
 		s.accessCount++
 	} else {
 		s = &sequence{id: id, createdAt: p.tick, priority: priority}
@@ -143,7 +156,7 @@ func (p *pool) serve(id uint64, priority kvevict.Priority) error {
 }
 
 func run(strategy kvevict.Strategy) (kvevict.Metrics, float64, error) {
-	policy, err := kvevict.New(strategy)
+	policy, err := kvevict.New(strategy, kvevict.WithTickDuration(tick))
 	if err != nil {
 		return kvevict.Metrics{}, 0, err
 	}

@@ -1,0 +1,413 @@
+package kvevict
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
+
+// entry is one evictable candidate as the selection, the sampler and the
+// Index rank it: Slot is its index in the caller's candidate slice, or the
+// Index's slot.
+type entry = rank.Entry
+
+func newEntry(c *Candidate, k rank.Key, slot int32) entry {
+	return entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(len(c.Blocks))}
+}
+
+// before is the selection's total order, (key, ID), as every structure
+// that ranks candidates orders them.
+func before(a rank.Key, aID uint64, b rank.Key, bID uint64) bool { return rank.Before(a, aID, b, bID) }
+
+// less orders entries by key, then ID.
+func less(a, b *entry) bool { return rank.Less(a, b) }
+
+// compareEntries is less as a three-way comparison, for slices.SortFunc.
+func compareEntries(a, b entry) int {
+	if less(&a, &b) {
+		return -1
+	}
+	if less(&b, &a) {
+		return 1
+	}
+	return 0
+}
+
+// sortEntries sorts h by (key, ID): by insertion when h is as short as a
+// selection's victims usually are, where it beats a general sort.
+func sortEntries(h []entry) {
+	if len(h) > 24 {
+		slices.SortFunc(h, compareEntries)
+		return
+	}
+	for i := 1; i < len(h); i++ {
+		e := h[i]
+		j := i
+		for ; j > 0 && less(&e, &h[j-1]); j-- {
+			h[j] = h[j-1]
+		}
+		h[j] = e
+	}
+}
+
+// selector is the one selection engine. It keeps its scratch space between
+// calls so that a steady-state selection allocates only the Result's
+// victims. A selector is not safe for concurrent use; the policy's lock
+// guards it.
+type selector struct {
+	buf     []entry         // the evictable candidates that may still be victims
+	ids     idMap[struct{}] // the duplicate-ID check, when IDs come out of order
+	pivots  uint64          // state of the pivot choice of cover
+	partial int             // victims of the last selection that kept a head of their blocks
+}
+
+// maxCandidates bounds a call's candidate count so indices fit an int32.
+const maxCandidates = math.MaxInt32
+
+// compactAtLeast is the fewest buffered entries at which the selection
+// compacts its buffer: fewer would spend more on selecting than the bound it
+// yields saves.
+const compactAtLeast = 32
+
+// selectVictims validates candidates and returns the greedy selection: the
+// shortest prefix of the evictable candidates in (key, ID) order whose blocks
+// cover required, trimming the last victim to the blocks still needed when it
+// allows partial eviction.
+//
+// It makes one pass over the candidates and buffers the evictable ones that
+// may still be victims, under a bound: once they cover required, a later
+// candidate whose key is not below the largest of those that cover it is
+// skipped with one comparison, the common case.
+//
+// The buffer starts as a max-heap that keeps exactly the smallest keys that
+// cover required, so the bound is as tight as can be: in a random order few
+// candidates enter, k ln(n/k) of them. In an adversarial order (newest-first
+// under LRU) every candidate enters, at O(log k) each, so the heap phase has
+// a budget of sift levels linear in n. Past it the buffer stays unordered:
+// whenever it has grown to twice what covered required at the last
+// compaction, cover cuts it to the smallest entries that cover required and
+// the largest of those becomes the bound. Each compaction is linear in the
+// buffer and at least halves it. So the pass is O(n) in any order, and only
+// the k victims are sorted: O(n + k log k) in all.
+func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
+	if len(cands) > maxCandidates {
+		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
+	}
+	if kp.usesNow {
+		kp.now = maxLastAccess(cands)
+	}
+	buf := s.buf[:0]
+	s.partial = 0
+	sum, available := 0, 0 // blocks in buf, and held by every evictable candidate
+	compactAt := compactAtLeast
+	heapWork, heapBudget := 0, len(cands)/2+compactAtLeast // sift levels of the heap phase
+	bounded := false                                       // buf covers required and bound is its largest entry
+	var bound entry
+	var order idOrder
+	for i := range cands {
+		c := &cands[i]
+		if !valid(c) {
+			return Result{}, invalidField(c, i)
+		}
+		order.see(i, c.ID)
+		if !c.evictable() {
+			continue
+		}
+		available += len(c.Blocks)
+		if required == 0 {
+			continue
+		}
+		// keyOf's dispatch, written out so that the simple keys and the
+		// common cases of the others inline into the loop: a call per
+		// candidate costs more than most keys (BenchmarkSelectVictims).
+		// TestMatchesReference and FuzzSelectVictims check the victims
+		// against a reference that ranks through keyOf.
+		var key rank.Key
+		switch kp.kind {
+		case kindLRU:
+			key = lruKey(c, kp)
+		case kindMRU:
+			key = mruKey(c, kp)
+		case kindFIFO:
+			key = fifoKey(c, kp)
+		case kindFILO:
+			key = filoKey(c, kp)
+		case kindLFU:
+			key = lfuKey(c, kp)
+		case kindSLRU:
+			key = slruKey(c, kp)
+		case kindQoS:
+			key = qosKey(c, kp)
+		case kindPredictive:
+			var ok bool
+			if key, ok = predictiveKeyFast(c, kp); !ok {
+				key = predictiveKeyGeneral(c, kp)
+			}
+		default: // kindCost
+			var ok bool
+			if key, ok = costKeyFast(c, kp); !ok {
+				key = costKeyGeneral(c, kp)
+			}
+		}
+		if bounded && !lessKey(key, c.ID, &bound) {
+			continue // the common case once the buffer covers required
+		}
+		e := newEntry(c, key, int32(i))
+		if heapWork <= heapBudget {
+			heapWork += bits.Len(uint(len(buf)))
+			if bounded && sum-int(bound.Blocks)+int(e.Blocks) >= required {
+				// e displaces the largest key: one sift, not a push and a pop.
+				sum += int(e.Blocks) - int(bound.Blocks)
+				buf[0] = e
+				siftDown(buf, 0)
+			} else {
+				buf = push(buf, e)
+				sum += int(e.Blocks)
+			}
+			for sum-int(buf[0].Blocks) >= required {
+				sum -= int(buf[0].Blocks)
+				buf = pop(buf)
+			}
+			if sum >= required {
+				bound, bounded = buf[0], true
+			}
+			compactAt = max(compactAtLeast, 2*len(buf))
+			continue
+		}
+		buf = append(buf, e)
+		sum += int(e.Blocks)
+		if sum >= required && len(buf) >= compactAt {
+			buf = buf[:s.cover(buf, required)]
+			sum, bound = 0, buf[0]
+			for j := range buf {
+				sum += int(buf[j].Blocks)
+				if less(&bound, &buf[j]) {
+					bound = buf[j]
+				}
+			}
+			bounded = true
+			compactAt = max(compactAtLeast, 2*len(buf))
+		}
+	}
+	s.buf = buf
+	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
+		return Result{}, err
+	}
+	victims := buf[:s.cover(buf, required)]
+	sortEntries(victims)
+	res := Result{Victims: make([]Victim, len(victims))}
+	for i := range victims {
+		c := &cands[victims[i].Slot]
+		blocks, partial := take(c, required-res.FreedBlocks)
+		res.Victims[i] = Victim{ID: c.ID, Blocks: blocks}
+		res.FreedBlocks += len(blocks)
+		s.partial += b2i(partial)
+	}
+	return res, nil
+}
+
+// push adds e to the max-heap h. O(log len(h)).
+func push(h []entry, e entry) []entry {
+	h = append(h, e)
+	j := len(h) - 1
+	for j > 0 {
+		parent := (j - 1) / 2
+		if !less(&h[parent], &e) {
+			break
+		}
+		h[j] = h[parent]
+		j = parent
+	}
+	h[j] = e
+	return h
+}
+
+// pop removes the largest entry of the max-heap h. O(log len(h)).
+func pop(h []entry) []entry {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	siftDown(h, 0)
+	return h
+}
+
+// siftDown restores the max-heap order below j, moving entries up into a
+// hole rather than swapping them.
+func siftDown(h []entry, j int) {
+	if j >= len(h) {
+		return
+	}
+	e := h[j]
+	for {
+		child := 2*j + 1
+		if child >= len(h) {
+			break
+		}
+		if r := child + 1; r < len(h) && less(&h[child], &h[r]) {
+			child = r
+		}
+		if !less(&e, &h[child]) {
+			break
+		}
+		h[j] = h[child]
+		j = child
+	}
+	h[j] = e
+}
+
+// cover reorders h so that h[:m] holds the m smallest entries by (key, ID)
+// whose blocks add up to at least need while h[:m-1]'s do not, and returns
+// m: the greedy selection's victims, in no particular order. h's blocks
+// must add up to at least need > 0. It is a quickselect weighted by blocks:
+// each round partitions around a pivot and keeps the side that holds the
+// cut, so it costs O(len(h)) expected and never sorts what it discards.
+func (s *selector) cover(h []entry, need int) int {
+	if s.pivots == 0 {
+		s.pivots = pivotSeed
+	}
+	lo, hi := 0, len(h)
+	for hi-lo > 16 {
+		// xorshift: a pivot no candidate order can predict, the same on
+		// every run.
+		s.pivots ^= s.pivots << 13
+		s.pivots ^= s.pivots >> 7
+		s.pivots ^= s.pivots << 17
+		p := lo + int(s.pivots%uint64(hi-lo))
+		h[p], h[hi-1] = h[hi-1], h[p]
+		pivot := h[hi-1]
+		j, below := lo, 0
+		for i := lo; i < hi-1; i++ {
+			if less(&h[i], &pivot) {
+				below += int(h[i].Blocks)
+				h[i], h[j] = h[j], h[i]
+				j++
+			}
+		}
+		h[j], h[hi-1] = h[hi-1], h[j]
+		switch {
+		case below >= need:
+			hi = j
+		case below+int(pivot.Blocks) >= need:
+			return j + 1
+		default:
+			need -= below + int(pivot.Blocks)
+			lo = j + 1
+		}
+	}
+	sortEntries(h[lo:hi])
+	for i := lo; i < hi; i++ {
+		if need -= int(h[i].Blocks); need <= 0 {
+			return i + 1
+		}
+	}
+	panic("kvevict: cover was given entries that do not cover the need")
+}
+
+// pivotSeed starts cover's pivot sequence: any nonzero value.
+const pivotSeed = 0x9E3779B97F4A7C15
+
+// take returns the blocks a selection frees from victim c while need blocks
+// are still needed: all of them, or, when c allows partial eviction and
+// holds more than need, its last need blocks (the tail, so the head a
+// returning request matches stays). partial reports the second case. Every
+// selection (exact, sampled, adaptive, the Index's) frees through it.
+func take(c *Candidate, need int) (blocks []int, partial bool) {
+	if c.AllowPartial && len(c.Blocks) > need {
+		return c.Blocks[len(c.Blocks)-need:], true
+	}
+	return c.Blocks, false
+}
+
+// checkCover ends a selection's pass over cands, whose IDs came in order
+// and whose evictable blocks add up to available: it reports a duplicate
+// ID, or evictable blocks that cannot cover required.
+func (s *selector) checkCover(cands []Candidate, order *idOrder, available, required int) error {
+	if order.broken != 0 {
+		s.ids.reset(len(cands))
+		for i := range cands {
+			if s.ids.add(cands[i].ID) {
+				return duplicateID(cands, i)
+			}
+		}
+	}
+	if available < required {
+		return &InsufficientBlocksError{Required: required, Available: available}
+	}
+	return nil
+}
+
+// lessKey reports whether a candidate with key k and ID id goes before e.
+func lessKey(k rank.Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.ID) }
+
+// b2i is 1 for true and 0 for false, without a branch.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// valid reports whether none of the counts a strategy reads is negative:
+// one sign test of their bitwise or, since the selection runs it n times.
+func valid(c *Candidate) bool {
+	return c.RefCount|c.AccessCount|c.SeqLen|c.MaxLen|int(c.EstimatedLifetime) >= 0
+}
+
+// invalidField describes candidate c, at index i of its call, which is not
+// valid.
+func invalidField(c *Candidate, i int) error {
+	field, value := negativeField(c)
+	return fmt.Errorf("%w: candidate %d (ID %d) has negative %s %v", ErrInvalidCandidate, i, c.ID, field, value)
+}
+
+// negativeField names the first negative field of a candidate that is not
+// valid, and its value.
+func negativeField(c *Candidate) (field string, value any) {
+	switch {
+	case c.RefCount < 0:
+		field, value = "RefCount", c.RefCount
+	case c.AccessCount < 0:
+		field, value = "AccessCount", c.AccessCount
+	case c.EstimatedLifetime < 0:
+		field, value = "EstimatedLifetime", c.EstimatedLifetime
+	case c.SeqLen < 0:
+		field, value = "SeqLen", c.SeqLen
+	default:
+		field, value = "MaxLen", c.MaxLen
+	}
+	return field, value
+}
+
+// duplicateID describes candidate i, whose ID an earlier candidate has.
+func duplicateID(cands []Candidate, i int) error {
+	id := cands[i].ID
+	j := slices.IndexFunc(cands[:i], func(c Candidate) bool { return c.ID == id })
+	return fmt.Errorf("%w: candidates %d and %d share ID %d", ErrInvalidCandidate, j, i, id)
+}
+
+func maxLastAccess(cands []Candidate) int64 {
+	now := int64(math.MinInt64)
+	for i := range cands {
+		now = max(now, cands[i].LastAccess)
+	}
+	return now
+}
+
+// idOrder watches the IDs of one call go by. While each is above the one
+// before, none can repeat, so a caller that lists its sequences in ID order
+// (an allocator walking them in admission order) needs no duplicate table.
+// With valid, it is the validation pass of every selection over a slice.
+type idOrder struct {
+	prev   uint64
+	broken int // nonzero once an ID was not above its predecessor
+}
+
+// see records the ID of candidate i. Or-ed rather than branched on:
+// shuffled IDs would mispredict every other time.
+func (o *idOrder) see(i int, id uint64) {
+	o.broken |= b2i(i > 0 && id <= o.prev)
+	o.prev = id
+}
