@@ -14,6 +14,9 @@ import (
 // lose about a hundredth on this workload), so for them the test asserts
 // only the bound every online strategy obeys: nothing above Belady.
 func TestReplayAdaptiveChat(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a long single-threaded replay; run without -race")
+	}
 	w, err := Synthetic("chat", 1, 2000)
 	if err != nil {
 		t.Fatal(err)

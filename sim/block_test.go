@@ -91,6 +91,9 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if raceEnabled {
+		t.Skip("a long single-threaded serve run; run without -race")
+	}
 	capacities := []int{5000, 9000}
 	if testing.Short() {
 		capacities = capacities[:1]
@@ -102,7 +105,7 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got[g] = rep.ReprefillTokens
+			got[g] = rep.RePrefillTokens
 		}
 		seq, tail, block := got[GranularitySequence], got[GranularityTail], got[GranularityBlock]
 		t.Logf("capacity %d: re-prefill tokens sequence %d, tail %d, block %d (factor %.2f)",

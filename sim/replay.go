@@ -105,6 +105,20 @@ func longestRequest(w *Workload, limit int) int {
 	return min(n, limit)
 }
 
+// residentBound is the most blocks a replay of w can hold at capacity:
+// the capacity, or the workload's block references if fewer. Sizing by it
+// keeps memory proportional to the workload when the capacity is far
+// larger.
+func residentBound(w *Workload, capacity int) int {
+	refs := 0
+	for i := range w.Requests {
+		if refs += len(w.Requests[i].HashIDs); refs >= capacity {
+			return capacity
+		}
+	}
+	return refs
+}
+
 // oneBlock is every replay candidate's Blocks: a replay names blocks by
 // hash (Candidate.ID), so only the count matters. Policies never modify it.
 var oneBlock = []int{0}
@@ -123,11 +137,12 @@ type replayer struct {
 }
 
 func newReplayer(w *Workload, capacity int) *replayer {
+	n := residentBound(w, capacity)
 	return &replayer{
 		w:        w,
 		capacity: capacity,
-		cands:    make([]kvevict.Candidate, 0, capacity),
-		slot:     make(map[uint64]int, capacity),
+		cands:    make([]kvevict.Candidate, 0, n),
+		slot:     make(map[uint64]int, n),
 		evicted:  make(map[uint64]bool),
 		seen:     make(map[uint64]struct{}),
 	}

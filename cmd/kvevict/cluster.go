@@ -126,7 +126,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	if !hasKey(s) {
+	if s.Adaptive() {
 		return nil, usagef("-strategy %s ranks by history; a prefix tree evicts by a key strategy", s)
 	}
 	o.strategy = s
@@ -137,7 +137,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 func keyStrategyNames() string {
 	var names []string
 	for _, s := range kvevict.Strategies() {
-		if hasKey(s) {
+		if !s.Adaptive() {
 			names = append(names, string(s))
 		}
 	}

@@ -87,6 +87,16 @@ func traces() []trace {
 
 const capacity = 200
 
+// skipUnderRace skips a long replay under the race detector: the harness
+// is single-threaded, so the detector finds nothing there, and .ci/run
+// runs the replays once without it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("a long single-threaded replay; run without -race")
+	}
+}
+
 // replay runs ids through a unit cache driven by p and returns its hits.
 func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 	t.Helper()
@@ -111,6 +121,7 @@ func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 // TestLRUMatchesSimpleLRU: the core LRU strategy through the harness is
 // exactly golang-lru's simplelru, hit for hit.
 func TestLRUMatchesSimpleLRU(t *testing.T) {
+	skipUnderRace(t)
 	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.LRU)
@@ -146,6 +157,7 @@ func TestLRUMatchesSimpleLRU(t *testing.T) {
 // (hence 200k accesses for loop=3c+zipf) but stays on a loop of 1.2c,
 // where the paper's ARC has no hits at all (TestARCMatchesPaper).
 func TestARCNearGolangLRU(t *testing.T) {
+	skipUnderRace(t)
 	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
@@ -187,6 +199,7 @@ func TestARCNearGolangLRU(t *testing.T) {
 // slightly longer than the cache hits its own ghosts, which the paper's
 // bound |t1|+|b1| <= c forbids while t1 holds the loop.
 func TestARCMatchesPaper(t *testing.T) {
+	skipUnderRace(t)
 	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 240, 4)}, trace{"loop=1.2c", loopTrace(100_000, 240)})
 	for _, tr := range all {
 		t.Run(tr.name, func(t *testing.T) {
@@ -289,6 +302,7 @@ func (r *refARC) access(x uint64) bool {
 // exactly the hits of the small reference models below, written straight
 // from the papers' pseudocode.
 func TestAdaptiveMatchReference(t *testing.T) {
+	skipUnderRace(t)
 	for _, tr := range traces() {
 		for _, s := range []kvevict.Strategy{kvevict.S3FIFO, kvevict.SIEVE} {
 			t.Run(fmt.Sprintf("%s/%s", s, tr.name), func(t *testing.T) {
