@@ -302,7 +302,6 @@ func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy,
 	return out, nil
 }
 
-
 func strategyNames() string {
 	var names []string
 	for _, s := range kvevict.Strategies() {
