@@ -72,10 +72,9 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 	var order idOrder
 	for i := range cands {
 		c := &cands[i]
-		if !valid(c) {
+		if !order.check(c, i) {
 			return Result{}, invalidField(c, i)
 		}
-		order.see(i, c.ID)
 		if c.evictable() {
 			available += len(c.Blocks)
 		}

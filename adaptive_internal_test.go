@@ -173,10 +173,15 @@ func TestAdaptiveRandomOps(t *testing.T) {
 	}
 }
 
-// TestAdaptiveBoundedMemory: a million distinct ids through UpdateAccess and
-// selections leave the history at its bound.
+// TestAdaptiveBoundedMemory: a million distinct ids (a hundred thousand
+// under the race detector) through UpdateAccess and selections leave the
+// history at its bound.
 func TestAdaptiveBoundedMemory(t *testing.T) {
 	const c = 100
+	ids := uint64(1_000_000)
+	if raceEnabled {
+		ids /= 10
+	}
 	for _, s := range adaptiveStrategies {
 		t.Run(string(s), func(t *testing.T) {
 			p, err := New(s, WithCapacity(c))
@@ -184,7 +189,7 @@ func TestAdaptiveBoundedMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			cands := []Candidate{{ID: 1 << 40, Blocks: []int{1}}}
-			for id := range uint64(1_000_000) {
+			for id := range ids {
 				p.UpdateAccess(id)
 				if id%1000 == 0 {
 					cands[0].ID = id

@@ -223,7 +223,7 @@ type constructor string
 const (
 	forPolicy constructor = "New"
 	forIndex  constructor = "NewIndex"
-	forRanker constructor = "a ranker"
+	forRanker constructor = "prefix.New" // the rankers serve package prefix's tree
 )
 
 // resolve looks up s and applies opts to the default configuration for

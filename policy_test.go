@@ -676,7 +676,11 @@ func TestMatchesReference(t *testing.T) {
 			return append([]kvevict.Option{kvevict.WithTickDuration(time.Millisecond)}, tuning(s)...)
 		},
 	}
-	for iter := 0; iter < 300; iter++ {
+	iters := 300
+	if kvevict.RaceEnabled {
+		iters = 60
+	}
+	for iter := 0; iter < iters; iter++ {
 		n := 1 + rng.IntN(60)
 		cands := make([]kvevict.Candidate, n)
 		total := 0

@@ -253,7 +253,7 @@ func replayTraces() map[string][]uint64 {
 // evicts the block the loop needs next), and sampling's random choices
 // beat them, as random eviction beats LRU on loops.
 func TestSampledHitRatio(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || kvevict.RaceEnabled {
 		t.Skip("replays 1.2M accesses")
 	}
 	traces := replayTraces()

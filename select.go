@@ -109,10 +109,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	var order idOrder
 	for i := range cands {
 		c := &cands[i]
-		if !valid(c) {
+		if !order.check(c, i) {
 			return Result{}, invalidField(c, i)
 		}
-		order.see(i, c.ID)
 		if !c.evictable() {
 			continue
 		}
@@ -396,18 +395,22 @@ func maxLastAccess(cands []Candidate) int64 {
 	return now
 }
 
-// idOrder watches the IDs of one call go by. While each is above the one
-// before, none can repeat, so a caller that lists its sequences in ID order
-// (an allocator walking them in admission order) needs no duplicate table.
-// With valid, it is the validation pass of every selection over a slice.
+// idOrder is the validation pass of every selection over a slice: check
+// looks at each candidate in turn, and checkCover ends the pass. While each
+// ID is above the one before, none can repeat, so a caller that lists its
+// sequences in ID order (an allocator walking them in admission order)
+// needs no duplicate table.
 type idOrder struct {
 	prev   uint64
 	broken int // nonzero once an ID was not above its predecessor
 }
 
-// see records the ID of candidate i. Or-ed rather than branched on:
-// shuffled IDs would mispredict every other time.
-func (o *idOrder) see(i int, id uint64) {
-	o.broken |= b2i(i > 0 && id <= o.prev)
-	o.prev = id
+// check records the ID of candidate c, the call's i-th, and reports whether
+// its fields are valid; the caller describes an invalid one with
+// invalidField. The order is or-ed rather than branched on: shuffled IDs
+// would mispredict every other time.
+func (o *idOrder) check(c *Candidate, i int) bool {
+	o.broken |= b2i(i > 0 && c.ID <= o.prev)
+	o.prev = c.ID
+	return valid(c)
 }

@@ -1,9 +1,7 @@
 package prefix_test
 
 import (
-	"bufio"
 	"container/list"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -11,37 +9,28 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/sim"
 )
 
-// traceRequest is one line of a Mooncake trace: the prompt's block hashes.
-type traceRequest struct {
-	HashIDs []uint64 `json:"hash_ids"`
-}
-
-// readTrace reads a Mooncake JSONL trace, skipping the test when the file
-// is absent.
+// readTrace reads a Mooncake JSONL trace with sim's reader and returns each
+// request's block hashes. A trace beside the repository is absent on a
+// fresh clone: the test skips then, unless CI is "true", where a missing
+// trace means the CI machine lost it.
 func readTrace(t *testing.T, path string) [][]uint64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("trace %s is absent, and CI=true requires it", path)
+		}
 		t.Skipf("trace %s not present", path)
 	}
+	w, err := sim.LoadTrace(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var reqs [][]uint64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r traceRequest
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s line %d: %v", path, len(reqs)+1, err)
-		}
-		reqs = append(reqs, r.HashIDs)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	reqs := make([][]uint64, len(w.Requests))
+	for i, r := range w.Requests {
+		reqs[i] = r.HashIDs
 	}
 	return reqs
 }
@@ -114,33 +103,23 @@ func replayFlatLRU(reqs [][]uint64, capacity int) float64 {
 	return float64(hits) / float64(total)
 }
 
-// TestMooncakeExcerpt replays the first 1,000 requests of the Mooncake
-// conversation trace (testdata/README.md) at 3,000 blocks, small enough that
-// strategies differ. The golden ratios were measured by this replay; flat
-// tail-first LRU must agree with leaf-first LRU over the tree.
+// TestMooncakeExcerpt replays the committed excerpt of the Mooncake
+// conversation trace (sim/testdata/README.md, its first 600 requests) at
+// the capacities of sim's golden excerpt test: leaf-first LRU over the tree,
+// flat tail-first LRU and sim.Replay's LRU are three separate
+// implementations of one replay and must agree, on sim's golden numbers.
 func TestMooncakeExcerpt(t *testing.T) {
-	reqs := readTrace(t, "testdata/mooncake_excerpt.jsonl")
-	const capacity, tolerance = 3000, 0.0005
-	for _, tt := range []struct {
-		strategy kvevict.Strategy
-		want     float64
-	}{
-		{kvevict.LRU, 0.0601},
-		{kvevict.MRU, 0.0847},
-		{kvevict.FIFO, 0.0595},
-		{kvevict.FILO, 0.0869},
-		{kvevict.LFU, 0.0657},
-		{kvevict.SLRU, 0.0619},
-		{kvevict.FrequencyCost, 0.0657},
-	} {
-		got := replayTree(t, reqs, tt.strategy, capacity)
-		if math.Abs(got-tt.want) > tolerance {
-			t.Errorf("%s: block hit ratio %.4f, want %.4f +- %.4f", tt.strategy, got, tt.want, tolerance)
+	reqs := readTrace(t, "../sim/testdata/mooncake_conversation_excerpt.jsonl")
+	const tolerance = 0.0005
+	for _, tc := range []struct {
+		capacity int
+		want     float64 // sim's TestReplayGoldenExcerpt
+	}{{400, 0.0363}, {1600, 0.0416}} {
+		tree, flat := replayTree(t, reqs, kvevict.LRU, tc.capacity), replayFlatLRU(reqs, tc.capacity)
+		if math.Abs(tree-tc.want) > tolerance || math.Abs(flat-tc.want) > tolerance {
+			t.Errorf("capacity %d: leaf-first LRU over the tree %.4f, flat tail-first LRU %.4f, want %.4f +- %.4f",
+				tc.capacity, tree, flat, tc.want, tolerance)
 		}
-	}
-	tree, flat := replayTree(t, reqs, kvevict.LRU, capacity), replayFlatLRU(reqs, capacity)
-	if math.Abs(tree-flat) > tolerance {
-		t.Errorf("leaf-first LRU over the tree %.4f, flat tail-first LRU %.4f: differ by more than %.4f", tree, flat, tolerance)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // only the bound every online strategy obeys: nothing above Belady.
 func TestReplayAdaptiveChat(t *testing.T) {
 	if raceEnabled {
-		t.Skip("replays 2,000 requests five times: numbers, not concurrency")
+		t.Skip("a long single-threaded replay; run without -race")
 	}
 	w, err := Synthetic("chat", 1, 2000)
 	if err != nil {

@@ -119,9 +119,9 @@ func TestReturningRePrefill(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rep.ReturningRequests != tc.n || rep.RePrefillTokensP50 != tc.p50 || rep.RePrefillTokensP99 != tc.p99 ||
-			rep.ReprefillTokens != tc.all {
+			rep.RePrefillTokens != tc.all {
 			t.Errorf("%s/%s: %d returning, p50 %d, p99 %d, re-prefill %d; want %d, %d, %d, %d", tc.g, tc.kind,
-				rep.ReturningRequests, rep.RePrefillTokensP50, rep.RePrefillTokensP99, rep.ReprefillTokens,
+				rep.ReturningRequests, rep.RePrefillTokensP50, rep.RePrefillTokensP99, rep.RePrefillTokens,
 				tc.n, tc.p50, tc.p99, tc.all)
 		}
 	}

@@ -28,7 +28,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 	capacity := cfg.Capacity
 	uniq, next := nextUses(w, capacity)
 	t := newTally(w, computeCeiling(w))
-	resident := make(map[uint64]int, capacity) // hash -> its next use
+	resident := make(map[uint64]int, residentBound(w, capacity)) // hash -> its next use
 	h := &futureHeap{}
 	isResident := func(b uint64) bool { _, ok := resident[b]; return ok }
 	for r := range w.Requests {

@@ -92,7 +92,7 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	if raceEnabled {
-		t.Skip("measures re-prefill tokens, not concurrency")
+		t.Skip("a long single-threaded serve run; run without -race")
 	}
 	capacities := []int{5000, 9000}
 	if testing.Short() {
@@ -105,7 +105,7 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got[g] = rep.ReprefillTokens
+			got[g] = rep.RePrefillTokens
 		}
 		seq, tail, block := got[GranularitySequence], got[GranularityTail], got[GranularityBlock]
 		t.Logf("capacity %d: re-prefill tokens sequence %d, tail %d, block %d (factor %.2f)",

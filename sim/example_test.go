@@ -144,7 +144,7 @@ func ExampleBlockEvictor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%s: %d tokens re-prefilled, %d blocks evicted\n", rep.Granularity, rep.ReprefillTokens, rep.Evictions)
+	fmt.Printf("%s: %d tokens re-prefilled, %d blocks evicted\n", rep.Granularity, rep.RePrefillTokens, rep.EvictedBlocks)
 	// Output:
 	// block: 835552 tokens re-prefilled, 38104 blocks evicted
 }
@@ -160,7 +160,7 @@ func ExampleGranularity() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%-8s %d tokens re-prefilled\n", rep.Granularity, rep.ReprefillTokens)
+		fmt.Printf("%-8s %d tokens re-prefilled\n", rep.Granularity, rep.RePrefillTokens)
 	}
 	// Output:
 	// sequence 191712 tokens re-prefilled

@@ -2,7 +2,7 @@
 
 package sim
 
-// raceEnabled says the race detector is on. The simulator runs on one
-// goroutine, so long replays check numbers, not concurrency: they run
-// their -short subset then.
+// raceEnabled says the race detector is on. The long replays skip then:
+// they check numbers, not concurrency, and .ci/run runs them once without
+// the detector.
 const raceEnabled = true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -19,9 +20,15 @@ const excerpt = "testdata/mooncake_conversation_excerpt.jsonl"
 // number: the issue's ±0.002.
 const goldenTolerance = 0.002
 
+// loadOrSkip loads the trace at path, beside the repository: absent on a
+// fresh clone, the test skips, unless CI is "true", where a missing trace
+// means the CI machine lost it.
 func loadOrSkip(t *testing.T, path string) *Workload {
 	t.Helper()
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is absent, and CI=true requires it", path)
+		}
 		t.Skipf("%s is absent", path)
 	}
 	w, err := LoadTrace(path)
@@ -30,6 +37,11 @@ func loadOrSkip(t *testing.T, path string) *Workload {
 	}
 	return w
 }
+
+// reduced reports whether long tests run a reduced version or none: in
+// -short mode and under the race detector, which finds nothing in a
+// single-threaded replay (.ci/run runs the long ones without it).
+func reduced() bool { return testing.Short() || raceEnabled }
 
 func checkRatio(t *testing.T, name string, got, want float64) {
 	t.Helper()
@@ -77,7 +89,7 @@ func TestReplayGoldenExcerpt(t *testing.T) {
 // at 10,000 blocks LRU hits 0.212 of block references and Belady 0.366,
 // which is the unbounded ceiling. About 3 s.
 func TestReplayGoldenConversation(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if reduced() {
 		t.Skip("full-trace replay in -short mode or under the race detector")
 	}
 	w := loadOrSkip(t, sharedTrace)
@@ -109,8 +121,8 @@ func TestBeladyBoundsEveryStrategy(t *testing.T) {
 	}
 	ceil := computeCeiling(w)
 	capacities := []int{50, 400, 1600}
-	if testing.Short() || raceEnabled {
-		capacities = capacities[1:2]
+	if reduced() {
+		capacities = capacities[:1]
 	}
 	for _, capacity := range capacities {
 		opt, err := Belady(w, Config{Capacity: capacity})
@@ -140,12 +152,15 @@ func checkReport(t *testing.T, r *Report) {
 	if r.PrefillTokens < r.UnboundedPrefillTokens {
 		t.Errorf("%s at %d: prefill %d below the unbounded %d", r.Strategy, r.CapacityBlocks, r.PrefillTokens, r.UnboundedPrefillTokens)
 	}
-	if r.ReprefillTokens > r.PrefillTokens {
-		t.Errorf("%s at %d: re-prefill %d > prefill %d", r.Strategy, r.CapacityBlocks, r.ReprefillTokens, r.PrefillTokens)
+	if r.RePrefillTokens > r.PrefillTokens {
+		t.Errorf("%s at %d: re-prefill %d > prefill %d", r.Strategy, r.CapacityBlocks, r.RePrefillTokens, r.PrefillTokens)
+	}
+	if r.RePrefilledBlocks > r.EvictedBlocks {
+		t.Errorf("%s at %d: %d blocks re-prefilled of %d evicted", r.Strategy, r.CapacityBlocks, r.RePrefilledBlocks, r.EvictedBlocks)
 	}
 	for name, v := range map[string]float64{
-		"hit_ratio": r.HitRatio, "token_hit_ratio": r.TokenHitRatio, "reprefill_rate": r.ReprefillRate,
-		"utilization": r.Utilization, "fairness": r.Fairness,
+		"hit_ratio": r.HitRatio, "token_hit_ratio": r.TokenHitRatio, "block_reprefill_rate": r.BlockRePrefillRate,
+		"utilization": r.Utilization, "hit_fairness": r.HitFairness,
 	} {
 		if !(v >= 0 && v <= 1) {
 			t.Errorf("%s at %d: %s = %v, outside [0, 1]", r.Strategy, r.CapacityBlocks, name, v)
@@ -171,14 +186,18 @@ func TestReplayTinyScript(t *testing.T) {
 	}
 	// Request 2 brings back block 2, evicted by request 1: 1 token, the
 	// last block of a 3-token prompt.
-	if rep.ReprefillTokens != 1 {
-		t.Errorf("re-prefill tokens = %d, want 1", rep.ReprefillTokens)
+	if rep.RePrefillTokens != 1 {
+		t.Errorf("re-prefill tokens = %d, want 1", rep.RePrefillTokens)
 	}
 	if rep.PrefillTokens != 4+2+1+6 {
 		t.Errorf("prefill tokens = %d, want 13", rep.PrefillTokens)
 	}
-	if rep.Evictions != 3 {
-		t.Errorf("evicted blocks = %d, want 3", rep.Evictions)
+	if rep.EvictedBlocks != 3 {
+		t.Errorf("evicted blocks = %d, want 3", rep.EvictedBlocks)
+	}
+	// Of the three evictions (2, 3, 2 again) only the first is needed again.
+	if rep.RePrefilledBlocks != 1 || rep.BlockRePrefillRate != 1.0/3 {
+		t.Errorf("re-prefilled blocks = %d (rate %v), want 1 (1/3)", rep.RePrefilledBlocks, rep.BlockRePrefillRate)
 	}
 }
 
@@ -230,6 +249,38 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {
 			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
 				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.reprefills)
+		}
+	}
+}
+
+// TestMemoryFollowsWorkload: a pool far larger than the workload costs
+// memory for the workload's blocks only. A hundred million blocks at even
+// one byte each would be 100 MB; the runs must stay far below that.
+func TestMemoryFollowsWorkload(t *testing.T) {
+	w, err := Synthetic("chat", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capacity = 100_000_000
+	runs := map[string]func() (Report, error){
+		"replay lru": func() (Report, error) { return Replay(w, kvevict.LRU, Config{Capacity: capacity}) },
+		"replay arc": func() (Report, error) { return Replay(w, kvevict.ARC, Config{Capacity: capacity}) },
+		"belady":     func() (Report, error) { return Belady(w, Config{Capacity: capacity}) },
+	}
+	for _, g := range []Granularity{GranularitySequence, GranularityTail, GranularityBlock} {
+		runs["serve "+string(g)] = func() (Report, error) {
+			return Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: capacity}, Granularity: g})
+		}
+	}
+	for name, run := range runs {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := run(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 20<<20 {
+			t.Errorf("%s at %d blocks: allocated %d MiB for %d requests", name, capacity, alloc>>20, len(w.Requests))
 		}
 	}
 }

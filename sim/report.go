@@ -27,14 +27,21 @@ type Report struct {
 	BlockHits     int64   `json:"block_hits"`
 	BlockRefs     int64   `json:"block_refs"`
 
-	// ReprefillRate is the fraction of evicted blocks that were referenced
-	// again later (and so computed twice); ReprefillTokens the prompt
-	// tokens computed again because of evictions (in serve mode also the
-	// blocks after an evicted one in a prompt, and preempted requests'
-	// recomputation; see Serve).
-	ReprefillRate   float64 `json:"reprefill_rate"`
-	ReprefillTokens int64   `json:"reprefill_tokens"`
-	Evictions       int64   `json:"evicted_blocks"`
+	// EvictedBlocks counts the blocks evicted (freed) over the run: one per
+	// block, whatever the granularity of the victim that held it.
+	// RePrefilledBlocks counts evicted blocks that were referenced again
+	// later and so computed twice; each eviction counts at most once, so
+	// RePrefilledBlocks <= EvictedBlocks. BlockRePrefillRate is
+	// RePrefilledBlocks / EvictedBlocks, a per-block ratio (the root
+	// package's Metrics.RePrefillRate is per evicted sequence); 0 when
+	// nothing was evicted.
+	EvictedBlocks      int64   `json:"evicted_blocks"`
+	RePrefilledBlocks  int64   `json:"reprefilled_blocks"`
+	BlockRePrefillRate float64 `json:"block_reprefill_rate"`
+	// RePrefillTokens are the prompt tokens computed again because of
+	// evictions (in serve mode also the blocks after an evicted one in a
+	// prompt, and preempted requests' recomputation; see Serve).
+	RePrefillTokens int64 `json:"reprefill_tokens"`
 
 	// PrefillTokens are the prompt tokens computed (missed); an unbounded
 	// cache would compute UnboundedPrefillTokens. ThroughputImpact is
@@ -47,11 +54,13 @@ type Report struct {
 	// Utilization is the mean fraction of the pool's blocks holding KV
 	// (in use or cached), sampled after every request or step.
 	Utilization float64 `json:"utilization"`
-	// Fairness is Jain's index over FairnessOver ("session" or "tenant") of
-	// each group's hit ratio relative to an unbounded cache's, over the
-	// groups that could hit at all: 1 when every group gets the same share
-	// of its attainable hits.
-	Fairness     float64 `json:"fairness"`
+	// HitFairness is Jain's index over FairnessOver ("session" or
+	// "tenant") of each group's hit ratio relative to an unbounded
+	// cache's, over the groups that could hit at all: 1 when every group
+	// gets the same share of its attainable hits, 1/n when one of n
+	// groups gets them all. The root package's Metrics.FairnessScore is
+	// computed differently, over how often each sequence was evicted.
+	HitFairness  float64 `json:"hit_fairness"`
 	FairnessOver string  `json:"fairness_over"`
 
 	// Serve mode only: running sequences preempted (and recomputed), requests
@@ -132,19 +141,20 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		CapacityBlocks:         capacity,
 		BlockHits:              t.hits,
 		BlockRefs:              t.refs,
-		ReprefillTokens:        t.reprefillTokens,
-		Evictions:              t.evicted,
+		EvictedBlocks:          t.evicted,
+		RePrefilledBlocks:      t.reprefills,
+		RePrefillTokens:        t.reprefillTokens,
 		PrefillTokens:          t.prefill,
 		UnboundedPrefillTokens: t.ceil.prefill,
 		FairnessOver:           t.w.GroupKind,
-		Fairness:               t.fairness(),
+		HitFairness:            t.fairness(),
 	}
 	if mode == "replay" {
 		rep.Granularity = string(GranularityBlock)
 	}
 	rep.HitRatio = ratio(t.hits, t.refs)
 	rep.TokenHitRatio = ratio(t.hitTokens, t.tokens)
-	rep.ReprefillRate = ratio(t.reprefills, t.evicted)
+	rep.BlockRePrefillRate = ratio(t.reprefills, t.evicted)
 	if t.ceil.prefill > 0 {
 		rep.ThroughputImpact = float64(t.prefill)/float64(t.ceil.prefill) - 1
 	}

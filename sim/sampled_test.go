@@ -14,6 +14,9 @@ import (
 // README reports, on a workload small enough for -race. Sampling is seeded,
 // so a run is deterministic.
 func TestSampledDelta(t *testing.T) {
+	if raceEnabled {
+		t.Skip("long single-threaded replays; run without -race")
+	}
 	chat, err := Synthetic("chat", 1, 500)
 	if err != nil {
 		t.Fatal(err)

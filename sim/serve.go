@@ -141,6 +141,9 @@ type pool struct {
 	cfg       *ServeConfig
 	afterStep func(*pool)
 
+	// blocks grows on demand up to capacity, so that memory follows the
+	// workload rather than the capacity; free holds released blocks, and
+	// the capacity - len(blocks) never used are free too.
 	blocks   []poolBlock
 	free     []int
 	used     int
@@ -184,8 +187,6 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		ev:          ev,
 		cfg:         &cfg,
 		afterStep:   cfg.afterStep,
-		blocks:      make([]poolBlock, cfg.Capacity),
-		free:        make([]int, cfg.Capacity),
 		byHash:      make(map[uint64]int),
 		owners:      make(map[uint64]*owner),
 		computed:    make(map[uint64]struct{}),
@@ -193,9 +194,6 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		lastOfGroup: make(map[uint64]int),
 		tally:       newTally(w, computeCeiling(w)),
 		seen:        make(map[uint64]struct{}),
-	}
-	for i := range p.free {
-		p.free[i] = cfg.Capacity - 1 - i // pop from the end: block 0 first
 	}
 	p.state.lookup = p.lookupCached
 	return p
@@ -345,7 +343,7 @@ func (p *pool) admit(r int) (bool, error) {
 		}
 	}
 	missing := len(prompt) - present
-	if missing > len(p.free)+p.cached-reusable {
+	if missing > p.freeBlocks()+p.cached-reusable {
 		return false, nil // wait for running sequences to finish
 	}
 	hit := prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
@@ -464,7 +462,7 @@ func (p *pool) returning(r int) bool {
 // allocate makes n blocks free, evicting cached ones if needed, and reports
 // whether it could. It evicts nothing when it cannot.
 func (p *pool) allocate(n int) (bool, error) {
-	need := n - len(p.free)
+	need := n - p.freeBlocks()
 	if need <= 0 {
 		return true, nil
 	}
@@ -483,7 +481,7 @@ func (p *pool) allocate(n int) (bool, error) {
 		return false, fmt.Errorf("evictor freed %d blocks, %d needed", len(res.Blocks), need)
 	}
 	for _, b := range res.Blocks {
-		if b < 0 || b >= p.capacity || p.blocks[b].state != blockCached {
+		if b < 0 || b >= len(p.blocks) || p.blocks[b].state != blockCached {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
 		p.tally.evict(p.blocks[b].hash, p.blocks[b].owner)
@@ -526,10 +524,22 @@ func (p *pool) evictionState() *EvictionState {
 	return st
 }
 
-// take pops a free block and marks it used by one reference.
+// freeBlocks is how many blocks are free: released or never used.
+func (p *pool) freeBlocks() int {
+	return len(p.free) + p.capacity - len(p.blocks)
+}
+
+// take pops a free block, the latest released or else the lowest never
+// used, and marks it used by one reference.
 func (p *pool) take() int {
-	b := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
+	var b int
+	if n := len(p.free); n > 0 {
+		b = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		b = len(p.blocks)
+		p.blocks = append(p.blocks, poolBlock{})
+	}
 	p.blocks[b] = poolBlock{state: blockUsed, refs: 1}
 	p.used++
 	return b

@@ -45,9 +45,10 @@ func checkPool(t *testing.T, p *pool) {
 			t.Fatalf("block %d with hash %d is not indexed", b, blk.hash)
 		}
 	}
-	if used+free+cached != p.capacity || free != len(p.free) || used != p.used || cached != p.cached {
-		t.Fatalf("in use %d (counted %d) + free %d (list %d) + cached %d (counted %d) != %d",
-			used, p.used, free, len(p.free), cached, p.cached, p.capacity)
+	if len(p.blocks) > p.capacity || free != len(p.free) || used != p.used || cached != p.cached ||
+		used+free+cached+p.capacity-len(p.blocks) != p.capacity || p.freeBlocks() != p.capacity-used-cached {
+		t.Fatalf("in use %d (counted %d) + free %d (list %d) + cached %d (counted %d) + never used %d != %d",
+			used, p.used, free, len(p.free), cached, p.cached, p.capacity-len(p.blocks), p.capacity)
 	}
 	held := 0
 	for _, s := range p.running {
@@ -99,16 +100,16 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 	}
 }
 
-// shortStrategies are the strategies the long serve tests keep in -short
-// mode or under the race detector: recency both ways, frequency and
-// priority.
+// shortStrategies are the strategies TestServeInvariants runs at the other
+// granularities than the default, and the only ones
+// TestServeNeverEvictsReferenced runs, in -short mode and under the race
+// detector (see reduced): recency both ways, frequency and priority.
 var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, kvevict.QoSAware}
 
 // TestServeInvariants runs every synthetic workload under every strategy
-// and granularity (block: the key strategies; with -short, four of them
-// beyond the default granularity, and under the race detector those four
-// only) through a pool small enough to evict and preempt, checking the pool
-// after every step.
+// and granularity (block: the key strategies; with -short or the race
+// detector, four of them beyond the default granularity) through a pool
+// small enough to evict and preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
 	preempted := 0
 	for _, name := range WorkloadNames() {
@@ -128,8 +129,7 @@ func TestServeInvariants(t *testing.T) {
 				if s.Adaptive() && g == GranularityBlock {
 					continue
 				}
-				short := testing.Short() && g != DefaultGranularity || raceEnabled
-				if short && !slices.Contains(shortStrategies, s) {
+				if reduced() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
@@ -139,7 +139,7 @@ func TestServeInvariants(t *testing.T) {
 					t.Fatalf("%s/%s/%s: %v", name, g, s, err)
 				}
 				checkReport(t, &rep)
-				if rep.Evictions == 0 {
+				if rep.EvictedBlocks == 0 {
 					t.Errorf("%s/%s/%s: nothing evicted at %d blocks", name, g, s, capacity)
 				}
 				if rep.Granularity != string(g) {
@@ -189,8 +189,8 @@ func TestServePreemption(t *testing.T) {
 	// The first sequence filled the pool, evicting the preempted one's
 	// cached prompt, so that prompt (2 tokens) was computed twice; then the
 	// second did the same to the first's.
-	if rep.ReprefillTokens != 2 || rep.Evictions != 2 {
-		t.Errorf("re-prefill tokens = %d, evicted blocks = %d, want 2 and 2", rep.ReprefillTokens, rep.Evictions)
+	if rep.RePrefillTokens != 2 || rep.EvictedBlocks != 2 {
+		t.Errorf("re-prefill tokens = %d, evicted blocks = %d, want 2 and 2", rep.RePrefillTokens, rep.EvictedBlocks)
 	}
 	if last.cached != 1 {
 		t.Errorf("at the end: %d cached blocks, want the last prompt only", last.cached)
@@ -271,7 +271,7 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 	}
 	for _, g := range Granularities() {
 		for _, s := range kvevict.Strategies() {
-			if (testing.Short() || raceEnabled) && !slices.Contains(shortStrategies, s) {
+			if reduced() && !slices.Contains(shortStrategies, s) {
 				continue
 			}
 			var inner Evictor

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -35,19 +36,31 @@ const MaxLineBytes = 4 << 20
 //
 //	{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]}
 //
+// timestamp is the arrival in milliseconds, input_length and output_length
+// count tokens, and hash_ids are the prompt's blocks head first. A user's
+// own export may add two optional fields:
+//
+//	{"timestamp": 27490, "input_length": 700, "output_length": 80, "hash_ids": [46, 47, 49], "priority": 2, "session_id": "user-17"}
+//
+// priority is the request's QoS class as a [kvevict.Priority] (0 low, 1
+// normal, 2 high; any integer from -128 to 127), which QoSAware evicts by;
+// absent, it is 0. session_id (a string or an integer) names the
+// conversation: requests with the same session_id form one fairness group
+// ([Request.Group]); see [TraceReader.Next] for requests without one.
 // Unknown fields are ignored and blank lines skipped. Every error names the
 // line it found. Memory is bounded by [MaxLineBytes] per line.
 type TraceReader struct {
-	sc       *bufio.Scanner
-	line     int                  // lines read so far
-	sessions map[[2]uint64]uint64 // first two hashes -> Group; see Next
+	sc      *bufio.Scanner
+	line    int                  // lines read so far
+	derived map[[2]uint64]uint64 // first two hashes -> Group; see Next
+	named   map[string]uint64    // session_id -> Group
 }
 
 // NewTraceReader returns a reader of the JSONL trace in r.
 func NewTraceReader(r io.Reader) *TraceReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
-	return &TraceReader{sc: sc, sessions: make(map[[2]uint64]uint64)}
+	return &TraceReader{sc: sc, derived: make(map[[2]uint64]uint64), named: make(map[string]uint64)}
 }
 
 // traceLine is the JSON shape of one line. Pointers tell a missing field
@@ -57,15 +70,21 @@ type traceLine struct {
 	InputLength  *int     `json:"input_length"`
 	OutputLength *int     `json:"output_length"`
 	HashIDs      []uint64 `json:"hash_ids"`
+	Priority     *int8    `json:"priority"`
+	// SessionID is raw so that it may be a string or an integer.
+	SessionID json.RawMessage `json:"session_id"`
 }
 
 // Next returns the next request, or io.EOF after the last one. A malformed
 // line returns an error of the form "trace line N: ..." and the reader
 // should not be used further.
 //
-// Mooncake traces carry no session ids, so Next derives one: requests whose
-// first two hashes agree (a shared system prompt followed by the same
-// conversation) get the same Group, numbered in order of first appearance.
+// Requests with a session_id get one Group per distinct id. Mooncake traces
+// carry no session ids, so for a request without one Next derives it:
+// requests whose first two hashes agree (a shared system prompt followed by
+// the same conversation) get the same Group. Groups are numbered in order
+// of first appearance, named and derived ones from one count, so they never
+// collide.
 func (t *TraceReader) Next() (Request, error) {
 	for t.sc.Scan() {
 		t.line++
@@ -73,18 +92,11 @@ func (t *TraceReader) Next() (Request, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		req, err := parseLine(raw)
+		req, session, err := parseLine(raw)
 		if err != nil {
 			return Request{}, fmt.Errorf("trace line %d: %w", t.line, err)
 		}
-		var key [2]uint64
-		copy(key[:], req.HashIDs)
-		g, ok := t.sessions[key]
-		if !ok {
-			g = uint64(len(t.sessions))
-			t.sessions[key] = g
-		}
-		req.Group = g
+		req.Group = t.group(req.HashIDs, session)
 		return req, nil
 	}
 	if err := t.sc.Err(); err != nil {
@@ -96,47 +108,103 @@ func (t *TraceReader) Next() (Request, error) {
 	return Request{}, io.EOF
 }
 
-func parseLine(raw []byte) (Request, error) {
+// group returns the Group of a request with the given hashes and session
+// id ("" when it has none).
+func (t *TraceReader) group(hashes []uint64, session string) uint64 {
+	next := uint64(len(t.derived) + len(t.named))
+	if session != "" {
+		g, ok := t.named[session]
+		if !ok {
+			g = next
+			t.named[session] = g
+		}
+		return g
+	}
+	var key [2]uint64
+	copy(key[:], hashes)
+	g, ok := t.derived[key]
+	if !ok {
+		g = next
+		t.derived[key] = g
+	}
+	return g
+}
+
+// parseLine decodes one line into a request and its session id ("" when
+// the line has none).
+func parseLine(raw []byte) (Request, string, error) {
 	var l traceLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&l); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return Request{}, fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
+			return Request{}, "", fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
 		}
-		return Request{}, fmt.Errorf("invalid JSON: %w", err)
+		return Request{}, "", fmt.Errorf("invalid JSON: %w", err)
 	}
 	if dec.More() {
-		return Request{}, errors.New("more than one JSON value on the line")
+		return Request{}, "", errors.New("more than one JSON value on the line")
 	}
 	switch {
 	case l.Timestamp == nil:
-		return Request{}, errors.New(`missing "timestamp"`)
+		return Request{}, "", errors.New(`missing "timestamp"`)
 	case l.InputLength == nil:
-		return Request{}, errors.New(`missing "input_length"`)
+		return Request{}, "", errors.New(`missing "input_length"`)
 	case l.OutputLength == nil:
-		return Request{}, errors.New(`missing "output_length"`)
+		return Request{}, "", errors.New(`missing "output_length"`)
 	case l.HashIDs == nil:
-		return Request{}, errors.New(`missing "hash_ids"`)
+		return Request{}, "", errors.New(`missing "hash_ids"`)
 	case *l.Timestamp < 0:
-		return Request{}, fmt.Errorf("negative timestamp %d", *l.Timestamp)
+		return Request{}, "", fmt.Errorf("negative timestamp %d", *l.Timestamp)
 	case *l.InputLength < 0:
-		return Request{}, fmt.Errorf("negative input_length %d", *l.InputLength)
+		return Request{}, "", fmt.Errorf("negative input_length %d", *l.InputLength)
 	case *l.OutputLength < 0:
-		return Request{}, fmt.Errorf("negative output_length %d", *l.OutputLength)
+		return Request{}, "", fmt.Errorf("negative output_length %d", *l.OutputLength)
 	}
-	return Request{
+	session, err := sessionID(l.SessionID)
+	if err != nil {
+		return Request{}, "", err
+	}
+	req := Request{
 		Timestamp:    *l.Timestamp,
 		InputTokens:  *l.InputLength,
 		OutputTokens: *l.OutputLength,
 		HashIDs:      l.HashIDs,
-	}, nil
+	}
+	if l.Priority != nil {
+		req.Priority = *l.Priority
+	}
+	return req, session, nil
+}
+
+// sessionID returns a session_id's text: a non-empty string, or an
+// integer's digits (prefixed so that 7 and "7" stay distinct); "" when the
+// field is absent or null.
+func sessionID(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return "", errors.New(`"session_id" must not be empty`)
+		}
+		return "s" + s, nil
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return "n" + strconv.FormatInt(n, 10), nil
+	}
+	return "", fmt.Errorf(`"session_id" must be a string or an integer, got %s`, raw)
 }
 
 // jsonKind says what a trace field holds, for error messages.
 func jsonKind(field string) string {
-	if strings.HasPrefix(field, "hash_ids") {
+	switch {
+	case strings.HasPrefix(field, "hash_ids"):
 		return "an array of non-negative integers"
+	case field == "priority":
+		return "an integer from -128 to 127"
 	}
 	return "an integer"
 }

@@ -3,8 +3,13 @@ package sim
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sagellm/kvevict"
 )
 
 func TestTraceReader(t *testing.T) {
@@ -30,6 +35,54 @@ func TestTraceReader(t *testing.T) {
 	}
 }
 
+// TestTraceReaderOptionalFields: priority and session_id reach Request,
+// requests of one session_id share a Group whatever their hashes, and
+// requests without one keep the derived Group, distinct from the named ones.
+func TestTraceReaderOptionalFields(t *testing.T) {
+	in := `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0, 1], "priority": 2, "session_id": "a"}
+{"timestamp": 1, "input_length": 10, "output_length": 1, "hash_ids": [5, 6], "session_id": "a"}
+{"timestamp": 2, "input_length": 10, "output_length": 1, "hash_ids": [0, 1], "session_id": 7, "priority": -1}
+{"timestamp": 3, "input_length": 10, "output_length": 1, "hash_ids": [0, 1]}
+{"timestamp": 4, "input_length": 10, "output_length": 1, "hash_ids": [0, 1], "session_id": "7"}
+{"timestamp": 5, "input_length": 10, "output_length": 1, "hash_ids": [0, 1], "session_id": null}
+`
+	reqs, err := ReadTrace(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []uint64
+	var prios []int8
+	for _, r := range reqs {
+		groups = append(groups, r.Group)
+		prios = append(prios, r.Priority)
+	}
+	// a, a, 7, derived from [0 1], "7" (a string, not the integer 7), derived.
+	if want := []uint64{0, 0, 1, 2, 3, 2}; !slices.Equal(groups, want) {
+		t.Errorf("groups %v, want %v", groups, want)
+	}
+	if want := []int8{2, 0, -1, 0, 0, 0}; !slices.Equal(prios, want) {
+		t.Errorf("priorities %v, want %v", prios, want)
+	}
+}
+
+// TestLoadTraceNamesPath: an error names the file's path and the line.
+func TestLoadTraceNamesPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mine.jsonl")
+	data := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}` + "\n" +
+		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "priority": 300}` + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadTrace(path)
+	want := path + `: trace line 2: "priority" must be an integer from -128 to 127`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want prefix %q", err, want)
+	}
+	if _, err := LoadTrace(filepath.Join(t.TempDir(), "absent.jsonl")); err == nil || !strings.Contains(err.Error(), "absent.jsonl") {
+		t.Errorf("missing file: err = %v, want the path named", err)
+	}
+}
+
 func TestTraceReaderErrors(t *testing.T) {
 	good := `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}` + "\n"
 	for _, tc := range []struct{ name, line, want string }{
@@ -40,6 +93,9 @@ func TestTraceReaderErrors(t *testing.T) {
 		{"negative hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-4]}`, `trace line 2: "hash_ids" must be an array of non-negative integers, got a JSON number -4`},
 		{"float hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}`, `trace line 2: "hash_ids" must be`},
 		{"string length", `{"timestamp": 0, "input_length": "9", "output_length": 1, "hash_ids": []}`, `trace line 2: "input_length" must be an integer, got a JSON string`},
+		{"float priority", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [], "priority": 1.5}`, `trace line 2: "priority" must be an integer from -128 to 127`},
+		{"object session", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [], "session_id": {}}`, `trace line 2: "session_id" must be a string or an integer, got {}`},
+		{"empty session", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [], "session_id": ""}`, `trace line 2: "session_id" must not be empty`},
 		{"two values", good[:len(good)-1] + " {}", "trace line 2: more than one JSON value"},
 		{"huge line", `{"hash_ids": [` + strings.Repeat("1,", MaxLineBytes/2) + `1]}`, "trace line 2: longer than 4194304 bytes"},
 	} {
@@ -69,8 +125,11 @@ func FuzzTraceReader(f *testing.F) {
 	f.Add([]byte("{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": []}\n\n{"))
 	f.Add([]byte(`{"timestamp": 1e3, "input_length": 2, "output_length": 3, "hash_ids": [18446744073709551615]}`))
 	f.Add([]byte("\xff\x00\n{}"))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "priority": 2, "session_id": "a"}` + "\n" +
+		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "session_id": 9}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := NewTraceReader(strings.NewReader(string(data)))
+		groups := map[uint64]bool{}
 		for range 1 + strings.Count(string(data), "\n") {
 			req, err := tr.Next()
 			if errors.Is(err, io.EOF) {
@@ -85,9 +144,43 @@ func FuzzTraceReader(f *testing.F) {
 			if req.Timestamp < 0 || req.InputTokens < 0 || req.OutputTokens < 0 || req.HashIDs == nil {
 				t.Fatalf("invalid request accepted: %+v", req)
 			}
+			// Groups are numbered densely in order of first appearance.
+			if !groups[req.Group] && req.Group != uint64(len(groups)) {
+				t.Fatalf("new group %d after %d groups", req.Group, len(groups))
+			}
+			groups[req.Group] = true
 		}
 		if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("more requests than lines, err = %v", err)
 		}
 	})
+}
+
+// TestTracePriorityReachesQoSAware: a trace's priority field decides
+// QoSAware's victim, by hand at capacity 2: block 1 (high priority) is the
+// least recent when block 3 arrives, so LRU evicts it and misses it on the
+// fourth request, while QoSAware evicts the low-priority block 2 and hits.
+func TestTracePriorityReachesQoSAware(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prio.jsonl")
+	data := `{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1], "priority": 2, "session_id": "a"}
+{"timestamp": 1, "input_length": 4, "output_length": 1, "hash_ids": [2], "priority": 0, "session_id": "b"}
+{"timestamp": 2, "input_length": 4, "output_length": 1, "hash_ids": [3], "priority": 0, "session_id": "b"}
+{"timestamp": 3, "input_length": 4, "output_length": 1, "hash_ids": [1], "priority": 2, "session_id": "a"}
+`
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[kvevict.Strategy]int64{kvevict.LRU: 0, kvevict.QoSAware: 1} {
+		rep, err := Replay(w, s, Config{Capacity: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.BlockHits != want {
+			t.Errorf("%s: %d hits, want %d", s, rep.BlockHits, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,25 +20,30 @@ type Workload struct {
 // MooncakeBlockTokens is the block size of the Mooncake traces' hash_ids.
 const MooncakeBlockTokens = 512
 
-// LoadTrace reads a Mooncake JSONL trace file into a workload named after
-// the file (its base name), with 512-token blocks and sessions derived as
-// [TraceReader.Next] describes.
+// LoadTrace reads a Mooncake JSONL trace file ([TraceReader] describes the
+// format) into a workload named after the file (its base name), with
+// 512-token blocks and sessions as [TraceReader.Next] describes. An error
+// names the path and, for a malformed line, the line.
 func LoadTrace(path string) (*Workload, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, err // *PathError names the path
 	}
 	defer f.Close()
-	return loadTrace(f, filepath.Base(path))
+	w, err := loadTrace(f, filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return w, nil
 }
 
 func loadTrace(r io.Reader, name string) (*Workload, error) {
 	reqs, err := ReadTrace(r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
 	if len(reqs) == 0 {
-		return nil, fmt.Errorf("%s: no requests", name)
+		return nil, errors.New("no requests")
 	}
 	return &Workload{Name: name, BlockTokens: MooncakeBlockTokens, GroupKind: "session", Requests: reqs}, nil
 }

@@ -3,28 +3,40 @@
 //
 // Usage:
 //
-//	kvevict compare [-trace FILE | -workload NAME] [-mode replay|serve]
-//	                [-granularity sequence|tail|block]
-//	                [-capacity LIST] [-strategies LIST] [-sampling K]
-//	                [-format table|csv|json] [-plot FILE.svg|.png]
+//	kvevict compare [-trace FILE | -workload NAME [-requests N] [-seed S]]
+//	                [-mode replay|serve] [-granularity sequence|tail|block]
+//	                [-token-time D] [-capacity LIST] [-strategies LIST]
+//	                [-sampling K] [-format table|csv|json] [-plot FILE.svg|.png]
+//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
+//	                [-warmup D] [-format table|json]
+//	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
+//
+// publish and mirror speak vLLM's KV events (package kvevents): publish
+// replays a Mooncake trace through a pool of N blocks and publishes its
+// stores and removals as an engine would; mirror subscribes, as a router
+// would, and reports each topic's resident blocks.
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
-// Mooncake JSONL trace; -workload generates a synthetic one. -mode replay
-// is the plain prefix-cache replay caching papers report; -mode serve runs
-// a paged KV pool with running sequences, decode and preemption, evicting
-// whole sequences, sequence tails (the default) or single blocks leaf-first
-// (-granularity; a replay is block-level by construction). Every report
-// shows Belady (always a plain replay) beside the strategies.
-// -sampling K runs the key strategies with kvevict.WithSampling(K), the
-// approximate selection, to compare its hit ratio with an exact run's.
+// Mooncake JSONL trace (optional fields: docs/simulator.md); -workload
+// generates a synthetic one. -mode replay is the plain prefix-cache replay
+// caching papers report; -mode serve runs a paged KV pool with running
+// sequences, decode and preemption, evicting whole sequences, sequence tails
+// (the default) or single blocks leaf-first (-granularity; a replay is
+// block-level by construction). Every report shows Belady (always a plain
+// replay) beside the strategies. -sampling K runs the key strategies with
+// kvevict.WithSampling(K), the approximate selection, to compare its hit
+// ratio with an exact run's.
 //
-// -format json prints an array with one object per strategy and capacity,
-// with the fields strategy ("belady" for the bound), granularity, capacity_blocks,
-// hit_ratio, token_hit_ratio, reprefill_rate, reprefill_tokens,
-// prefill_tokens, utilization, fairness, preemptions, select_p50_ns,
-// select_p99_ns and sampling (K on the rows that ran sampled, else 0), among
-// others; see sim.Report.
+// Every flag is checked before the run starts, and a flag that does not
+// apply to the run is refused: -requests and -seed with -trace, -token-time
+// in replay mode, -sampling or -granularity block with an adaptive strategy.
+// A strategy or capacity named twice is refused too. -format, -mode, the
+// strategy names and -plot's extension ignore case.
+//
+// -format csv and -format json carry every field of sim.Report under its
+// JSON name, plus sampling (K on the rows that ran sampled, else 0) and best
+// (the best online hit ratio at that capacity). -h explains every column.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
@@ -36,6 +48,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// The library's errors name it already; the line names it once.
 	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "%s (see kvevict compare -h)\n", msg)
+		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
 	}
 	fmt.Fprintln(stderr, msg)
@@ -88,8 +102,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "compare":
 		return compare(args[1:], stdout, stderr)
+	case "publish":
+		return publish(args[1:], stdout, stderr)
+	case "mirror":
+		return mirror(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, "usage: kvevict compare [flags]; kvevict compare -h lists the flags")
+		fmt.Fprintln(stderr, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])
@@ -115,23 +133,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
 	var capacity, strategies, granularity string
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
-	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload")
+	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
 	fs.StringVar(&granularity, "granularity", "", "serve mode: what one eviction victim is: sequence, tail or block (default "+string(sim.DefaultGranularity)+"; replay is block by construction)")
-	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
-	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, or all: "+strategyNames())
+	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks, each once (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
+	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, each once, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
-	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png")
-	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; arc, s3fifo and sieve stay exact")
+	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png (its directory must exist)")
+	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
 			fmt.Fprintln(stderr, "usage: kvevict compare [flags]")
 			fs.PrintDefaults()
+			fmt.Fprint(stderr, columnHelp)
 			return nil, err
 		}
 		return nil, usagef("%v", err)
@@ -139,26 +158,32 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
-	if o.trace != "" && o.workload != "" {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.mode = strings.ToLower(strings.TrimSpace(o.mode))
+	o.format = strings.ToLower(strings.TrimSpace(o.format))
+	switch {
+	case o.trace != "" && o.workload != "":
 		return nil, usagef("-trace and -workload are exclusive")
-	}
-	if o.mode != "replay" && o.mode != "serve" {
+	case o.trace != "" && set["requests"]:
+		return nil, usagef("-requests sizes a synthetic workload: a trace has its own requests")
+	case o.trace != "" && set["seed"]:
+		return nil, usagef("-seed seeds a synthetic workload: a trace has no seed")
+	case o.mode != "replay" && o.mode != "serve":
 		return nil, usagef("-mode must be replay or serve, got %q", o.mode)
-	}
-	if o.format != "table" && o.format != "csv" && o.format != "json" {
+	case o.mode == "replay" && set["token-time"]:
+		return nil, usagef("-token-time needs -mode serve: a replay has no decode")
+	case o.format != "table" && o.format != "csv" && o.format != "json":
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
-	}
-	if o.plot != "" && !strings.HasSuffix(o.plot, ".svg") && !strings.HasSuffix(o.plot, ".png") {
-		return nil, usagef("-plot file must end in .svg or .png, got %q", o.plot)
-	}
-	if o.requests < 1 {
+	case o.requests < 1:
 		return nil, usagef("-requests must be at least 1, got %d", o.requests)
-	}
-	if o.sampling < 0 {
+	case o.sampling < 0:
 		return nil, usagef("-sampling must be 0 (exact) or a sample size of at least 1, got %d", o.sampling)
-	}
-	if o.tokenTime <= 0 {
+	case o.tokenTime <= 0:
 		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
+	}
+	if err := checkPlotPath(o.plot); err != nil {
+		return nil, err
 	}
 	if capacity == "" {
 		capacity = defaultCapacities
@@ -179,10 +204,27 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if treeKeys && o.sampling > 0 {
 		return nil, usagef("-sampling needs a policy's selection: -granularity block evicts a prefix tree's leaves in exact key order")
 	}
-	if o.strategies, err = parseStrategies(strategies, treeKeys); err != nil {
+	if o.strategies, err = parseStrategies(strategies, treeKeys, o.sampling > 0); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// checkPlotPath checks -plot before the run: its extension names a format
+// the plot can write and its directory takes a new file.
+func checkPlotPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".svg" && ext != ".png" {
+		return usagef("-plot file must end in .svg or .png, got %q", path)
+	}
+	probe, err := os.CreateTemp(filepath.Dir(path), ".kvevict-plot-*")
+	if err != nil {
+		return usagef("-plot %s: cannot write there: %v", path, errors.Unwrap(err))
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }
 
 // parseGranularity checks -granularity against -mode: a replay evicts
@@ -205,9 +247,11 @@ func parseGranularity(name, mode string) (sim.Granularity, error) {
 }
 
 // maxCapacity bounds -capacity: a pool of a hundred million blocks is far
-// beyond any GPU and would only exhaust memory.
+// beyond any GPU.
 const maxCapacity = 100_000_000
 
+// parseCapacities parses -capacity, refusing a size named twice (it would
+// only repeat a run).
 func parseCapacities(list string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(list, ",") {
@@ -216,41 +260,47 @@ func parseCapacities(list string) ([]int, error) {
 		if err != nil || n < 1 || n > maxCapacity {
 			return nil, usagef("bad capacity %q: want a block count from 1 to %d", f, maxCapacity)
 		}
+		if slices.Contains(out, n) {
+			return nil, usagef("capacity %d is named twice in -capacity", n)
+		}
 		out = append(out, n)
 	}
 	return out, nil
 }
 
-// parseStrategies parses -strategies. With keysOnly (serving at block
-// granularity, where a prefix tree ranks blocks by a key, which the adaptive
-// strategies do not have) "all" means every key strategy, and naming an
-// adaptive one is an error.
-func parseStrategies(list string, keysOnly bool) ([]kvevict.Strategy, error) {
-	if strings.TrimSpace(list) == "all" {
-		var out []kvevict.Strategy
+// parseStrategies parses -strategies, refusing a strategy named twice. With
+// blockKeys (serving at block granularity, where a prefix tree ranks blocks
+// by a key) or sampling (kvevict.WithSampling, which samples candidates by
+// their keys) "all" means every key strategy, and naming an adaptive one is
+// an error.
+func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy, error) {
+	keysOnly := blockKeys || sampling
+	var out []kvevict.Strategy
+	if strings.EqualFold(strings.TrimSpace(list), "all") {
 		for _, s := range kvevict.Strategies() {
-			if !keysOnly || hasKey(s) {
+			if !keysOnly || !s.Adaptive() {
 				out = append(out, s)
 			}
 		}
 		return out, nil
 	}
-	var out []kvevict.Strategy
 	for _, f := range strings.Split(list, ",") {
 		s, err := kvevict.ParseStrategy(f)
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		if keysOnly && !hasKey(s) {
+		switch {
+		case slices.Contains(out, s):
+			return nil, usagef("strategy %s is named twice in -strategies", s)
+		case blockKeys && s.Adaptive():
 			return nil, usagef("-granularity block needs a key strategy, and %s ranks by history: use -granularity tail or sequence for it", s)
+		case sampling && s.Adaptive():
+			return nil, usagef("-sampling applies to key strategies, and %s ranks by history: run it without -sampling", s)
 		}
 		out = append(out, s)
 	}
 	return out, nil
 }
-
-// hasKey reports whether s ranks candidates by a key (not by history).
-func hasKey(s kvevict.Strategy) bool { return !s.Adaptive() }
 
 func strategyNames() string {
 	var names []string
@@ -289,7 +339,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	for _, capacity := range o.capacities {
 		for _, s := range o.strategies {
 			cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
-			if o.sampling > 0 && hasKey(s) {
+			if o.sampling > 0 { // parseStrategies admits only key strategies then
 				cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
 			}
 			var rep sim.Report
@@ -312,7 +362,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		reports = append(reports, rep)
 	}
 	bar.done()
-	if err := write(stdout, o.format, w, reports, o.sampling); err != nil {
+	if err := write(stdout, o, w, reports); err != nil {
 		return err
 	}
 	if o.plot != "" {

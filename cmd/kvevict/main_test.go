@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -41,8 +43,8 @@ func TestCompareJSON(t *testing.T) {
 	if len(rows) != 6 {
 		t.Fatalf("%d rows, want 2 capacities x (2 strategies + belady)", len(rows))
 	}
-	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "reprefill_rate",
-		"reprefill_tokens", "prefill_tokens", "utilization", "fairness", "preemptions",
+	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
+		"reprefill_tokens", "prefill_tokens", "utilization", "hit_fairness", "preemptions",
 		"select_p50_ns", "select_p99_ns"}
 	var order []string
 	for _, row := range rows {
@@ -95,7 +97,7 @@ func TestCompareTableCSVServe(t *testing.T) {
 // hit ratio moves away from exact's) and the rows say which ran sampled.
 func TestCompareSampling(t *testing.T) {
 	args := []string{"compare", "-workload", "chat", "-requests", "300", "-capacity", "300",
-		"-strategies", "lru,arc", "-format", "json"}
+		"-strategies", "lru", "-format", "json"}
 	rowsOf := func(args ...string) []map[string]any {
 		t.Helper()
 		code, out, errOut := runArgs(t, args...)
@@ -103,13 +105,13 @@ func TestCompareSampling(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		var rows []map[string]any
-		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
-			t.Fatalf("want 3 rows (lru, arc, belady), got %d (%v):\n%s", len(rows), err, out)
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("want 2 rows (lru, belady), got %d (%v):\n%s", len(rows), err, out)
 		}
 		return rows
 	}
 	exact, sampled := rowsOf(args...), rowsOf(append(args, "-sampling", "5")...)
-	for i, want := range []float64{5, 0, 0} { // arc and belady stay exact
+	for i, want := range []float64{5, 0} { // belady stays exact
 		if got := sampled[i]["sampling"]; got != want {
 			t.Errorf("%v: sampling %v, want %v", sampled[i]["strategy"], got, want)
 		}
@@ -120,13 +122,21 @@ func TestCompareSampling(t *testing.T) {
 	if exact[0]["hit_ratio"] == sampled[0]["hit_ratio"] {
 		t.Errorf("lru: the same hit ratio %v with and without sampling", exact[0]["hit_ratio"])
 	}
-	if exact[1]["hit_ratio"] != sampled[1]["hit_ratio"] {
-		t.Errorf("arc: hit ratio %v exact, %v with -sampling", exact[1]["hit_ratio"], sampled[1]["hit_ratio"])
-	}
 	code, out, errOut := runArgs(t, "compare", "-workload", "chat", "-requests", "300", "-capacity", "300",
 		"-strategies", "lru", "-sampling", "16")
 	if code != 0 || !strings.Contains(out, "sampled selection, k=16") {
 		t.Errorf("exit %d, stderr %q; table lacks the sampling note:\n%s", code, errOut, out)
+	}
+	// "all" with -sampling is the key strategies: the adaptive ones have no
+	// sampled selection.
+	o, err := parseFlags([]string{"-sampling", "8"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range o.strategies {
+		if s.Adaptive() {
+			t.Errorf("-sampling with all strategies runs %s, which has no sampled selection", s)
+		}
 	}
 }
 
@@ -162,6 +172,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-format", "xml"}, 2, "-format must be"},
 		{[]string{"compare", "-mode", "batch"}, 2, "-mode must be"},
 		{[]string{"compare", "-plot", "out.gif"}, 2, "-plot file must end"},
+		{[]string{"compare", "-plot", "svg"}, 2, "-plot file must end"},
 		{[]string{"compare", "-workload", "nope"}, 2, `unknown workload "nope"`},
 		{[]string{"compare", "-trace", "x.jsonl", "-workload", "chat"}, 2, "exclusive"},
 		{[]string{"compare", "-bogus"}, 2, "flag provided but not defined"},
@@ -173,6 +184,14 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-sampling", "5"}, 2, "-sampling needs a policy's selection"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-strategies", "lru,arc"}, 2,
 			"-granularity block needs a key strategy, and arc ranks by history"},
+		{[]string{"compare", "-token-time", "5ms"}, 2, "-token-time needs -mode serve"},
+		{[]string{"compare", "-trace", excerpt, "-requests", "10"}, 2, "-requests sizes a synthetic workload"},
+		{[]string{"compare", "-trace", excerpt, "-seed", "2"}, 2, "-seed seeds a synthetic workload"},
+		{[]string{"compare", "-sampling", "4", "-strategies", "lru,sieve"}, 2, "-sampling applies to key strategies, and sieve"},
+		{[]string{"compare", "-strategies", "lru,LRU"}, 2, "strategy lru is named twice"},
+		{[]string{"compare", "-capacity", "100,200,100"}, 2, "capacity 100 is named twice"},
+		{[]string{"compare", "-capacity", "100000001"}, 2, `bad capacity "100000001"`},
+		{[]string{"compare", "-plot", "/does/not/exist/hits.png"}, 2, "-plot /does/not/exist/hits.png: cannot write there"},
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
@@ -225,7 +244,7 @@ func TestCompareGranularity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range o.strategies {
-		if !hasKey(s) {
+		if s.Adaptive() {
 			t.Errorf("-granularity block with all strategies runs %s, which has no key", s)
 		}
 	}
@@ -249,6 +268,214 @@ func TestCompareGranularity(t *testing.T) {
 		o, err := parseFlags(strings.Fields(tc.args), nil)
 		if err != nil || o.granularity != sim.Granularity(tc.want) {
 			t.Errorf("%s: granularity %v, err %v; want %s", tc.args, o.granularity, err, tc.want)
+		}
+	}
+}
+
+// TestCompareCase: -format, -mode and the -plot extension ignore case, as
+// strategy names do.
+func TestCompareCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hits.PNG")
+	code, out, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "LRU",
+		"-format", "CSV", "-mode", "Replay", "-plot", path)
+	if code != 0 || !strings.HasPrefix(out, "strategy,") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	if data, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+		t.Errorf("%s is not a PNG: %v", path, err)
+	}
+}
+
+// TestCompareHugeCapacity: the largest capacity runs on a small workload
+// (memory follows the workload; sim's TestMemoryFollowsWorkload bounds it)
+// and every request hits what an unbounded cache would.
+func TestCompareHugeCapacity(t *testing.T) {
+	code, out, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "100000000",
+		"-strategies", "lru", "-mode", "serve", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v, %d rows", err, len(rows))
+	}
+	if rows[0]["throughput_impact"] != 0.0 || rows[0]["evicted_blocks"] != 0.0 {
+		t.Errorf("an unbounded pool evicted %v blocks, extra prefill %v", rows[0]["evicted_blocks"], rows[0]["throughput_impact"])
+	}
+}
+
+// TestCompareRejected: a pool smaller than every prompt rejects every
+// request, and the table, the CSV and the JSON say so rather than showing a
+// bare zero hit ratio.
+func TestCompareRejected(t *testing.T) {
+	args := []string{"compare", "-workload", "documents", "-requests", "20", "-mode", "serve",
+		"-capacity", "2", "-strategies", "lru"}
+	code, out, errOut := runArgs(t, append(args, "-format", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%v, %d rows", err, len(rows))
+	}
+	if rows[0]["rejected"] != 20.0 {
+		t.Errorf("rejected %v of 20 requests whose prompts exceed 2 blocks", rows[0]["rejected"])
+	}
+	_, out, _ = runArgs(t, append(args, "-format", "csv")...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	head := strings.Split(lines[0], ",")
+	col := slices.Index(head, "rejected")
+	if col < 0 || len(lines) != 3 || strings.Split(lines[1], ",")[col] != "20" || !slices.Contains(head, "truncated") {
+		t.Errorf("csv lacks rejected = 20 or truncated:\n%s", out)
+	}
+	_, out, _ = runArgs(t, args...)
+	if !strings.Contains(out, "rejected") || !strings.Contains(out, "truncated") || !strings.Contains(out, "belady (replay bound)") {
+		t.Errorf("serve table lacks rejected, truncated or the bound's label:\n%s", out)
+	}
+}
+
+// TestCompareTableLayout: constant columns are in the header, the best
+// online hit ratio at each capacity is marked, and each latency column
+// uses one unit.
+func TestCompareTableLayout(t *testing.T) {
+	code, out, errOut := runArgs(t, "compare", "-requests", "300", "-capacity", "50,200", "-strategies", "lru,mru,lfu",
+		"-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []sim.Report
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := runArgs(t, "compare", "-requests", "300", "-capacity", "50,200", "-strategies", "lru,mru,lfu")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if !strings.Contains(lines[1], "mode replay") || !strings.Contains(lines[1], "no preemptions, rejections or truncations") {
+		t.Errorf("header lacks the mode's constants: %q", lines[1])
+	}
+	head := lines[2]
+	for _, gone := range []string{"preempt", "rejected", "mode", "granularity"} {
+		if strings.Contains(head, gone) {
+			t.Errorf("replay table has a constant column %q: %s", gone, head)
+		}
+	}
+	// Hand-check the marks against the JSON's hit ratios.
+	for c := range 2 {
+		group, body := rows[4*c:4*c+4], lines[3+4*c:3+4*c+4]
+		best := max(group[0].HitRatio, group[1].HitRatio, group[2].HitRatio)
+		for i, r := range group {
+			want := r.Strategy != sim.BeladyName && r.HitRatio == best
+			if got := strings.Contains(body[i], "*"); got != want {
+				t.Errorf("capacity %d %s (hit %.4f, best %.4f): marked %v", r.CapacityBlocks, r.Strategy, r.HitRatio, best, got)
+			}
+		}
+	}
+	for _, unit := range []string{"ns", "us", "ms"} {
+		if strings.Contains(strings.Join(lines[3:], "\n"), unit) {
+			t.Errorf("a latency cell carries its unit %q; the header should", unit)
+		}
+	}
+	if !strings.Contains(head, "select p50 ") || !strings.Contains(head, "select p99 ") {
+		t.Errorf("header lacks the latency columns with their unit: %s", head)
+	}
+}
+
+// TestCompareColumnsExplained: every column of the table, CSV and JSON is
+// explained in -h and in docs/simulator.md.
+func TestCompareColumnsExplained(t *testing.T) {
+	_, _, help := runArgs(t, "compare", "-h")
+	doc, err := os.ReadFile("../../docs/simulator.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"replay", "serve"} {
+		_, out, _ := runArgs(t, "compare", "-requests", "50", "-capacity", "50", "-strategies", "lru", "-mode", mode)
+		head := strings.Split(out, "\n")[2]
+		for _, col := range regexp.MustCompile(`\S+( \S+)*`).FindAllString(strings.TrimSpace(head), -1) {
+			col = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(col, " ns"), " us"), " ms")
+			if !strings.Contains(help, "\n  "+col) {
+				t.Errorf("-h does not explain the %s table's column %q", mode, col)
+			}
+			if !strings.Contains(string(doc), col) {
+				t.Errorf("docs/simulator.md does not explain the %s table's column %q", mode, col)
+			}
+		}
+	}
+	// The docs carry -h's explanation of the table's columns verbatim.
+	_, cols, _ := strings.Cut(columnHelp, "\n  capacity")
+	cols, _, _ = strings.Cut("  capacity"+cols, "\nThe header")
+	if !strings.Contains(string(doc), cols) {
+		t.Errorf("docs/simulator.md lacks -h's column explanations as printed:\n%s", cols)
+	}
+	names, _ := csvFields()
+	for _, name := range names {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/simulator.md does not explain the CSV and JSON field %q", name)
+		}
+	}
+}
+
+// TestPlotCurves: strategies with identical hit ratios at every capacity
+// become one line named after all of them; Belady stays alone even when it
+// matches a strategy.
+func TestPlotCurves(t *testing.T) {
+	rep := func(s string, c int, h float64) sim.Report {
+		return sim.Report{Strategy: s, CapacityBlocks: c, HitRatio: h}
+	}
+	cs := curves([]sim.Report{
+		rep("lru", 10, 0.1), rep("mru", 10, 0.1), rep("qos_aware", 10, 0.1), rep("belady", 10, 0.1),
+		rep("lru", 20, 0.3), rep("mru", 20, 0.2), rep("qos_aware", 20, 0.3), rep("belady", 20, 0.3),
+	})
+	var got []string
+	for _, c := range cs {
+		got = append(got, strings.Join(c.names, " = "))
+	}
+	if want := []string{"lru = qos_aware", "mru", "belady"}; !slices.Equal(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// TestPlotYRange: the y axis ends just above the data (on a multiple of
+// 0.05), not where a legend would need room, and leaves 0 only for data far
+// above it.
+func TestPlotYRange(t *testing.T) {
+	for _, tc := range []struct{ lo, hi, bottom, top float64 }{
+		{0.04, 0.37, 0, 0.40},
+		{0.10, 0.80, 0, 0.85},
+		{0.80, 0.90, 0.75, 0.95},
+		{0, 0, 0, 0.05},
+		{0.99, 1, 0.95, 1},
+	} {
+		b, top := yRange(tc.lo, tc.hi)
+		if math.Abs(b-tc.bottom) > 1e-9 || math.Abs(top-tc.top) > 1e-9 {
+			t.Errorf("yRange(%v, %v) = %v, %v; want %v, %v", tc.lo, tc.hi, b, top, tc.bottom, tc.top)
+		}
+	}
+}
+
+// TestLatencyUnit: one unit per column, chosen so the smallest value keeps
+// two significant digits (the issue's 4478ns beside 10us).
+func TestLatencyUnit(t *testing.T) {
+	for _, tc := range []struct {
+		ns   []int64
+		unit string
+		want []string
+	}{
+		{[]int64{4478, 10_000, 0}, "us", []string{"4.5", "10.0", "-"}},
+		{[]int64{480, 31_100_000}, "ns", []string{"480", "31100000"}},
+		{[]int64{100_000, 31_100_000}, "us", []string{"100", "31100"}},
+		{[]int64{2_500_000, 31_100_000}, "ms", []string{"2.5", "31.1"}},
+	} {
+		var rs []row
+		for _, ns := range tc.ns {
+			rs = append(rs, row{Report: sim.Report{SelectP50: ns}})
+		}
+		u := latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP50 })
+		var got []string
+		for _, ns := range tc.ns {
+			got = append(got, u.format(ns))
+		}
+		if u.name != tc.unit || !slices.Equal(got, tc.want) {
+			t.Errorf("%v: %s %q, want %s %q", tc.ns, u.name, got, tc.unit, tc.want)
 		}
 	}
 }

@@ -4,37 +4,89 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/sagellm/kvevict/sim"
 )
 
-// palette has a distinct colour for each of a dozen strategies.
+// palette is the Okabe-Ito colour set without its black (Belady's) and its
+// yellow (too faint on white), seven hues that stay apart for colour-blind
+// readers too, then three darker ones from Paul Tol's muted set. Past ten
+// lines the dashes and glyphs tell lines apart.
 var palette = []color.Color{
-	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
-	color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, color.RGBA{0xbc, 0xbd, 0x22, 0xff},
-	color.RGBA{0x17, 0xbe, 0xcf, 0xff}, color.RGBA{0x00, 0x00, 0x80, 0xff}, color.RGBA{0x80, 0x80, 0x00, 0xff},
+	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
+	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
+	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
+	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
+	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
+	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
+	color.RGBA{0x88, 0x88, 0x88, 0xff}, // grey
+	color.RGBA{0x88, 0x22, 0x55, 0xff}, // wine
+	color.RGBA{0x99, 0x99, 0x33, 0xff}, // olive
+	color.RGBA{0x33, 0x22, 0x88, 0xff}, // indigo
 }
 
-// yTicks labels the hit ratio every 0.1 up to top.
-func yTicks(top float64) []plot.Tick {
-	var ticks []plot.Tick
-	for i := 0; i <= int(math.Round(top*10)); i++ {
-		v := float64(i) / 10
-		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprintf("%.1f", v)})
+// glyphs mark each line's points; a glyph and a colour together name a line.
+var glyphs = []draw.GlyphDrawer{
+	draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.SquareGlyph{}, draw.PlusGlyph{},
+	draw.CrossGlyph{}, draw.RingGlyph{}, draw.PyramidGlyph{},
+}
+
+// curve is one line of the plot: the strategies whose hit ratios agree at
+// every capacity, drawn once.
+type curve struct {
+	names []string
+	xys   plotter.XYs // by capacity
+}
+
+// curves groups reports by strategy, in order of first appearance, and
+// merges strategies with identical hit ratios at every capacity.
+func curves(reports []sim.Report) []curve {
+	var out []curve
+	byName := map[string]int{}
+	for _, r := range reports {
+		i, ok := byName[r.Strategy]
+		if !ok {
+			i = len(out)
+			byName[r.Strategy] = i
+			out = append(out, curve{names: []string{r.Strategy}})
+		}
+		out[i].xys = append(out[i].xys, plotter.XY{X: float64(r.CapacityBlocks), Y: r.HitRatio})
 	}
-	return ticks
+	merged := out[:0]
+	for _, c := range out {
+		slices.SortFunc(c.xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		j := slices.IndexFunc(merged, func(m curve) bool {
+			return m.names[0] != sim.BeladyName && c.names[0] != sim.BeladyName && slices.Equal(m.xys, c.xys)
+		})
+		if j < 0 {
+			merged = append(merged, c)
+		} else {
+			merged[j].names = append(merged[j].names, c.names...)
+		}
+	}
+	return merged
 }
 
-// plotHitRatio draws block hit ratio against capacity, one line per
-// strategy and a thick dashed black one for Belady, to path (.svg or .png).
+// Plot geometry.
+const (
+	plotWidth  = 7 * vg.Inch
+	plotHeight = 5 * vg.Inch
+	legendGap  = vg.Length(12)
+)
+
+// plotHitRatio draws block hit ratio against capacity, one line per group
+// of strategies with identical results and a thick dashed black one for
+// Belady, to path (.svg or .png, any case). The legend is beside the data.
 func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
@@ -44,53 +96,112 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	p.X.Label.Text = "capacity (blocks, log scale)"
 	p.Y.Label.Text = "block hit ratio"
 	p.X.Scale = plot.LogScale{}
-	top := 0.0
-	for _, r := range reports {
-		top = max(top, r.HitRatio)
-	}
-	// The top 40% is left for the legend: top-left, above the lines.
-	p.Y.Min, p.Y.Max = 0, min(math.Ceil(top/0.6*10)/10, 1)
-	p.Y.Tick.Marker = plot.ConstantTicks(yTicks(p.Y.Max))
-	p.Legend.Top = true
-	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 
-	var names []string
-	series := map[string]plotter.XYs{}
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range reports {
-		if _, ok := series[r.Strategy]; !ok {
-			names = append(names, r.Strategy)
-		}
-		series[r.Strategy] = append(series[r.Strategy], plotter.XY{X: float64(r.CapacityBlocks), Y: r.HitRatio})
+		lo, hi = min(lo, r.HitRatio), max(hi, r.HitRatio)
 	}
+	p.Y.Min, p.Y.Max = yRange(lo, hi)
+	p.Y.Tick.Marker = plot.ConstantTicks(yTicks(p.Y.Min, p.Y.Max))
+
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(10)
+	cs := curves(reports)
 	var ticks []plot.Tick
-	for _, xy := range series[names[0]] {
+	for _, xy := range cs[0].xys {
 		ticks = append(ticks, plot.Tick{Value: xy.X, Label: fmt.Sprint(xy.X)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks) // the capacities run
-	for i, name := range names {
-		xys := series[name]
-		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
-		line, points, err := plotter.NewLinePoints(xys)
+	i := 0
+	for _, c := range cs {
+		line, points, err := plotter.NewLinePoints(c.xys)
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
-		if name == sim.BeladyName {
-			line.Color = color.Black
+		label := strings.Join(c.names, " = ")
+		if c.names[0] == sim.BeladyName {
+			line.Color, points.Color = color.Black, color.Black
 			line.Width = vg.Points(2)
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-			points.Color = color.Black
 			points.Shape = draw.BoxGlyph{}
+			if mode == "serve" {
+				label += " (replay bound)"
+			}
 		} else {
-			c := palette[i%len(palette)]
-			line.Color, points.Color = c, c
-			points.Shape = plotutil.Shape(i)
+			col := palette[i%len(palette)]
+			line.Color, points.Color = col, col
+			line.Width = vg.Points(1.5)
+			if i >= 7 { // past the Okabe-Ito hues, dashed too
+				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			}
+			// A second round of colours also shifts the glyphs, so that
+			// no two lines share a colour and a glyph.
+			points.Shape = glyphs[(i+3*(i/len(palette)))%len(glyphs)]
+			points.Radius = vg.Points(3)
+			i++
 		}
 		p.Add(line, points)
-		p.Legend.Add(name, line, points)
+		legend.Add(label, line, points)
 	}
-	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	// The legend's width is known only from its text: measure it on a
+	// scratch canvas, then size the image to hold the plot and the legend.
+	scratch, err := draw.NewFormattedCanvas(plotWidth, plotHeight, format)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	legendWidth := legend.Rectangle(draw.New(scratch)).Size().X
+	c, err := draw.NewFormattedCanvas(plotWidth+legendGap+legendWidth+legendGap, plotHeight, format)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	dc := draw.New(c)
+	p.Draw(draw.Crop(dc, 0, -(legendGap + legendWidth + legendGap), 0, 0))
+	legend.Draw(draw.Crop(dc, plotWidth+legendGap, -legendGap, 0, -legendGap))
+
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
+}
+
+// yTicks labels the y axis every 0.05 or 0.1, about eight labels.
+func yTicks(bottom, top float64) []plot.Tick {
+	step := 0.1
+	if top-bottom <= 0.4 {
+		step = 0.05
+	}
+	var ticks []plot.Tick
+	for i := math.Max(math.Ceil(bottom/step-1e-9), 0); i*step <= top+1e-9; i++ {
+		v := i * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 2, 64)})
+	}
+	return ticks
+}
+
+// yRange fits the y axis to hit ratios from lo to hi: from 0, or from just
+// below the data when it sits high above 0, to just above the data, on
+// multiples of 0.05.
+func yRange(lo, hi float64) (float64, float64) {
+	const step = 0.05
+	top := math.Min(math.Ceil((hi+step/4)/step)*step, 1)
+	bottom := 0.0
+	if lo > (hi-lo)*2 { // an axis from 0 would flatten the lines
+		bottom = math.Floor((lo-step/4)/step) * step
+	}
+	if top <= bottom {
+		top = bottom + step
+	}
+	return math.Max(bottom, 0), top
 }

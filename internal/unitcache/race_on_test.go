@@ -2,6 +2,6 @@
 
 package unitcache_test
 
-// raceEnabled says the race detector is on; the long replays then run a
-// prefix of their traces, since they check numbers, not concurrency.
+// raceEnabled says the race detector is on; long replays skip then, since
+// they check numbers, not concurrency.
 const raceEnabled = true

@@ -37,15 +37,15 @@ type Cache struct {
 
 	cands []kvevict.Candidate // the residents, in no order
 	index map[uint64]int      // resident id -> index in cands
-	slots []int               // slots[i] = i; a resident's Blocks is the one element of its slot
-	free  []int               // slots no resident holds
+	slots []int               // slots[i] = i, for the slots used so far; a resident's Blocks is its slot's element
+	free  []int               // used slots no resident holds now
 	ids   []uint64            // scratch: one request's distinct ids
 	one   [1]uint64           // scratch: Access's request
 	seen  map[uint64]struct{} // scratch for Distinct
 }
 
 // New returns an empty cache of capacity entries driven by p. Capacity must
-// be at least 1.
+// be at least 1. Memory grows with the residents, not with the capacity.
 func New(p kvevict.Policy, capacity int) (*Cache, error) {
 	if p == nil {
 		return nil, errors.New("unitcache: nil policy")
@@ -53,20 +53,12 @@ func New(p kvevict.Policy, capacity int) (*Cache, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("unitcache: capacity must be at least 1, got %d", capacity)
 	}
-	c := &Cache{
+	return &Cache{
 		policy:   p,
 		capacity: capacity,
-		cands:    make([]kvevict.Candidate, 0, capacity),
-		index:    make(map[uint64]int, capacity),
-		slots:    make([]int, capacity),
-		free:     make([]int, capacity),
+		index:    make(map[uint64]int),
 		seen:     make(map[uint64]struct{}),
-	}
-	for i := range c.slots {
-		c.slots[i] = i
-		c.free[i] = capacity - 1 - i // pop from the end: slot 0 first
-	}
-	return c, nil
+	}, nil
 }
 
 // Access requests the single id and reports whether it was resident: a
@@ -113,7 +105,7 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 		}
 	}
 	var out Outcome
-	if need := missing - len(c.free); need > 0 {
+	if need := missing - (c.capacity - len(c.cands)); need > 0 {
 		res, err := c.policy.SelectVictims(c.cands, need)
 		if err == nil {
 			err = c.checkVictims(res.Victims, need)
@@ -136,8 +128,7 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 			c.cands[k].AccessCount++
 			continue
 		}
-		slot := c.free[len(c.free)-1]
-		c.free = c.free[:len(c.free)-1]
+		slot := c.slot()
 		c.index[id] = len(c.cands)
 		c.cands = append(c.cands, kvevict.Candidate{ID: id, Blocks: c.slots[slot : slot+1 : slot+1], CreatedAt: created})
 	}
@@ -149,6 +140,20 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 		cand.Priority = prio // of the latest request to use it
 	}
 	return out, nil
+}
+
+// slot returns a slot no resident holds: a freed one, or a new one. The
+// residents' Blocks keep pointing into the old array when slots grows; its
+// elements never change. Amortized O(1).
+func (c *Cache) slot() int {
+	if n := len(c.free); n > 0 {
+		s := c.free[n-1]
+		c.free = c.free[:n-1]
+		return s
+	}
+	s := len(c.slots)
+	c.slots = append(c.slots, s)
+	return s
 }
 
 // checkVictims returns an error unless victims are distinct unreferenced

@@ -76,24 +76,7 @@ func loopZipfTrace(n, length int, seed uint64) []uint64 {
 	return ids
 }
 
-// shortTrace is how many accesses of each trace the replays run with
-// -short or the race detector: exact agreement with a reference holds on
-// any prefix.
-const shortTrace = 8_000
-
-// traces are the replays' traces, each cut to shortTrace accesses with
-// -short or the race detector.
 func traces() []trace {
-	all := fullTraces()
-	if testing.Short() || raceEnabled {
-		for i := range all {
-			all[i].ids = all[i].ids[:min(len(all[i].ids), shortTrace)]
-		}
-	}
-	return all
-}
-
-func fullTraces() []trace {
 	return []trace{
 		{"zipf=1.0", zipfTrace(100_000, 1.0001, 20_000, 1)},
 		{"zipf=1.2", zipfTrace(100_000, 1.2, 100_000, 2)},
@@ -104,6 +87,16 @@ func fullTraces() []trace {
 }
 
 const capacity = 200
+
+// skipUnderRace skips a long replay under the race detector: the harness
+// is single-threaded, so the detector finds nothing there, and .ci/run
+// runs the replays once without it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("a long single-threaded replay; run without -race")
+	}
+}
 
 // replay runs ids through a unit cache driven by p and returns its hits.
 func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
@@ -129,6 +122,7 @@ func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 // TestLRUMatchesSimpleLRU: the core LRU strategy through the harness is
 // exactly golang-lru's simplelru, hit for hit.
 func TestLRUMatchesSimpleLRU(t *testing.T) {
+	skipUnderRace(t)
 	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.LRU)
@@ -164,10 +158,8 @@ func TestLRUMatchesSimpleLRU(t *testing.T) {
 // (hence 200k accesses for loop=3c+zipf) but stays on a loop of 1.2c,
 // where the paper's ARC has no hits at all (TestARCMatchesPaper).
 func TestARCNearGolangLRU(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("the 0.5% agreement needs the full traces")
-	}
-	for _, tr := range fullTraces() {
+	skipUnderRace(t)
+	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
 			if err != nil {
@@ -208,10 +200,8 @@ func TestARCNearGolangLRU(t *testing.T) {
 // slightly longer than the cache hits its own ghosts, which the paper's
 // bound |t1|+|b1| <= c forbids while t1 holds the loop.
 func TestARCMatchesPaper(t *testing.T) {
+	skipUnderRace(t)
 	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 240, 4)}, trace{"loop=1.2c", loopTrace(100_000, 240)})
-	if testing.Short() || raceEnabled {
-		all = all[:len(all)-2]
-	}
 	for _, tr := range all {
 		t.Run(tr.name, func(t *testing.T) {
 			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
@@ -313,6 +303,7 @@ func (r *refARC) access(x uint64) bool {
 // exactly the hits of the small reference models below, written straight
 // from the papers' pseudocode.
 func TestAdaptiveMatchReference(t *testing.T) {
+	skipUnderRace(t)
 	for _, tr := range traces() {
 		for _, s := range []kvevict.Strategy{kvevict.S3FIFO, kvevict.SIEVE} {
 			t.Run(fmt.Sprintf("%s/%s", s, tr.name), func(t *testing.T) {

@@ -1,0 +1,4 @@
+package kvevict
+
+// RaceEnabled is raceEnabled for the external tests.
+const RaceEnabled = raceEnabled

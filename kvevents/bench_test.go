@@ -1,0 +1,73 @@
+package kvevents
+
+import (
+	"fmt"
+	"testing"
+)
+
+// benchBatch is a batch as an engine sends one per scheduler step: a
+// request's new blocks stored under its resident prefix, and as many
+// leaves removed to make room.
+func benchBatch(blocks int) EventBatch {
+	gpu := MediumGPU
+	stored := make([]uint64, blocks)
+	removed := make([]uint64, blocks)
+	for i := range stored {
+		stored[i] = uint64(i)*0x9e3779b97f4a7c15 | 1<<63
+		removed[i] = uint64(i) * 0xbf58476d1ce4e5b9
+	}
+	return EventBatch{TS: 1.5, Events: []Event{
+		&BlockStored{BlockHashes: IntHashes(stored), ParentBlockHash: ptr(IntHash(7)), TokenIDs: []int64{}, BlockSize: 16, Medium: &gpu},
+		&BlockRemoved{BlockHashes: IntHashes(removed), Medium: &gpu},
+	}}
+}
+
+func BenchmarkCodec(b *testing.B) {
+	for _, blocks := range []int{16, 256} {
+		batch := benchBatch(blocks)
+		for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+			payload, err := Encode(&batch, enc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := fmt.Sprintf("blocks=%d/%s", blocks, enc)
+			b.Run("encode/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Encode(&batch, enc); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("decode/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(payload)))
+				for b.Loop() {
+					if _, _, err := Decode(payload); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMirrorApply applies batches that store 16 blocks each to a
+// mirror that is full, so every batch also evicts 16.
+func BenchmarkMirrorApply(b *testing.B) {
+	m, err := NewMirror(10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	next := uint64(0)
+	batch := EventBatch{Events: []Event{&BlockStored{BlockHashes: make([]Hash, 16)}}}
+	s := batch.Events[0].(*BlockStored)
+	for b.Loop() {
+		for i := range s.BlockHashes {
+			s.BlockHashes[i] = IntHash(next)
+			next++
+		}
+		m.Apply("e", &batch)
+	}
+}

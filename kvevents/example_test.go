@@ -1,0 +1,45 @@
+package kvevents_test
+
+import (
+	"fmt"
+
+	"github.com/sagellm/kvevict/kvevents"
+)
+
+// A router mirrors an engine's events and scores a request by the prefix
+// that engine holds.
+func ExampleMirror() {
+	m, err := kvevents.NewMirror(1000)
+	if err != nil {
+		panic(err)
+	}
+	parent := kvevents.IntHash(2)
+	m.Apply("kv@pod-0@m", &kvevents.EventBatch{Events: []kvevents.Event{
+		&kvevents.BlockStored{BlockHashes: kvevents.IntHashes([]uint64{1, 2}), BlockSize: 16},
+		&kvevents.BlockStored{BlockHashes: kvevents.IntHashes([]uint64{3}), ParentBlockHash: &parent, BlockSize: 16},
+		&kvevents.BlockRemoved{BlockHashes: kvevents.IntHashes([]uint64{3})},
+	}})
+	request := kvevents.IntHashes([]uint64{1, 2, 3, 4})
+	fmt.Println("pod-0 holds", m.Match("kv@pod-0@m", request), "blocks of the request")
+	fmt.Println("pod-1 holds", m.Match("kv@pod-1@m", request))
+	// Output:
+	// pod-0 holds 2 blocks of the request
+	// pod-1 holds 0
+}
+
+// Decode reads either encoding; here a batch from an engine that used
+// msgspec's array_like structs.
+func ExampleDecode() {
+	payload := []byte{
+		0x92, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, // [1.5,
+		0x91, 0x93, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', //  [["BlockRemoved",
+		0x92, 0x01, 0x02, 0xa3, 'G', 'P', 'U', //    [1, 2], "GPU"]]]
+	}
+	b, skipped, err := kvevents.Decode(payload)
+	if err != nil {
+		panic(err)
+	}
+	r := b.Events[0].(*kvevents.BlockRemoved)
+	fmt.Println(b.TS, r.Type(), r.BlockHashes, *r.Medium, len(skipped))
+	// Output: 1.5 BlockRemoved [1 2] GPU 0
+}

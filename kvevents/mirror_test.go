@@ -1,0 +1,274 @@
+package kvevents
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
+)
+
+// checkMirror verifies the mirror's invariants: each topic holds at most
+// capacity blocks, its leaf list holds exactly its resident blocks without
+// resident children, and each child count is the number of resident
+// blocks naming that parent.
+func checkMirror(t *testing.T, m *Mirror) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, ti := range m.topics {
+		if len(ti.blocks) > m.capacity {
+			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
+		}
+		children := make(map[*block]int)
+		for h, b := range ti.blocks {
+			if b.hash != h || b.removed {
+				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.hash, h, b.removed)
+			}
+			if b.parent != nil && !b.parent.removed {
+				children[b.parent]++
+			}
+		}
+		leaves := 0
+		for b := ti.leaves.next; b != &ti.leaves; b = b.next {
+			if ti.blocks[b.hash] != b || b.children != 0 {
+				t.Fatalf("topic %q: leaf list holds %v (resident %v, %d children)", name, b.hash, ti.blocks[b.hash] == b, b.children)
+			}
+			leaves++
+		}
+		want := 0
+		for _, b := range ti.blocks {
+			if b.children != children[b] {
+				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.hash, b.children, children[b])
+			}
+			if b.children == 0 {
+				want++
+			}
+		}
+		if leaves != want {
+			t.Fatalf("topic %q: %d blocks in the leaf list, %d leaves", name, leaves, want)
+		}
+	}
+}
+
+func stored(parent *Hash, hashes ...uint64) *BlockStored {
+	return &BlockStored{BlockHashes: IntHashes(hashes), ParentBlockHash: parent, TokenIDs: []int64{}, BlockSize: 16}
+}
+
+func removed(hashes ...uint64) *BlockRemoved { return &BlockRemoved{BlockHashes: IntHashes(hashes)} }
+
+func residents(m *Mirror, topic string, upTo uint64) []uint64 {
+	var out []uint64
+	for h := range upTo {
+		if m.Resident(topic, IntHash(h)) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// TestMirrorSteps applies event scripts whose outcomes follow from vLLM's
+// semantics and the mirror's documented eviction order, worked by hand.
+func TestMirrorSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity int
+		events   []Event
+		resident string // after all events, hashes 0..9
+		evicted  int64
+	}{
+		{"remove an inner block: its children stay", 10, []Event{
+			stored(nil, 1, 2, 3), stored(ptr(IntHash(2)), 5, 6), removed(2),
+		}, "[1 3 5 6]", 0},
+		{"removed then stored again", 10, []Event{
+			stored(nil, 1, 2), removed(2), stored(ptr(IntHash(1)), 2),
+		}, "[1 2]", 0},
+		{"cleared, then a new chain", 10, []Event{
+			stored(nil, 1, 2, 3), &AllBlocksCleared{}, stored(nil, 4),
+		}, "[4]", 0},
+		{"parent not resident: the chain is resident all the same", 10, []Event{
+			stored(ptr(IntHash(9)), 4, 5),
+		}, "[4 5]", 0},
+		// capacity 3: [1 2 3] fills it; 4 under 1 evicts the oldest leaf, 3;
+		// 2 becomes a leaf at the old end, so 5 under 4 evicts 2.
+		{"over capacity: oldest leaf first, then its parent", 3, []Event{
+			stored(nil, 1, 2, 3), stored(ptr(IntHash(1)), 4), stored(ptr(IntHash(4)), 5),
+		}, "[1 4 5]", 2},
+		// capacity 2: the whole event enters, then leaves go deepest
+		// first, so the head stays: the part a prefix match can use.
+		{"chain longer than the capacity", 2, []Event{
+			stored(nil, 1, 2, 3, 4),
+		}, "[1 2]", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewMirror(tc.capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range tc.events {
+				m.Apply("e", &EventBatch{Events: []Event{ev}})
+				checkMirror(t, m)
+			}
+			if got := fmt.Sprint(residents(m, "e", 10)); got != tc.resident {
+				t.Errorf("resident %s, want %s", got, tc.resident)
+			}
+			if st := m.Topics()[0]; st.EvictedBlocks != tc.evicted || st.ResidentBlocks != len(residents(m, "e", 10)) {
+				t.Errorf("stats %+v, want %d evicted", st, tc.evicted)
+			}
+		})
+	}
+	if _, err := NewMirror(0); err == nil {
+		t.Error("NewMirror(0) succeeded")
+	}
+}
+
+// TestMirrorFollowsTree drives a prefix.Tree with random requests and
+// evictions, feeds its events through FromPrefix to a mirror as large as
+// the tree, and checks that the mirror holds what the tree holds.
+func TestMirrorFollowsTree(t *testing.T) {
+	m, err := NewMirror(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch EventBatch
+	tree := newTestTree(t, func(e prefix.Event) {
+		batch.Events = append(batch.Events, FromPrefix(e, 16, nil))
+	})
+	rng := rand.New(rand.NewPCG(1, 2))
+	const capacity = 40
+	for i := range 2000 {
+		// Prompts share heads: a conversation id, then turns.
+		conv := uint64(rng.IntN(8))
+		path := []uint64{conv << 32}
+		for d := range rng.IntN(12) {
+			path = append(path, conv<<32|uint64(d+1)<<16|uint64(rng.IntN(2)))
+			// Chained hashes: each names its whole prefix.
+			path[len(path)-1] ^= path[len(path)-2] * 31
+		}
+		if _, err := tree.Insert(path, prefix.Access{Tick: int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if over := tree.Len() - capacity; over > 0 {
+			if _, err := tree.Evict(over); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Apply("e", &batch)
+		batch.Events = batch.Events[:0]
+		checkMirror(t, m)
+		if got := m.Topics()[0].ResidentBlocks; got != tree.Len() {
+			t.Fatalf("step %d: mirror holds %d blocks, tree %d", i, got, tree.Len())
+		}
+		if got, want := m.Match("e", IntHashes(path)), tree.Peek(path); got != want {
+			t.Fatalf("step %d: mirror matches %d blocks of the path, tree %d", i, got, want)
+		}
+	}
+}
+
+// newTestTree is the one place the tests build a prefix tree.
+func newTestTree(t *testing.T, onEvent func(prefix.Event)) *prefix.Tree {
+	t.Helper()
+	tree, err := prefix.New(kvevict.LRU, prefix.WithEvents(onEvent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// TestMirrorFromVLLMPublisher feeds a mirror, over TCP, the frames a vLLM
+// engine would send (written by hand: one engine with the array encoding
+// and int hashes, one with the map encoding and bytes hashes) and checks
+// the resident blocks vLLM's semantics give.
+func TestMirrorFromVLLMPublisher(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	m, err := NewMirror(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.Run(runCtx, func(msg Message) { m.Handle(msg); c.handle(msg) })
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	pub := zmq4.NewPub(ctx)
+	defer pub.Close()
+	if err := pub.Dial("tcp://" + s.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, pub)
+	const a, b = "kv@pod-a@m", "kv@pod-b@m"
+	frames := []struct {
+		topic string
+		seq   int64
+		hex   string
+	}{
+		{a, 0, `92 cb3ff0000000000000 91           // [1.0, [event]]
+			98 ab426c6f636b53746f726564 93010203 // ["BlockStored", [1, 2, 3],
+			c0 90 10 c0 a3475055 c0               //  None, [], 16, None, "GPU", None]`},
+		{b, 0, `83 a27473 cb3ff0000000000000 a66576656e7473 91 // {ts: 1.0, events: [
+			88 a474797065 ab426c6f636b53746f726564           //  {type: "BlockStored",
+			ac626c6f636b5f686173686573 92 c401aa c401bb       //   block_hashes: [bin aa, bin bb],
+			b1706172656e745f626c6f636b5f68617368 c0           //   parent_block_hash: None,
+			a9746f6b656e5f696473 90 aa626c6f636b5f73697a65 10 //   token_ids: [], block_size: 16,
+			a76c6f72615f6964 c0 a66d656469756d a3475055       //   lora_id: None, medium: "GPU",
+			a96c6f72615f6e616d65 c0                           //   lora_name: None}],
+			b2646174615f706172616c6c656c5f72616e6b 00         //  data_parallel_rank: 0}`},
+		{a, 1, `92 cb3ff0000000000000 93
+			98 ab426c6f636b53746f726564 9104 03 90 10 c0 a3475055 c0   // stored [4] under 3
+			93 ac426c6f636b52656d6f766564 9104 a3475055                // removed [4]
+			98 ab426c6f636b53746f726564 920506 02 90 10 c0 a3475055 c0 // stored [5, 6] under 2`},
+		{b, 1, `83 a27473 cb3ff0000000000000 a66576656e7473 91
+			81 a474797065 b0416c6c426c6f636b73436c6561726564 // {type: "AllBlocksCleared"}
+			b2646174615f706172616c6c656c5f72616e6b 00`},
+		{a, 2, `92 cb3ff0000000000000 91 93 ac426c6f636b52656d6f766564 9102 a3475055 // removed [2]`},
+		{b, 2, `83 a27473 cb3ff0000000000000 a66576656e7473 91
+			88 a474797065 ab426c6f636b53746f726564 ac626c6f636b5f686173686573 91 c401cc // stored [bin cc]
+			b1706172656e745f626c6f636b5f68617368 c0 a9746f6b656e5f696473 90 aa626c6f636b5f73697a65 10
+			a76c6f72615f6964 c0 a66d656469756d a3475055 a96c6f72615f6e616d65 c0
+			b2646174615f706172616c6c656c5f72616e6b 00`},
+	}
+	for _, f := range frames {
+		if err := pub.SendMulti(zmq4.NewMsgFrom([]byte(f.topic), seqBytes(f.seq), unhex(t, f.hex))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wait(ctx, t, len(frames))
+	if st := s.Stats(); st.Malformed+st.FieldType+st.UnknownEvent+st.Missed != 0 {
+		t.Fatalf("bad input in a valid stream: %+v", st)
+	}
+	checkMirror(t, m)
+	// Engine a: stored 1 2 3, stored 4 and removed it, stored 5 6 under 2,
+	// removed 2: it holds 1, 3, 5, 6, and a request 1 2 3 finds 1 only.
+	// Engine b: stored aa bb, cleared, stored cc: it holds cc.
+	stats := m.Topics()
+	if len(stats) != 2 || stats[0].Topic != a || stats[0].ResidentBlocks != 4 || stats[1].Topic != b || stats[1].ResidentBlocks != 1 {
+		t.Fatalf("topics %+v, want %s with 4 blocks and %s with 1", stats, a, b)
+	}
+	if got := fmt.Sprint(residents(m, a, 10)); got != "[1 3 5 6]" {
+		t.Errorf("%s holds %s, want [1 3 5 6]", a, got)
+	}
+	if n := m.Match(a, IntHashes([]uint64{1, 2, 3})); n != 1 {
+		t.Errorf("%s matches %d blocks of 1 2 3, want 1", a, n)
+	}
+	cc := []Hash{BytesHash([]byte{0xcc})}
+	if m.Match(b, cc) != 1 || m.Match(b, []Hash{BytesHash([]byte{0xaa})}) != 0 || m.Match(a, cc) != 0 {
+		t.Errorf("%s should hold cc only, and %s not cc", b, a)
+	}
+	for _, st := range stats {
+		if st.Batches != 3 || st.MissedBatches != 0 {
+			t.Errorf("%s: %d batches, %d missed, want 3 and 0", st.Topic, st.Batches, st.MissedBatches)
+		}
+	}
+}
