@@ -3,6 +3,8 @@ package sim
 import (
 	"container/heap"
 	"math"
+
+	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // Belady replays w like [Replay] but evicts, offline, the resident block
@@ -82,7 +84,7 @@ func nextUses(w *Workload, capacity int) (uniq [][]uint64, next [][]int) {
 	next = make([][]int, len(w.Requests))
 	seen := make(map[uint64]struct{})
 	for r := range w.Requests {
-		uniq[r] = distinct(w.Requests[r].HashIDs, capacity, nil, seen)
+		uniq[r] = unitcache.Distinct(w.Requests[r].HashIDs, capacity, nil, seen)
 	}
 	last := make(map[uint64]int)
 	for r := len(w.Requests) - 1; r >= 0; r-- {

@@ -138,11 +138,6 @@ func newReplayer(w *Workload, p kvevict.Policy, capacity int) (*replayer, error)
 	return &replayer{w: w, cache: c}, nil
 }
 
-// distinct returns hashes without repeats, in order, at most capacity of them.
-func distinct(hashes []uint64, capacity int, buf []uint64, seen map[uint64]struct{}) []uint64 {
-	return unitcache.Distinct(hashes, capacity, buf, seen)
-}
-
 // prefixHits is the length of the longest prefix of hashes for which
 // resident is true.
 func prefixHits(hashes []uint64, resident func(uint64) bool) int {
