@@ -73,7 +73,8 @@ func FuzzPool(f *testing.F) {
 	})
 }
 
-// runReplay is Replay, also returning the blocks it loaded.
+// runReplay is Replay, also returning the blocks it loaded, checking the
+// unit cache after every request.
 func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Report, int64) {
 	t.Helper()
 	p, err := kvevict.New(s)
@@ -87,6 +88,9 @@ func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Repor
 	tl := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
 		if err := r.request(i, tl); err != nil {
+			t.Fatalf("%s, request %d: %v", s, i, err)
+		}
+		if err := r.cache.Check(); err != nil {
 			t.Fatalf("%s, request %d: %v", s, i, err)
 		}
 	}

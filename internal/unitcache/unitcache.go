@@ -207,6 +207,38 @@ func (c *Cache) remove(id uint64) {
 	delete(c.index, id)
 }
 
+// Check verifies the cache's bookkeeping, for tests: at most capacity
+// residents, each indexed at its position, unreferenced, holding one slot
+// of its own; every slot used so far held by one resident or free. O(n).
+func (c *Cache) Check() error {
+	if len(c.cands) > c.capacity || len(c.index) != len(c.cands) {
+		return fmt.Errorf("unitcache: %d residents, %d indexed, capacity %d", len(c.cands), len(c.index), c.capacity)
+	}
+	held := make([]bool, len(c.slots))
+	for i := range c.cands {
+		cand := &c.cands[i]
+		if k, ok := c.index[cand.ID]; !ok || k != i || cand.RefCount != 0 || len(cand.Blocks) != 1 {
+			return fmt.Errorf("unitcache: resident %d at %d: index %d, %d references, %d blocks",
+				cand.ID, i, k, cand.RefCount, len(cand.Blocks))
+		}
+		s := cand.Blocks[0]
+		if s < 0 || s >= len(held) || held[s] {
+			return fmt.Errorf("unitcache: resident %d holds slot %d, out of range or shared", cand.ID, s)
+		}
+		held[s] = true
+	}
+	for _, s := range c.free {
+		if s < 0 || s >= len(held) || held[s] {
+			return fmt.Errorf("unitcache: free slot %d is out of range, held or free twice", s)
+		}
+		held[s] = true
+	}
+	if len(c.cands)+len(c.free) != len(c.slots) {
+		return fmt.Errorf("unitcache: %d residents + %d free slots != %d slots", len(c.cands), len(c.free), len(c.slots))
+	}
+	return nil
+}
+
 // Contains reports whether id is resident. O(1).
 func (c *Cache) Contains(id uint64) bool {
 	_, ok := c.index[id]

@@ -98,19 +98,26 @@ func skipUnderRace(t *testing.T) {
 	}
 }
 
-// replay runs ids through a unit cache driven by p and returns its hits.
+// checkEvery is how many accesses pass between the replays' invariant
+// checks, each O(capacity).
+const checkEvery = 997
+
+// replay runs ids through a unit cache driven by p and returns its hits,
+// checking the cache every so often.
 func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 	t.Helper()
 	c, err := unitcache.New(p, capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if _, err := c.Access(id); err != nil {
 			t.Fatal(err)
 		}
-		if c.Len() > capacity {
-			t.Fatalf("%d residents, capacity %d", c.Len(), capacity)
+		if i%checkEvery == 0 || i == len(ids)-1 {
+			if err := c.Check(); err != nil {
+				t.Fatalf("access %d: %v", i, err)
+			}
 		}
 	}
 	if c.Hits()+c.Misses() != uint64(len(ids)) {
@@ -482,6 +489,9 @@ func TestRequestScript(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d: %v", i+1, err)
 		}
+		if err := c.Check(); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
 		var victims []uint64
 		for _, v := range out.Victims {
 			victims = append(victims, v.ID)
@@ -536,6 +546,9 @@ func TestRequestRejectsBadVictims(t *testing.T) {
 	}
 	if got := slices.Sorted(slices.Values(c.Residents())); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("residents %v after the failed request, want [1 2]", got)
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
 	}
 	p.lie = false
 	if _, err := c.Request([]uint64{3, 2}, kvevict.PriorityLow); err != nil {
