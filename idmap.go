@@ -151,11 +151,28 @@ func (m *idMap[V]) reset(n int) {
 // times larger than it needs.
 const idMapShrinkAbove = 1 << 16
 
-// add inserts id and reports whether it was already there. O(1) amortized.
+// add inserts id unless it is there, and reports whether it was: the
+// duplicate-ID check of a selection, one probe run per candidate. The map
+// must have room: reset sized it for every id added since, so add never
+// grows it and stays small enough to inline. Its value is left as it is.
+// O(1) expected.
 func (m *idMap[V]) add(id uint64) (had bool) {
-	n := m.len()
-	m.upsert(id)
-	return m.len() == n
+	k := id + 1
+	if k == 0 {
+		had, m.lastOK = m.lastOK, true
+		return had
+	}
+	mask := uint64(len(m.keys) - 1)
+	for i := m.slot(id); ; i = (i + 1) & mask {
+		switch m.keys[i] {
+		case 0:
+			m.keys[i] = k
+			m.count++
+			return false
+		case k:
+			return true
+		}
+	}
 }
 
 // len returns how many ids the map holds.

@@ -58,10 +58,17 @@ func sortEntries(h []entry) {
 // victims. A selector is not safe for concurrent use; the policy's lock
 // guards it.
 type selector struct {
-	buf     []entry         // the evictable candidates that may still be victims
 	ids     idMap[struct{}] // the duplicate-ID check, when IDs come out of order
 	pivots  uint64          // state of the pivot choice of cover
 	partial int             // victims of the last selection that kept a head of their blocks
+
+	// The candidates that may still be victims, kept by offer. A call's
+	// loop keeps only what its common case reads in registers.
+	buf        []entry // a max-heap in the heap phase, unordered after it
+	sum        int     // blocks in buf
+	required   int     // the call's need
+	compactAt  int     // buffer phase: the length at which buf is compacted next
+	heapBudget int     // sift levels the heap phase may still spend
 }
 
 // maxCandidates bounds a call's candidate count so indices fit an int32.
@@ -99,12 +106,11 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	if kp.usesNow {
 		kp.now = maxLastAccess(cands)
 	}
-	buf := s.buf[:0]
+	s.buf, s.sum, s.required = s.buf[:0], 0, required
+	s.compactAt, s.heapBudget = compactAtLeast, len(cands)/2+compactAtLeast
 	s.partial = 0
-	sum, available := 0, 0 // blocks in buf, and held by every evictable candidate
-	compactAt := compactAtLeast
-	heapWork, heapBudget := 0, len(cands)/2+compactAtLeast // sift levels of the heap phase
-	bounded := false                                       // buf covers required and bound is its largest entry
+	available := 0   // blocks held by every evictable candidate
+	bounded := false // buf covers required and bound is its largest entry
 	var bound entry
 	var order idOrder
 	for i := range cands {
@@ -154,44 +160,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if bounded && !lessKey(key, c.ID, &bound) {
 			continue // the common case once the buffer covers required
 		}
-		e := newEntry(c, key, int32(i))
-		if heapWork <= heapBudget {
-			heapWork += bits.Len(uint(len(buf)))
-			if bounded && sum-int(bound.Blocks)+int(e.Blocks) >= required {
-				// e displaces the largest key: one sift, not a push and a pop.
-				sum += int(e.Blocks) - int(bound.Blocks)
-				buf[0] = e
-				siftDown(buf, 0)
-			} else {
-				buf = push(buf, e)
-				sum += int(e.Blocks)
-			}
-			for sum-int(buf[0].Blocks) >= required {
-				sum -= int(buf[0].Blocks)
-				buf = pop(buf)
-			}
-			if sum >= required {
-				bound, bounded = buf[0], true
-			}
-			compactAt = max(compactAtLeast, 2*len(buf))
-			continue
-		}
-		buf = append(buf, e)
-		sum += int(e.Blocks)
-		if sum >= required && len(buf) >= compactAt {
-			buf = buf[:s.cover(buf, required)]
-			sum, bound = 0, buf[0]
-			for j := range buf {
-				sum += int(buf[j].Blocks)
-				if less(&bound, &buf[j]) {
-					bound = buf[j]
-				}
-			}
-			bounded = true
-			compactAt = max(compactAtLeast, 2*len(buf))
-		}
+		bounded = s.offer(newEntry(c, key, int32(i)), &bound)
 	}
-	s.buf = buf
+	buf := s.buf
 	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
 		return Result{}, err
 	}
@@ -206,6 +177,53 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		s.partial += b2i(partial)
 	}
 	return res, nil
+}
+
+// offer adds e, whose key is below the bound if there is one, to the
+// entries that may be victims, and reports whether they cover the need,
+// with the largest of those that do in *bound: the rare case of the
+// selection's loop, apart so that the loop's common case keeps its few
+// variables in registers.
+func (s *selector) offer(e entry, bound *entry) (bounded bool) {
+	if s.heapBudget >= 0 {
+		s.heapBudget -= bits.Len(uint(len(s.buf)))
+		if s.sum >= s.required && s.sum-int(bound.Blocks)+int(e.Blocks) >= s.required {
+			// e displaces the largest key: one sift, not a push and a pop.
+			s.sum += int(e.Blocks) - int(bound.Blocks)
+			s.buf[0] = e
+			siftDown(s.buf, 0)
+		} else {
+			s.buf = push(s.buf, e)
+			s.sum += int(e.Blocks)
+		}
+		for s.sum-int(s.buf[0].Blocks) >= s.required {
+			s.sum -= int(s.buf[0].Blocks)
+			s.buf = pop(s.buf)
+		}
+		s.compactAt = max(compactAtLeast, 2*len(s.buf))
+		if s.sum < s.required {
+			return false
+		}
+		*bound = s.buf[0]
+		return true
+	}
+	s.buf = append(s.buf, e)
+	s.sum += int(e.Blocks)
+	if s.sum < s.required || len(s.buf) < s.compactAt {
+		// A bound once set stands (the entries up to it still cover the
+		// need); a set bound has blocks.
+		return bound.Blocks > 0
+	}
+	s.buf = s.buf[:s.cover(s.buf, s.required)]
+	s.sum, *bound = 0, s.buf[0]
+	for j := range s.buf {
+		s.sum += int(s.buf[j].Blocks)
+		if less(bound, &s.buf[j]) {
+			*bound = s.buf[j]
+		}
+	}
+	s.compactAt = max(compactAtLeast, 2*len(s.buf))
+	return true
 }
 
 // push adds e to the max-heap h. O(log len(h)).
