@@ -80,6 +80,7 @@ var registry = []strategyInfo{
 	{name: ARC, kind: kindHistory, history: newARC},
 	{name: S3FIFO, kind: kindHistory, history: newS3FIFO},
 	{name: SIEVE, kind: kindHistory, history: newSIEVE},
+	{name: Auto, kind: kindHistory, history: newAuto},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {

@@ -60,7 +60,8 @@ func (c *Config) progress(done, total int) {
 //     call over every resident block (the request's own referenced, so
 //     never evicted) frees the rest;
 //   - all its blocks become resident and are touched tail first, so the
-//     head is the most recent.
+//     head is the most recent; the last is marked
+//     Candidate.LastBlockPartial when the prompt ends inside it.
 //
 // A request with more distinct blocks than the capacity keeps only the
 // first Capacity. The cost is dominated by SelectVictims: O(Capacity) per
@@ -208,6 +209,14 @@ func (r *replayer) request(i int, p kvevict.Policy, t *tally) error {
 		c.LastAccess = r.tick
 		c.RefCount = 0
 		c.Priority = kvevict.Priority(req.Priority) // of the latest request to use it
+		c.LastBlockPartial = false
+	}
+	if last := len(req.HashIDs) - 1; last >= 0 {
+		// The prompt's last block is partial when its length is not a
+		// multiple of the block size, as a pool would know.
+		if k, ok := r.slot[req.HashIDs[last]]; ok {
+			r.cands[k].LastBlockPartial = blockTokens(req, last, r.w.BlockTokens) < r.w.BlockTokens
+		}
 	}
 	return nil
 }

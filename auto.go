@@ -1,0 +1,229 @@
+package kvevict
+
+import (
+	"fmt"
+	"math"
+)
+
+// Auto is the strategy to pick when the traffic is unknown. It ranks a
+// candidate by its recency plus the pool's turnover time for every doubling
+// of the requests that used it:
+//
+//	score = LastAccess + W x log2(requests)
+//
+// smallest first, where requests counts the UpdateAccess calls for the
+// candidate's id, remembered across its evictions (a bounded ghost table),
+// and W is the time the pool takes to turn over once: as many accesses as
+// the call has candidates, in ticks, at the access rate seen so far. A
+// candidate used once is ranked by recency alone (LRU); each doubling of
+// its use buys it one more turnover in the pool. A one-block candidate
+// whose block is partial ([Candidate.LastBlockPartial]) goes before every
+// full one, LRU among them: no longer prompt can reuse a block whose
+// content ends early. See docs/auto.md for the reasons and measurements.
+const Auto Strategy = "auto"
+
+// auto is the history of [Auto]: every id it remembers, with the requests
+// counted for it, in two LRU lists. resident holds the ids that were
+// candidates and were not evicted since, ghost the others (evicted, or
+// accessed but never seen as a candidate). The lists bound the memory:
+// resident keeps at most c ids and ghost at most ghostCap; beyond that the
+// least recently used id goes from resident to ghost and from ghost away.
+//
+// A selection does not follow a list: rank computes every evictable
+// candidate's score and keeps the smallest that cover the need, in
+// O(n log k) for n candidates and k victims; victim then hands them out in
+// order. UpdateAccess costs O(1).
+type auto struct {
+	table
+	c        int      // most resident ids remembered
+	ghostCap int      // most ghost ids remembered
+	requests []uint32 // per slab node: UpdateAccess calls for its id, saturating
+
+	accesses int64 // UpdateAccess calls: the policy's own clock
+	// The access rate is measured from the first selection that saw both
+	// accesses and ticks: origin is that point, (accesses, tick).
+	originAccesses, originTick int64
+	hasOrigin                  bool
+
+	ranked selector // this selection's victims, in the order victim returns them
+	next   int      // index in ranked.heap of the next victim
+}
+
+// Auto's lists.
+const (
+	autoResident uint8 = iota // ids among the pool's candidates
+	autoGhost                 // ids remembered only for their requests
+)
+
+// candidateScorer is implemented by a history that ranks the call's
+// candidates by their fields as well as by what it remembers.
+// selectAdaptive calls rank once the evictable candidates are marked,
+// before it asks for the first victim, and only when a victim is needed.
+type candidateScorer interface {
+	rank(cands []Candidate, required int)
+}
+
+func newAuto(cfg *config) history {
+	return &auto{
+		table:    newTable(autoResident),
+		c:        cfg.capacity,
+		ghostCap: cfg.historyCap,
+	}
+}
+
+func (a *auto) nodes() *table { return &a.table }
+
+// Auto places nothing on an access, so no request waits for a selection.
+func (a *auto) pendingID() (uint64, bool) { return 0, false }
+func (a *auto) commit()                   {}
+
+// access counts a request for id: a remembered id moves to the head of its
+// list; a new one enters the ghost list, to become resident when it first
+// appears as a candidate. O(1).
+func (a *auto) access(id uint64) {
+	a.accesses++
+	n := a.lookup(id)
+	if n < 0 {
+		n = a.addNode(id, autoGhost)
+		a.trimGhost()
+	} else {
+		a.moveHead(a.slab[n].list, n)
+	}
+	if a.requests[n] < math.MaxUint32 {
+		a.requests[n]++
+	}
+}
+
+// addNode adds id at the head of list l with no requests counted.
+func (a *auto) addNode(id uint64, l uint8) int32 {
+	n := a.add(id, l)
+	if int(n) == len(a.requests) {
+		a.requests = append(a.requests, 0)
+	}
+	a.requests[n] = 0
+	return n
+}
+
+// admit makes id resident, keeping the requests counted while it was a
+// ghost.
+func (a *auto) admit(id uint64) {
+	if n := a.lookup(id); n >= 0 {
+		a.moveHead(autoResident, n)
+		return
+	}
+	a.addNode(id, autoResident)
+}
+
+// rank orders this selection's evictable candidates, which are exactly the
+// marked nodes, by score and keeps the smallest whose blocks cover
+// required, smallest first: the greedy selection's victims.
+func (a *auto) rank(cands []Candidate, required int) {
+	now := maxLastAccess(cands)
+	w := a.turnover(now, len(cands))
+	s := &a.ranked
+	s.heap = s.heap[:0]
+	a.next = 0
+	sum := 0
+	for n := a.lists[autoResident].tail; n >= 0; n = a.slab[n].newer {
+		if !a.marked(n) {
+			continue
+		}
+		i := a.slab[n].cand
+		c := &cands[i]
+		e := entry{Key: autoKey(c, a.requests[n], w), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		if sum >= required && !less(&e, &s.heap[0]) {
+			continue
+		}
+		s.push(e)
+		sum += int(e.blocks)
+		for sum-int(s.heap[0].blocks) >= required {
+			sum -= int(s.pop().blocks)
+		}
+	}
+	s.sortAscending()
+}
+
+// turnover returns W, the ticks in which the pool of n candidates sees n
+// accesses at the rate measured since the origin: 0 until the clock and the
+// accesses have both moved, which ranks by recency alone.
+func (a *auto) turnover(now int64, n int) float64 {
+	if !a.hasOrigin {
+		if a.accesses == 0 {
+			return 0
+		}
+		a.originAccesses, a.originTick, a.hasOrigin = a.accesses, now, true
+	}
+	da, dt := a.accesses-a.originAccesses, now-a.originTick
+	if da <= 0 || dt <= 0 {
+		return 0
+	}
+	return float64(n) * float64(dt) / float64(da)
+}
+
+// autoKey is Auto's key for candidate c whose id was requested r times,
+// given the turnover w: Major is the score (math.MinInt64 for a lone
+// partial block), Minor the recency.
+func autoKey(c *Candidate, r uint32, w float64) Key {
+	if c.LastBlockPartial && len(c.Blocks) == 1 {
+		return Key{Major: math.MinInt64, Minor: c.LastAccess}
+	}
+	bonus := w * math.Log2(float64(max(r, 1)))
+	score := c.LastAccess
+	if bonus >= 1<<62 {
+		score = math.MaxInt64
+	} else {
+		score = saturatingAdd(score, int64(bonus))
+	}
+	return Key{Major: score, Minor: c.LastAccess}
+}
+
+// victim returns the node of the next ranked victim. The engine asks only
+// while the ranked victims have not covered the need.
+func (a *auto) victim() int32 {
+	if a.next >= len(a.ranked.heap) {
+		return -1
+	}
+	e := &a.ranked.heap[a.next]
+	a.next++
+	return a.lookup(e.id)
+}
+
+// evict moves victim n to the ghost list: its requests outlive its blocks.
+func (a *auto) evict(n int32) {
+	a.moveHead(autoGhost, n)
+	a.trimGhost()
+}
+
+// trimGhost forgets the least recently used ghosts beyond ghostCap.
+func (a *auto) trimGhost() {
+	for a.size(autoGhost) > a.ghostCap {
+		a.drop(a.lists[autoGhost].tail)
+	}
+}
+
+// finish restores the bound on resident ids, demoting the least recently
+// used, and drops the selection's scratch.
+func (a *auto) finish() {
+	for a.size(autoResident) > a.c {
+		a.moveHead(autoGhost, a.lists[autoResident].tail)
+	}
+	a.trimGhost()
+	a.ranked.heap = a.ranked.heap[:0] // it holds the victims only: no shrinking needed
+	a.next = 0
+}
+
+func (a *auto) check() error {
+	if err := a.checkTable(); err != nil {
+		return err
+	}
+	if r := a.size(autoResident); r > a.c {
+		return fmt.Errorf("auto: |resident| = %d > c = %d", r, a.c)
+	}
+	if g := a.size(autoGhost); g > a.ghostCap {
+		return fmt.Errorf("auto: |ghost| = %d > %d", g, a.ghostCap)
+	}
+	if len(a.requests) != len(a.slab) {
+		return fmt.Errorf("auto: %d request counts for %d nodes", len(a.requests), len(a.slab))
+	}
+	return nil
+}
