@@ -6,20 +6,26 @@ import (
 )
 
 // Auto is the strategy to pick when the traffic is unknown. It ranks a
-// candidate by its recency plus the pool's turnover time for every doubling
-// of the requests that used it:
+// candidate by its recency plus a reuse horizon for every doubling of the
+// requests that used it:
 //
 //	score = LastAccess + W x log2(requests)
 //
-// smallest first, where requests counts the UpdateAccess calls for the
-// candidate's id, remembered across its evictions (a bounded ghost table),
-// and W is the time the pool takes to turn over once: as many accesses as
-// the call has candidates, in ticks, at the access rate seen so far. A
-// candidate used once is ranked by recency alone (LRU); each doubling of
-// its use buys it one more turnover in the pool. A one-block candidate
-// whose block is partial ([Candidate.LastBlockPartial]) goes before every
-// full one, LRU among them: no longer prompt can reuse a block whose
-// content ends early. See docs/auto.md for the reasons and measurements.
+// smallest first, ties by LastAccess then ID. requests counts the
+// UpdateAccess calls for the candidate's id, remembered across its
+// evictions in a bounded ghost table. W is the pool's turnover (as many
+// accesses as the call has candidates, in ticks, at the access rate seen
+// so far) divided by the fraction of reuse the pool catches (requests that
+// found their id resident, over those that found it resident or evicted):
+// the further reuse reaches beyond what the pool holds, the more the
+// requests an id had count against its age. An id requested once is
+// ranked by recency alone, as LRU. A one-block candidate whose block is
+// partial ([Candidate.LastBlockPartial]) goes before every full one, LRU
+// among them: no longer prompt can reuse a block whose content ends early.
+//
+// Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
+// selection costs O(n log k) for n candidates and k victims, UpdateAccess
+// O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
 // auto is the history of [Auto]: every id it remembers, with the requests
@@ -35,9 +41,9 @@ const Auto Strategy = "auto"
 // order. UpdateAccess costs O(1).
 type auto struct {
 	table
-	c        int      // most resident ids remembered
-	ghostCap int      // most ghost ids remembered
-	requests []uint32 // per slab node: UpdateAccess calls for its id, saturating
+	c        int        // most resident ids remembered
+	ghostCap int        // most ghost ids remembered
+	info     []autoInfo // per slab node
 
 	accesses int64 // UpdateAccess calls: the policy's own clock
 	// The access rate is measured from the first selection that saw both
@@ -45,14 +51,31 @@ type auto struct {
 	originAccesses, originTick int64
 	hasOrigin                  bool
 
+	// Requests for resident ids (caught) and for evicted ghosts (missed),
+	// decayed: the reuse the pool caught and the reuse it missed.
+	caught, missed float64
+
 	ranked selector // this selection's victims, in the order victim returns them
 	next   int      // index in ranked.heap of the next victim
+}
+
+// autoInfo is what Auto remembers of an id besides its list.
+type autoInfo struct {
+	requests uint32 // UpdateAccess calls for the id, saturating
+	evicted  bool   // a ghost that a selection evicted, not requested since
 }
 
 // Auto's lists.
 const (
 	autoResident uint8 = iota // ids among the pool's candidates
 	autoGhost                 // ids remembered only for their requests
+)
+
+// Auto's tuning of its weight.
+const (
+	// autoMaxWeight bounds the weight of a pool that catches almost no
+	// reuse, keeping scores finite: frequency first, recency second.
+	autoMaxWeight = 1 << 16
 )
 
 // candidateScorer is implemented by a history that ranks the call's
@@ -87,20 +110,39 @@ func (a *auto) access(id uint64) {
 		n = a.addNode(id, autoGhost)
 		a.trimGhost()
 	} else {
+		switch {
+		case a.slab[n].list == autoResident:
+			a.caught++
+			a.decayReuse()
+		case a.info[n].evicted:
+			a.missed++
+			a.info[n].evicted = false
+			a.decayReuse()
+		}
 		a.moveHead(a.slab[n].list, n)
 	}
-	if a.requests[n] < math.MaxUint32 {
-		a.requests[n]++
+	if a.info[n].requests < math.MaxUint32 {
+		a.info[n].requests++
+	}
+}
+
+// decayReuse halves the reuse counts once they exceed the ghost table's
+// size, so that the weight follows the traffic of about the span the
+// ghosts remember.
+func (a *auto) decayReuse() {
+	if a.caught+a.missed > float64(max(a.ghostCap, a.c)) {
+		a.caught /= 2
+		a.missed /= 2
 	}
 }
 
 // addNode adds id at the head of list l with no requests counted.
 func (a *auto) addNode(id uint64, l uint8) int32 {
 	n := a.add(id, l)
-	if int(n) == len(a.requests) {
-		a.requests = append(a.requests, 0)
+	if int(n) == len(a.info) {
+		a.info = append(a.info, autoInfo{})
 	}
-	a.requests[n] = 0
+	a.info[n] = autoInfo{}
 	return n
 }
 
@@ -108,6 +150,7 @@ func (a *auto) addNode(id uint64, l uint8) int32 {
 // ghost.
 func (a *auto) admit(id uint64) {
 	if n := a.lookup(id); n >= 0 {
+		a.info[n].evicted = false // a victim the pool did not free
 		a.moveHead(autoResident, n)
 		return
 	}
@@ -130,7 +173,7 @@ func (a *auto) rank(cands []Candidate, required int) {
 		}
 		i := a.slab[n].cand
 		c := &cands[i]
-		e := entry{Key: autoKey(c, a.requests[n], w), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		e := entry{Key: autoKey(c, a.info[n].requests, w), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
 		if sum >= required && !less(&e, &s.heap[0]) {
 			continue
 		}
@@ -157,7 +200,24 @@ func (a *auto) turnover(now int64, n int) float64 {
 	if da <= 0 || dt <= 0 {
 		return 0
 	}
-	return float64(n) * float64(dt) / float64(da)
+	return a.weight() * float64(n) * float64(dt) / float64(da)
+}
+
+// weight is the reuse seen over the reuse the pool caught: requests for
+// remembered ids (resident or evicted ghosts) over those for resident ids.
+// A pool that catches every reuse while ids are resident has weight 1 and
+// protects a doubling of requests by one turnover; one that catches a
+// fraction f of it protects by 1/f turnovers, the horizon over which
+// reuse arrives. 1 until a reuse was seen; at most autoMaxWeight.
+func (a *auto) weight() float64 {
+	total := a.caught + a.missed
+	if total == 0 {
+		return 1
+	}
+	if a.caught*autoMaxWeight <= total {
+		return autoMaxWeight
+	}
+	return total / a.caught
 }
 
 // autoKey is Auto's key for candidate c whose id was requested r times,
@@ -190,6 +250,7 @@ func (a *auto) victim() int32 {
 
 // evict moves victim n to the ghost list: its requests outlive its blocks.
 func (a *auto) evict(n int32) {
+	a.info[n].evicted = true
 	a.moveHead(autoGhost, n)
 	a.trimGhost()
 }
@@ -222,8 +283,16 @@ func (a *auto) check() error {
 	if g := a.size(autoGhost); g > a.ghostCap {
 		return fmt.Errorf("auto: |ghost| = %d > %d", g, a.ghostCap)
 	}
-	if len(a.requests) != len(a.slab) {
-		return fmt.Errorf("auto: %d request counts for %d nodes", len(a.requests), len(a.slab))
+	if len(a.info) != len(a.slab) {
+		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
+	}
+	for n := a.lists[autoResident].tail; n >= 0; n = a.slab[n].newer {
+		if a.info[n].evicted {
+			return fmt.Errorf("auto: resident %d is marked evicted", a.slab[n].id)
+		}
+	}
+	if !(a.caught >= 0 && a.missed >= 0 && a.caught+a.missed <= float64(max(a.ghostCap, a.c))) {
+		return fmt.Errorf("auto: reuse counts %v caught, %v missed", a.caught, a.missed)
 	}
 	return nil
 }
