@@ -54,6 +54,11 @@ type auto struct {
 	// Requests for resident ids (caught) and for evicted ghosts (missed),
 	// decayed: the reuse the pool caught and the reuse it missed.
 	caught, missed float64
+	// Victims by class, and requests for them after their eviction,
+	// decayed with the reuse counts: whether partial blocks come back.
+	evictedAs, returned [2]float64
+
+	cands []Candidate // the selection's candidates, between rank and finish
 
 	ranked selector // this selection's victims, in the order victim returns them
 	next   int      // index in ranked.heap of the next victim
@@ -62,8 +67,16 @@ type auto struct {
 // autoInfo is what Auto remembers of an id besides its list.
 type autoInfo struct {
 	requests uint32 // UpdateAccess calls for the id, saturating
-	evicted  bool   // a ghost that a selection evicted, not requested since
+	// evicted is set on a ghost that a selection evicted and that was not
+	// requested since: 1 + its class (autoFull or autoPartial).
+	evicted uint8
 }
+
+// Auto's classes of victims: whose block is partial, and the others.
+const (
+	autoFull = iota
+	autoPartial
+)
 
 // Auto's lists.
 const (
@@ -114,9 +127,10 @@ func (a *auto) access(id uint64) {
 		case a.slab[n].list == autoResident:
 			a.caught++
 			a.decayReuse()
-		case a.info[n].evicted:
+		case a.info[n].evicted != 0:
 			a.missed++
-			a.info[n].evicted = false
+			a.returned[a.info[n].evicted-1]++
+			a.info[n].evicted = 0
 			a.decayReuse()
 		}
 		a.moveHead(a.slab[n].list, n)
@@ -133,6 +147,10 @@ func (a *auto) decayReuse() {
 	if a.caught+a.missed > float64(max(a.ghostCap, a.c)) {
 		a.caught /= 2
 		a.missed /= 2
+		for k := range a.evictedAs {
+			a.evictedAs[k] /= 2
+			a.returned[k] /= 2
+		}
 	}
 }
 
@@ -150,7 +168,7 @@ func (a *auto) addNode(id uint64, l uint8) int32 {
 // ghost.
 func (a *auto) admit(id uint64) {
 	if n := a.lookup(id); n >= 0 {
-		a.info[n].evicted = false // a victim the pool did not free
+		a.info[n].evicted = 0 // a victim the pool did not free
 		a.moveHead(autoResident, n)
 		return
 	}
@@ -161,8 +179,10 @@ func (a *auto) admit(id uint64) {
 // marked nodes, by score and keeps the smallest whose blocks cover
 // required, smallest first: the greedy selection's victims.
 func (a *auto) rank(cands []Candidate, required int) {
+	a.cands = cands
 	now := maxLastAccess(cands)
 	w := a.turnover(now, len(cands))
+	partialFirst := a.partialFirst()
 	s := &a.ranked
 	s.heap = s.heap[:0]
 	a.next = 0
@@ -173,7 +193,7 @@ func (a *auto) rank(cands []Candidate, required int) {
 		}
 		i := a.slab[n].cand
 		c := &cands[i]
-		e := entry{Key: autoKey(c, a.info[n].requests, w), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		e := entry{Key: autoKey(c, a.info[n].requests, w, partialFirst), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
 		if sum >= required && !less(&e, &s.heap[0]) {
 			continue
 		}
@@ -220,11 +240,24 @@ func (a *auto) weight() float64 {
 	return total / a.caught
 }
 
+// partialFirst reports whether lone partial blocks go first: unless the
+// victims whose block was partial come back more often than the others.
+// A pool whose partial blocks are extended in place, keeping their hash
+// as the prompt grows, reuses them, and then they are ranked as any other.
+func (a *auto) partialFirst() bool {
+	return a.returned[autoPartial]*a.evictedAs[autoFull] <= a.returned[autoFull]*a.evictedAs[autoPartial]
+}
+
+// lonePartial reports whether c is one block and that block is partial.
+func lonePartial(c *Candidate) bool {
+	return c.LastBlockPartial && len(c.Blocks) == 1
+}
+
 // autoKey is Auto's key for candidate c whose id was requested r times,
 // given the turnover w: Major is the score (math.MinInt64 for a lone
-// partial block), Minor the recency.
-func autoKey(c *Candidate, r uint32, w float64) Key {
-	if c.LastBlockPartial && len(c.Blocks) == 1 {
+// partial block if those go first), Minor the recency.
+func autoKey(c *Candidate, r uint32, w float64, partialFirst bool) Key {
+	if partialFirst && lonePartial(c) {
 		return Key{Major: math.MinInt64, Minor: c.LastAccess}
 	}
 	bonus := w * math.Log2(float64(max(r, 1)))
@@ -250,7 +283,12 @@ func (a *auto) victim() int32 {
 
 // evict moves victim n to the ghost list: its requests outlive its blocks.
 func (a *auto) evict(n int32) {
-	a.info[n].evicted = true
+	k := autoFull
+	if lonePartial(&a.cands[a.slab[n].cand]) {
+		k = autoPartial
+	}
+	a.info[n].evicted = uint8(1 + k)
+	a.evictedAs[k]++
 	a.moveHead(autoGhost, n)
 	a.trimGhost()
 }
@@ -271,6 +309,7 @@ func (a *auto) finish() {
 	a.trimGhost()
 	a.ranked.heap = a.ranked.heap[:0] // it holds the victims only: no shrinking needed
 	a.next = 0
+	a.cands = nil
 }
 
 func (a *auto) check() error {
@@ -287,7 +326,7 @@ func (a *auto) check() error {
 		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
 	}
 	for n := a.lists[autoResident].tail; n >= 0; n = a.slab[n].newer {
-		if a.info[n].evicted {
+		if a.info[n].evicted != 0 {
 			return fmt.Errorf("auto: resident %d is marked evicted", a.slab[n].id)
 		}
 	}
