@@ -13,15 +13,20 @@ import (
 //
 // smallest first, ties by LastAccess then ID. requests counts the
 // UpdateAccess calls for the candidate's id, remembered across its
-// evictions in a bounded ghost table. W is the pool's turnover (as many
-// accesses as the call has candidates, in ticks, at the access rate seen
-// so far) divided by the fraction of reuse the pool catches (requests that
-// found their id resident, over those that found it resident or evicted):
-// the further reuse reaches beyond what the pool holds, the more the
-// requests an id had count against its age. An id requested once is
-// ranked by recency alone, as LRU. A one-block candidate whose block is
-// partial ([Candidate.LastBlockPartial]) goes before every full one, LRU
-// among them: no longer prompt can reuse a block whose content ends early.
+// evictions in a bounded ghost table. W is the pool's turnover, the time
+// in which as many ids enter the pool as the call has candidates (how long
+// an id used once stays, as in LRU), times the odds that a reuse comes
+// after an eviction rather than while resident: requests that found their
+// id evicted over those that found it resident. A pool that catches all
+// reuse ranks by recency alone, as LRU; the more reuse escapes it, the
+// more the requests an id had count against its age. An id requested once
+// is ranked by recency alone.
+//
+// A one-block candidate whose block is partial
+// ([Candidate.LastBlockPartial]) goes before every full one, LRU among
+// them, since no longer prompt can reuse a block whose content ends early,
+// unless the victims whose block was partial come back more often than
+// the others: a pool that extends partial blocks in place reuses them.
 //
 // Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
 // selection costs O(n log k) for n candidates and k victims, UpdateAccess
@@ -45,11 +50,12 @@ type auto struct {
 	ghostCap int        // most ghost ids remembered
 	info     []autoInfo // per slab node
 
-	accesses int64 // UpdateAccess calls: the policy's own clock
-	// The access rate is measured from the first selection that saw both
-	// accesses and ticks: origin is that point, (accesses, tick).
-	originAccesses, originTick int64
-	hasOrigin                  bool
+	// entries counts the UpdateAccess calls for ids not resident: the ids
+	// entering the pool, the policy's own clock. Their rate is measured
+	// from the first selection after one: origin is that point, (entries,
+	// tick).
+	entries, originEntries, originTick int64
+	hasOrigin                          bool
 
 	// Requests for resident ids (caught) and for evicted ghosts (missed),
 	// decayed: the reuse the pool caught and the reuse it missed.
@@ -66,7 +72,8 @@ type auto struct {
 
 // autoInfo is what Auto remembers of an id besides its list.
 type autoInfo struct {
-	requests uint32 // UpdateAccess calls for the id, saturating
+	log2Requests float32 // log2(requests), kept so that a selection need not compute it
+	requests     uint32  // UpdateAccess calls for the id, saturating
 	// evicted is set on a ghost that a selection evicted and that was not
 	// requested since: 1 + its class (autoFull or autoPartial).
 	evicted uint8
@@ -84,10 +91,10 @@ const (
 	autoGhost                 // ids remembered only for their requests
 )
 
-// Auto's tuning of its weight.
+// Auto's bound on its weight.
 const (
 	// autoMaxWeight bounds the weight of a pool that catches almost no
-	// reuse, keeping scores finite: frequency first, recency second.
+	// reuse, keeping scores finite: requests first, recency second.
 	autoMaxWeight = 1 << 16
 )
 
@@ -117,8 +124,10 @@ func (a *auto) commit()                   {}
 // list; a new one enters the ghost list, to become resident when it first
 // appears as a candidate. O(1).
 func (a *auto) access(id uint64) {
-	a.accesses++
 	n := a.lookup(id)
+	if n < 0 || a.slab[n].list != autoResident {
+		a.entries++
+	}
 	if n < 0 {
 		n = a.addNode(id, autoGhost)
 		a.trimGhost()
@@ -135,8 +144,9 @@ func (a *auto) access(id uint64) {
 		}
 		a.moveHead(a.slab[n].list, n)
 	}
-	if a.info[n].requests < math.MaxUint32 {
-		a.info[n].requests++
+	if x := &a.info[n]; x.requests < math.MaxUint32 {
+		x.requests++
+		x.log2Requests = float32(math.Log2(float64(x.requests)))
 	}
 }
 
@@ -181,7 +191,7 @@ func (a *auto) admit(id uint64) {
 func (a *auto) rank(cands []Candidate, required int) {
 	a.cands = cands
 	now := maxLastAccess(cands)
-	w := a.turnover(now, len(cands))
+	w := a.horizon(now, len(cands))
 	partialFirst := a.partialFirst()
 	s := &a.ranked
 	s.heap = s.heap[:0]
@@ -193,7 +203,7 @@ func (a *auto) rank(cands []Candidate, required int) {
 		}
 		i := a.slab[n].cand
 		c := &cands[i]
-		e := entry{Key: autoKey(c, a.info[n].requests, w, partialFirst), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
+		e := entry{Key: autoKey(c, a.info[n].log2Requests, w, partialFirst), id: c.ID, idx: i, blocks: int32(min(len(c.Blocks), math.MaxInt32))}
 		if sum >= required && !less(&e, &s.heap[0]) {
 			continue
 		}
@@ -206,38 +216,34 @@ func (a *auto) rank(cands []Candidate, required int) {
 	s.sortAscending()
 }
 
-// turnover returns W, the ticks in which the pool of n candidates sees n
-// accesses at the rate measured since the origin: 0 until the clock and the
-// accesses have both moved, which ranks by recency alone.
-func (a *auto) turnover(now int64, n int) float64 {
+// horizon returns W: the weight times the ticks in which n ids enter the
+// pool at the rate measured since the origin. It is 0, ranking by recency
+// alone, until the clock and the entries have both moved.
+func (a *auto) horizon(now int64, n int) float64 {
 	if !a.hasOrigin {
-		if a.accesses == 0 {
+		if a.entries == 0 {
 			return 0
 		}
-		a.originAccesses, a.originTick, a.hasOrigin = a.accesses, now, true
+		a.originEntries, a.originTick, a.hasOrigin = a.entries, now, true
 	}
-	da, dt := a.accesses-a.originAccesses, now-a.originTick
-	if da <= 0 || dt <= 0 {
+	de, dt := a.entries-a.originEntries, now-a.originTick
+	if de <= 0 || dt <= 0 {
 		return 0
 	}
-	return a.weight() * float64(n) * float64(dt) / float64(da)
+	return a.weight() * float64(n) * float64(dt) / float64(de)
 }
 
-// weight is the reuse seen over the reuse the pool caught: requests for
-// remembered ids (resident or evicted ghosts) over those for resident ids.
-// A pool that catches every reuse while ids are resident has weight 1 and
-// protects a doubling of requests by one turnover; one that catches a
-// fraction f of it protects by 1/f turnovers, the horizon over which
-// reuse arrives. 1 until a reuse was seen; at most autoMaxWeight.
+// weight is the odds that a reuse comes after an eviction: requests for
+// evicted ghosts over requests for resident ids. 0 until an evicted id
+// came back; at most autoMaxWeight.
 func (a *auto) weight() float64 {
-	total := a.caught + a.missed
-	if total == 0 {
-		return 1
+	if a.missed == 0 {
+		return 0
 	}
-	if a.caught*autoMaxWeight <= total {
+	if a.caught*autoMaxWeight <= a.missed {
 		return autoMaxWeight
 	}
-	return total / a.caught
+	return a.missed / a.caught
 }
 
 // partialFirst reports whether lone partial blocks go first: unless the
@@ -253,14 +259,15 @@ func lonePartial(c *Candidate) bool {
 	return c.LastBlockPartial && len(c.Blocks) == 1
 }
 
-// autoKey is Auto's key for candidate c whose id was requested r times,
-// given the turnover w: Major is the score (math.MinInt64 for a lone
-// partial block if those go first), Minor the recency.
-func autoKey(c *Candidate, r uint32, w float64, partialFirst bool) Key {
+// autoKey is Auto's key for candidate c whose id was requested 2^log2r
+// times (or never), given the horizon w: Major is the score
+// (math.MinInt64 for a lone partial block if those go first), Minor the
+// recency.
+func autoKey(c *Candidate, log2r float32, w float64, partialFirst bool) Key {
 	if partialFirst && lonePartial(c) {
 		return Key{Major: math.MinInt64, Minor: c.LastAccess}
 	}
-	bonus := w * math.Log2(float64(max(r, 1)))
+	bonus := w * float64(log2r)
 	score := c.LastAccess
 	if bonus >= 1<<62 {
 		score = math.MaxInt64

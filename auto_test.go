@@ -10,10 +10,11 @@ import (
 )
 
 // TestAutoOrder steps Auto by hand through its definition: score =
-// LastAccess + W x log2(requests), W = weight x candidates x ticks per
-// access measured since the first selection, weight = requests for
-// resident or evicted ids over those for resident ids, a lone partial
-// block first, ties by LastAccess then ID.
+// LastAccess + W x log2(requests), W = weight x the ticks in which as many
+// ids enter the pool as there are candidates (at the rate since the first
+// selection), weight = requests that found their id evicted over those
+// that found it resident; a lone partial block first; ties by LastAccess
+// then ID.
 func TestAutoOrder(t *testing.T) {
 	p := mustNew(t, kvevict.Auto, kvevict.WithCapacity(8))
 	for _, id := range []uint64{1, 2, 3, 4} {
@@ -34,13 +35,15 @@ func TestAutoOrder(t *testing.T) {
 	if got := victimIDs(res); !slices.Equal(got, []uint64{4}) {
 		t.Fatalf("first selection: victims %v, want [4]", got)
 	}
-	// Requests now: 1: 4, 2: 2, 3: 1, 4: 2 (one before its eviction), and
-	// 9 accesses in all. Four requests found their id resident (1 thrice,
-	// 2) and one evicted (4): weight 5/4. At tick 60 the rate is
-	// (60-40)/(9-4) = 4 ticks per access and the call has 6 candidates,
-	// so W = 1.25 x 6 x 4 = 30. Scores: 1: 10+30x2 = 70, 2: 20+30x1 = 50,
-	// 3: 30, 4: 50+30x1 = 80, 5 (never requested, counted as once): 60,
-	// 6 (likewise): 30. 3 and 6 tie on score and recency; ID 3 goes first.
+	// Requests now: 1: 4, 2: 2, 3: 1, 4: 2 (one before its eviction).
+	// Four requests found their id resident (1 thrice, 2) and one evicted
+	// (4): weight 1/4. One id entered since the origin (4, again), in 20
+	// ticks, and the call has 6 candidates: W = 1/4 x 6 x 20 = 30. Scores:
+	// 1: 10+30x2 = 70, 2: 20+30x1 = 50, 3: 30, 4: 50+30x1 = 80, 5 (never
+	// requested, counted as once): 60, 6 (likewise): 30. 3 and 6 tie on
+	// score and recency; ID 3 goes first. The partial 4 came back, but no
+	// full block was evicted to compare it with: partial blocks still go
+	// first, and there is none.
 	for _, id := range []uint64{1, 1, 1, 2, 4} {
 		p.UpdateAccess(id)
 	}
@@ -130,5 +133,33 @@ func TestAutoCountsSurviveEviction(t *testing.T) {
 	}
 	if got := victimIDs(res); !slices.Equal(got, []uint64{9, 2}) {
 		t.Fatalf("victims %v, want [9 2]", got)
+	}
+}
+
+// TestAutoPartialBlocksThatComeBack: once the victims whose block was
+// partial come back more often than the full ones, partial blocks are
+// ranked like the others.
+func TestAutoPartialBlocksThatComeBack(t *testing.T) {
+	p := mustNew(t, kvevict.Auto)
+	res, err := p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 10, LastBlockPartial: true},
+		{ID: 2, Blocks: blocks(1, 1), LastAccess: 5},
+	}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("first selection: victims %v, want the partial 1 first", got)
+	}
+	p.UpdateAccess(1) // the partial block comes back; the full one does not
+	res, err = p.SelectVictims([]kvevict.Candidate{
+		{ID: 3, Blocks: blocks(0, 1), LastAccess: 10, LastBlockPartial: true},
+		{ID: 4, Blocks: blocks(1, 1), LastAccess: 5},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("second selection: victims %v, want the least recent, 4", got)
 	}
 }
