@@ -40,7 +40,7 @@ type jsonRow struct {
 // ignore kvevict.WithSampling.
 func sampledBy(strategy string, k int) int {
 	switch kvevict.Strategy(strategy) {
-	case sim.BeladyName, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE:
+	case sim.BeladyName, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto:
 		return 0
 	}
 	return k
