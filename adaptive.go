@@ -129,6 +129,9 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		t.admit = nil
 	}
 
+	if r, ok := h.(candidateScorer); ok {
+		r.rank(cands, required)
+	}
 	victims := t.victims[:0]
 	freed := 0
 	for freed < required {

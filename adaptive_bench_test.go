@@ -10,7 +10,7 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
-var adaptive = []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE}
+var adaptive = []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto}
 
 // BenchmarkAdaptiveSelectVictims is the seed's scenario, 1000 candidates of
 // 10 blocks freeing 100 blocks, for the adaptive strategies. Each call
@@ -40,13 +40,13 @@ func accessTrace(n int) []uint64 {
 }
 
 // BenchmarkUpdateAccess measures UpdateAccess with n ids tracked (a cache
-// of n, filled first), beside golang-lru's ARC doing the same accesses
-// with Get and, on a miss, Add. A miss costs the history an eviction inside
-// it, as Add does.
+// of n, filled first), beside LRU's (which feeds only the metrics) and
+// golang-lru's ARC doing the same accesses with Get and, on a miss, Add. A
+// miss costs the history an eviction inside it, as Add does.
 func BenchmarkUpdateAccess(b *testing.B) {
 	for _, n := range []int{1000, 1 << 20} {
 		ids := accessTrace(n)
-		for _, s := range adaptive {
+		for _, s := range append([]kvevict.Strategy{kvevict.LRU}, adaptive...) {
 			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
 				p, err := kvevict.New(s, kvevict.WithCapacity(n))
 				if err != nil {

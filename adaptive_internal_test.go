@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var adaptiveStrategies = []Strategy{ARC, S3FIFO, SIEVE}
+var adaptiveStrategies = []Strategy{ARC, S3FIFO, SIEVE, Auto}
 
 // checkHistory fails t if p's history breaks an invariant of its strategy or
 // tracks more ids than its bound.
@@ -184,7 +184,7 @@ func TestAdaptiveBoundedMemory(t *testing.T) {
 	}
 	for _, s := range adaptiveStrategies {
 		t.Run(string(s), func(t *testing.T) {
-			p, err := New(s, WithCapacity(c))
+			p, err := New(s, WithCapacity(c), WithHistoryCap(c))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,6 +54,13 @@ type Candidate struct {
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
 	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)
+	// LastBlockPartial says the last of Blocks is not full: the tokens
+	// ended inside it. Its KV can be reused only by a request that repeats
+	// the same tokens and stops at the same place; a longer prompt (the
+	// next turn of a conversation) fills the block differently. [Auto]
+	// evicts a one-block candidate whose block is partial first. The zero
+	// value means full or unknown.
+	LastBlockPartial bool
 }
 
 // evictable reports whether the selection may take c: it holds blocks and

@@ -106,9 +106,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	if kp.usesNow {
 		kp.now = maxLastAccess(cands)
 	}
-	s.buf, s.sum, s.required = s.buf[:0], 0, required
-	s.compactAt, s.heapBudget = compactAtLeast, len(cands)/2+compactAtLeast
-	s.partial = 0
+	s.begin(required, len(cands))
 	available := 0   // blocks held by every evictable candidate
 	bounded := false // buf covers required and bound is its largest entry
 	var bound entry
@@ -162,12 +160,10 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		}
 		bounded = s.offer(newEntry(c, key, int32(i)), &bound)
 	}
-	buf := s.buf
 	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
 		return Result{}, err
 	}
-	victims := buf[:s.cover(buf, required)]
-	sortEntries(victims)
+	victims := s.victims()
 	res := Result{Victims: make([]Victim, len(victims))}
 	for i := range victims {
 		c := &cands[victims[i].Slot]
@@ -177,6 +173,23 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		s.partial += b2i(partial)
 	}
 	return res, nil
+}
+
+// begin starts a selection of required blocks among n candidates, to be
+// offered one by one.
+func (s *selector) begin(required, n int) {
+	s.buf, s.sum, s.required = s.buf[:0], 0, required
+	s.compactAt, s.heapBudget = compactAtLeast, n/2+compactAtLeast
+	s.partial = 0
+}
+
+// victims ends a selection whose offered entries cover the need: it returns
+// those the greedy selection takes, smallest (key, ID) first. O(k log k)
+// beyond the buffer's last compaction.
+func (s *selector) victims() []entry {
+	v := s.buf[:s.cover(s.buf, s.required)]
+	sortEntries(v)
+	return v
 }
 
 // offer adds e, whose key is below the bound if there is one, to the

@@ -46,6 +46,7 @@ var registry = []strategyInfo{
 	{name: ARC, kind: kindHistory, history: newARC, tunes: tuneCapacity},
 	{name: S3FIFO, kind: kindHistory, history: newS3FIFO, tunes: tuneCapacity},
 	{name: SIEVE, kind: kindHistory, history: newSIEVE, tunes: tuneCapacity},
+	{name: Auto, kind: kindHistory, history: newAuto, tunes: tuneCapacity},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {

@@ -61,7 +61,8 @@ func (c *Config) progress(done, total int) {
 //     call over every resident block (the request's own referenced, so
 //     never evicted) frees the rest;
 //   - all its blocks become resident and are touched tail first, so the
-//     head is the most recent.
+//     head is the most recent; the last is marked
+//     Candidate.LastBlockPartial when the prompt ends inside it.
 //
 // A request with more distinct blocks than the capacity keeps only the
 // first Capacity. The cost is dominated by SelectVictims: O(Capacity) per
@@ -168,6 +169,10 @@ func (r *replayer) request(i int, t *tally) error {
 	}
 	for _, v := range out.Victims {
 		t.evict(v.ID, 0)
+	}
+	if last := len(req.HashIDs) - 1; last >= 0 && blockTokens(req, last, r.w.BlockTokens) < r.w.BlockTokens {
+		// The prompt ends inside its last block, as a pool would know.
+		r.cache.MarkPartial(req.HashIDs[last])
 	}
 	t.loads += int64(out.Loaded)
 	return nil

@@ -87,7 +87,7 @@ type Outcome struct {
 // distinct ids missing do not fit the free slots, asks the policy in one
 // SelectVictims over the residents (the request's own referenced) for the
 // rest and removes the victims; then the missing ids enter, and every id is
-// touched, last first, taking prio. A request of more distinct ids than the
+// touched, last first, taking prio and losing any partial mark. A request of more distinct ids than the
 // capacity keeps the first Capacity. An error from the policy, or victims
 // that are not resident or free too little, is returned with the cache
 // unchanged but for the policy's own state. O(len(ids)) plus the selection.
@@ -138,8 +138,20 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 		cand.LastAccess = c.tick
 		cand.RefCount = 0
 		cand.Priority = prio // of the latest request to use it
+		cand.LastBlockPartial = false
 	}
 	return out, nil
+}
+
+// MarkPartial marks resident id as the partial last block of the request
+// that just touched it (Candidate.LastBlockPartial), until a request touches
+// it again. It reports whether id is resident. O(1).
+func (c *Cache) MarkPartial(id uint64) bool {
+	k, ok := c.index[id]
+	if ok {
+		c.cands[k].LastBlockPartial = true
+	}
+	return ok
 }
 
 // slot returns a slot no resident holds: a freed one, or a new one. The

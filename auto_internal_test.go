@@ -1,0 +1,36 @@
+package kvevict
+
+import "testing"
+
+// TestAutoBoundedGhosts: a million distinct ids through UpdateAccess and
+// selections leave at most c resident and WithHistoryCap ghost ids, the
+// ghosts outnumbering the cache as Auto's default does.
+func TestAutoBoundedGhosts(t *testing.T) {
+	const c, ghosts = 100, 300
+	p, err := New(Auto, WithCapacity(c), WithHistoryCap(ghosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := make([]Candidate, 2*c)
+	for id := range uint64(1_000_000) {
+		p.UpdateAccess(id)
+		if id%1000 == 0 {
+			for i := range cands {
+				cands[i] = Candidate{ID: id - uint64(i), Blocks: []int{i}, LastAccess: int64(id) - int64(i)}
+			}
+			if _, err := p.SelectVictims(cands, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h := p.(*policy).hist
+	if err := h.check(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.nodes().index.len(); n > c+ghosts {
+		t.Errorf("%d ids tracked, bound c + history cap = %d", n, c+ghosts)
+	}
+	if n := len(h.nodes().slab); n > c+ghosts+1 {
+		t.Errorf("slab of %d nodes, bound %d", n, c+ghosts+1)
+	}
+}

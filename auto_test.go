@@ -1,0 +1,165 @@
+package kvevict_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// TestAutoOrder steps Auto by hand through its definition: score =
+// LastAccess + W x log2(requests), W = weight x the ticks in which as many
+// ids enter the pool as there are candidates (at the rate since the first
+// selection), weight = requests that found their id evicted over those
+// that found it resident; a lone partial block first; ties by LastAccess
+// then ID.
+func TestAutoOrder(t *testing.T) {
+	p := mustNew(t, kvevict.Auto, kvevict.WithCapacity(8))
+	for _, id := range []uint64{1, 2, 3, 4} {
+		p.UpdateAccess(id)
+	}
+	// First selection: no rate measured yet (W = 0), so the partial block
+	// 4 goes before the least recent full one. It becomes a ghost that keeps
+	// its one request. The rate's origin is (4 accesses, tick 40).
+	res, err := p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 10},
+		{ID: 2, Blocks: blocks(1, 1), LastAccess: 20},
+		{ID: 3, Blocks: blocks(2, 1), LastAccess: 30},
+		{ID: 4, Blocks: blocks(3, 1), LastAccess: 40, LastBlockPartial: true},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("first selection: victims %v, want [4]", got)
+	}
+	// Requests now: 1: 4, 2: 2, 3: 1, 4: 2 (one before its eviction).
+	// Four requests found their id resident (1 thrice, 2) and one evicted
+	// (4): weight 1/4. One id entered since the origin (4, again), in 20
+	// ticks, and the call has 6 candidates: W = 1/4 x 6 x 20 = 30. Scores:
+	// 1: 10+30x2 = 70, 2: 20+30x1 = 50, 3: 30, 4: 50+30x1 = 80, 5 (never
+	// requested, counted as once): 60, 6 (likewise): 30. 3 and 6 tie on
+	// score and recency; ID 3 goes first. The partial 4 came back, but no
+	// full block was evicted to compare it with: partial blocks still go
+	// first, and there is none.
+	for _, id := range []uint64{1, 1, 1, 2, 4} {
+		p.UpdateAccess(id)
+	}
+	res, err = p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 10},
+		{ID: 2, Blocks: blocks(1, 1), LastAccess: 20},
+		{ID: 3, Blocks: blocks(2, 1), LastAccess: 30},
+		{ID: 4, Blocks: blocks(3, 1), LastAccess: 50},
+		{ID: 5, Blocks: blocks(4, 1), LastAccess: 60},
+		{ID: 6, Blocks: blocks(5, 1), LastAccess: 30},
+	}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := victimIDs(res), []uint64{3, 6, 2, 5, 1}; !slices.Equal(got, want) {
+		t.Fatalf("second selection: victims %v, want %v", got, want)
+	}
+}
+
+// TestAutoIsLRUWithoutRepeats: when no id is requested twice and no block
+// is partial, every score is LastAccess, so Auto's victims are LRU's.
+func TestAutoIsLRUWithoutRepeats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	auto := mustNew(t, kvevict.Auto)
+	lru := mustNew(t, kvevict.LRU)
+	next := uint64(0)
+	var pool []kvevict.Candidate
+	for tick := int64(1); tick <= 2000; tick++ {
+		next++
+		auto.UpdateAccess(next)
+		pool = append(pool, kvevict.Candidate{ID: next, Blocks: blocks(int(next), 1+rng.IntN(3)), LastAccess: tick, AllowPartial: rng.IntN(2) == 0})
+		if len(pool) < 50 {
+			continue
+		}
+		need := 1 + rng.IntN(5)
+		a, err := auto.SelectVictims(pool, need)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := lru.SelectVictims(pool, need)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(a.Victims) != fmt.Sprint(l.Victims) {
+			t.Fatalf("tick %d: auto %v, lru %v", tick, a.Victims, l.Victims)
+		}
+		// The pool frees the victims; a partly evicted one keeps its head.
+		for _, v := range a.Victims {
+			i := slices.IndexFunc(pool, func(c kvevict.Candidate) bool { return c.ID == v.ID })
+			if keep := len(pool[i].Blocks) - len(v.Blocks); keep > 0 {
+				pool[i].Blocks = pool[i].Blocks[:keep]
+			} else {
+				pool = slices.Delete(pool, i, i+1)
+			}
+		}
+	}
+}
+
+// TestAutoCountsSurviveEviction: a sequence requested 9 times, evicted and
+// back in the pool outranks one requested twice with the same recency; had
+// its requests been forgotten on eviction, its one request since would
+// rank it first. The only reuse seen is 1's return, so the weight is at
+// its bound and the requests decide: scores 1: 200 + W log2 9,
+// 2: 200 + W, 9 (never requested): 100.
+func TestAutoCountsSurviveEviction(t *testing.T) {
+	p := mustNew(t, kvevict.Auto)
+	for range 8 {
+		p.UpdateAccess(1)
+	}
+	p.UpdateAccess(2)
+	if _, err := p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 1},
+		{ID: 9, Blocks: blocks(1, 1), LastAccess: 100},
+	}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// 1 was evicted at W = 0 (no rate yet); now it returns.
+	p.UpdateAccess(1)
+	p.UpdateAccess(2)
+	res, err := p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 200},
+		{ID: 2, Blocks: blocks(1, 1), LastAccess: 200},
+		{ID: 9, Blocks: blocks(2, 1), LastAccess: 100},
+	}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{9, 2}) {
+		t.Fatalf("victims %v, want [9 2]", got)
+	}
+}
+
+// TestAutoPartialBlocksThatComeBack: once the victims whose block was
+// partial come back more often than the full ones, partial blocks are
+// ranked like the others.
+func TestAutoPartialBlocksThatComeBack(t *testing.T) {
+	p := mustNew(t, kvevict.Auto)
+	res, err := p.SelectVictims([]kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 1), LastAccess: 10, LastBlockPartial: true},
+		{ID: 2, Blocks: blocks(1, 1), LastAccess: 5},
+	}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("first selection: victims %v, want the partial 1 first", got)
+	}
+	p.UpdateAccess(1) // the partial block comes back; the full one does not
+	res, err = p.SelectVictims([]kvevict.Candidate{
+		{ID: 3, Blocks: blocks(0, 1), LastAccess: 10, LastBlockPartial: true},
+		{ID: 4, Blocks: blocks(1, 1), LastAccess: 5},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := victimIDs(res); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("second selection: victims %v, want the least recent, 4", got)
+	}
+}

@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// TestReplayAutoBetweenLRUAndBelady replays the committed excerpt under
+// Auto: it must not fall below LRU by more than the golden tolerance (with
+// every request seen once and no partial block it is LRU by definition; the
+// mechanisms it adds are there to do better), and nothing beats Belady.
+func TestReplayAutoBetweenLRUAndBelady(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, capacity := range []int{200, 400, 1600} {
+		lru, err := Replay(w, kvevict.LRU, Config{Capacity: capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		auto, err := Replay(w, kvevict.Auto, Config{Capacity: capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, err := Belady(w, Config{Capacity: capacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auto.HitRatio < lru.HitRatio-goldenTolerance {
+			t.Errorf("capacity %d: auto %.4f below LRU %.4f", capacity, auto.HitRatio, lru.HitRatio)
+		}
+		if auto.BlockHits > opt.BlockHits {
+			t.Errorf("capacity %d: auto hits %d > Belady %d", capacity, auto.BlockHits, opt.BlockHits)
+		}
+		checkReport(t, &auto)
+	}
+}
+
+// recordingPolicy is LRU that keeps the candidates of its last selection.
+type recordingPolicy struct {
+	kvevict.Policy
+	last []kvevict.Candidate
+}
+
+func (p *recordingPolicy) SelectVictims(cands []kvevict.Candidate, need int) (kvevict.Result, error) {
+	p.last = append(p.last[:0], cands...)
+	return p.Policy.SelectVictims(cands, need)
+}
+
+// TestReplayMarksPartialBlocks: the last block of a prompt whose length is
+// not a multiple of the block size is a partial candidate; every other
+// block, and the last of a prompt that ends on a block boundary, is full.
+// A block first seen partial and then inside a longer prompt is full.
+func TestReplayMarksPartialBlocks(t *testing.T) {
+	w := &Workload{Name: "partial", BlockTokens: 4, Requests: []Request{
+		{InputTokens: 6, HashIDs: []uint64{1, 2}},      // 2 holds 2 of 4 tokens
+		{InputTokens: 12, HashIDs: []uint64{1, 2, 10}}, // now 2 is full, and 10
+		{InputTokens: 8, HashIDs: []uint64{3, 4}},      // 4 is full
+		{InputTokens: 9, HashIDs: []uint64{5, 6, 7}},   // 7 holds 1 token
+		{InputTokens: 4, HashIDs: []uint64{8}},         // 8 is full
+		{InputTokens: 2, HashIDs: []uint64{9}},         // evicts; 9 partial
+	}}
+	lru, err := kvevict.New(kvevict.LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &recordingPolicy{Policy: lru}
+	r, err := newReplayer(w, p, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := newTally(w, computeCeiling(w))
+	for i := range w.Requests {
+		if err := r.request(i, tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[uint64]bool{}
+	for _, c := range p.last {
+		got[c.ID] = c.LastBlockPartial
+	}
+	want := map[uint64]bool{1: false, 2: false, 10: false, 3: false, 4: false, 5: false, 6: false, 7: true, 8: false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("partial by block at the last selection: %v, want %v", got, want)
+	}
+	p.last = nil
+	if _, err := r.cache.Request([]uint64{11}, kvevict.PriorityNormal); err != nil { // evicts again
+		t.Fatal(err)
+	}
+	for _, c := range p.last {
+		if c.ID == 9 && !c.LastBlockPartial {
+			t.Error("block 9, the 2-token prompt's only block, is not partial")
+		}
+	}
+}
