@@ -18,9 +18,11 @@ import (
 const columnHelp = `
 Table columns (one row per strategy and capacity, then Belady):
   capacity           pool size in blocks
-  strategy           the eviction strategy; belady is Belady's MIN, the offline
-                     optimum of a plain replay at that capacity (in serve mode
-                     "belady (replay bound)": a bound, not a peer of the rows above)
+  strategy           the eviction strategy; belady is Belady's MIN, the fewest
+                     block loads of a plain replay at that capacity: the customary
+                     bound on hit ratio, though an order that evicts leaves first
+                     can pass it on small pools (in serve mode "belady (replay
+                     bound)": a reference, not a peer of the rows above)
   hit ratio          prompt blocks found cached (the longest resident prefix) /
                      prompt blocks; * marks the best online strategy at that
                      capacity (highest hit ratio, Belady excluded; ties all marked)
@@ -166,7 +168,7 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token; belady is a plain replay: a bound, not a peer\n",
 			o.granularity, o.tokenTime)
 	} else {
-		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations; belady is the offline optimum")
+		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations; belady is Belady's MIN (fewest block loads)")
 	}
 	if o.sampling > 0 {
 		fmt.Fprintf(out, "sampled selection, k=%d\n", o.sampling)
