@@ -79,6 +79,13 @@ const maxCandidates = math.MaxInt32
 // yields saves.
 const compactAtLeast = 32
 
+// compactGrowth is how many times what covered the need the buffer grows to
+// before the next compaction: each compaction is linear in the buffer and
+// keeps 1/compactGrowth of it, so a larger growth spends fewer passes per
+// candidate that enters, for a buffer that many times the victims
+// (BenchmarkSelectVictimsOrder).
+const compactGrowth = 4
+
 // selectVictims validates candidates and returns the greedy selection: the
 // shortest prefix of the evictable candidates in (key, ID) order whose blocks
 // cover required, trimming the last victim to the blocks still needed when it
@@ -94,10 +101,10 @@ const compactAtLeast = 32
 // candidates enter, k ln(n/k) of them. In an adversarial order (newest-first
 // under LRU) every candidate enters, at O(log k) each, so the heap phase has
 // a budget of sift levels linear in n. Past it the buffer stays unordered:
-// whenever it has grown to twice what covered required at the last
-// compaction, cover cuts it to the smallest entries that cover required and
-// the largest of those becomes the bound. Each compaction is linear in the
-// buffer and at least halves it. So the pass is O(n) in any order, and only
+// whenever it has grown to compactGrowth times what covered required at the
+// last compaction, cover cuts it to the smallest entries that cover required
+// and the largest of those becomes the bound. Each compaction is linear in
+// the buffer and keeps a fraction of it. So the pass is O(n) in any order, and only
 // the k victims are sorted: O(n + k log k) in all.
 func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
 	if len(cands) > maxCandidates {
@@ -213,7 +220,7 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 			s.sum -= int(s.buf[0].Blocks)
 			s.buf = pop(s.buf)
 		}
-		s.compactAt = max(compactAtLeast, 2*len(s.buf))
+		s.compactAt = max(compactAtLeast, compactGrowth*len(s.buf))
 		if s.sum < s.required {
 			return false
 		}
@@ -235,7 +242,7 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 			*bound = s.buf[j]
 		}
 	}
-	s.compactAt = max(compactAtLeast, 2*len(s.buf))
+	s.compactAt = max(compactAtLeast, compactGrowth*len(s.buf))
 	return true
 }
 
