@@ -33,10 +33,10 @@ func newRanker(s string, opts ...Option) (rank.Ranker[Candidate], error) {
 
 // KeyAt returns c's key at tick now. Only FrequencyCost with decay reads now.
 // O(1).
-func (r *ranker) KeyAt(c *Candidate, now int64) rank.Key {
+func (r *ranker) KeyAt(c Candidate, now int64) rank.Key {
 	p := r.params
 	p.now = now
-	return p.keyOf(c)
+	return p.keyOf(&c)
 }
 
 // UsesNow reports whether keys depend on the current tick.

@@ -72,7 +72,7 @@ func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, ca
 		return nil, kvevict.ErrInsufficientBlocks
 	}
 	slices.SortFunc(order, func(a, b kvevict.Candidate) int {
-		if c := r.KeyAt(&a, now).Compare(r.KeyAt(&b, now)); c != 0 {
+		if c := r.KeyAt(a, now).Compare(r.KeyAt(b, now)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
@@ -783,7 +783,7 @@ func TestRankers(t *testing.T) {
 	low := kvevict.Candidate{ID: 1, Priority: kvevict.PriorityLow, LastAccess: 9}
 	high := kvevict.Candidate{ID: 2, Priority: kvevict.PriorityHigh, LastAccess: 1}
 	r, _ = rank.New[kvevict.Candidate](string(kvevict.QoSAware), []kvevict.Option{}...)
-	if c := r.KeyAt(&low, 9).Compare(r.KeyAt(&high, 9)); c != -1 {
+	if c := r.KeyAt(low, 9).Compare(r.KeyAt(high, 9)); c != -1 {
 		t.Fatalf("QoSAware: low compares %d to high, want -1", c)
 	}
 }

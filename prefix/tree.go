@@ -431,7 +431,7 @@ func (t *Tree) key(n *node) rank.Key {
 		AccessCount: n.accessCount,
 		Priority:    n.priority,
 	}
-	return t.ranker.KeyAt(&c, t.keyedAt)
+	return t.ranker.KeyAt(c, t.keyedAt)
 }
 
 // place gives new node n a slot. O(1) amortized.

@@ -437,7 +437,7 @@ func TestRandomOperations(t *testing.T) {
 // keyNow is n's key at the tree's latest tick, from the ranker and the
 // node's fields as the package documentation presents them.
 func keyNow(tr *Tree, n *node) rank.Key {
-	return tr.ranker.KeyAt(&kvevict.Candidate{
+	return tr.ranker.KeyAt(kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      []int{0},
 		LastAccess:  n.lastAccess,
@@ -530,5 +530,30 @@ func TestConcurrent(t *testing.T) {
 	defer mu.Unlock()
 	if stored-removed != tr.Len() {
 		t.Errorf("events: %d stored - %d removed != Len() %d", stored, removed, tr.Len())
+	}
+}
+
+// TestEvictAllocatesOnlyItsResult: an eviction allocates the slice of
+// hashes it returns and nothing per block, whatever the strategy's key.
+func TestEvictAllocatesOnlyItsResult(t *testing.T) {
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.Predictive} {
+		tr := newTree(t, s)
+		next := uint64(1)
+		fill := func() {
+			for tr.Len() < 4000 {
+				path := []uint64{next, next + 1, next + 2, next + 3}
+				next += 4
+				mustInsert(t, tr, path, at(int64(next)))
+			}
+		}
+		fill()
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := tr.Evict(16); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > 1 {
+			t.Errorf("%s: Evict(16) allocates %v times, want 1 (its result)", s, allocs)
+		}
 	}
 }

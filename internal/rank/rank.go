@@ -45,7 +45,9 @@ func Before(a Key, aID uint64, b Key, bID uint64) bool {
 // import kvevict). A Ranker is immutable and safe for concurrent use.
 type Ranker[C any] interface {
 	// KeyAt returns c's key at tick now. Only a key that UsesNow reads now.
-	KeyAt(c *C, now int64) Key
+	// c comes by value: a pointer through an interface would escape, and
+	// every key would allocate.
+	KeyAt(c C, now int64) Key
 	// UsesNow reports whether keys depend on the current tick, so that a
 	// structure keeping candidates in key order must re-rank as time passes.
 	UsesNow() bool
