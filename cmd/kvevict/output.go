@@ -27,13 +27,13 @@ Table columns (one row per strategy and capacity, then Belady):
                      prompt blocks; * marks the best online strategy at that
                      capacity (highest hit ratio, Belady excluded; ties all marked)
   token hits         prompt tokens in hit blocks / prompt tokens
-  re-prefill         re-prefilled blocks / evicted blocks: the share of evictions
+  block re-prefill   re-prefilled blocks / evicted blocks: the share of evictions
                      whose block was needed again and computed twice
   re-prefill tokens  prompt tokens computed again because of evictions
   extra prefill      prompt tokens computed / those an unbounded cache computes,
                      minus 1, in percent: the prefill work the capacity costs
   util               mean fraction of the pool's blocks holding KV
-  fairness           Jain's index over sessions (or tenants, as the header says)
+  hit fairness       Jain's index over sessions (or tenants, as the header says)
                      of each one's hit ratio relative to an unbounded cache's: 1
                      when all get the same share of their attainable hits, 1/n
                      when one of n gets them all
@@ -176,7 +176,7 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	p50, p99 := latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP50 }),
 		latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP99 })
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "capacity\tstrategy\thit ratio\ttoken hits\tre-prefill\tre-prefill tokens\textra prefill\tutil\tfairness\t"
+	head := "capacity\tstrategy\thit ratio\ttoken hits\tblock re-prefill\tre-prefill tokens\textra prefill\tutil\thit fairness\t"
 	if serve {
 		head += "preempt\trejected\ttruncated\treturning p50\treturning p99\t"
 	}
