@@ -68,16 +68,7 @@ func TestReplayMarksPartialBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &recordingPolicy{Policy: lru}
-	r, err := newReplayer(w, p, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := newTally(w, computeCeiling(w))
-	for i := range w.Requests {
-		if err := r.request(i, tl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, _ := replayAll(t, w, p, 9)
 	got := map[uint64]bool{}
 	for _, c := range p.last {
 		got[c.ID] = c.LastBlockPartial

@@ -232,16 +232,7 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := newReplayer(w, p, 400)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl := newTally(w, computeCeiling(w))
-		for i := range w.Requests {
-			if err := r.request(i, tl); err != nil {
-				t.Fatal(err)
-			}
-		}
+		_, tl := replayAll(t, w, p, 400)
 		m := p.Metrics()
 		if tl.evicted == 0 || tl.evicted >= kvevict.DefaultHistoryCap {
 			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
@@ -283,4 +274,21 @@ func TestMemoryFollowsWorkload(t *testing.T) {
 			t.Errorf("%s at %d blocks: allocated %d MiB for %d requests", name, capacity, alloc>>20, len(w.Requests))
 		}
 	}
+}
+
+// replayAll replays every request of w through policy p at capacity, as
+// Replay does, and returns the replayer and its tally for inspection.
+func replayAll(t *testing.T, w *Workload, p kvevict.Policy, capacity int) (*replayer, *tally) {
+	t.Helper()
+	r, err := newReplayer(w, p, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := newTally(w, computeCeiling(w))
+	for i := range w.Requests {
+		if err := r.request(i, tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, tl
 }
