@@ -31,8 +31,8 @@ import (
 // the others: a pool that extends partial blocks in place reuses them.
 //
 // Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
-// selection costs O(n log k) for n candidates and k victims, UpdateAccess
-// O(1). See docs/auto.md for the reasons and the measurements.
+// selection costs O(n + k log k) for n candidates and k victims, through
+// the same engine as the key strategies; UpdateAccess O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
 // auto is the history of [Auto]: every id it remembers, with the requests
@@ -43,9 +43,9 @@ const Auto Strategy = "auto"
 // least recently used id goes from resident to ghost and from ghost away.
 //
 // A selection does not follow a list: rank computes every evictable
-// candidate's score and keeps the smallest that cover the need, in
-// O(n log k) for n candidates and k victims; victim then hands them out in
-// order. UpdateAccess costs O(1).
+// candidate's score and keeps the smallest that cover the need through
+// the selection engine (selector.offer), in O(n + k log k) for n
+// candidates and k victims; victim then hands them out in order. UpdateAccess costs O(1).
 type auto struct {
 	table
 	c        int        // most resident ids remembered

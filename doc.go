@@ -47,6 +47,10 @@
 //     papers define them. ARC balances recency and frequency with ghost
 //     lists; S3-FIFO filters one-hit sequences through a small FIFO; SIEVE
 //     is one FIFO with a visited bit, cheapest of the three.
+//   - [Auto]: recency plus a reuse horizon per doubling of an id's
+//     requests, remembered across evictions, learned online from the
+//     access stream; the strategy to try first when the pool is much
+//     smaller than the working set (docs/auto.md has where it loses).
 //
 // # Guarantees
 //

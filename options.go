@@ -185,7 +185,7 @@ func WithTiming(on bool) Option {
 // same victims), so a selection costs O(k) per victim however many
 // candidates there are. Redis uses k = 5; larger k is closer to exact.
 // Must be >= 1. It tunes the key strategies' Policy only: [NewIndex] and
-// the adaptive strategies (ARC, S3-FIFO, SIEVE) refuse it.
+// the adaptive strategies (ARC, S3-FIFO, SIEVE, Auto) refuse it.
 //
 // Sampling reads only the candidates it draws, so it validates only those:
 // a drawn candidate with a negative field returns an error matching
@@ -314,7 +314,7 @@ const DefaultCapacity = 4096
 const maxCapacity = 1 << 28
 
 // WithCapacity sets the cache size c of the adaptive strategies ([ARC],
-// [S3FIFO], [SIEVE]) in sequences, not blocks: set it to about how many
+// [S3FIFO], [SIEVE], [Auto]) in sequences, not blocks: set it to about how many
 // sequences the KV pool holds when it is full. The history remembers at
 // most c resident sequences and, for ARC and S3-FIFO, at most c evicted ones
 // (fewer if [WithHistoryCap] is smaller), so its memory is O(c) however many

@@ -26,7 +26,8 @@ type Policy interface {
 	// order; candidates listed in increasing ID order also spare the
 	// duplicate-ID check its hash table. The adaptive strategies ([ARC],
 	// [S3FIFO], [SIEVE]) take victims in their algorithm's order instead of
-	// by key, in O(n + c) for a cache of c sequences.
+	// by key, in O(n + c) for a cache of c sequences; [Auto] scores the
+	// candidates from its history and selects as the key strategies do.
 	SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error)
 
 	// UpdateAccess records a request for sequence id, resident or not. Call
