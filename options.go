@@ -15,10 +15,10 @@ const (
 	defaultSLRUThreshold   = 2
 	defaultCostAlpha       = 2.0
 	defaultLifetimeHorizon = 30 * time.Second
-	// DefaultHistoryCap is how many recent evictions a policy remembers for
-	// re-prefill detection and fairness, unless [WithHistoryCap] says
+	// defaultHistoryCap is how many recent evictions a policy remembers for
+	// re-prefill detection and fairness, unless WithHistoryCap says
 	// otherwise. About 40 bytes each.
-	DefaultHistoryCap = 1 << 16
+	defaultHistoryCap = 1 << 16
 )
 
 // config is what the options set.
@@ -45,8 +45,8 @@ func defaultConfig() config {
 		slruThreshold:   defaultSLRUThreshold,
 		costAlpha:       defaultCostAlpha,
 		lifetimeHorizon: defaultLifetimeHorizon,
-		historyCap:      DefaultHistoryCap,
-		capacity:        DefaultCapacity,
+		historyCap:      defaultHistoryCap,
+		capacity:        defaultCapacity,
 	}
 }
 
@@ -147,7 +147,8 @@ func WithLifetimeHorizon(d time.Duration) Option {
 }
 
 // WithHistoryCap bounds how many recent evictions the policy remembers for
-// re-prefill detection and fairness. Default [DefaultHistoryCap]. Must be >= 1.
+// re-prefill detection and fairness. Default 65,536 (about 40 bytes each).
+// Must be >= 1.
 func WithHistoryCap(n int) Option {
 	return func(c *config) {
 		if n < 1 {
@@ -306,9 +307,9 @@ func tunedBy(t tunable) string {
 	return strings.Join(names, ", ")
 }
 
-// DefaultCapacity is how many sequences an adaptive strategy's cache holds
-// unless [WithCapacity] says otherwise.
-const DefaultCapacity = 4096
+// defaultCapacity is how many sequences an adaptive strategy's cache holds
+// unless WithCapacity says otherwise.
+const defaultCapacity = 4096
 
 // maxCapacity bounds [WithCapacity] so node indices fit an int32.
 const maxCapacity = 1 << 28
@@ -323,7 +324,7 @@ const maxCapacity = 1 << 28
 // ones early and they enter again as new when they next appear as
 // candidates: every selection then re-admits the n-c overflow, in
 // O(n log n), and the algorithm degrades toward LRU over LastAccess. Default
-// [DefaultCapacity]. Must be in [1, 2^28].
+// 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
 	return func(c *config) {
 		c.tuned |= tuneCapacity
