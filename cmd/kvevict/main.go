@@ -1,5 +1,5 @@
 // Command kvevict compares KV-cache eviction strategies by replaying a
-// workload, beside Belady's offline optimum.
+// workload, beside Belady's MIN.
 //
 // Usage:
 //
