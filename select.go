@@ -104,8 +104,8 @@ const compactGrowth = 4
 // whenever it has grown to compactGrowth times what covered required at the
 // last compaction, cover cuts it to the smallest entries that cover required
 // and the largest of those becomes the bound. Each compaction is linear in
-// the buffer and keeps a fraction of it. So the pass is O(n) in any order, and only
-// the k victims are sorted: O(n + k log k) in all.
+// the buffer and keeps a fraction of it. So the pass is O(n) in any order,
+// and only the k victims are sorted: O(n + k log k) in all.
 func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
@@ -185,6 +185,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 // begin starts a selection of required blocks among n candidates, to be
 // offered one by one.
 func (s *selector) begin(required, n int) {
+	if cap(s.buf) > admitShrinkAbove && cap(s.buf) > 8*n {
+		s.buf = nil // one huge call does not pin its buffer forever
+	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required
 	s.compactAt, s.heapBudget = compactAtLeast, n/2+compactAtLeast
 	s.partial = 0
