@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/sagellm/kvevict/internal/stat"
 )
 
 // Metrics is a snapshot of how a policy's choices went. Selections that
@@ -179,7 +181,7 @@ func p99(window []time.Duration) time.Duration {
 		return 0
 	}
 	slices.Sort(window)
-	return window[(len(window)*99+99)/100-1]
+	return stat.Percentile(window, 99)
 }
 
 // logEviction writes one debug record for a selection, if the logger wants it.

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"cmp"
 	"slices"
 	"time"
+
+	"github.com/sagellm/kvevict/internal/stat"
 )
 
 // BeladyName is the Strategy of the reports of the offline optimum.
@@ -163,14 +164,14 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 	}
 	if len(t.returning) > 0 {
 		slices.Sort(t.returning)
-		rep.RePrefillTokensP50 = percentile(t.returning, 50)
-		rep.RePrefillTokensP99 = percentile(t.returning, 99)
+		rep.RePrefillTokensP50 = stat.Percentile(t.returning, 50)
+		rep.RePrefillTokensP99 = stat.Percentile(t.returning, 99)
 		rep.ReturningRequests = len(t.returning)
 	}
 	if len(t.latencies) > 0 {
 		slices.Sort(t.latencies)
-		rep.SelectP50 = int64(percentile(t.latencies, 50))
-		rep.SelectP99 = int64(percentile(t.latencies, 99))
+		rep.SelectP50 = int64(stat.Percentile(t.latencies, 50))
+		rep.SelectP99 = int64(stat.Percentile(t.latencies, 99))
 	}
 	return rep
 }
@@ -199,12 +200,6 @@ func (t *tally) fairness() float64 {
 		return 1 // no group could hit, or all got equally nothing
 	}
 	return sum * sum / (float64(n) * sum2)
-}
-
-// percentile returns the p-th percentile of sorted, nearest rank.
-func percentile[T cmp.Ordered](sorted []T, p int) T {
-	i := (len(sorted)*p+99)/100 - 1
-	return sorted[max(i, 0)]
 }
 
 func ratio(a, b int64) float64 {
