@@ -68,18 +68,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
 	}
 	s.partial = 0
-	available := 0
-	var order idOrder
-	for i := range cands {
-		c := &cands[i]
-		if !order.check(c, i) {
-			return Result{}, invalidField(c, i)
-		}
-		if c.evictable() {
-			available += len(c.Blocks)
-		}
-	}
-	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
+	if err := s.validate(cands, required); err != nil || required == 0 {
 		return Result{}, err
 	}
 

@@ -15,10 +15,16 @@ import (
 // on now, so the key is stable between calls. The count is aged from
 // LastAccess as a whole, an approximation that needs no per-access history.
 func lfuKey(c *Candidate, p *keyParams) rank.Key {
-	if p.lfuHalfLifeTicks != 0 {
-		return decayedLFUKey(c, p)
+	if k, ok := lfuKeyFast(c, p); ok {
+		return k
 	}
-	return rank.Key{Major: int64(c.AccessCount), Minor: c.LastAccess}
+	return decayedLFUKey(c, p)
+}
+
+// lfuKeyFast is lfuKey without decay, small enough to inline into the
+// selection's loop; ok is false when keys decay.
+func lfuKeyFast(c *Candidate, p *keyParams) (k rank.Key, ok bool) {
+	return rank.Key{Major: int64(c.AccessCount), Minor: c.LastAccess}, p.lfuHalfLifeTicks == 0
 }
 
 // decayedLFUKey is lfuKey with a half-life, kept apart so that the plain

@@ -113,21 +113,25 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	if kp.usesNow {
 		kp.now = maxLastAccess(cands)
 	}
+	if required == 0 {
+		return Result{}, s.validate(cands, 0)
+	}
 	s.begin(required, len(cands))
-	available := 0   // blocks held by every evictable candidate
-	bounded := false // buf covers required and bound is its largest entry
+	// Once the buffer covers required, bound is the largest of the entries
+	// that do, and limit its key's Major: a candidate whose Major is above
+	// limit is skipped with one comparison, the common case. Until then
+	// limit is above every key and bound has no blocks. Nothing in the loop
+	// takes the address of its own state, so that it stays in registers.
+	limit := int64(math.MaxInt64)
 	var bound entry
 	var order idOrder
 	for i := range cands {
 		c := &cands[i]
-		if !order.check(c, i) {
+		var ok bool
+		if order, ok = order.check(c); !ok {
 			return Result{}, invalidField(c, i)
 		}
 		if !c.evictable() {
-			continue
-		}
-		available += len(c.Blocks)
-		if required == 0 {
 			continue
 		}
 		// keyOf's dispatch, written out so that the simple keys and the
@@ -136,6 +140,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// TestMatchesReference and FuzzSelectVictims check the victims
 		// against a reference that ranks through keyOf.
 		var key rank.Key
+		fast := true
 		switch kp.kind {
 		case kindLRU:
 			key = lruKey(c, kp)
@@ -146,28 +151,32 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		case kindFILO:
 			key = filoKey(c, kp)
 		case kindLFU:
-			key = lfuKey(c, kp)
+			key, fast = lfuKeyFast(c, kp)
 		case kindSLRU:
 			key = slruKey(c, kp)
 		case kindQoS:
 			key = qosKey(c, kp)
 		case kindPredictive:
-			var ok bool
-			if key, ok = predictiveKeyFast(c, kp); !ok {
-				key = predictiveKeyGeneral(c, kp)
-			}
+			key, fast = predictiveKeyFast(c, kp)
 		default: // kindCost
-			var ok bool
-			if key, ok = costKeyFast(c, kp); !ok {
-				key = costKeyGeneral(c, kp)
-			}
+			key, fast = costKeyFast(c, kp)
 		}
-		if bounded && !lessKey(key, c.ID, &bound) {
-			continue // the common case once the buffer covers required
+		if !fast {
+			// The one call of the loop, apart so that the register spills
+			// around it stay off the common path.
+			key = kp.otherKey(c)
 		}
-		bounded = s.offer(newEntry(c, key, int32(i)), &bound)
+		if key.Major > limit || bound.Blocks > 0 && !lessKey(key, c.ID, &bound) {
+			continue
+		}
+		if s.offer(newEntry(c, key, int32(i)), &bound) {
+			limit = bound.Key.Major
+		}
 	}
-	if err := s.checkCover(cands, &order, available, required); err != nil || required == 0 {
+	// Until the buffer covers required nothing evictable is skipped or
+	// dropped, so a buffer that does not cover it holds every evictable
+	// candidate, and the error path counts their blocks.
+	if err := s.checkCover(cands, order.unordered(cands), s.sum >= required, required); err != nil {
 		return Result{}, err
 	}
 	victims := s.victims()
@@ -361,11 +370,11 @@ func take(c *Candidate, need int) (blocks []int, partial bool) {
 	return c.Blocks, false
 }
 
-// checkCover ends a selection's pass over cands, whose IDs came in order
-// and whose evictable blocks add up to available: it reports a duplicate
-// ID, or evictable blocks that cannot cover required.
-func (s *selector) checkCover(cands []Candidate, order *idOrder, available, required int) error {
-	if order.broken != 0 {
+// checkCover ends a selection's pass over cands: it reports a duplicate ID
+// when the IDs did not come in increasing order (unordered), or evictable
+// blocks that do not cover required (when covered is false).
+func (s *selector) checkCover(cands []Candidate, unordered, covered bool, required int) error {
+	if unordered {
 		s.ids.reset(len(cands))
 		for i := range cands {
 			if s.ids.add(cands[i].ID) {
@@ -373,10 +382,38 @@ func (s *selector) checkCover(cands []Candidate, order *idOrder, available, requ
 			}
 		}
 	}
-	if available < required {
-		return &InsufficientBlocksError{Required: required, Available: available}
+	if !covered {
+		available := 0
+		for i := range cands {
+			if cands[i].evictable() {
+				available += len(cands[i].Blocks)
+			}
+		}
+		if available < required {
+			return &InsufficientBlocksError{Required: required, Available: available}
+		}
 	}
 	return nil
+}
+
+// validate is a selection's validation pass alone, for the calls whose
+// victims come from elsewhere (an adaptive strategy's lists) or that need
+// none: it reports an invalid candidate, a duplicate ID, or evictable blocks
+// that cannot cover required.
+func (s *selector) validate(cands []Candidate, required int) error {
+	var order idOrder
+	available := 0
+	for i := range cands {
+		c := &cands[i]
+		var ok bool
+		if order, ok = order.check(c); !ok {
+			return invalidField(c, i)
+		}
+		if c.evictable() {
+			available += len(c.Blocks)
+		}
+	}
+	return s.checkCover(cands, order.unordered(cands), available >= required, required)
 }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
@@ -437,21 +474,29 @@ func maxLastAccess(cands []Candidate) int64 {
 }
 
 // idOrder is the validation pass of every selection over a slice: check
-// looks at each candidate in turn, and checkCover ends the pass. While each
+// looks at each candidate in turn, and unordered ends the pass. While each
 // ID is above the one before, none can repeat, so a caller that lists its
 // sequences in ID order (an allocator walking them in admission order)
 // needs no duplicate table.
 type idOrder struct {
-	prev   uint64
-	broken int // nonzero once an ID was not above its predecessor
+	prev  uint64 // the last ID seen; 0 before the first
+	drops int    // IDs not above their predecessor, counting a first ID of 0
 }
 
-// check records the ID of candidate c, the call's i-th, and reports whether
-// its fields are valid; the caller describes an invalid one with
-// invalidField. The order is or-ed rather than branched on: shuffled IDs
-// would mispredict every other time.
-func (o *idOrder) check(c *Candidate, i int) bool {
-	o.broken |= b2i(i > 0 && c.ID <= o.prev)
+// check records the ID of candidate c and reports whether its fields are
+// valid; the caller describes an invalid one with invalidField. It takes
+// and returns the order by value, so that a loop keeps it in registers, and
+// counts rather than branches: shuffled IDs would mispredict every other
+// time.
+func (o idOrder) check(c *Candidate) (idOrder, bool) {
+	o.drops += b2i(c.ID <= o.prev)
 	o.prev = c.ID
-	return valid(c)
+	return o, valid(c)
+}
+
+// unordered ends the pass over cands: it reports whether some ID was not
+// above the one before it. A first ID of 0 is not above the 0 that o starts
+// from, and is the one drop that does not count.
+func (o idOrder) unordered(cands []Candidate) bool {
+	return o.drops > b2i(len(cands) > 0 && cands[0].ID == 0)
 }
