@@ -64,11 +64,12 @@ type selector struct {
 
 	// The candidates that may still be victims, kept by offer. A call's
 	// loop keeps only what its common case reads in registers.
-	buf        []entry // a max-heap in the heap phase, unordered after it
-	sum        int     // blocks in buf
-	required   int     // the call's need
-	compactAt  int     // buffer phase: the length at which buf is compacted next
-	heapBudget int     // sift levels the heap phase may still spend
+	buf         []entry // a max-heap in the heap phase, unordered after it
+	sum         int     // blocks in buf
+	required    int     // the call's need
+	compactAt   int     // buffer phase: the length at which buf is compacted next
+	appendBelow int     // buffer phase: offer appends in place while len(buf) is below it; 0 in the heap phase
+	heapBudget  int     // sift levels the heap phase may still spend
 }
 
 // maxCandidates bounds a call's candidate count so indices fit an int32.
@@ -84,7 +85,13 @@ const compactAtLeast = 32
 // keeps 1/compactGrowth of it, so a larger growth spends fewer passes per
 // candidate that enters, for a buffer that many times the victims
 // (BenchmarkSelectVictimsOrder).
-const compactGrowth = 4
+const compactGrowth = 8
+
+// heapBudgetShare sets the heap phase's budget, n/heapBudgetShare sift
+// levels for n candidates: enough for a random order at a few victims, where
+// the exact bound skips the most, and a small share of the pass when every
+// candidate enters. Past it the buffer phase costs O(1) per candidate.
+const heapBudgetShare = 8
 
 // selectVictims validates candidates and returns the greedy selection: the
 // shortest prefix of the evictable candidates in (key, ID) order whose blocks
@@ -169,7 +176,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		if key.Major > limit || bound.Blocks > 0 && !lessKey(key, c.ID, &bound) {
 			continue
 		}
-		if s.offer(newEntry(c, key, int32(i)), &bound) {
+		if e := newEntry(c, key, int32(i)); !s.appendFast(e) && s.offer(e, &bound) {
 			limit = bound.Key.Major
 		}
 	}
@@ -198,7 +205,7 @@ func (s *selector) begin(required, n int) {
 		s.buf = nil // one huge call does not pin its buffer forever
 	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required
-	s.compactAt, s.heapBudget = compactAtLeast, n/2+compactAtLeast
+	s.compactAt, s.heapBudget, s.appendBelow = compactAtLeast, n/heapBudgetShare+compactAtLeast, 0
 	s.partial = 0
 }
 
@@ -217,6 +224,9 @@ func (s *selector) victims() []entry {
 // selection's loop, apart so that the loop's common case keeps its few
 // variables in registers.
 func (s *selector) offer(e entry, bound *entry) (bounded bool) {
+	if s.appendFast(e) {
+		return bound.Blocks > 0
+	}
 	if s.heapBudget >= 0 {
 		s.heapBudget -= bits.Len(uint(len(s.buf)))
 		if s.sum >= s.required && s.sum-int(bound.Blocks)+int(e.Blocks) >= s.required {
@@ -244,6 +254,7 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 	if s.sum < s.required || len(s.buf) < s.compactAt {
 		// A bound once set stands (the entries up to it still cover the
 		// need); a set bound has blocks.
+		s.appendBelow = min(cap(s.buf), s.compactAt-1)
 		return bound.Blocks > 0
 	}
 	s.buf = s.buf[:s.cover(s.buf, s.required)]
@@ -255,6 +266,22 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 		}
 	}
 	s.compactAt = max(compactAtLeast, compactGrowth*len(s.buf))
+	s.appendBelow = min(cap(s.buf), s.compactAt-1)
+	return true
+}
+
+// appendFast adds e to the unordered buffer of the buffer phase if it has
+// room before its next compaction, and reports whether it did: offer's
+// common case in an adversarial order, which offers every candidate, small
+// enough to inline into a selection's loop.
+func (s *selector) appendFast(e entry) bool {
+	n := len(s.buf)
+	if n >= s.appendBelow {
+		return false
+	}
+	s.buf = s.buf[:n+1]
+	s.buf[n] = e
+	s.sum += int(e.Blocks)
 	return true
 }
 
@@ -314,17 +341,9 @@ func siftDown(h []entry, j int) {
 // each round partitions around a pivot and keeps the side that holds the
 // cut, so it costs O(len(h)) expected and never sorts what it discards.
 func (s *selector) cover(h []entry, need int) int {
-	if s.pivots == 0 {
-		s.pivots = pivotSeed
-	}
 	lo, hi := 0, len(h)
 	for hi-lo > 16 {
-		// xorshift: a pivot no candidate order can predict, the same on
-		// every run.
-		s.pivots ^= s.pivots << 13
-		s.pivots ^= s.pivots >> 7
-		s.pivots ^= s.pivots << 17
-		p := lo + int(s.pivots%uint64(hi-lo))
+		p := lo + int(s.random()%uint64(hi-lo))
 		h[p], h[hi-1] = h[hi-1], h[p]
 		pivot := h[hi-1]
 		j, below := lo, 0
@@ -353,6 +372,18 @@ func (s *selector) cover(h []entry, need int) int {
 		}
 	}
 	panic("kvevict: cover was given entries that do not cover the need")
+}
+
+// random is the selection's pivot sequence (xorshift): pivots no candidate
+// order can predict, the same on every run.
+func (s *selector) random() uint64 {
+	if s.pivots == 0 {
+		s.pivots = pivotSeed
+	}
+	s.pivots ^= s.pivots << 13
+	s.pivots ^= s.pivots >> 7
+	s.pivots ^= s.pivots << 17
+	return s.pivots
 }
 
 // pivotSeed starts cover's pivot sequence: any nonzero value.
