@@ -159,7 +159,6 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 		PartialEvictions: s.partialEvictions,
 		EvictedBlocks:    s.evictedBlocks,
 		RePrefills:       s.reprefills,
-		FairnessScore:    1,
 	}
 	if s.selections > 0 {
 		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)
@@ -168,9 +167,7 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 	if s.evictions > 0 {
 		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
 	}
-	if n := s.perSequence.len(); n > 0 {
-		m.FairnessScore = float64(s.sumX) * float64(s.sumX) / (float64(n) * float64(s.sumX2))
-	}
+	m.FairnessScore = stat.Jain(float64(s.sumX), float64(s.sumX2), s.perSequence.len())
 	return m, window
 }
 

@@ -196,10 +196,7 @@ func (t *tally) fairness() float64 {
 		sum2 += x * x
 		n++
 	}
-	if n == 0 || sum2 == 0 {
-		return 1 // no group could hit, or all got equally nothing
-	}
-	return sum * sum / (float64(n) * sum2)
+	return stat.Jain(sum, sum2, n) // 1 when no group could hit, or all got nothing
 }
 
 func ratio(a, b int64) float64 {

@@ -12,3 +12,14 @@ func Percentile[T cmp.Ordered](sorted []T, p int) T {
 	i := (len(sorted)*p+99)/100 - 1
 	return sorted[max(i, 0)]
 }
+
+// Jain returns Jain's fairness index of n values whose sum is sum and whose
+// sum of squares is sumSq: (sum x)^2 / (n sum x^2), 1 when every value is
+// equal and 1/n when one value holds everything. It is 1 when there is
+// nothing to be unfair about (n or sumSq is 0).
+func Jain(sum, sumSq float64, n int) float64 {
+	if n == 0 || sumSq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(n) * sumSq)
+}

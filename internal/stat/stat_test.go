@@ -1,6 +1,9 @@
 package stat
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestPercentile checks the nearest-rank definition on hand-computed cases.
 func TestPercentile(t *testing.T) {
@@ -19,6 +22,30 @@ func TestPercentile(t *testing.T) {
 	} {
 		if got := Percentile(tc.sorted, tc.p); got != tc.want {
 			t.Errorf("Percentile(%v, %d) = %d, want %d", tc.sorted, tc.p, got, tc.want)
+		}
+	}
+}
+
+// TestJain checks Jain's index against hand-computed cases of its
+// definition (Jain, Chiu and Hawe, DEC-TR-301, 1984).
+func TestJain(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{1, 1, 1, 1}, 1},      // equal shares
+		{[]float64{4, 0, 0, 0}, 0.25},   // one of four holds everything: 1/n
+		{[]float64{1, 2, 3}, 36.0 / 42}, // (1+2+3)^2 / (3 x (1+4+9))
+		{nil, 1},                        // nothing to share
+		{[]float64{0, 0}, 1},            // all got nothing
+	} {
+		sum, sumSq := 0.0, 0.0
+		for _, x := range c.xs {
+			sum += x
+			sumSq += x * x
+		}
+		if got := Jain(sum, sumSq, len(c.xs)); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Jain(%v) = %v, want %v", c.xs, got, c.want)
 		}
 	}
 }
