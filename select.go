@@ -133,12 +133,16 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	var bound entry
 	var order idOrder
 	for i := range cands {
+		// idOrder.check, split: an evictable candidate's counts are checked
+		// after its key, so that the key's loads do not live across the
+		// switch (the register allocator would spill them on every
+		// iteration).
 		c := &cands[i]
-		var ok bool
-		if order, ok = order.check(c); !ok {
-			return Result{}, invalidField(c, i)
-		}
+		order = order.see(c.ID)
 		if !c.evictable() {
+			if !valid(c) {
+				return Result{}, invalidField(c, i)
+			}
 			continue
 		}
 		// keyOf's dispatch, written out so that the simple keys and the
@@ -172,6 +176,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			// The one call of the loop, apart so that the register spills
 			// around it stay off the common path.
 			key = kp.otherKey(c)
+		}
+		if !valid(c) {
+			return Result{}, invalidField(c, i)
 		}
 		if key.Major > limit || bound.Blocks > 0 && !lessKey(key, c.ID, &bound) {
 			continue
@@ -520,9 +527,14 @@ type idOrder struct {
 // counts rather than branches: shuffled IDs would mispredict every other
 // time.
 func (o idOrder) check(c *Candidate) (idOrder, bool) {
-	o.drops += b2i(c.ID <= o.prev)
-	o.prev = c.ID
-	return o, valid(c)
+	return o.see(c.ID), valid(c)
+}
+
+// see records id, the next candidate's ID.
+func (o idOrder) see(id uint64) idOrder {
+	o.drops += b2i(id <= o.prev)
+	o.prev = id
+	return o
 }
 
 // unordered ends the pass over cands: it reports whether some ID was not
