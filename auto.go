@@ -225,25 +225,13 @@ func (a *auto) horizon(now int64, n int) float64 {
 		}
 		a.originEntries, a.originTick, a.hasOrigin = a.entries, now, true
 	}
-	de, dt := a.entries-a.originEntries, now-a.originTick
-	if de <= 0 || dt <= 0 {
-		return 0
-	}
-	return a.weight() * float64(n) * float64(dt) / float64(de)
+	return autoHorizon(a.weight(), n, now-a.originTick, a.entries-a.originEntries)
 }
 
 // weight is the odds that a reuse comes after an eviction: requests for
 // evicted ghosts over requests for resident ids. 0 until an evicted id
 // came back; at most autoMaxWeight.
-func (a *auto) weight() float64 {
-	if a.missed == 0 {
-		return 0
-	}
-	if a.caught*autoMaxWeight <= a.missed {
-		return autoMaxWeight
-	}
-	return a.missed / a.caught
-}
+func (a *auto) weight() float64 { return autoOdds(a.caught, a.missed) }
 
 // partialFirst reports whether lone partial blocks go first: unless the
 // victims whose block was partial come back more often than the others.
@@ -266,14 +254,7 @@ func autoKey(c *Candidate, log2r float32, w float64, partialFirst bool) rank.Key
 	if partialFirst && lonePartial(c) {
 		return rank.Key{Major: math.MinInt64, Minor: c.LastAccess}
 	}
-	bonus := w * float64(log2r)
-	score := c.LastAccess
-	if bonus >= 1<<62 {
-		score = math.MaxInt64
-	} else {
-		score = saturatingAdd(score, int64(bonus))
-	}
-	return rank.Key{Major: score, Minor: c.LastAccess}
+	return rank.Key{Major: autoScore(c.LastAccess, log2r, w), Minor: c.LastAccess}
 }
 
 // victim returns the node of the next ranked victim. The engine asks only

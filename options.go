@@ -246,6 +246,9 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 	if ctor != forPolicy {
 		allowed &^= tuneSampling
 	}
+	if ctor == forRanker {
+		allowed &^= tuneCapacity // a tree holds the blocks its caller keeps
+	}
 	for t := tunable(1); t != 0 && t <= cfg.tuned; t <<= 1 {
 		if cfg.tuned&t == 0 || allowed&t != 0 {
 			continue

@@ -2,6 +2,8 @@ package prefix
 
 import (
 	"testing"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // check verifies every invariant of t: the child index matches the nodes'
@@ -51,9 +53,15 @@ func check(tb testing.TB, t *Tree) {
 		if want := n.ref == 0 && n.children == 0; inHeap != want {
 			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
 		}
+		if t.hist != nil && n.requests < 1 {
+			tb.Fatalf("node %d: %d requests, want at least the Insert that made it", n.id, n.requests)
+		}
 		if inHeap {
 			leaves++
-			if e := t.heap.At(n.slot); e.ID != n.id || e.Key != t.key(n) {
+			e := t.heap.At(n.slot)
+			if t.hist != nil {
+				checkAutoKey(tb, n, e)
+			} else if e.ID != n.id || e.Key != t.key(n) {
 				tb.Fatalf("node %d: heap entry %+v, want ID %d and current key %+v", n.id, *e, n.id, t.key(n))
 			}
 		}
@@ -78,5 +86,48 @@ func check(tb testing.TB, t *Tree) {
 	}
 	if t.evictable > 0 && t.heap.Len() == 0 {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
+	}
+	if t.hist != nil {
+		checkMemory(tb, &t.memory)
+	}
+}
+
+// checkAutoKey verifies an Auto leaf's heap entry. Its key was computed
+// with the weight of the moment the leaf was last touched, which the tree
+// does not keep, so the check is of the score's form: the recency is the
+// leaf's latest access, and a doubling of requests only adds to it (a leaf
+// requested once scores its recency).
+func checkAutoKey(tb testing.TB, n *node, e *rank.Entry) {
+	tb.Helper()
+	if e.ID != n.id || e.Minor != n.lastAccess || e.Major < n.lastAccess || n.requests == 1 && e.Major != n.lastAccess {
+		tb.Fatalf("node %d (last access %d, %d requests): heap entry %+v", n.id, n.lastAccess, n.requests, *e)
+	}
+}
+
+// checkMemory verifies the memory of evicted blocks: within its cap, its
+// list and its index hold the same hashes, linked both ways, and free
+// slots are exactly the unused ones.
+func checkMemory(tb testing.TB, m *memory) {
+	tb.Helper()
+	if len(m.index) > m.cap {
+		tb.Fatalf("memory holds %d hashes, cap %d", len(m.index), m.cap)
+	}
+	count := 0
+	prev := int32(-1)
+	for i := m.newest; i >= 0; i = m.slots[i].older {
+		e := &m.slots[i]
+		if e.newer != prev {
+			tb.Fatalf("memory slot %d: newer %d, want %d", i, e.newer, prev)
+		}
+		if j, ok := m.index[e.hash]; !ok || j != i {
+			tb.Fatalf("memory slot %d (hash %d): index says %d, %v", i, e.hash, j, ok)
+		}
+		if count++; count > len(m.slots) {
+			tb.Fatal("memory list has a cycle")
+		}
+		prev = i
+	}
+	if prev != m.oldest || count != len(m.index) || count+len(m.free) != len(m.slots) {
+		tb.Fatalf("memory: %d listed (oldest %d, want %d), %d indexed, %d free of %d slots", count, m.oldest, prev, len(m.index), len(m.free), len(m.slots))
 	}
 }

@@ -47,9 +47,27 @@
 // Predictive sees no lifetimes or lengths and so orders as LRU; FrequencyCost
 // sees one block per node and so orders by AccessCount, then LastAccess.
 //
+// [kvevict.Auto] ranks by history rather than by a key, and the tree keeps
+// that history per block: a block's requests are the Matches through it
+// plus the Insert that created it, and the requests of an evicted block
+// are remembered by hash (at most [kvevict.WithHistoryCap] hashes, the
+// least recently evicted forgotten first) and restored when the hash is
+// inserted again. The tree measures what Auto's Policy measures, over
+// blocks instead of sequences: blocks entering (inserted) as its clock,
+// requests for resident blocks (Match) against requests for remembered
+// evicted ones (Insert), and ranks a leaf by Auto's score,
+// LastAccess + W x log2(requests), computed by the same function. W is
+// taken when the leaf is touched (Insert, Match, Unlock, or when it
+// becomes a leaf) and kept in the heap: W moves slowly, and re-keying every
+// leaf when it moves would cost O(n). Auto's partial-block rule does not
+// apply: an [Access] does not say which blocks are partial. The other
+// adaptive strategies (ARC, S3-FIFO, SIEVE) keep lists of sequences, which
+// a tree of blocks does not, and [New] refuses them.
+//
 // The unreferenced leaves sit in an indexed heap that every operation updates
 // in O(log n): Evict of k blocks costs O(k log n), and keys that decrease
-// (MRU, FILO) are as correct as keys that grow. Only keys that depend on the
+// (MRU, FILO) are as correct as keys that grow. Auto adds O(1) per block
+// of a Match, an Insert and an eviction. Only keys that depend on the
 // current tick (FrequencyCost with decay) force a re-key, once per Evict after
 // the clock moved.
 //

@@ -115,9 +115,46 @@ func (m *model) evict(k int) []uint64 {
 	return out
 }
 
+// evictedBy checks an eviction whose order the model does not compute
+// (Auto's, which depends on the history's measurements) and applies it:
+// the paths the tree no longer holds must be k unprotected paths, closed
+// under descent (a path goes only with everything below it: leaves
+// first), whose last hashes are the hashes the tree returned.
+func (m *model) evictedBy(tb testing.TB, tr *Tree, got []uint64) {
+	tb.Helper()
+	var gone []*modelPath
+	for _, p := range m.paths {
+		if tr.Peek(p.hashes) < len(p.hashes) {
+			gone = append(gone, p)
+		}
+	}
+	var last []uint64
+	for _, p := range gone {
+		if m.protected(p) {
+			tb.Fatalf("Evict freed the locked path %v", p.hashes)
+		}
+		for _, q := range m.paths {
+			if len(q.hashes) > len(p.hashes) && slices.Equal(q.hashes[:len(p.hashes)], p.hashes) && tr.Peek(q.hashes) == len(q.hashes) {
+				tb.Fatalf("Evict freed %v before %v below it", p.hashes, q.hashes)
+			}
+		}
+		last = append(last, p.hashes[len(p.hashes)-1])
+	}
+	got = slices.Clone(got)
+	slices.Sort(got)
+	slices.Sort(last)
+	if !slices.Equal(got, last) {
+		tb.Fatalf("Evict returned %v; the paths gone end in %v", got, last)
+	}
+	for _, p := range gone {
+		delete(m.paths, pathKey(p.hashes))
+	}
+}
+
 // FuzzTree drives a Tree and the model with the same operations and
 // compares every result, checking the tree's invariants after each. The
-// first byte chooses LRU or MRU (whose keys decrease as blocks are used).
+// first byte chooses LRU, MRU (whose keys decrease as blocks are used) or
+// Auto, whose victims the model checks by evictedBy rather than computes.
 // Each operation takes three bytes: the operation, a path length and the
 // seed of the path's hashes, drawn from {0, 1, 2} so that paths share
 // prefixes. The clock advances every four operations, so that equal keys
@@ -126,16 +163,16 @@ func FuzzTree(f *testing.F) {
 	f.Add([]byte{0, 0, 3, 5, 0, 2, 7, 1, 3, 5, 2, 2, 0, 4, 2, 0, 3, 2, 0, 4, 5, 0})
 	f.Add([]byte{1, 0, 4, 1, 2, 4, 1, 4, 3, 0, 3, 4, 1, 4, 9, 0, 0, 1, 2})
 	f.Add([]byte{0, 6, 3, 5, 5, 4, 5, 4, 6, 0, 3, 3, 5, 4, 6, 0, 3, 3, 8})
+	f.Add([]byte{2, 0, 3, 5, 0, 2, 7, 1, 3, 5, 2, 2, 0, 4, 2, 0, 3, 2, 0, 4, 5, 0, 0, 3, 5, 1, 3, 5, 4, 3, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) == 0 {
 			return
 		}
-		m := &model{paths: make(map[string]*modelPath), mru: ops[0]%2 == 1}
-		strategy := kvevict.LRU
-		if m.mru {
-			strategy = kvevict.MRU
-		}
-		tr := newTree(t, strategy)
+		m := &model{paths: make(map[string]*modelPath)}
+		strategy := []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.Auto}[ops[0]%3]
+		m.mru = strategy == kvevict.MRU
+		// Auto remembers few evicted blocks, so that it forgets as well.
+		tr := newTree(t, strategy, WithStrategyOptions(kvevict.WithHistoryCap(4)))
 		ops = ops[1:]
 		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
 			tick := int64(step / 12) // four operations per tick, so keys tie
@@ -218,8 +255,13 @@ func FuzzTree(f *testing.F) {
 					}
 					break
 				}
-				if want := m.evict(k); err != nil || !slices.Equal(got, want) {
-					t.Fatalf("Evict(%d) = %v, %v; model evicts %v", k, got, err, want)
+				if err != nil || len(got) != k {
+					t.Fatalf("Evict(%d) = %v, %v", k, got, err)
+				}
+				if strategy == kvevict.Auto {
+					m.evictedBy(t, tr, got)
+				} else if want := m.evict(k); !slices.Equal(got, want) {
+					t.Fatalf("Evict(%d) = %v; model evicts %v", k, got, want)
 				}
 			case 5:
 				got, err := tr.MatchLocked(h, at(tick))

@@ -40,11 +40,14 @@ type Access struct {
 //
 // A Tree is safe for concurrent use by multiple goroutines. Its memory is
 // one node per resident block (about 150 bytes with its index entry): the
-// caller bounds it by calling Evict. The index does not shrink below its
+// caller bounds it by calling Evict. Under [kvevict.Auto] it also
+// remembers the request counts of up to [kvevict.WithHistoryCap] evicted
+// blocks (about 50 bytes each). The indexes do not shrink below their
 // peak size, as Go maps do not.
 type Tree struct {
-	ranker     rank.Ranker[kvevict.Candidate]
-	keyOpts    []kvevict.Option // the strategy's options, until New ranks with them
+	ranker     rank.Ranker[kvevict.Candidate] // nil when hist ranks
+	hist       rank.History                   // Auto's measurements; nil for a key strategy
+	keyOpts    []kvevict.Option               // the strategy's options, until New ranks with them
 	onEvent    func(Event)
 	usesNow    bool
 	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
@@ -56,10 +59,11 @@ type Tree struct {
 	bySlot    []*node   // bySlot[n.slot] == n for every node but the root
 	freeSlots []int32
 	nextID    uint64
-	evictable int   // nodes with ref == 0
-	protected int   // nodes with ref > 0
-	now       int64 // the largest tick seen
-	keyedAt   int64 // the tick at which heap keys were computed (usesNow only)
+	evictable int    // nodes with ref == 0
+	protected int    // nodes with ref > 0
+	now       int64  // the largest tick seen
+	keyedAt   int64  // the tick at which heap keys were computed (usesNow only)
+	memory    memory // evicted blocks' request counts, when hist ranks
 	pending   []Event
 }
 
@@ -71,8 +75,9 @@ type node struct {
 	lastAccess  int64
 	createdAt   int64
 	accessCount int
-	ref         int // locks whose path passes through this node
-	ends        int // locks whose path ends at this node
+	requests    uint32 // Auto: Matches through it plus the Insert that made it, and those it had before its eviction
+	ref         int    // locks whose path passes through this node
+	ends        int    // locks whose path ends at this node
 	children    int
 	slot        int32 // the node's index in Tree.bySlot and its heap; -1 for the root
 	priority    kvevict.Priority
@@ -99,17 +104,21 @@ func WithEvents(fn func(Event)) Option {
 
 // WithStrategyOptions configures the strategy that ranks the tree's leaves
 // with kvevict's options, as kvevict.New would: WithTickDuration,
-// WithLFUHalfLife and the other options of key strategies. WithSampling and
-// WithCapacity do not apply to a tree and are refused by [New].
+// WithLFUHalfLife and the other options of key strategies, and
+// WithHistoryCap, which bounds how many evicted blocks' request counts a
+// tree ranked by [kvevict.Auto] remembers. WithSampling and WithCapacity
+// do not apply to a tree (it holds the blocks its caller keeps) and are
+// refused by [New].
 func WithStrategyOptions(opts ...kvevict.Option) Option {
 	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
 }
 
-// New returns an empty tree that ranks leaves by the keys of key strategy s
-// (see Keys in the package documentation). It returns kvevict's errors for
-// an unknown strategy or a bad option, and one matching
-// errors.ErrUnsupported for an adaptive strategy, whose order lives in a
-// history of sequences rather than in a key.
+// New returns an empty tree that ranks leaves by the keys of key strategy s,
+// or by [kvevict.Auto]'s score (see Keys in the package documentation). It
+// returns kvevict's errors for an unknown strategy or a bad option, and one
+// matching errors.ErrUnsupported for the other adaptive strategies (ARC,
+// S3-FIFO, SIEVE), whose order lives in lists of sequences rather than in
+// a score per block.
 func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	t := &Tree{
 		children: make(map[edge]*node),
@@ -122,12 +131,28 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
+	if s.Adaptive() {
+		h, err := rank.NewHistory(string(s), t.keyOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("prefix.New: %w", err)
+		}
+		t.hist, t.memory, t.keyOpts = h, newMemory(h.MemoryCap()), nil
+		return t, nil
+	}
 	r, err := rank.New[kvevict.Candidate](string(s), t.keyOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
 	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
 	return t, nil
+}
+
+// Supports reports whether [New] ranks a tree by strategy s: every key
+// strategy and [kvevict.Auto], not ARC, S3-FIFO or SIEVE. False for an
+// unknown strategy.
+func Supports(s kvevict.Strategy) bool {
+	_, err := New(s)
+	return err == nil
 }
 
 // Len returns the number of blocks in the tree. O(1).
@@ -202,6 +227,12 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				priority:   a.Priority,
 			}
 			t.place(c)
+			if t.hist != nil {
+				// A block inserted again takes back the requests it had.
+				r, returned := t.memory.take(h)
+				c.requests = saturatingInc(r)
+				t.hist.Request(false, returned, t.evictable+t.protected)
+			}
 			t.children[edge{n.id, h}] = c
 			n.children++
 			n = c
@@ -253,6 +284,10 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.accessCount++
+		if t.hist != nil {
+			m.requests = saturatingInc(m.requests)
+			t.hist.Request(true, false, t.evictable+t.protected)
+		}
 	}
 	t.rekey(n)
 	if lock && n != &t.root {
@@ -352,7 +387,10 @@ func (t *Tree) Unlock(hashes []uint64) error {
 // in O(log n), so Evict costs O(k log n) for k blocks, never a rebuild.
 // The one exception is a ranker whose keys depend on the current tick
 // (FrequencyCost with decay): then the first
-// Evict after the clock moved re-keys the heap in O(n).
+// Evict after the clock moved re-keys the heap in O(n). Auto keys a leaf
+// when it is touched and never re-keys: see Keys in the package
+// documentation. Under Auto each evicted block's requests are remembered,
+// in O(1).
 func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	if blocks < 0 {
 		return nil, fmt.Errorf("%w: Evict of %d blocks", kvevict.ErrInvalidArgument, blocks)
@@ -369,6 +407,9 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		t.keyedAt = t.now
 		t.heap.Rekey(func(e *rank.Entry) rank.Key { return t.key(t.bySlot[e.Slot]) })
 	}
+	if t.hist != nil {
+		t.hist.Evicting(t.now)
+	}
 	removed := make([]uint64, blocks)
 	for i := range removed {
 		if t.heap.Len() == 0 {
@@ -376,6 +417,9 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		}
 		n := t.bySlot[t.heap.Min().Slot]
 		removed[i] = n.hash
+		if t.hist != nil {
+			t.memory.put(n.hash, n.requests)
+		}
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
@@ -421,8 +465,12 @@ func (t *Tree) rekey(n *node) {
 	}
 }
 
-// key is the ranker's key of n, presented as a one-block candidate.
+// key is n's key: Auto's score with the weight of this moment, or the
+// ranker's key of n presented as a one-block candidate.
 func (t *Tree) key(n *node) rank.Key {
+	if t.hist != nil {
+		return t.hist.Key(n.lastAccess, n.requests, t.hist.Weight(t.now, t.evictable+t.protected))
+	}
 	c := kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      oneBlock,
@@ -480,4 +528,12 @@ func (t *Tree) unlockAndDeliver() {
 	for _, e := range events {
 		t.onEvent(e)
 	}
+}
+
+// saturatingInc returns r+1, or r at math.MaxUint32.
+func saturatingInc(r uint32) uint32 {
+	if r == math.MaxUint32 {
+		return r
+	}
+	return r + 1
 }

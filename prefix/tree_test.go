@@ -55,6 +55,24 @@ func TestNewRejects(t *testing.T) {
 	if _, err := New(kvevict.LRU, WithStrategyOptions(kvevict.WithLFUHalfLife(time.Second))); !errors.Is(err, kvevict.ErrInvalidArgument) {
 		t.Errorf("New(LRU, WithLFUHalfLife) error %v, want ErrInvalidArgument", err)
 	}
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		if _, err := New(s); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
+		}
+	}
+	if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithHistoryCap(16), kvevict.WithTickDuration(time.Second))); err != nil {
+		t.Errorf("New(Auto, WithHistoryCap, WithTickDuration): %v", err)
+	}
+	for name, opt := range map[string]kvevict.Option{
+		"WithCapacity":      kvevict.WithCapacity(100), // the tree holds what its caller keeps
+		"WithSampling":      kvevict.WithSampling(5),
+		"WithHistoryCap":    kvevict.WithHistoryCap(0),
+		"WithSLRUThreshold": kvevict.WithSLRUThreshold(3),
+	} {
+		if _, err := New(kvevict.Auto, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("New(Auto, %s) error %v, want ErrInvalidArgument", name, err)
+		}
+	}
 }
 
 // TestLeafFirstOrder is a step script: each step's Evict must free the
@@ -377,6 +395,9 @@ func TestRandomOperations(t *testing.T) {
 	for _, s := range keyStrategies {
 		configs = append(configs, config{name: string(s), strategy: s})
 	}
+	// Auto with a memory smaller than the alphabet's paths, so that it
+	// forgets as well as restores.
+	configs = append(configs, config{"auto", kvevict.Auto, []kvevict.Option{kvevict.WithHistoryCap(6)}})
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
 			tr, err := New(cfg.strategy, WithStrategyOptions(cfg.opts...))
@@ -435,8 +456,13 @@ func TestRandomOperations(t *testing.T) {
 }
 
 // keyNow is n's key at the tree's latest tick, from the ranker and the
-// node's fields as the package documentation presents them.
+// node's fields as the package documentation presents them. Under Auto it
+// is the key the heap holds for leaf n: Auto keys a leaf when it is
+// touched, and checkAutoKey verifies those keys' form.
 func keyNow(tr *Tree, n *node) rank.Key {
+	if tr.hist != nil {
+		return tr.heap.At(n.slot).Key
+	}
 	return tr.ranker.KeyAt(kvevict.Candidate{
 		ID:          n.id,
 		Blocks:      []int{0},
@@ -476,9 +502,15 @@ func bruteForceVictim(tr *Tree) uint64 {
 // checks the invariants and the event stream at the end: replaying the
 // events gives the tree's size.
 func TestConcurrent(t *testing.T) {
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.Auto} {
+		t.Run(string(s), func(t *testing.T) { testConcurrent(t, s) })
+	}
+}
+
+func testConcurrent(t *testing.T, s kvevict.Strategy) {
 	var mu sync.Mutex
 	stored, removed := 0, 0
-	tr := newTree(t, kvevict.LRU, WithEvents(func(e Event) {
+	tr := newTree(t, s, WithEvents(func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.Kind == Stored {

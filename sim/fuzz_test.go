@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 )
 
 // workloadFromBytes decodes a small workload: the first byte picks the
@@ -59,8 +60,8 @@ func FuzzPool(f *testing.F) {
 			}
 			checkReport(t, &rep)
 			for _, g := range Granularities() {
-				if s.Adaptive() && g == GranularityBlock {
-					continue // adaptive: no per-block key
+				if g == GranularityBlock && !prefix.Supports(s) {
+					continue // ARC, S3-FIFO, SIEVE: lists of sequences, no tree
 				}
 				srv, err := Serve(w, s, ServeConfig{Config: cfg, TokenTime: 1000, Granularity: g,
 					afterStep: func(p *pool) { checkPool(t, p) }})

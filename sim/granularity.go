@@ -22,7 +22,8 @@ const (
 	GranularityTail Granularity = "tail"
 	// GranularityBlock: one candidate per cached block, in a prefix tree
 	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
-	// Key strategies only: the adaptive ones have no per-block key.
+	// Key strategies and Auto (see [prefix.Supports]); ARC, S3-FIFO and
+	// SIEVE keep lists of sequences, which a tree of blocks does not.
 	GranularityBlock Granularity = "block"
 )
 
@@ -68,7 +69,7 @@ func newEvictor(g Granularity, s kvevict.Strategy, options []kvevict.Option) (Ev
 	case GranularityBlock:
 		e, err := NewBlockEvictor(s, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("block granularity needs a key strategy: %w", err)
+			return nil, fmt.Errorf("block granularity needs a key strategy or auto: %w", err)
 		}
 		return e, nil
 	}

@@ -22,7 +22,7 @@ type ServeConfig struct {
 	// Prefill is instantaneous. Must not be negative.
 	TokenTime time.Duration
 	// Granularity is what one eviction candidate is; "" means
-	// DefaultGranularity. Block granularity needs a key strategy.
+	// DefaultGranularity. Block granularity needs a key strategy or Auto.
 	Granularity Granularity
 	// Evictor, if set, replaces the evictor Granularity names: the seam
 	// for other granularities. Report.Granularity is then Granularity as

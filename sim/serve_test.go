@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 )
 
 // checkPool verifies the pool's accounting: every block is in exactly one
@@ -126,7 +127,7 @@ func TestServeInvariants(t *testing.T) {
 		}
 		for _, g := range Granularities() {
 			for _, s := range kvevict.Strategies() {
-				if s.Adaptive() && g == GranularityBlock {
+				if g == GranularityBlock && !prefix.Supports(s) {
 					continue
 				}
 				if reduced() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {

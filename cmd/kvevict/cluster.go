@@ -126,8 +126,8 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	if s.Adaptive() {
-		return nil, usagef("-strategy %s ranks by history; a prefix tree evicts by a key strategy", s)
+	if !prefix.Supports(s) {
+		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
 	}
 	o.strategy = s
 	return o, nil
@@ -137,7 +137,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 func keyStrategyNames() string {
 	var names []string
 	for _, s := range kvevict.Strategies() {
-		if !s.Adaptive() {
+		if prefix.Supports(s) {
 			names = append(names, string(s))
 		}
 	}

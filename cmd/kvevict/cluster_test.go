@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -298,7 +302,7 @@ func TestClusterErrors(t *testing.T) {
 		{[]string{"publish", "-endpoint", "carrier://x", "-trace", excerpt, "-capacity", "10"}, "must be transport://address"},
 		{[]string{"publish", "-endpoint", "tcp://127.0.0.1:1", "-capacity", "10"}, "-trace is required"},
 		{[]string{"publish", "-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt}, "-capacity must be at least 1"},
-		{append(ok, "-strategy", "arc"), "ranks by history"},
+		{append(ok, "-strategy", "arc"), "ranks by lists of sequences"},
 		{append(ok, "-strategy", "nope"), `unknown strategy "nope"`},
 		{append(ok, "-warmup", "-1s"), "-warmup must not be negative"},
 		{append(ok, "-format", "csv"), "-format must be table or json"},
@@ -318,5 +322,25 @@ func TestClusterErrors(t *testing.T) {
 			!strings.Contains(errOut, "see kvevict "+args[0]+" -h") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestPublishStrategies: publish's tree takes every strategy a prefix tree
+// ranks by, auto among them, and its help lists exactly those.
+func TestPublishStrategies(t *testing.T) {
+	for _, s := range kvevict.Strategies() {
+		o, err := parsePublish([]string{"-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt, "-capacity", "10", "-strategy", string(s)}, io.Discard)
+		if got, want := err == nil, prefix.Supports(s); got != want {
+			t.Errorf("-strategy %s: error %v, want accepted %v", s, err, want)
+		}
+		if err == nil && o.strategy != s {
+			t.Errorf("-strategy %s: runs %s", s, o.strategy)
+		}
+		if got, want := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)), prefix.Supports(s); got != want {
+			t.Errorf("help lists %s: %v, want %v", s, got, want)
+		}
+	}
+	if !prefix.Supports(kvevict.Auto) {
+		t.Error("a prefix tree does not rank by auto")
 	}
 }

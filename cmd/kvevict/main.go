@@ -30,7 +30,8 @@
 //
 // Every flag is checked before the run starts, and a flag that does not
 // apply to the run is refused: -requests and -seed with -trace, -token-time
-// in replay mode, -sampling or -granularity block with an adaptive strategy.
+// in replay mode, -sampling with an adaptive strategy, -granularity block
+// with one a prefix tree cannot rank by (arc, s3fifo, sieve).
 // A strategy or capacity named twice is refused too. -format, -mode, the
 // strategy names and -plot's extension ignore case.
 //
@@ -55,6 +56,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
 )
 
@@ -269,16 +271,18 @@ func parseCapacities(list string) ([]int, error) {
 }
 
 // parseStrategies parses -strategies, refusing a strategy named twice. With
-// blockKeys (serving at block granularity, where a prefix tree ranks blocks
-// by a key) or sampling (kvevict.WithSampling, which samples candidates by
-// their keys) "all" means every key strategy, and naming an adaptive one is
-// an error.
+// blockKeys (serving at block granularity, where a prefix tree ranks
+// blocks: by a key, or by auto's score) "all" means every strategy a tree
+// ranks by; with sampling (kvevict.WithSampling, which samples candidates
+// by their keys) every key strategy. Naming another is an error.
 func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy, error) {
-	keysOnly := blockKeys || sampling
+	fits := func(s kvevict.Strategy) bool {
+		return !(sampling && s.Adaptive()) && !(blockKeys && !prefix.Supports(s))
+	}
 	var out []kvevict.Strategy
 	if strings.EqualFold(strings.TrimSpace(list), "all") {
 		for _, s := range kvevict.Strategies() {
-			if !keysOnly || !s.Adaptive() {
+			if fits(s) {
 				out = append(out, s)
 			}
 		}
@@ -292,8 +296,8 @@ func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy,
 		switch {
 		case slices.Contains(out, s):
 			return nil, usagef("strategy %s is named twice in -strategies", s)
-		case blockKeys && s.Adaptive():
-			return nil, usagef("-granularity block needs a key strategy, and %s ranks by history: use -granularity tail or sequence for it", s)
+		case blockKeys && !prefix.Supports(s):
+			return nil, usagef("-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and %s ranks by lists of sequences: use -granularity tail or sequence for it", s)
 		case sampling && s.Adaptive():
 			return nil, usagef("-sampling applies to key strategies, and %s ranks by history: run it without -sampling", s)
 		}

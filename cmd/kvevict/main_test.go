@@ -183,7 +183,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-granularity", "sequence"}, 2, "-granularity sequence needs -mode serve"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-sampling", "5"}, 2, "-sampling needs a policy's selection"},
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-strategies", "lru,arc"}, 2,
-			"-granularity block needs a key strategy, and arc ranks by history"},
+			"-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and arc ranks by lists of sequences"},
 		{[]string{"compare", "-token-time", "5ms"}, 2, "-token-time needs -mode serve"},
 		{[]string{"compare", "-trace", excerpt, "-requests", "10"}, 2, "-requests sizes a synthetic workload"},
 		{[]string{"compare", "-trace", excerpt, "-seed", "2"}, 2, "-seed seeds a synthetic workload"},
@@ -244,9 +244,12 @@ func TestCompareGranularity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range o.strategies {
-		if s.Adaptive() {
-			t.Errorf("-granularity block with all strategies runs %s, which has no key", s)
+		if s.Adaptive() && s != kvevict.Auto {
+			t.Errorf("-granularity block with all strategies runs %s, which a tree cannot rank by", s)
 		}
+	}
+	if !slices.Contains(o.strategies, kvevict.Auto) {
+		t.Errorf("-granularity block with all strategies: %v, want auto among them", o.strategies)
 	}
 	if len(o.strategies) == 0 || o.granularity != "block" {
 		t.Errorf("strategies %v, granularity %q", o.strategies, o.granularity)

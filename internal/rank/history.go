@@ -1,0 +1,54 @@
+package rank
+
+// History scores blocks for a strategy that ranks by a history of requests
+// rather than by a key over a candidate's fields (kvevict's Auto), for a
+// structure that keeps the per-block part of that history itself (package
+// prefix's tree: each block's request count, and a bounded memory of the
+// counts of evicted blocks). The structure reports every request and every
+// eviction; the History measures from them what the strategy measures (how
+// fast blocks enter, how much reuse comes after an eviction) and turns a
+// block's recency and request count into a Key, by the same function the
+// strategy's Policy ranks with.
+//
+// A History is not safe for concurrent use: the structure's lock guards it.
+type History interface {
+	// Request records a request for one block: resident (the structure
+	// held it) or not, and, if not, whether it returns after an eviction
+	// the structure remembers. n is the number of blocks the structure
+	// holds. O(1).
+	Request(resident, returned bool, n int)
+	// Evicting records that an eviction starts at tick now: the rate at
+	// which blocks enter is measured from the first. O(1).
+	Evicting(now int64)
+	// Weight returns the strategy's weight of a doubling of requests, in
+	// ticks, at tick now for a structure of n blocks. O(1).
+	Weight(now int64, n int) float64
+	// Key returns the key of a block last accessed at lastAccess and
+	// requested requests times (at least 1), under weight w. O(1).
+	Key(lastAccess int64, requests uint32, w float64) Key
+	// MemoryCap is how many evicted blocks' counts the structure may
+	// remember: kvevict's WithHistoryCap. O(1).
+	MemoryCap() int
+}
+
+// historyConstructor is kvevict's History constructor, a
+// func(string, ...O) (History, error) for kvevict's Option O.
+var historyConstructor any
+
+// RegisterHistory installs kvevict's History constructor. Package kvevict
+// calls it from init.
+func RegisterHistory[O any](f func(strategy string, opts ...O) (History, error)) {
+	historyConstructor = f
+}
+
+// NewHistory returns the History of strategy s configured by opts, as
+// kvevict's constructor does: an error matching errors.ErrUnsupported for a
+// strategy no History serves, kvevict's errors for the rest. O must be
+// kvevict.Option.
+func NewHistory[O any](s string, opts ...O) (History, error) {
+	f, ok := historyConstructor.(func(string, ...O) (History, error))
+	if !ok {
+		panic("rank: NewHistory called before package kvevict registered its histories, or with another option type")
+	}
+	return f(s, opts...)
+}
