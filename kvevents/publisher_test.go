@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 )
@@ -153,4 +155,90 @@ func TestPublisherLogsBadReplayRequests(t *testing.T) {
 	if !strings.Contains(got, "level=WARN") || !strings.Contains(got, "malformed replay request") {
 		t.Errorf("log %q, want a warning of malformed replay requests", got)
 	}
+}
+
+// TestPublisherAddrs checks Addr and ReplayAddr against their docs: a
+// publisher that connects has no address, one that binds (here an ipc
+// socket, a local file) has its own, and ReplayAddr is nil without
+// WithReplay.
+func TestPublisherAddrs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t)
+	if a, r := p.Addr(), p.ReplayAddr(); a != nil || r != nil {
+		t.Errorf("connecting publisher without replay: Addr %v, ReplayAddr %v, want nil and nil", a, r)
+	}
+	path := filepath.Join(t.TempDir(), "kv.ipc")
+	b, err := NewPublisher(ctx, "ipc://"+path, WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a := b.Addr(); a == nil || a.String() != path {
+		t.Errorf("binding publisher: Addr %v, want %s", a, path)
+	}
+}
+
+// TestPublishRefusesBadBatch checks that a batch Encode refuses is an
+// error from Publish and costs no sequence number: a subscriber would
+// otherwise count the unsent number as a gap.
+func TestPublishRefusesBadBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t)
+	if seq, err := p.Publish(&EventBatch{Events: []Event{nil}}); err == nil {
+		t.Fatalf("a nil event was published as %d", seq)
+	}
+	if n := p.Published(); n != 0 {
+		t.Errorf("Published() = %d after a refused batch, want 0", n)
+	}
+	if seq, err := p.Publish(&EventBatch{}); err != nil || seq != 0 {
+		t.Errorf("next Publish: seq %d, %v, want 0", seq, err)
+	}
+}
+
+// TestNewPublisherErrors checks that sockets NewPublisher cannot open are
+// errors, not a publisher that sends nowhere: an unknown transport, and a
+// replay endpoint another socket already holds.
+func TestNewPublisherErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if p, err := NewPublisher(ctx, "carrier-pigeon://127.0.0.1:1"); err == nil {
+		p.Close()
+		t.Error("an unknown transport was accepted")
+	}
+	held := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 1))
+	taken := "tcp://" + held.ReplayAddr().String()
+	if p, err := NewPublisher(ctx, "inproc://kvevents-taken", WithReplay(taken, 1), WithLinger(0)); err == nil {
+		p.Close()
+		t.Errorf("replay on %s, which another publisher holds, was accepted", taken)
+	}
+}
+
+// TestCloseLingers checks that Close, with the default linger, waits that
+// long and that the batches published just before it reach a subscriber:
+// what the linger is for, since go-zeromq writes in the background.
+func TestCloseLingers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, c, addr := listeningSubscriber(ctx, t)
+	p, err := NewPublisher(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, p.pub)
+	batches := testBatches(false)
+	for i := range batches {
+		if _, err := p.Publish(&batches[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := p.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d < DefaultLinger {
+		t.Errorf("Close returned after %v, want at least the linger, %v", d, DefaultLinger)
+	}
+	c.wait(ctx, t, len(batches))
 }
