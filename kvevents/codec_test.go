@@ -322,3 +322,29 @@ func normalize(b EventBatch) EventBatch {
 	}
 	return b
 }
+
+// TestEncodingString checks the names WithEncoding's errors and the test
+// names use, and that a value outside the two still prints as a number.
+func TestEncodingString(t *testing.T) {
+	for e, want := range map[Encoding]string{EncodingMap: "map", EncodingArray: "array", Encoding(9): "Encoding(9)"} {
+		if got := e.String(); got != want {
+			t.Errorf("Encoding(%d).String() = %q, want %q", uint8(e), got, want)
+		}
+	}
+}
+
+// TestEncodeRefuses checks Encode's two other documented failures, an
+// unknown encoding and an event of no known type (a nil Event is the one
+// a caller can build), each an error rather than a partial payload.
+func TestEncodeRefuses(t *testing.T) {
+	good := EventBatch{Events: []Event{&AllBlocksCleared{}}}
+	if p, err := Encode(&good, Encoding(9)); err == nil {
+		t.Errorf("Encoding(9): payload %x, want an error", p)
+	}
+	bad := EventBatch{Events: []Event{&AllBlocksCleared{}, nil}}
+	for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+		if p, err := Encode(&bad, enc); !errors.Is(err, ErrUnknownEventType) {
+			t.Errorf("%s, nil event: payload %x, err %v, want ErrUnknownEventType", enc, p, err)
+		}
+	}
+}

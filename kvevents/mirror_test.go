@@ -272,3 +272,32 @@ func TestMirrorFromVLLMPublisher(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorHandle checks what Handle adds to Apply: a message's missed
+// batches are counted on its topic, and a restart empties the topic
+// before the message's events apply, since the restarted engine's cache
+// started empty. A topic never seen holds nothing.
+func TestMirrorHandle(t *testing.T) {
+	m, err := NewMirror(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Handle(Message{Topic: "e", Seq: 0, Batch: EventBatch{Events: []Event{stored(nil, 1, 2)}}})
+	m.Handle(Message{Topic: "e", Seq: 3, Missed: 2, Batch: EventBatch{Events: []Event{stored(ptr(IntHash(2)), 3)}}})
+	checkMirror(t, m)
+	if got := fmt.Sprint(residents(m, "e", 10)); got != "[1 2 3]" {
+		t.Errorf("before the restart, resident %s, want [1 2 3]", got)
+	}
+	m.Handle(Message{Topic: "e", Seq: 0, Restart: true, Batch: EventBatch{Events: []Event{stored(nil, 4)}}})
+	checkMirror(t, m)
+	if got := fmt.Sprint(residents(m, "e", 10)); got != "[4]" {
+		t.Errorf("after the restart, resident %s, want [4]", got)
+	}
+	want := []TopicStats{{Topic: "e", ResidentBlocks: 1, Batches: 3, MissedBatches: 2}}
+	if got := m.Topics(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+	if m.Resident("other", IntHash(4)) || m.Match("other", IntHashes([]uint64{4})) != 0 {
+		t.Error("a topic never seen holds a block")
+	}
+}

@@ -1,9 +1,18 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
 )
 
 // TestBinds checks vLLM's rule on the endpoints its docs and llm-d use.
@@ -55,4 +64,181 @@ func TestReplayBufferBounded(t *testing.T) {
 			t.Error("a bad option was accepted")
 		}
 	}
+}
+
+// sinkPublisher starts a publisher that connects, as a publisher to
+// 127.0.0.1 does by Binds, to a SUB socket that subscribes to nothing:
+// for tests of what the publisher does beside sending.
+func sinkPublisher(ctx context.Context, t *testing.T, opts ...PublisherOption) *Publisher {
+	t.Helper()
+	sink := zmq4.NewSub(ctx)
+	t.Cleanup(func() { sink.Close() })
+	if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), append(opts, WithLinger(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// replayAnswer reads one message of a replay answer on a DEALER socket:
+// the sequence frame and the payload, after the ROUTER's empty delimiter.
+func replayAnswer(t *testing.T, d zmq4.Socket) (int64, []byte) {
+	t.Helper()
+	msg, err := d.Recv()
+	if err != nil {
+		t.Fatalf("replay answer: %v", err)
+	}
+	f := msg.Frames
+	if len(f) != 3 || len(f[0]) != 0 || len(f[1]) != 8 {
+		t.Fatalf("replay answer of frames %x, want empty, 8-byte sequence, payload", f)
+	}
+	return int64(binary.BigEndian.Uint64(f[1])), f[2]
+}
+
+// TestPublisherLogsBadReplayRequests sends malformed replay requests, each
+// a way a client can get the frames wrong, then a good one: the logger
+// given by WithPublisherLogger gets a warning, and the publisher goes on
+// answering, with the buffered batches and the end marker, to the same
+// client. The good request's answer comes after the bad ones were read,
+// since one goroutine serves the socket in order, so the log is complete
+// by then.
+func TestPublisherLogsBadReplayRequests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10), WithPublisherLogger(logger))
+	var payloads [][]byte
+	for i := range 2 {
+		b := EventBatch{TS: float64(i), Events: []Event{&AllBlocksCleared{}}}
+		payload, err := Encode(&b, EncodingMap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads = append(payloads, payload)
+		if _, err := p.Publish(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("replay-test")))
+	defer d.Close()
+	if err := d.Dial("tcp://" + p.ReplayAddr().String()); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][][]byte{
+		{nil, {0, 0, 0, 1}},     // a 4-byte start
+		{{1}, seqBytes(0)},      // no empty delimiter
+		{nil, seqBytes(0), nil}, // a frame too many
+		{seqBytes(0)},           // start alone
+	} {
+		if err := d.SendMulti(zmq4.NewMsgFrom(bad...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(1))); err != nil {
+		t.Fatal(err)
+	}
+	if seq, payload := replayAnswer(t, d); seq != 1 || !bytes.Equal(payload, payloads[1]) {
+		t.Errorf("replay from 1 sent seq %d payload %x, want 1 and %x", seq, payload, payloads[1])
+	}
+	if seq, payload := replayAnswer(t, d); seq != -1 || len(payload) != 0 {
+		t.Errorf("replay ended with seq %d payload %x, want -1 and nothing", seq, payload)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(got, "level=WARN") || !strings.Contains(got, "malformed replay request") {
+		t.Errorf("log %q, want a warning of malformed replay requests", got)
+	}
+}
+
+// TestPublisherAddrs checks Addr and ReplayAddr against their docs: a
+// publisher that connects has no address, one that binds (here an ipc
+// socket, a local file) has its own, and ReplayAddr is nil without
+// WithReplay.
+func TestPublisherAddrs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t)
+	if a, r := p.Addr(), p.ReplayAddr(); a != nil || r != nil {
+		t.Errorf("connecting publisher without replay: Addr %v, ReplayAddr %v, want nil and nil", a, r)
+	}
+	path := filepath.Join(t.TempDir(), "kv.ipc")
+	b, err := NewPublisher(ctx, "ipc://"+path, WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a := b.Addr(); a == nil || a.String() != path {
+		t.Errorf("binding publisher: Addr %v, want %s", a, path)
+	}
+}
+
+// TestPublishRefusesBadBatch checks that a batch Encode refuses is an
+// error from Publish and costs no sequence number: a subscriber would
+// otherwise count the unsent number as a gap.
+func TestPublishRefusesBadBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t)
+	if seq, err := p.Publish(&EventBatch{Events: []Event{nil}}); err == nil {
+		t.Fatalf("a nil event was published as %d", seq)
+	}
+	if n := p.Published(); n != 0 {
+		t.Errorf("Published() = %d after a refused batch, want 0", n)
+	}
+	if seq, err := p.Publish(&EventBatch{}); err != nil || seq != 0 {
+		t.Errorf("next Publish: seq %d, %v, want 0", seq, err)
+	}
+}
+
+// TestNewPublisherErrors checks that sockets NewPublisher cannot open are
+// errors, not a publisher that sends nowhere: an unknown transport, and a
+// replay endpoint another socket already holds.
+func TestNewPublisherErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if p, err := NewPublisher(ctx, "carrier-pigeon://127.0.0.1:1"); err == nil {
+		p.Close()
+		t.Error("an unknown transport was accepted")
+	}
+	held := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 1))
+	taken := "tcp://" + held.ReplayAddr().String()
+	if p, err := NewPublisher(ctx, "inproc://kvevents-taken", WithReplay(taken, 1), WithLinger(0)); err == nil {
+		p.Close()
+		t.Errorf("replay on %s, which another publisher holds, was accepted", taken)
+	}
+}
+
+// TestCloseLingers checks that Close, with the default linger, waits that
+// long and that the batches published just before it reach a subscriber:
+// what the linger is for, since go-zeromq writes in the background.
+func TestCloseLingers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, c, addr := listeningSubscriber(ctx, t)
+	p, err := NewPublisher(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, p.pub)
+	batches := testBatches(false)
+	for i := range batches {
+		if _, err := p.Publish(&batches[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := p.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d < DefaultLinger {
+		t.Errorf("Close returned after %v, want at least the linger, %v", d, DefaultLinger)
+	}
+	c.wait(ctx, t, len(batches))
 }

@@ -1,0 +1,273 @@
+package kvevents
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// waitTopics waits until every one of topics has reached pub. A SUB socket
+// sends one subscription per prefix, so a publisher that has the first may
+// still drop the topics of the next.
+func waitTopics(ctx context.Context, t *testing.T, pub zmq4.Socket, topics ...string) {
+	t.Helper()
+	for !reflect.DeepEqual(pub.(zmq4.Topics).Topics(), topics) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("subscriptions %q reached the publisher, want %q", pub.(zmq4.Topics).Topics(), topics)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestWithSubscription checks that a subscriber given the prefixes "a"
+// and "c" receives the topics that start with either and no other, "ba"
+// included, which holds "a" but does not start with it. Publishers of
+// unwanted topics send first and linger before closing, so that their
+// batches, were the filter wrong, would be on the wire before the wanted
+// ones are sent. A raw socket then sends wanted and unwanted topics over
+// one connection, whose messages arrive in order: had an unwanted one got
+// through, it would be among the first five delivered.
+func TestWithSubscription(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	s, c, addr := listeningSubscriber(ctx, t, WithSubscription("a"), WithSubscription("c"))
+	publisher := func(topic string, linger time.Duration) *Publisher {
+		t.Helper()
+		p, err := NewPublisher(ctx, addr, WithTopic(topic), WithLinger(linger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitTopics(ctx, t, p.pub, "a", "c")
+		if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, topic := range []string{"b", "ba"} {
+		if err := publisher(topic, 100*time.Millisecond).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, topic := range []string{"a", "a@pod-0@m", "c1"} {
+		defer publisher(topic, 0).Close() // after the wait below: the batch is sent by then
+	}
+	raw := zmq4.NewPub(ctx)
+	defer raw.Close()
+	if err := raw.Dial(addr); err != nil {
+		t.Fatal(err)
+	}
+	waitTopics(ctx, t, raw, "a", "c")
+	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"b", "ab", "", "B", "ca"} {
+		if err := raw.SendMulti(zmq4.NewMsgFrom([]byte(topic), seqBytes(0), payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := c.wait(ctx, t, 5)
+	got := make(map[string]bool)
+	for _, m := range msgs {
+		got[m.Topic] = true
+	}
+	for _, topic := range []string{"a", "a@pod-0@m", "c1", "ab", "ca"} {
+		if !got[topic] {
+			t.Errorf("topic %q not received", topic)
+		}
+	}
+	c.mu.Lock()
+	for _, m := range c.msgs {
+		if !strings.HasPrefix(m.Topic, "a") && !strings.HasPrefix(m.Topic, "c") {
+			t.Errorf("received topic %q, which starts with neither prefix", m.Topic)
+		}
+	}
+	c.mu.Unlock()
+	if st := s.Stats(); st.Delivered != 5 {
+		t.Errorf("%d batches delivered, want the 5 of the subscribed topics", st.Delivered)
+	}
+}
+
+// TestSubscriberStops checks the two ways to end Run besides its own
+// context that the docs promise: Close, and the end of the context given
+// to NewSubscriber. A Run that missed either would spin on a closed socket
+// or never return.
+func TestSubscriberStops(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(*Subscriber, context.CancelFunc)
+	}{
+		{"Close", func(s *Subscriber, _ context.CancelFunc) {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}},
+		{"socket context ends", func(_ *Subscriber, cancel context.CancelFunc) { cancel() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socketCtx, cancelSocket := context.WithTimeout(context.Background(), testTimeout)
+			defer cancelSocket()
+			s, err := NewSubscriber(socketCtx, "tcp://127.0.0.1:0", WithListen())
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stopRun := context.WithCancel(context.Background())
+			defer stopRun()
+			done := make(chan struct{})
+			go func() { s.Run(runCtx, func(Message) {}); close(done) }()
+			tc.stop(s, cancelSocket)
+			select {
+			case <-done:
+			case <-time.After(testTimeout):
+				t.Fatal("Run did not return")
+			}
+		})
+	}
+}
+
+// TestNewSubscriberErrors checks that NewSubscriber refuses the options
+// their docs bound and an endpoint it cannot open, returning an error
+// rather than a subscriber that never receives.
+func TestNewSubscriberErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for name, opt := range map[string]SubscriberOption{
+		"replay timeout 0":   WithReplayEndpoint("tcp://127.0.0.1:1", 0),
+		"replay timeout < 0": WithReplayEndpoint("tcp://127.0.0.1:1", -time.Second),
+		"max payload 0":      WithMaxPayload(0),
+		"max payload < 0":    WithMaxPayload(-1),
+	} {
+		if s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", opt, WithListen()); err == nil {
+			s.Close()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if s, err := NewSubscriber(ctx, "carrier-pigeon://127.0.0.1:1"); err == nil {
+		s.Close()
+		t.Error("an unknown transport was accepted")
+	}
+}
+
+// TestSubscriberFollowsRestart connects a subscriber, as NewSubscriber
+// does for an ipc:// endpoint, to a publisher that binds, then replaces
+// the publisher with a new one on the same endpoint. The subscriber must
+// reconnect by itself, keep running, and mark the new sequence from 0 as
+// a restart; a Mirror fed by it must then drop what the old publisher
+// stored, as vLLM's engine lost that cache.
+func TestSubscriberFollowsRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	endpoint := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
+	const topic = "kv@pod-0@m"
+	first, err := NewPublisher(ctx, endpoint, WithTopic(topic), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	s, err := NewSubscriber(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Addr(); a != nil {
+		t.Errorf("connecting subscriber: Addr %v, want nil", a)
+	}
+	m, err := NewMirror(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.Run(runCtx, func(msg Message) { m.Handle(msg); c.handle(msg) })
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+
+	waitSubscribed(ctx, t, first.pub)
+	for _, b := range []*EventBatch{
+		{Events: []Event{stored(nil, 1, 2)}},
+		{Events: []Event{stored(ptr(IntHash(2)), 3)}},
+	} {
+		if _, err := first.Publish(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wait(ctx, t, 2)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := NewPublisher(ctx, endpoint, WithTopic(topic), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	waitSubscribed(ctx, t, second.pub)
+	if _, err := second.Publish(&EventBatch{Events: []Event{stored(nil, 7)}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := c.wait(ctx, t, 3)
+	if last := msgs[2]; last.Seq != 0 || !last.Restart || last.Missed != 0 {
+		t.Errorf("first batch of the new publisher: seq %d restart %v missed %d, want 0, true, 0", last.Seq, last.Restart, last.Missed)
+	}
+	if got := residents(m, topic, 10); len(got) != 1 || got[0] != 7 {
+		t.Errorf("mirror holds %v after the restart, want [7]", got)
+	}
+	if st := s.Stats(); st.Delivered != 3 || st.Stale != 0 || st.Missed != 0 {
+		t.Errorf("stats %+v, want 3 delivered, none stale or missed", st)
+	}
+}
+
+// TestReplayTimeout points a subscriber's replay at a ROUTER socket that
+// never answers. WithReplayEndpoint promises to wait at most its timeout:
+// the live batch must still be delivered, with the gap counted as missed
+// and the failed replay logged.
+func TestReplayTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	silent := zmq4.NewRouter(ctx)
+	defer silent.Close()
+	if err := silent.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
+	s, c, addr := listeningSubscriber(ctx, t,
+		WithReplayEndpoint("tcp://"+silent.Addr().String(), 100*time.Millisecond), WithSubscriberLogger(logger))
+	live := zmq4.NewPub(ctx)
+	defer live.Close()
+	if err := live.Dial(addr); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, live)
+	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(3), payload)); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.wait(ctx, t, 1)[0]; m.Seq != 3 || m.Missed != 3 || m.Replayed {
+		t.Errorf("delivered seq %d missed %d replayed %v, want 3, 3, false", m.Seq, m.Missed, m.Replayed)
+	}
+	if st := s.Stats(); st.Gaps != 1 || st.Missed != 3 || st.Replayed != 0 {
+		t.Errorf("stats %+v, want one gap of 3 and nothing replayed", st)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(got, "replay from") {
+		t.Errorf("log %q, want the failed replay", got)
+	}
+}
