@@ -108,8 +108,10 @@ func WithEncoding(e Encoding) PublisherOption {
 	}
 }
 
-// WithPublisherLogger sets where the publisher logs failed replay requests
-// (slog.Default() otherwise).
+// WithPublisherLogger sets where the publisher logs replay requests it
+// cannot serve (slog.Default() otherwise): the first malformed request, once,
+// so that a misbehaving client cannot flood the log, and every answer it
+// could not send.
 func WithPublisherLogger(l *slog.Logger) PublisherOption {
 	return func(c *publisherConfig) { c.log = l }
 }
@@ -247,12 +249,18 @@ func (p *Publisher) serveReplay() {
 		}
 		id := f[0]
 		start := int64(binary.BigEndian.Uint64(f[2]))
+		err = nil
 		for _, b := range p.since(start) {
-			if err := p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(b.seq), b.payload)); err != nil {
+			if err = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(b.seq), b.payload)); err != nil {
 				break
 			}
 		}
-		_ = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(endSeq), nil))
+		if err == nil {
+			err = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(endSeq), nil))
+		}
+		if err != nil {
+			p.log.Warn("kvevents: could not answer a replay request", "start", start, "err", err)
+		}
 	}
 }
 

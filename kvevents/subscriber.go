@@ -133,8 +133,9 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 // is a wildcard ("*" or "::"), where publishers that connect (by [Binds])
 // find it, or with [WithListen]; otherwise it connects, including to the
 // ipc:// and inproc:// endpoints a publisher binds. A socket that connects
-// reconnects when the publisher goes away and comes back. Call Run to
-// receive.
+// fails if no publisher answers within 2.5 s, and once connected it
+// reconnects whenever the publisher goes away and comes back, however long
+// it was gone. Call Run to receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{maxPayload: DefaultMaxPayload, log: slog.Default()}
 	for _, o := range opts {
@@ -143,8 +144,12 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
+	connect := !c.listen && !wildcard(endpoint)
 	s := &Subscriber{
-		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(!c.listen && !wildcard(endpoint))),
+		// A connecting socket redials without end when its publisher goes
+		// away: an engine that restarts is often down for longer than any
+		// fixed number of retries would wait.
+		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(connect), zmq4.WithDialerMaxRetries(-1)),
 		replay:     c.replay,
 		replayWait: c.replayWait,
 		maxPayload: c.maxPayload,
@@ -153,10 +158,10 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		logged:     make(map[error]bool),
 	}
 	var err error
-	if c.listen || wildcard(endpoint) {
-		err = s.sub.Listen(endpoint)
+	if connect {
+		err = s.dialFirst(endpoint)
 	} else {
-		err = s.sub.Dial(endpoint)
+		err = s.sub.Listen(endpoint)
 	}
 	if err != nil {
 		err = fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
@@ -173,6 +178,26 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		}
 	}
 	return s, nil
+}
+
+// firstDialWait is how long NewSubscriber waits for a publisher to answer
+// on an endpoint it connects to: a wrong endpoint fails at once rather than
+// in silence, while a publisher that goes away later is waited for without
+// end.
+const firstDialWait = 2500 * time.Millisecond
+
+// dialFirst connects the socket to endpoint, failing if no publisher
+// answers within firstDialWait. The socket redials without end, so the
+// dial runs apart and closing the socket on failure ends it.
+func (s *Subscriber) dialFirst(endpoint string) error {
+	done := make(chan error, 1)
+	go func() { done <- s.sub.Dial(endpoint) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(firstDialWait):
+		return fmt.Errorf("no publisher answered within %v", firstDialWait)
+	}
 }
 
 // Addr returns the address the SUB socket listens on, or nil if it

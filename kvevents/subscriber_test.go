@@ -271,3 +271,58 @@ func TestReplayTimeout(t *testing.T) {
 		t.Errorf("log %q, want the failed replay", got)
 	}
 }
+
+// TestSubscriberWaitsOutALongRestart closes a publisher and binds a new one
+// on the same endpoint only after longer than go-zeromq's default redials
+// last (10 of 250 ms): a restarting engine is often down that long, and the
+// subscriber must still find the new one.
+func TestSubscriberWaitsOutALongRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*firstDialWait+testTimeout)
+	defer cancel()
+	endpoint := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
+	first, err := NewPublisher(ctx, endpoint, WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubscriber(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(runCtx, c.handle); close(done) }()
+	defer func() { stop(); <-done }()
+	waitSubscribed(ctx, t, first.pub)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(firstDialWait + 500*time.Millisecond)
+	second, err := NewPublisher(ctx, endpoint, WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	waitSubscribed(ctx, t, second.pub)
+	if _, err := second.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(ctx, t, 1)
+}
+
+// TestSubscriberWithoutPublisher connects to an endpoint nobody binds:
+// NewSubscriber must fail, after about firstDialWait, rather than wait
+// without end.
+func TestSubscriberWithoutPublisher(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), firstDialWait+testTimeout)
+	defer cancel()
+	start := time.Now()
+	s, err := NewSubscriber(ctx, "ipc://"+filepath.Join(t.TempDir(), "nobody.ipc"))
+	if err == nil {
+		s.Close()
+		t.Fatal("a subscriber connected to an endpoint nobody binds")
+	}
+	if waited := time.Since(start); waited < firstDialWait {
+		t.Errorf("gave up after %v, before firstDialWait (%v)", waited, firstDialWait)
+	}
+}
