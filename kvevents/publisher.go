@@ -249,7 +249,6 @@ func (p *Publisher) serveReplay() {
 		}
 		id := f[0]
 		start := int64(binary.BigEndian.Uint64(f[2]))
-		err = nil
 		for _, b := range p.since(start) {
 			if err = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(b.seq), b.payload)); err != nil {
 				break
