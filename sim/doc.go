@@ -9,8 +9,9 @@
 //     block per candidate, a request hits the longest resident prefix of its
 //     blocks, then all of them become resident. [Belady] runs the same
 //     replay with the optimal offline choice, the bound for every strategy.
-//   - [Serve] drives a paged KV pool as a server would: requests arrive,
-//     prefill what they miss, decode block by block while holding
+//   - [Serve] drives a paged KV pool as a server would: requests arrive
+//     (a session's turn no sooner than its pause after the previous turn
+//     finished), prefill what they miss, decode block by block while holding
 //     references, and stay cached when they finish; when an allocation does
 //     not fit, the pool asks its [Evictor] for victims, and preempts a
 //     running sequence if even that cannot free enough. What one victim is

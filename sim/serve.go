@@ -38,10 +38,12 @@ type ServeConfig struct {
 // caching, evicting with strategy s at cfg.Granularity (or with
 // cfg.Evictor), as an inference server would:
 //
-//   - a request arrives at its Timestamp and waits, first come first served;
-//     it is admitted when its prompt fits: the longest prefix of its blocks
-//     already in the pool hits, prompt blocks in the pool beyond that prefix
-//     are reused but computed, the others are allocated and prefilled;
+//   - a request arrives at its Timestamp, or later if it is a session's turn
+//     and its previous turn finished late (below), and waits, first come
+//     first served; it is admitted when its prompt fits: the longest prefix
+//     of its blocks already in the pool hits, prompt blocks in the pool
+//     beyond that prefix are reused but computed, the others are allocated
+//     and prefilled;
 //   - a running sequence holds a reference on each of its blocks and decodes
 //     one token per TokenTime, allocating a new block whenever its last one
 //     fills;
@@ -54,6 +56,28 @@ type ServeConfig struct {
 //     pause until a sequence finishes. A sequence alone in a pool too small
 //     for it is finished early (Report.Truncated). A prompt that cannot fit the pool
 //     at all is rejected (Report.Rejected).
+//
+// When groups are sessions (w.GroupKind == "session"), arrivals are closed
+// loop, as a user or an agent sends its next turn only after reading the
+// previous answer: a request whose Timestamp is at least its session's
+// previous request's Timestamp plus that request's decode time
+// (OutputTokens x TokenTime) follows it, and arrives no earlier than its
+// pause after that request finished, the pause being what the timestamps
+// leave between the two once the decode is taken out:
+//
+//	pause   = Timestamp - prev.Timestamp - prev.OutputTokens x TokenTime
+//	arrival = max(Timestamp, finish(prev) + pause)
+//
+// finish(prev) is when prev finished for good: after its last
+// recomputation if it was preempted, when it was refused if rejected, when
+// it was cut short if truncated. A pool that admits every request on
+// arrival finishes each at its Timestamp plus its decode time, so arrivals
+// are the timestamps exactly; a loaded pool delays a session's turns by the
+// queueing of the turns before them. A request the timestamps send before
+// its session's previous one could have finished (a batch's parallel
+// questions, or a pause shorter than the decode at this TokenTime) did not
+// wait for it and arrives at its Timestamp, as do requests of tenants and
+// a session's first request.
 //
 // Hits, prefill and fairness count each request's first admission (a
 // rejected request counts as all misses). Re-prefill tokens are the prompt
@@ -153,10 +177,23 @@ type pool struct {
 	owners   map[uint64]*owner
 	computed map[uint64]struct{} // hashes the pool has ever prefilled
 
-	running  []*sequence // admission order
-	waiting  []int       // request indices, first come first served
-	events   eventHeap
-	now      int64
+	running []*sequence // admission order
+	waiting []int       // request indices, first come first served
+	events  eventHeap
+	now     int64
+	// next is the first request of the timestamp order not yet arrived;
+	// requests that follow their session's previous one are skipped there
+	// and arrive through released instead.
+	next int
+	// follower[r] is the request of r's session that waits for r to
+	// finish, or -1; follows[r] says r is such a request. Both are nil
+	// unless groups are sessions.
+	follower []int
+	follows  []bool
+	// released holds the followers whose predecessor finished, by arrival:
+	// one per session whose turns follow one another, and never more than
+	// the requests whose predecessor finished.
+	released arrivalHeap
 	nextID   uint64
 	admitted []bool // first admission done
 	// lastOfGroup is each session's latest request admitted, when groups
@@ -197,7 +234,36 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		seen:        make(map[uint64]struct{}),
 	}
 	p.state.lookup = p.lookupCached
+	if w.GroupKind == "session" {
+		p.linkSessions()
+	}
 	return p
+}
+
+// linkSessions finds, for every session request, whether it follows the
+// session's previous request: whether its Timestamp leaves that request
+// time to decode (see [Serve]). O(n) time and memory.
+func (p *pool) linkSessions() {
+	reqs := p.w.Requests
+	p.follower = make([]int, len(reqs))
+	p.follows = make([]bool, len(reqs))
+	last := make(map[uint64]int)
+	for i := range reqs {
+		p.follower[i] = -1
+		if prev, ok := last[reqs[i].Group]; ok && p.pause(prev, i) >= 0 {
+			p.follower[prev] = i
+			p.follows[i] = true
+		}
+		last[reqs[i].Group] = i
+	}
+}
+
+// pause is how long after request prev finished request r of the same
+// session comes: the gap between their timestamps less prev's decode time,
+// in ticks; negative when r was sent before prev could have finished.
+func (p *pool) pause(prev, r int) int64 {
+	a, b := &p.w.Requests[prev], &p.w.Requests[r]
+	return (b.Timestamp-a.Timestamp)*1000 - int64(a.OutputTokens)*p.tokenTime
 }
 
 // lookupCached returns the cached block holding hash, if any.
@@ -234,12 +300,56 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
+// arrival is a follower's arrival, once its predecessor finished.
+type arrival struct {
+	at  int64
+	req int
+}
+
+type arrivalHeap []arrival
+
+func (h arrivalHeap) Len() int { return len(h) }
+func (h arrivalHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].req < h[j].req
+}
+func (h arrivalHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *arrivalHeap) Push(x any)   { *h = append(*h, x.(arrival)) }
+func (h *arrivalHeap) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return a
+}
+
+// nextArrival returns the earliest arrival to come, from the timestamp
+// order or the released followers (the lower index at equal times), and
+// whether there is one. It skips followers in the timestamp order: their
+// predecessor's finish releases them.
+func (p *pool) nextArrival() (arrival, bool) {
+	for p.next < len(p.w.Requests) && p.follows != nil && p.follows[p.next] {
+		p.next++
+	}
+	a, ok := arrival{}, false
+	if p.next < len(p.w.Requests) {
+		a, ok = arrival{at: p.w.Requests[p.next].Timestamp * 1000, req: p.next}, true
+	}
+	if p.released.Len() > 0 {
+		if r := p.released[0]; !ok || r.at < a.at || (r.at == a.at && r.req < a.req) {
+			a, ok = r, true
+		}
+	}
+	return a, ok
+}
+
 // run processes arrivals and sequence events in time order; at equal times
 // sequence events go first, so finishing sequences free their blocks.
 func (p *pool) run() error {
-	next := 0
-	for next < len(p.w.Requests) || p.events.Len() > 0 {
-		if p.events.Len() > 0 && (next == len(p.w.Requests) || p.events[0].at <= p.w.Requests[next].Timestamp*1000) {
+	for {
+		a, arriving := p.nextArrival()
+		if p.events.Len() > 0 && (!arriving || p.events[0].at <= a.at) {
 			e := heap.Pop(&p.events).(event)
 			if !e.seq.alive {
 				continue // preempted since
@@ -248,10 +358,16 @@ func (p *pool) run() error {
 			if err := p.step(e.seq); err != nil {
 				return err
 			}
+		} else if arriving {
+			if a.req == p.next {
+				p.next++
+			} else {
+				heap.Pop(&p.released)
+			}
+			p.now = max(p.now, a.at)
+			p.waiting = append(p.waiting, a.req)
 		} else {
-			p.now = max(p.now, p.w.Requests[next].Timestamp*1000)
-			p.waiting = append(p.waiting, next)
-			next++
+			break
 		}
 		if err := p.admitWaiting(); err != nil {
 			return err
@@ -331,7 +447,7 @@ func (p *pool) admit(r int) (bool, error) {
 			p.tally.request(r, 0) // counted as all misses: served elsewhere
 		}
 		p.rejected++
-		p.finishRequest()
+		p.finishRequest(r)
 		return true, nil
 	}
 	present, reusable := 0, 0
@@ -603,13 +719,21 @@ func (p *pool) drop(s *sequence) {
 func (p *pool) finish(s *sequence) {
 	p.drop(s)
 	p.paused = false
-	p.finishRequest()
+	p.finishRequest(s.req)
 }
 
-// finishRequest counts a request finished or rejected.
-func (p *pool) finishRequest() {
+// finishRequest counts request r finished (for good: a preempted request
+// finishes after its recomputation) or rejected, and releases the request
+// of its session that waits for it, to arrive its pause from now.
+func (p *pool) finishRequest(r int) {
 	p.done++
 	p.cfg.progress(p.done, len(p.w.Requests))
+	if p.follower == nil || p.follower[r] < 0 {
+		return
+	}
+	f := p.follower[r]
+	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
+	heap.Push(&p.released, arrival{at: at, req: f})
 }
 
 // preempt stops s and queues its request first, to be recomputed.

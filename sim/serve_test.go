@@ -79,6 +79,29 @@ func checkPool(t *testing.T, p *pool) {
 	if e, ok := p.ev.(*BlockEvictor); ok {
 		checkBlockEvictor(t, p, e)
 	}
+	checkClosedLoop(t, p)
+}
+
+// checkClosedLoop verifies that no request that follows its session's
+// previous one is waiting or running before that one finished for good:
+// first admitted (or rejected) and neither waiting nor running since.
+func checkClosedLoop(t *testing.T, p *pool) {
+	t.Helper()
+	if p.follower == nil {
+		return
+	}
+	inFlight := map[int]bool{}
+	for _, r := range p.waiting {
+		inFlight[r] = true
+	}
+	for _, s := range p.running {
+		inFlight[s.req] = true
+	}
+	for prev, f := range p.follower {
+		if f >= 0 && inFlight[f] && (!p.admitted[prev] || inFlight[prev]) {
+			t.Fatalf("request %d arrived before request %d of its session finished", f, prev)
+		}
+	}
 }
 
 // checkBlockEvictor verifies that a block evictor's tree agrees with the
@@ -195,6 +218,109 @@ func TestServePreemption(t *testing.T) {
 	}
 	if last.cached != 1 {
 		t.Errorf("at the end: %d cached blocks, want the last prompt only", last.cached)
+	}
+}
+
+// TestServeClosedLoop: two sessions of two turns in a pool of 5 blocks that
+// runs one 3-block prompt at a time. Each answer is 5 tokens (100 ms at
+// DefaultTokenTime) and fits its prompt's last block, so nothing is
+// preempted. B's first turn (r0) runs from 0 to 100 ms, A's (r1) waits
+// for it and runs from 100 to 200 ms. A's second turn (r2, at 150 ms)
+// leaves a pause of 150 - 100 = 50 ms after its first: it arrives at
+// 200 + 50 = 250 ms, not at 150 ms while r1 decodes. B's second (r3, at
+// 300 ms, a pause of 200 ms after r0's finish at 100 ms) arrives on its
+// timestamp and waits for r2 to finish at 350 ms. In a pool that holds
+// them all, every request arrives and is admitted at its timestamp.
+func TestServeClosedLoop(t *testing.T) {
+	w := &Workload{Name: "closed", BlockTokens: 10, GroupKind: "session", Requests: []Request{
+		{Timestamp: 0, InputTokens: 25, OutputTokens: 5, HashIDs: []uint64{11, 12, 13}, Group: 1},
+		{Timestamp: 0, InputTokens: 25, OutputTokens: 5, HashIDs: []uint64{1, 2, 3}, Group: 0},
+		{Timestamp: 150, InputTokens: 35, OutputTokens: 5, HashIDs: []uint64{1, 2, 6, 7}, Group: 0},
+		{Timestamp: 300, InputTokens: 35, OutputTokens: 5, HashIDs: []uint64{11, 12, 16, 17}, Group: 1},
+	}}
+	const ms = 1000 // ticks
+	for _, tc := range []struct {
+		capacity        int
+		arrived, admits []int64 // per request, ms
+	}{
+		{5, []int64{0, 0, 250, 300}, []int64{0, 100, 250, 350}},
+		{100, []int64{0, 0, 150, 300}, []int64{0, 0, 150, 300}},
+	} {
+		arrived, admits := []int64{-1, -1, -1, -1}, []int64{-1, -1, -1, -1}
+		cfg := ServeConfig{Config: Config{Capacity: tc.capacity}, afterStep: func(p *pool) {
+			checkPool(t, p)
+			// One arrival or event per step: a request first seen
+			// waiting or running arrived at this step's time.
+			for _, r := range p.waiting {
+				if arrived[r] < 0 {
+					arrived[r] = p.now / ms
+				}
+			}
+			for _, s := range p.running {
+				if arrived[s.req] < 0 {
+					arrived[s.req] = p.now / ms
+				}
+				if admits[s.req] < 0 {
+					admits[s.req] = s.admitted / ms
+				}
+			}
+		}}
+		rep, err := Serve(w, kvevict.LRU, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Preemptions+rep.Rejected+rep.Truncated != 0 {
+			t.Errorf("capacity %d: preempted/rejected/truncated %d/%d/%d, want none",
+				tc.capacity, rep.Preemptions, rep.Rejected, rep.Truncated)
+		}
+		if !slices.Equal(arrived, tc.arrived) || !slices.Equal(admits, tc.admits) {
+			t.Errorf("capacity %d: arrived at %v ms, admitted at %v ms; want %v and %v",
+				tc.capacity, arrived, admits, tc.arrived, tc.admits)
+		}
+	}
+}
+
+// TestServeClosedLoopFinish: a follower waits for its predecessor's final
+// finish, after its recomputation when it was preempted, and follows a
+// rejected predecessor from its rejection. r0 and r1 each need the whole
+// pool of 4 blocks to decode 6 tokens (120 ms), as in TestServePreemption:
+// r1 is preempted and recomputed from 120 to 240 ms. r2 follows r1 by a
+// pause of 130 - 120 = 10 ms: it arrives at 250 ms, and its prompt of 4
+// blocks is rejected then. r3 follows r2 (no answer) by 5 ms: it arrives
+// and is admitted at 255 ms.
+func TestServeClosedLoopFinish(t *testing.T) {
+	w := &Workload{Name: "finish", BlockTokens: 2, GroupKind: "session", Requests: []Request{
+		{Timestamp: 0, InputTokens: 2, OutputTokens: 6, HashIDs: []uint64{1}, Group: 0},
+		{Timestamp: 0, InputTokens: 2, OutputTokens: 6, HashIDs: []uint64{2}, Group: 1},
+		{Timestamp: 130, InputTokens: 8, OutputTokens: 0, HashIDs: []uint64{2, 3, 4, 5}, Group: 1},
+		{Timestamp: 135, InputTokens: 2, OutputTokens: 1, HashIDs: []uint64{2}, Group: 1},
+	}}
+	const ms = 1000 // ticks
+	var r1Admitted, rejectedAt, r3Admitted int64 = -1, -1, -1
+	cfg := ServeConfig{Config: Config{Capacity: 4}, afterStep: func(p *pool) {
+		checkPool(t, p)
+		for _, s := range p.running {
+			switch s.req {
+			case 1:
+				r1Admitted = s.admitted / ms // the last admission: the recomputation
+			case 3:
+				r3Admitted = s.admitted / ms
+			}
+		}
+		if p.rejected > 0 && rejectedAt < 0 {
+			rejectedAt = p.now / ms
+		}
+	}}
+	rep, err := Serve(w, kvevict.LRU, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Preemptions != 1 || rep.Rejected != 1 || rep.Truncated != 0 {
+		t.Errorf("preempted/rejected/truncated %d/%d/%d, want 1/1/0", rep.Preemptions, rep.Rejected, rep.Truncated)
+	}
+	if r1Admitted != 120 || rejectedAt != 250 || r3Admitted != 255 {
+		t.Errorf("r1 recomputed at %d ms, r2 rejected at %d ms, r3 admitted at %d ms; want 120, 250, 255",
+			r1Admitted, rejectedAt, r3Admitted)
 	}
 }
 
