@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -9,10 +10,11 @@ import (
 
 // TestSampledDelta replays two small synthetic workloads (500 requests, a
 // 500-block pool) with exact selection and with kvevict.WithSampling(5) and
-// (16), in both modes, and checks every hit ratio against a golden number
-// from a real run (goldenTolerance): the gap between sampled and exact that
-// README reports, on a workload small enough for -race. Sampling is seeded,
-// so a run is deterministic.
+// (16), in both modes, and checks that each sampled hit ratio stays within
+// the distance of the exact one that docs/index.md states for its strategy
+// and mode (sampledBound): a relation, so a change to the sampler's draws
+// does not need new numbers, while a sampler that stops approximating the
+// exact order fails.
 func TestSampledDelta(t *testing.T) {
 	if raceEnabled {
 		t.Skip("long single-threaded replays; run without -race")
@@ -25,45 +27,57 @@ func TestSampledDelta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := map[string]float64{
-		"chat/replay/lru/k=0": 0.4754, "chat/replay/lru/k=5": 0.4488, "chat/replay/lru/k=16": 0.4700,
-		"chat/replay/slru/k=0": 0.4651, "chat/replay/slru/k=5": 0.4484, "chat/replay/slru/k=16": 0.4583,
-		"chat/serve/lru/k=0": 0.4715, "chat/serve/lru/k=5": 0.4728, "chat/serve/lru/k=16": 0.4732,
-		"chat/serve/slru/k=0": 0.4737, "chat/serve/slru/k=5": 0.4701, "chat/serve/slru/k=16": 0.4754,
-		"scan/replay/lru/k=0": 0.4146, "scan/replay/lru/k=5": 0.3912, "scan/replay/lru/k=16": 0.4075,
-		"scan/replay/slru/k=0": 0.4031, "scan/replay/slru/k=5": 0.3826, "scan/replay/slru/k=16": 0.3976,
-		"scan/serve/lru/k=0": 0.4136, "scan/serve/lru/k=5": 0.4093, "scan/serve/lru/k=16": 0.4131,
-		"scan/serve/slru/k=0": 0.4144, "scan/serve/slru/k=5": 0.4048, "scan/serve/slru/k=16": 0.4126,
-	}
-	for _, tc := range []struct {
-		w        *Workload
-		capacity int
-	}{{chat, 500}, {scan, 500}} {
+	for _, w := range []*Workload{chat, scan} {
 		for _, mode := range []string{"replay", "serve"} {
 			for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.SLRU} {
+				var exact float64
 				for _, k := range []int{0, 5, 16} {
-					cfg := Config{Capacity: tc.capacity}
+					cfg := Config{Capacity: 500}
 					if k > 0 {
 						cfg.Options = []kvevict.Option{kvevict.WithSampling(k)}
 					}
 					var rep Report
 					if mode == "serve" {
-						rep, err = Serve(tc.w, s, ServeConfig{Config: cfg})
+						rep, err = Serve(w, s, ServeConfig{Config: cfg})
 					} else {
-						rep, err = Replay(tc.w, s, cfg)
+						rep, err = Replay(w, s, cfg)
 					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					name := fmt.Sprintf("%s/%s/%s/k=%d", tc.w.Name, mode, s, k)
+					name := fmt.Sprintf("%s/%s/%s/k=%d", w.Name, mode, s, k)
 					t.Logf("%-22s hit ratio %.4f", name, rep.HitRatio)
-					if want, ok := golden[name]; ok {
-						checkRatio(t, name, rep.HitRatio, want)
-					} else {
-						t.Errorf("%s: no golden number", name)
+					if k == 0 {
+						exact = rep.HitRatio
+						continue
+					}
+					if bound := sampledBound(s, mode, k); math.Abs(rep.HitRatio-exact) > bound {
+						t.Errorf("%s: hit ratio %.4f, %.4f from exact %.4f, more than %.3f", name, rep.HitRatio, rep.HitRatio-exact, exact, bound)
 					}
 				}
 			}
 		}
+	}
+}
+
+// sampledBound is the largest distance from the exact hit ratio that
+// docs/index.md reports for sampled selection over the simulator's
+// workloads: for recency (LRU) 3 points at k=5 and 1 at k=16 in replay
+// mode, 1 and 0.3 in serve mode; for the frequency strategies (SLRU) up to
+// 8.8 points at k=5 and 4.7 at k=16.
+func sampledBound(s kvevict.Strategy, mode string, k int) float64 {
+	switch {
+	case s != kvevict.LRU && k == 5:
+		return 0.088
+	case s != kvevict.LRU:
+		return 0.047
+	case mode == "serve" && k == 5:
+		return 0.010
+	case mode == "serve":
+		return 0.003
+	case k == 5:
+		return 0.030
+	default:
+		return 0.010
 	}
 }
