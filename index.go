@@ -80,7 +80,6 @@ type Index struct {
 	epoch    time.Time // monotonic origin of the eviction timings
 
 	nodes []indexNode  // slab of candidates
-	free  []int32      // free slots of nodes
 	slots idMap[int32] // ID -> slot in nodes
 
 	// The evictable candidates are split between the run and the heap.
@@ -89,7 +88,7 @@ type Index struct {
 	// after every key in the run is appended to it in O(1), as every touch
 	// under LRU is. heap holds the others, by slot.
 	run       dlist.List
-	links     dlist.Links // the run's links, indexed like nodes
+	links     dlist.Slots // the run's links, indexed like nodes, and the free slots
 	heap      rank.Heap
 	available int // blocks held by evictable candidates
 
@@ -179,14 +178,9 @@ func (x *Index) Add(c Candidate) error {
 	if x.slots.len() >= maxIndexLen {
 		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.len())
 	}
-	var slot int32
-	if n := len(x.free); n > 0 {
-		slot = x.free[n-1]
-		x.free = x.free[:n-1]
-	} else {
-		slot = int32(len(x.nodes))
+	slot, grown := x.links.Alloc()
+	if grown {
 		x.nodes = append(x.nodes, indexNode{})
-		x.links = append(x.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
 	}
 	x.nodes[slot] = indexNode{c: c, at: held}
 	x.slots.put(c.ID, slot)
@@ -218,7 +212,7 @@ func (x *Index) Remove(id uint64) bool {
 func (x *Index) release(slot int32) {
 	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
-	x.free = append(x.free, slot)
+	x.links.Free(slot)
 }
 
 // Touch records a request of resident sequence id at tick, as
@@ -473,7 +467,7 @@ func (x *Index) refile(slot int32) {
 		x.appendRun(slot, k)
 		return
 	}
-	link := x.links[slot]
+	link := x.links.Links[slot]
 	if link.Prev != dlist.None {
 		if p := &x.nodes[link.Prev]; !before(p.key, p.c.ID, k, id) {
 			x.unlink(slot)

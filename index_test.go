@@ -60,8 +60,11 @@ func checkIndex(t testing.TB, x *Index) {
 	if live != x.slots.len() {
 		t.Fatalf("%d live slots, map holds %d", live, x.slots.len())
 	}
-	if live+len(x.free) != len(x.nodes) {
-		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
+	if err := x.links.CheckFree(); err != nil {
+		t.Fatal(err)
+	}
+	if live+x.links.FreeLen() != len(x.nodes) {
+		t.Fatalf("%d live + %d free slots != %d slots", live, x.links.FreeLen(), len(x.nodes))
 	}
 	if inHeapCount != x.heap.Len() {
 		t.Fatalf("%d evictable candidates, heap holds %d", inHeapCount, x.heap.Len())
@@ -80,8 +83,8 @@ func checkIndex(t testing.TB, x *Index) {
 // ascending by (key, ID).
 func checkRun(t testing.TB, x *Index, want int) {
 	t.Helper()
-	if len(x.links) != len(x.nodes) {
-		t.Fatalf("%d run links for %d slots", len(x.links), len(x.nodes))
+	if len(x.links.Links) != len(x.nodes) {
+		t.Fatalf("%d run links for %d slots", len(x.links.Links), len(x.nodes))
 	}
 	prev := dlist.None
 	err := x.links.Check(&x.run, func(slot int32) error {

@@ -33,8 +33,7 @@ const maxLists = 4
 // so the slab never holds more nodes than were alive at once.
 type table struct {
 	slab          []node
-	links         dlist.Links // the lists' links, indexed like slab
-	free          int32       // first free node, chained by Next; -1 if none
+	links         dlist.Slots // the lists' links, indexed like slab, and the free nodes
 	index         idMap[int32]
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
@@ -49,7 +48,7 @@ type table struct {
 const admitShrinkAbove = 1 << 16
 
 func newTable(residentLists ...uint8) table {
-	t := table{free: -1}
+	var t table
 	for i := range t.lists {
 		t.lists[i] = nodeList{List: dlist.Empty()}
 	}
@@ -74,13 +73,9 @@ func (t *table) resident(n int32) bool {
 
 // add makes a node for id at the head of list l and returns it. O(1).
 func (t *table) add(id uint64, l uint8) int32 {
-	n := t.free
-	if n >= 0 {
-		t.free = t.links[n].Next
-	} else {
-		n = int32(len(t.slab))
+	n, grown := t.links.Alloc()
+	if grown {
 		t.slab = append(t.slab, node{})
-		t.links = append(t.links, dlist.Link{})
 	}
 	t.slab[n] = node{id: id}
 	t.index.put(id, n)
@@ -93,8 +88,7 @@ func (t *table) drop(n int32) {
 	t.unlink(n)
 	t.index.del(t.slab[n].id)
 	t.slab[n] = node{}
-	t.links[n].Next = t.free
-	t.free = n
+	t.links.Free(n)
 }
 
 // pushHead links unlinked node n at the head of list l.
@@ -130,7 +124,7 @@ func (t *table) tail(l uint8) int32 { return t.lists[l].Front }
 
 // newer returns the neighbour of node n toward its list's head, or -1 at
 // the head.
-func (t *table) newer(n int32) int32 { return t.links[n].Next }
+func (t *table) newer(n int32) int32 { return t.links.Next(n) }
 
 // nextEpoch starts a selection: no node is marked.
 func (t *table) nextEpoch() {
@@ -172,7 +166,7 @@ func (t *table) marked(n int32) bool {
 // head, or -1. It is how victims skip the pinned, the referenced and the
 // ids that are not among the call's candidates.
 func (t *table) scan(from int32) int32 {
-	for n := from; n >= 0; n = t.links[n].Next {
+	for n := from; n >= 0; n = t.links.Next(n) {
 		if t.marked(n) {
 			return n
 		}
@@ -182,8 +176,8 @@ func (t *table) scan(from int32) int32 {
 
 // checkTable verifies the links, lengths, marks and index of t, for tests.
 func (t *table) checkTable() error {
-	if len(t.links) != len(t.slab) {
-		return fmt.Errorf("%d links for %d nodes", len(t.links), len(t.slab))
+	if len(t.links.Links) != len(t.slab) {
+		return fmt.Errorf("%d links for %d nodes", len(t.links.Links), len(t.slab))
 	}
 	seen := 0
 	for l := range t.lists {
@@ -212,6 +206,12 @@ func (t *table) checkTable() error {
 	}
 	if seen != t.index.len() {
 		return fmt.Errorf("%d ids indexed, %d in lists", t.index.len(), seen)
+	}
+	if err := t.links.CheckFree(); err != nil {
+		return err
+	}
+	if seen+t.links.FreeLen() != len(t.slab) {
+		return fmt.Errorf("%d nodes in lists + %d free != %d nodes", seen, t.links.FreeLen(), len(t.slab))
 	}
 	if err := t.index.check(); err != nil {
 		return err

@@ -37,8 +37,7 @@ type Mirror struct {
 type topicIndex struct {
 	blocks map[Hash]int32 // resident blocks' slots
 	slab   []block
-	free   []int32     // slots that hold no block
-	links  dlist.Links // the leaf list's links, indexed like slab
+	links  dlist.Slots // the leaf list's links, indexed like slab, and the free slots
 	leaves dlist.List  // resident blocks without resident children, oldest first
 	stats  TopicStats
 }
@@ -190,27 +189,25 @@ func (t *topicIndex) remove(n int32) {
 
 // alloc returns a slot for a new block, reusing a released one.
 func (t *topicIndex) alloc() int32 {
-	if k := len(t.free); k > 0 {
-		n := t.free[k-1]
-		t.free = t.free[:k-1]
-		return n
+	n, grown := t.links.Alloc()
+	if grown {
+		t.slab = append(t.slab, block{})
 	}
-	t.slab = append(t.slab, block{})
-	t.links = append(t.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
-	return int32(len(t.slab) - 1)
+	return n
 }
 
 // release frees slot n, whose block is in no list and is no resident
 // block's parent.
 func (t *topicIndex) release(n int32) {
 	t.slab[n] = block{} // drop the hash's bytes
-	t.free = append(t.free, n)
+	t.links.Free(n)
 }
 
 func (t *topicIndex) clear() {
 	clear(t.blocks)
 	clear(t.slab)
-	t.slab, t.links, t.free = t.slab[:0], t.links[:0], t.free[:0]
+	t.slab = t.slab[:0]
+	t.links.Reset()
 	t.leaves = dlist.Empty()
 }
 

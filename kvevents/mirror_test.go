@@ -26,8 +26,8 @@ func checkMirror(t *testing.T, m *Mirror) {
 		if len(ti.blocks) > m.capacity {
 			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
 		}
-		if len(ti.links) != len(ti.slab) {
-			t.Fatalf("topic %q: %d links for %d slots", name, len(ti.links), len(ti.slab))
+		if len(ti.links.Links) != len(ti.slab) {
+			t.Fatalf("topic %q: %d links for %d slots", name, len(ti.links.Links), len(ti.slab))
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
@@ -61,8 +61,11 @@ func checkMirror(t *testing.T, m *Mirror) {
 				kept++
 			}
 		}
-		if live := len(ti.blocks) + kept; live+len(ti.free) != len(ti.slab) {
-			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, len(ti.free), len(ti.slab))
+		if err := ti.links.CheckFree(); err != nil {
+			t.Fatalf("topic %q: %v", name, err)
+		}
+		if live := len(ti.blocks) + kept; live+ti.links.FreeLen() != len(ti.slab) {
+			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, ti.links.FreeLen(), len(ti.slab))
 		}
 		want := 0
 		for _, n := range ti.blocks {
@@ -442,7 +445,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 
 		ti := m.topics["e"]
 		var got, want []Hash
-		for n := ti.leaves.Front; n != dlist.None; n = ti.links[n].Next {
+		for n := ti.leaves.Front; n != dlist.None; n = ti.links.Next(n) {
 			got = append(got, ti.slab[n].hash)
 		}
 		for b := ref.leaves.next; b != &ref.leaves; b = b.next {

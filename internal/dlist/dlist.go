@@ -1,7 +1,7 @@
 // Package dlist threads doubly linked lists through a slab of int32-indexed
-// slots, as container/list does through pointers: O(1) push, remove and
-// move, no allocation per element, and no pointers for the garbage
-// collector to follow.
+// slots, as container/list does through pointers: O(1) push and remove, no
+// allocation per element, and no pointers for the garbage collector to
+// follow. [Slots] hands out the slab's slots, reusing freed ones.
 //
 // The links live in a slice of their own, indexed like the caller's slab,
 // rather than in the slab's elements: the list is then one non-generic type
@@ -81,6 +81,50 @@ func (s Links) Remove(l *List, n int32) {
 	l.Len--
 }
 
+// Slots hands out the slots of a slab and holds their links. A slot given
+// back by Free is handed out again, most recent first, before the slab
+// grows; the free slots are chained through their Next links, which no list
+// uses while they are free. The zero Slots is an empty slab.
+type Slots struct {
+	Links       // the links of every slot, free or not
+	free  int32 // 1 + the most recently freed slot; 0 if none is free
+	nFree int   // free slots
+}
+
+// Alloc returns a slot in no list: a freed one if any, with grown false, or
+// a new one at index len(Links) before the call, with grown true, for which
+// the caller appends an element to its slab. O(1) amortized.
+func (s *Slots) Alloc() (n int32, grown bool) {
+	if s.free > 0 {
+		n = s.free - 1
+		s.free = s.Links[n].Next + 1
+		s.Links[n].Next = None
+		s.nFree--
+		return n, false
+	}
+	n = int32(len(s.Links))
+	s.Links = append(s.Links, Link{Prev: None, Next: None})
+	return n, true
+}
+
+// Free gives back slot n, which is in no list. O(1).
+func (s *Slots) Free(n int32) {
+	s.Links[n] = Link{Prev: None, Next: s.free - 1}
+	s.free = n + 1
+	s.nFree++
+}
+
+// Reset frees every slot and empties the slab, keeping its memory.
+func (s *Slots) Reset() {
+	s.Links, s.free, s.nFree = s.Links[:0], 0, 0
+}
+
+// FreeLen returns how many slots are free. O(1).
+func (s *Slots) FreeLen() int { return s.nFree }
+
+// Next returns the neighbour of slot n toward the back of its list, or None.
+func (s Links) Next(n int32) int32 { return s[n].Next }
+
 // Check verifies l: linked both ways from Front to Back, Len slots long,
 // every slot within s. It calls visit, if not nil, on each slot from front
 // to back, stopping at the first error visit returns. O(len). For tests.
@@ -108,6 +152,27 @@ func (s Links) Check(l *List, visit func(n int32) error) error {
 	}
 	if count != l.Len {
 		return fmt.Errorf("dlist: len %d, counted %d", l.Len, count)
+	}
+	return nil
+}
+
+// CheckFree verifies the chain of free slots: FreeLen long, within Links,
+// each slot's Prev None. O(free). For tests.
+func (s *Slots) CheckFree() error {
+	count := 0
+	for n := s.free - 1; n != None; n = s.Links[n].Next {
+		if n < 0 || int(n) >= len(s.Links) {
+			return fmt.Errorf("dlist: free slot %d outside the %d links", n, len(s.Links))
+		}
+		if s.Links[n].Prev != None {
+			return fmt.Errorf("dlist: free slot %d has prev %d", n, s.Links[n].Prev)
+		}
+		if count++; count > len(s.Links) {
+			return fmt.Errorf("dlist: the free chain cycles through slot %d", n)
+		}
+	}
+	if count != s.nFree {
+		return fmt.Errorf("dlist: %d free slots counted, %d chained", s.nFree, count)
 	}
 	return nil
 }

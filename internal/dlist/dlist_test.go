@@ -93,3 +93,55 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestSlots allocates and frees at random: a freed slot comes back before
+// the slab grows, most recently freed first, and the free chain stays
+// whole while a list threads the slots in use.
+func TestSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var s Slots
+	used := Empty()
+	var free []int32 // the model: freed slots, most recent last
+	inUse := map[int32]bool{}
+	for range 20_000 {
+		if len(inUse) > 0 && rng.IntN(2) == 0 {
+			n := used.Front
+			for range rng.IntN(len(inUse)) {
+				n = s.Next(n)
+			}
+			s.Remove(&used, n)
+			s.Free(n)
+			delete(inUse, n)
+			free = append(free, n)
+		} else {
+			n, grown := s.Alloc()
+			switch {
+			case len(free) > 0:
+				if want := free[len(free)-1]; n != want || grown {
+					t.Fatalf("Alloc() = %d, %v, want the freed slot %d", n, grown, want)
+				}
+				free = free[:len(free)-1]
+			case !grown || int(n) != len(s.Links)-1:
+				t.Fatalf("Alloc() = %d, %v with nothing free and %d links", n, grown, len(s.Links))
+			}
+			if s.Links[n] != (Link{None, None}) {
+				t.Fatalf("allocated slot %d has links %+v", n, s.Links[n])
+			}
+			s.PushBack(&used, n)
+			inUse[n] = true
+		}
+		if err := s.CheckFree(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(&used, nil); err != nil {
+			t.Fatal(err)
+		}
+		if s.FreeLen() != len(free) || used.Len+len(free) != len(s.Links) {
+			t.Fatalf("%d free (model %d), %d used, %d links", s.FreeLen(), len(free), used.Len, len(s.Links))
+		}
+	}
+	s.Reset()
+	if n, grown := s.Alloc(); n != 0 || !grown || s.FreeLen() != 0 {
+		t.Fatalf("after Reset, Alloc() = %d, %v with %d free", n, grown, s.FreeLen())
+	}
+}
