@@ -39,8 +39,7 @@ type Links []Link
 
 // PushBack links slot n, which is in no list, at the back of l. O(1).
 func (s Links) PushBack(l *List, n int32) {
-	x := &s[n]
-	x.Prev, x.Next = l.Back, None
+	s[n] = Link{Prev: l.Back, Next: None}
 	if l.Back != None {
 		s[l.Back].Next = n
 	} else {
@@ -52,8 +51,7 @@ func (s Links) PushBack(l *List, n int32) {
 
 // PushFront links slot n, which is in no list, at the front of l. O(1).
 func (s Links) PushFront(l *List, n int32) {
-	x := &s[n]
-	x.Prev, x.Next = None, l.Front
+	s[n] = Link{Prev: None, Next: l.Front}
 	if l.Front != None {
 		s[l.Front].Prev = n
 	} else {
