@@ -48,7 +48,11 @@ func BenchmarkUpdateAccess(b *testing.B) {
 		ids := accessTrace(n)
 		for _, s := range append([]kvevict.Strategy{kvevict.LRU}, adaptive...) {
 			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
-				p, err := kvevict.New(s, kvevict.WithCapacity(n))
+				var opts []kvevict.Option
+				if s.Adaptive() { // LRU takes no capacity: it ranks the pool's own candidates
+					opts = append(opts, kvevict.WithCapacity(n))
+				}
+				p, err := kvevict.New(s, opts...)
 				if err != nil {
 					b.Fatal(err)
 				}

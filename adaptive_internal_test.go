@@ -32,7 +32,7 @@ func fingerprint(p Policy) string {
 	var b strings.Builder
 	for l := range t.lists {
 		fmt.Fprintf(&b, "%d:", l)
-		for n := t.lists[l].tail; n >= 0; n = t.slab[n].newer {
+		for n := t.lists[l].Front; n >= 0; n = t.newer(n) {
 			fmt.Fprintf(&b, " %d/%d", t.slab[n].id, t.slab[n].bits)
 		}
 		b.WriteString("\n")
@@ -275,7 +275,7 @@ func TestARCGhostAdaptation(t *testing.T) {
 	}
 	ids := func(l uint8) []uint64 {
 		var out []uint64
-		for n := a.lists[l].tail; n >= 0; n = a.slab[n].newer {
+		for n := a.tail(l); n >= 0; n = a.newer(n) {
 			out = append(out, a.slab[n].id)
 		}
 		return out

@@ -102,16 +102,16 @@ func (a *arc) commit() {
 		switch {
 		case t1+b1 >= a.c: // A: L1 is full
 			if t1 < a.c {
-				a.drop(a.lists[arcB1].tail)
+				a.drop(a.tail(arcB1))
 				if t1+t2 >= a.c {
 					a.replace()
 				}
 			} else {
-				a.drop(a.lists[arcT1].tail)
+				a.drop(a.tail(arcT1))
 			}
 		case t1+t2+b1+b2 >= a.c: // B: L1 has room, the directory does not
 			if t1+t2+b1+b2 >= 2*a.c {
-				a.drop(a.lists[arcB2].tail)
+				a.drop(a.tail(arcB2))
 			}
 			if t1+t2 >= a.c {
 				a.replace()
@@ -136,9 +136,9 @@ func (a *arc) replacesT1(t1 int) bool {
 func (a *arc) replace() {
 	t1 := a.size(arcT1)
 	if t1 > 0 && a.replacesT1(t1) || a.size(arcT2) == 0 {
-		a.moveHead(arcB1, a.lists[arcT1].tail)
+		a.moveHead(arcB1, a.tail(arcT1))
 	} else {
-		a.moveHead(arcB2, a.lists[arcT2].tail)
+		a.moveHead(arcB2, a.tail(arcT2))
 	}
 }
 
@@ -149,7 +149,7 @@ func (a *arc) normalize() {
 		a.replace()
 	}
 	for a.size(arcT1)+a.size(arcB1) > a.c {
-		a.drop(a.lists[arcB1].tail)
+		a.drop(a.tail(arcB1))
 	}
 	for a.size(arcT1)+a.size(arcT2)+a.size(arcB1)+a.size(arcB2) > 2*a.c {
 		a.dropGhost()
@@ -162,9 +162,9 @@ func (a *arc) normalize() {
 // dropGhost forgets the oldest ghost of the longer ghost list, b2 on a tie.
 func (a *arc) dropGhost() {
 	if a.size(arcB1) > a.size(arcB2) {
-		a.drop(a.lists[arcB1].tail)
+		a.drop(a.tail(arcB1))
 	} else {
-		a.drop(a.lists[arcB2].tail)
+		a.drop(a.tail(arcB2))
 	}
 }
 
@@ -186,7 +186,7 @@ func (a *arc) victim() int32 {
 		}
 		from := a.cursor[l]
 		if from < 0 || a.slab[from].list != l {
-			from = a.lists[l].tail
+			from = a.tail(l)
 		}
 		if n := a.scan(from); n >= 0 {
 			a.cursor[l] = n
@@ -198,7 +198,7 @@ func (a *arc) victim() int32 {
 
 func (a *arc) evict(n int32) {
 	l := a.slab[n].list
-	a.cursor[l] = a.slab[n].newer
+	a.cursor[l] = a.newer(n)
 	if l == arcT1 {
 		a.moveHead(arcB1, n)
 	} else {

@@ -200,7 +200,7 @@ func (a *auto) rank(cands []Candidate, required int) {
 	a.next = 0
 	bounded := false
 	var bound entry
-	for n := a.lists[autoResident].tail; n >= 0; n = a.slab[n].newer {
+	for n := a.tail(autoResident); n >= 0; n = a.newer(n) {
 		if !a.marked(n) {
 			continue
 		}
@@ -283,7 +283,7 @@ func (a *auto) evict(n int32) {
 // trimGhost forgets the least recently used ghosts beyond ghostCap.
 func (a *auto) trimGhost() {
 	for a.size(autoGhost) > a.ghostCap {
-		a.drop(a.lists[autoGhost].tail)
+		a.drop(a.tail(autoGhost))
 	}
 }
 
@@ -291,7 +291,7 @@ func (a *auto) trimGhost() {
 // used, and drops the selection's scratch.
 func (a *auto) finish() {
 	for a.size(autoResident) > a.c {
-		a.moveHead(autoGhost, a.lists[autoResident].tail)
+		a.moveHead(autoGhost, a.tail(autoResident))
 	}
 	a.trimGhost()
 	a.ranked = nil // a view of sel's buffer, which the next selection reuses
@@ -312,7 +312,7 @@ func (a *auto) check() error {
 	if len(a.info) != len(a.slab) {
 		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
 	}
-	for n := a.lists[autoResident].tail; n >= 0; n = a.slab[n].newer {
+	for n := a.tail(autoResident); n >= 0; n = a.newer(n) {
 		if a.info[n].evicted != 0 {
 			return fmt.Errorf("auto: resident %d is marked evicted", a.slab[n].id)
 		}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -40,7 +41,7 @@ import (
 // The evictable candidates are kept in two structures, and an eviction
 // takes the smaller of their minima by (key, ID). The run is a doubly linked
 // list, ascending: a candidate whose key sorts after the run's last one is
-// appended in O(1), and the run's head is its minimum. Under LRU with
+// appended in O(1), and the run's front is its minimum. Under LRU with
 // ticks that only grow, as an allocator's clock does, every touch and every
 // new sequence lands there, so a touch is an unlink and an append and an
 // eviction takes the head, as in a linked-list LRU (and vLLM's free block
@@ -48,7 +49,7 @@ import (
 // or a candidate added with an old LastAccess) go to an indexed 4-ary
 // min-heap by (key, ID), each candidate knowing its heap position so a
 // changed key is fixed in place (container/heap's Fix). A heap candidate
-// whose new key sorts after the run's tail moves to the run. Pinned,
+// whose new key sorts after the run's back moves to the run. Pinned,
 // referenced and empty candidates are in neither.
 //
 // The heap is the 4-ary indexed heap that package prefix's tree uses too.
@@ -79,28 +80,27 @@ type Index struct {
 	epoch    time.Time // monotonic origin of the eviction timings
 
 	nodes []indexNode  // slab of candidates
-	free  []int32      // free slots of nodes
 	slots idMap[int32] // ID -> slot in nodes
 
 	// The evictable candidates are split between the run and the heap.
-	// The run is a doubly linked list through the nodes, ascending by
-	// (key, ID) from runHead to runTail: a candidate whose key sorts after
-	// every key in the run is appended to it in O(1), as every touch under
-	// LRU is. heap holds the others, by slot.
-	runHead, runTail int32 // slots, or noSlot when the run is empty
-	heap             rank.Heap
-	available        int // blocks held by evictable candidates
+	// The run is a doubly linked list through the slots, ascending by
+	// (key, ID) from its front to its back: a candidate whose key sorts
+	// after every key in the run is appended to it in O(1), as every touch
+	// under LRU is. heap holds the others, by slot.
+	run       dlist.List
+	links     dlist.Slots // the run's links, indexed like nodes, and the free slots
+	heap      rank.Heap
+	available int // blocks held by evictable candidates
 
 	stats stats
 }
 
 // indexNode is one candidate the index holds.
 type indexNode struct {
-	c          Candidate
-	key        rank.Key // c's key, while the node is in the run
-	prev, next int32    // neighbours in the run, toward its head and tail; noSlot past the ends
-	at         place    // where the candidate is kept
-	trimmed    bool     // lost a tail to a partial eviction and not touched since
+	c       Candidate
+	key     rank.Key // c's key, while the node is in the run
+	at      place    // where the candidate is kept
+	trimmed bool     // lost a tail to a partial eviction and not touched since
 }
 
 // place is where the index keeps a slot's candidate.
@@ -112,9 +112,6 @@ const (
 	inRun                 // evictable, in the run
 	inHeap                // evictable, in the heap
 )
-
-// noSlot ends the run's links.
-const noSlot int32 = -1
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
 // positions fit an int32.
@@ -142,8 +139,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		strategy: s,
 		params:   params,
 		logger:   cfg.logger,
-		runHead:  noSlot,
-		runTail:  noSlot,
+		run:      dlist.Empty(),
 		stats:    newStats(s, &cfg),
 		timed:    !cfg.noTiming,
 		epoch:    time.Now(),
@@ -182,12 +178,8 @@ func (x *Index) Add(c Candidate) error {
 	if x.slots.len() >= maxIndexLen {
 		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.len())
 	}
-	var slot int32
-	if n := len(x.free); n > 0 {
-		slot = x.free[n-1]
-		x.free = x.free[:n-1]
-	} else {
-		slot = int32(len(x.nodes))
+	slot, grown := x.links.Alloc()
+	if grown {
 		x.nodes = append(x.nodes, indexNode{})
 	}
 	x.nodes[slot] = indexNode{c: c, at: held}
@@ -220,7 +212,7 @@ func (x *Index) Remove(id uint64) bool {
 func (x *Index) release(slot int32) {
 	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
-	x.free = append(x.free, slot)
+	x.links.Free(slot)
 }
 
 // Touch records a request of resident sequence id at tick, as
@@ -414,15 +406,15 @@ func (x *Index) ordered(slot int32) bool {
 	return at == inRun || at == inHeap
 }
 
-// first returns the slot of the next victim: the smaller of the run's head
-// and the heap's root. There must be one. O(1).
+// first returns the slot of the next victim: the smaller of the run's
+// front and the heap's root. There must be one. O(1).
 func (x *Index) first() int32 {
-	h := x.runHead
+	h := x.run.Front
 	if x.heap.Len() == 0 {
 		return h
 	}
 	root := x.heap.Min()
-	if h == noSlot {
+	if h == dlist.None {
 		return root.Slot
 	}
 	if n := &x.nodes[h]; before(n.key, n.c.ID, root.Key, root.ID) {
@@ -431,18 +423,18 @@ func (x *Index) first() int32 {
 	return root.Slot
 }
 
-// afterRun reports whether (k, id) sorts after the run's tail, so that it
+// afterRun reports whether (k, id) sorts after the run's back, so that it
 // may be appended; true for an empty run. O(1).
 func (x *Index) afterRun(k rank.Key, id uint64) bool {
-	if x.runTail == noSlot {
+	if x.run.Back == dlist.None {
 		return true
 	}
-	t := &x.nodes[x.runTail]
+	t := &x.nodes[x.run.Back]
 	return before(t.key, t.c.ID, k, id)
 }
 
 // insert files the evictable candidate in slot, which is in neither the run
-// nor the heap: at the run's tail if its key sorts after the tail's, O(1),
+// nor the heap: at the run's back if its key sorts after the back's, O(1),
 // else in the heap, O(log n).
 func (x *Index) insert(slot int32) {
 	n := &x.nodes[slot]
@@ -455,7 +447,7 @@ func (x *Index) insert(slot int32) {
 }
 
 // refile restores the order after the evictable candidate in slot changed
-// (its key may have). A candidate whose new key sorts after the run's tail
+// (its key may have). A candidate whose new key sorts after the run's back
 // moves there, in O(1) plus, from the heap, O(log n); one still between its
 // run neighbours stays; the rest go to the heap, O(log n).
 func (x *Index) refile(slot int32) {
@@ -470,20 +462,21 @@ func (x *Index) refile(slot int32) {
 		x.heap.Fix(slot, k, rank.SaturatedBlocks(len(n.c.Blocks)))
 		return
 	}
-	if slot != x.runTail && x.afterRun(k, id) {
+	if slot != x.run.Back && x.afterRun(k, id) {
 		x.unlink(slot)
 		x.appendRun(slot, k)
 		return
 	}
-	if n.prev != noSlot {
-		if p := &x.nodes[n.prev]; !before(p.key, p.c.ID, k, id) {
+	link := x.links.Links[slot]
+	if link.Prev != dlist.None {
+		if p := &x.nodes[link.Prev]; !before(p.key, p.c.ID, k, id) {
 			x.unlink(slot)
 			x.push(slot, k)
 			return
 		}
 	}
-	if n.next != noSlot {
-		if q := &x.nodes[n.next]; !before(k, id, q.key, q.c.ID) {
+	if link.Next != dlist.None {
+		if q := &x.nodes[link.Next]; !before(k, id, q.key, q.c.ID) {
 			x.unlink(slot)
 			x.push(slot, k)
 			return
@@ -502,33 +495,17 @@ func (x *Index) detach(slot int32) {
 	x.unlink(slot)
 }
 
-// appendRun adds the candidate in slot, of key k, at the run's tail. O(1).
+// appendRun adds the candidate in slot, of key k, at the run's back. O(1).
 func (x *Index) appendRun(slot int32, k rank.Key) {
 	n := &x.nodes[slot]
-	n.key, n.prev, n.next = k, x.runTail, noSlot
-	if x.runTail == noSlot {
-		x.runHead = slot
-	} else {
-		x.nodes[x.runTail].next = slot
-	}
-	x.runTail = slot
-	n.at = inRun
+	n.key, n.at = k, inRun
+	x.links.PushBack(&x.run, slot)
 }
 
 // unlink takes the candidate in slot out of the run. O(1).
 func (x *Index) unlink(slot int32) {
-	n := &x.nodes[slot]
-	if n.prev == noSlot {
-		x.runHead = n.next
-	} else {
-		x.nodes[n.prev].next = n.next
-	}
-	if n.next == noSlot {
-		x.runTail = n.prev
-	} else {
-		x.nodes[n.next].prev = n.prev
-	}
-	n.at = held
+	x.links.Remove(&x.run, slot)
+	x.nodes[slot].at = held
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).

@@ -3,11 +3,14 @@ package kvevict
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sagellm/kvevict/internal/dlist"
 )
 
 var soak = flag.Bool("soak", false, "run the index soak test for 10M operations instead of a short one")
@@ -57,8 +60,11 @@ func checkIndex(t testing.TB, x *Index) {
 	if live != x.slots.len() {
 		t.Fatalf("%d live slots, map holds %d", live, x.slots.len())
 	}
-	if live+len(x.free) != len(x.nodes) {
-		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.nodes))
+	if err := x.links.CheckFree(); err != nil {
+		t.Fatal(err)
+	}
+	if live+x.links.FreeLen() != len(x.nodes) {
+		t.Fatalf("%d live + %d free slots != %d slots", live, x.links.FreeLen(), len(x.nodes))
 	}
 	if inHeapCount != x.heap.Len() {
 		t.Fatalf("%d evictable candidates, heap holds %d", inHeapCount, x.heap.Len())
@@ -72,32 +78,36 @@ func checkIndex(t testing.TB, x *Index) {
 	checkRun(t, x, inRunCount)
 }
 
-// checkRun verifies the run: linked both ways from runHead to runTail
+// checkRun verifies the run: linked both ways from its front to its back
 // through exactly the want nodes marked inRun, with current keys, strictly
 // ascending by (key, ID).
 func checkRun(t testing.TB, x *Index, want int) {
 	t.Helper()
-	n, prev := 0, noSlot
-	for slot := x.runHead; slot != noSlot; slot = x.nodes[slot].next {
-		if n++; n > want {
-			t.Fatalf("run longer than the %d nodes marked in it, or cyclic", want)
-		}
+	if len(x.links.Links) != len(x.nodes) {
+		t.Fatalf("%d run links for %d slots", len(x.links.Links), len(x.nodes))
+	}
+	prev := dlist.None
+	err := x.links.Check(&x.run, func(slot int32) error {
 		node := &x.nodes[slot]
-		if node.at != inRun || node.prev != prev {
-			t.Fatalf("run slot %d: kept at %d, prev %d, want inRun and %d", slot, node.at, node.prev, prev)
+		if node.at != inRun {
+			return fmt.Errorf("run slot %d: kept at %d, want inRun", slot, node.at)
 		}
 		if k := x.params.keyOf(&node.c); node.key != k {
-			t.Fatalf("run ID %d: key %+v is stale, want %+v", node.c.ID, node.key, k)
+			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", node.c.ID, node.key, k)
 		}
-		if prev != noSlot {
+		if prev != dlist.None {
 			if p := &x.nodes[prev]; !before(p.key, p.c.ID, node.key, node.c.ID) {
-				t.Fatalf("run order broken between IDs %d and %d", p.c.ID, node.c.ID)
+				return fmt.Errorf("run order broken between IDs %d and %d", p.c.ID, node.c.ID)
 			}
 		}
 		prev = slot
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n != want || x.runTail != prev {
-		t.Fatalf("run of %d nodes ending at slot %d, want %d ending at %d", n, prev, want, x.runTail)
+	if x.run.Len != want {
+		t.Fatalf("run of %d nodes, want the %d marked inRun", x.run.Len, want)
 	}
 }
 

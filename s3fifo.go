@@ -104,7 +104,7 @@ func (s *s3fifo) normalize() {
 		s.evict(s.step(false))
 	}
 	for s.size(s3Ghost) > s.ghostCap {
-		s.drop(s.lists[s3Ghost].tail)
+		s.drop(s.tail(s3Ghost))
 	}
 }
 
@@ -144,7 +144,7 @@ func (s *s3fifo) start(l uint8, restricted bool) int32 {
 	if n := s.cursor[l]; restricted && n >= 0 && s.slab[n].list == l {
 		return n
 	}
-	return s.lists[l].tail
+	return s.tail(l)
 }
 
 func (s *s3fifo) eligible(n int32, restricted bool) bool {
@@ -156,7 +156,7 @@ func (s *s3fifo) eligible(n int32, restricted bool) bool {
 func (s *s3fifo) evictSmall(restricted bool) int32 {
 	for n := s.start(s3Small, restricted); n >= 0; {
 		x := &s.slab[n]
-		next := x.newer
+		next := s.newer(n)
 		if s.eligible(n, restricted) {
 			if x.bits < s3fifoMoveToMain {
 				s.cursor[s3Small] = n
@@ -181,10 +181,10 @@ func (s *s3fifo) evictMain(restricted bool) int32 {
 	n := s.start(s3Main, restricted)
 	for {
 		if n < 0 {
-			n = s.lists[s3Main].tail
+			n = s.tail(s3Main)
 		}
 		x := &s.slab[n]
-		next := x.newer
+		next := s.newer(n)
 		if s.eligible(n, restricted) {
 			if x.bits == 0 {
 				s.cursor[s3Main] = n
@@ -200,12 +200,12 @@ func (s *s3fifo) evictMain(restricted bool) int32 {
 func (s *s3fifo) evict(n int32) {
 	x := &s.slab[n]
 	l := x.list
-	s.cursor[l] = x.newer
+	s.cursor[l] = s.newer(n)
 	if l == s3Small {
 		x.bits = 0
 		s.moveHead(s3Ghost, n)
 		if s.size(s3Ghost) > s.ghostCap {
-			s.drop(s.lists[s3Ghost].tail)
+			s.drop(s.tail(s3Ghost))
 		}
 		return
 	}
@@ -230,7 +230,7 @@ func (s *s3fifo) check() error {
 		return fmt.Errorf("s3fifo: |ghost| = %d > %d", ghost, s.ghostCap)
 	}
 	for _, l := range []uint8{s3Small, s3Main} {
-		for n := s.lists[l].tail; n >= 0; n = s.slab[n].newer {
+		for n := s.tail(l); n >= 0; n = s.newer(n) {
 			if s.slab[n].bits > s3fifoMaxFreq {
 				return fmt.Errorf("s3fifo: id %d has frequency %d > %d", s.slab[n].id, s.slab[n].bits, s3fifoMaxFreq)
 			}

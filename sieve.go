@@ -79,7 +79,7 @@ func (s *sieve) sweep(restricted bool) int32 {
 	n := s.hand
 	for {
 		if n < 0 {
-			n = s.lists[sieveQueue].tail
+			n = s.tail(sieveQueue)
 		}
 		x := &s.slab[n]
 		if !restricted || s.marked(n) {
@@ -89,12 +89,12 @@ func (s *sieve) sweep(restricted bool) int32 {
 			}
 			x.bits = 0
 		}
-		n = x.newer
+		n = s.newer(n)
 	}
 }
 
 func (s *sieve) evict(n int32) {
-	s.hand = s.slab[n].newer
+	s.hand = s.newer(n)
 	s.drop(n)
 }
 

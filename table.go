@@ -3,25 +3,26 @@ package kvevict
 import (
 	"fmt"
 	"math"
+
+	"github.com/sagellm/kvevict/internal/dlist"
 )
 
 // node is one id an adaptive strategy tracks, resident or ghost, linked into
 // one of the strategy's lists.
 type node struct {
-	id           uint64
-	older, newer int32 // neighbours toward the list's tail and head; -1 at the ends
-	cand         int32 // index of this call's candidate, when mark is the call's epoch
-	mark         uint32
-	list         uint8
-	bits         uint8 // S3-FIFO's frequency, SIEVE's visited bit
+	id   uint64
+	cand int32 // index of this call's candidate, when mark is the call's epoch
+	mark uint32
+	list uint8
+	bits uint8 // S3-FIFO's frequency, SIEVE's visited bit
 }
 
-// nodeList is a doubly linked list of nodes: head is the newest (most
-// recently used or inserted), tail the oldest.
+// nodeList is one of a strategy's lists. The papers call its newest node
+// (most recently used or inserted) the head and its oldest the tail: the
+// list's Back and Front. The table's methods keep the papers' words.
 type nodeList struct {
-	head, tail int32
-	len        int
-	marked     int // nodes marked in the current selection
+	dlist.List
+	marked int // nodes marked in the current selection
 }
 
 // maxLists is the most lists a strategy uses (ARC's t1, t2, b1, b2).
@@ -32,7 +33,7 @@ const maxLists = 4
 // so the slab never holds more nodes than were alive at once.
 type table struct {
 	slab          []node
-	free          int32 // first free node, chained by newer; -1 if none
+	links         dlist.Slots // the lists' links, indexed like slab, and the free nodes
 	index         idMap[int32]
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
@@ -47,9 +48,9 @@ type table struct {
 const admitShrinkAbove = 1 << 16
 
 func newTable(residentLists ...uint8) table {
-	t := table{free: -1}
+	var t table
 	for i := range t.lists {
-		t.lists[i] = nodeList{head: -1, tail: -1}
+		t.lists[i] = nodeList{List: dlist.Empty()}
 	}
 	for _, l := range residentLists {
 		t.residentLists |= 1 << l
@@ -72,11 +73,8 @@ func (t *table) resident(n int32) bool {
 
 // add makes a node for id at the head of list l and returns it. O(1).
 func (t *table) add(id uint64, l uint8) int32 {
-	n := t.free
-	if n >= 0 {
-		t.free = t.slab[n].newer
-	} else {
-		n = int32(len(t.slab))
+	n, grown := t.links.Alloc()
+	if grown {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
@@ -89,22 +87,15 @@ func (t *table) add(id uint64, l uint8) int32 {
 func (t *table) drop(n int32) {
 	t.unlink(n)
 	t.index.del(t.slab[n].id)
-	t.slab[n] = node{newer: t.free}
-	t.free = n
+	t.slab[n] = node{}
+	t.links.Free(n)
 }
 
 // pushHead links unlinked node n at the head of list l.
 func (t *table) pushHead(l uint8, n int32) {
 	ls := &t.lists[l]
-	x := &t.slab[n]
-	x.list, x.older, x.newer = l, ls.head, -1
-	if ls.head >= 0 {
-		t.slab[ls.head].newer = n
-	} else {
-		ls.tail = n
-	}
-	ls.head = n
-	ls.len++
+	t.slab[n].list = l
+	t.links.PushBack(&ls.List, n)
 	if t.marked(n) {
 		ls.marked++
 	}
@@ -112,20 +103,8 @@ func (t *table) pushHead(l uint8, n int32) {
 
 // unlink removes node n from its list.
 func (t *table) unlink(n int32) {
-	x := &t.slab[n]
-	ls := &t.lists[x.list]
-	if x.older >= 0 {
-		t.slab[x.older].newer = x.newer
-	} else {
-		ls.tail = x.newer
-	}
-	if x.newer >= 0 {
-		t.slab[x.newer].older = x.older
-	} else {
-		ls.head = x.older
-	}
-	x.older, x.newer = -1, -1
-	ls.len--
+	ls := &t.lists[t.slab[n].list]
+	t.links.Remove(&ls.List, n)
 	if t.marked(n) {
 		ls.marked--
 	}
@@ -138,7 +117,14 @@ func (t *table) moveHead(l uint8, n int32) {
 }
 
 // size returns the length of list l.
-func (t *table) size(l uint8) int { return t.lists[l].len }
+func (t *table) size(l uint8) int { return t.lists[l].Len }
+
+// tail returns the oldest node of list l, or -1 if it is empty.
+func (t *table) tail(l uint8) int32 { return t.lists[l].Front }
+
+// newer returns the neighbour of node n toward its list's head, or -1 at
+// the head.
+func (t *table) newer(n int32) int32 { return t.links.Next(n) }
 
 // nextEpoch starts a selection: no node is marked.
 func (t *table) nextEpoch() {
@@ -180,7 +166,7 @@ func (t *table) marked(n int32) bool {
 // head, or -1. It is how victims skip the pinned, the referenced and the
 // ids that are not among the call's candidates.
 func (t *table) scan(from int32) int32 {
-	for n := from; n >= 0; n = t.slab[n].newer {
+	for n := from; n >= 0; n = t.links.Next(n) {
 		if t.marked(n) {
 			return n
 		}
@@ -190,18 +176,17 @@ func (t *table) scan(from int32) int32 {
 
 // checkTable verifies the links, lengths, marks and index of t, for tests.
 func (t *table) checkTable() error {
+	if len(t.links.Links) != len(t.slab) {
+		return fmt.Errorf("%d links for %d nodes", len(t.links.Links), len(t.slab))
+	}
 	seen := 0
 	for l := range t.lists {
 		ls := &t.lists[l]
-		count, marked := 0, 0
-		prev := int32(-1)
-		for n := ls.tail; n >= 0; n = t.slab[n].newer {
+		marked := 0
+		err := t.links.Check(&ls.List, func(n int32) error {
 			x := &t.slab[n]
 			if x.list != uint8(l) {
 				return fmt.Errorf("node %d (id %d) in list %d says list %d", n, x.id, l, x.list)
-			}
-			if x.older != prev {
-				return fmt.Errorf("list %d: node %d's older link is %d, want %d", l, n, x.older, prev)
 			}
 			if got, _ := t.index.get(x.id); got != n {
 				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
@@ -209,25 +194,24 @@ func (t *table) checkTable() error {
 			if t.marked(n) {
 				marked++
 			}
-			prev = n
-			count++
-			if count > len(t.slab) {
-				return fmt.Errorf("list %d has a cycle", l)
-			}
-		}
-		if prev != ls.head {
-			return fmt.Errorf("list %d: head %d, walk ended at %d", l, ls.head, prev)
-		}
-		if count != ls.len {
-			return fmt.Errorf("list %d: len %d, counted %d", l, ls.len, count)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("list %d: %w", l, err)
 		}
 		if t.epoch != 0 && marked != ls.marked {
 			return fmt.Errorf("list %d: marked %d, counted %d", l, ls.marked, marked)
 		}
-		seen += count
+		seen += ls.Len
 	}
 	if seen != t.index.len() {
 		return fmt.Errorf("%d ids indexed, %d in lists", t.index.len(), seen)
+	}
+	if err := t.links.CheckFree(); err != nil {
+		return err
+	}
+	if seen+t.links.FreeLen() != len(t.slab) {
+		return fmt.Errorf("%d nodes in lists + %d free != %d nodes", seen, t.links.FreeLen(), len(t.slab))
 	}
 	if err := t.index.check(); err != nil {
 		return err

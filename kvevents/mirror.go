@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sagellm/kvevict/internal/dlist"
 )
 
 // Mirror keeps, per topic (one engine each), the blocks that engine holds,
@@ -31,21 +33,24 @@ type Mirror struct {
 	topics map[string]*topicIndex
 }
 
-// topicIndex is one engine's resident blocks.
+// topicIndex is one engine's resident blocks, each in a slot of slab.
 type topicIndex struct {
-	blocks map[Hash]*block
-	leaves block // sentinel of the list of leaves, oldest first
+	blocks map[Hash]int32 // resident blocks' slots
+	slab   []block
+	links  dlist.Slots // the leaf list's links, indexed like slab, and the free slots
+	leaves dlist.List  // resident blocks without resident children, oldest first
 	stats  TopicStats
 }
 
-// block is one resident block. A block whose parent was removed keeps a
-// pointer to it (marked removed) rather than being found and re-linked.
+// block is the block in one slot. A removed block that still has resident
+// children keeps its slot (marked removed) until the last of them goes, so
+// that their parent slot stays its own rather than being found and
+// re-linked.
 type block struct {
-	hash       Hash
-	parent     *block
-	children   int
-	removed    bool
-	prev, next *block // in the leaf list while children == 0
+	hash     Hash
+	parent   int32 // the parent's slot; dlist.None for a root or a parent that was not resident
+	children int   // resident blocks naming this one as parent
+	removed  bool
 }
 
 // TopicStats describes one topic of a [Mirror].
@@ -57,11 +62,16 @@ type TopicStats struct {
 	EvictedBlocks  int64 // blocks the mirror evicted to stay within capacity
 }
 
+// maxMirrorCapacity bounds a mirror's capacity so that the slots of a
+// topic's blocks, resident and removed parents kept for their children (no
+// more than the resident ones), fit an int32.
+const maxMirrorCapacity = 1 << 29
+
 // NewMirror returns an empty mirror holding at most capacity blocks per
-// topic (capacity >= 1).
+// topic (1 <= capacity <= 2^29).
 func NewMirror(capacity int) (*Mirror, error) {
-	if capacity < 1 {
-		return nil, fmt.Errorf("kvevents: mirror capacity %d, want at least 1", capacity)
+	if capacity < 1 || capacity > maxMirrorCapacity {
+		return nil, fmt.Errorf("kvevents: mirror capacity %d, want 1 to %d", capacity, maxMirrorCapacity)
 	}
 	return &Mirror{capacity: capacity, topics: make(map[string]*topicIndex)}, nil
 }
@@ -89,8 +99,7 @@ func (m *Mirror) Apply(topic string, b *EventBatch) {
 func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
-		t = &topicIndex{blocks: make(map[Hash]*block), stats: TopicStats{Topic: name}}
-		t.leaves.prev, t.leaves.next = &t.leaves, &t.leaves
+		t = &topicIndex{blocks: make(map[Hash]int32), leaves: dlist.Empty(), stats: TopicStats{Topic: name}}
 		m.topics[name] = t
 	}
 	return t
@@ -101,21 +110,23 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 	for _, ev := range b.Events {
 		switch ev := ev.(type) {
 		case *BlockStored:
-			var parent *block
+			parent := dlist.None
 			if ev.ParentBlockHash != nil {
-				parent = t.blocks[*ev.ParentBlockHash]
+				if p, ok := t.blocks[*ev.ParentBlockHash]; ok {
+					parent = p
+				}
 			}
 			for _, h := range ev.BlockHashes {
 				parent = t.store(h, parent)
 			}
 			for len(t.blocks) > m.capacity {
-				t.remove(t.leaves.next)
+				t.remove(t.leaves.Front)
 				t.stats.EvictedBlocks++
 			}
 		case *BlockRemoved:
 			for _, h := range ev.BlockHashes {
-				if bl, ok := t.blocks[h]; ok {
-					t.remove(bl)
+				if n, ok := t.blocks[h]; ok {
+					t.remove(n)
 				}
 			}
 		case *AllBlocksCleared:
@@ -124,59 +135,80 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 	}
 }
 
-// store makes h resident under parent (nil: a root, or a parent that is
-// not resident) and returns its block. A block already resident moves to
-// the newest end of the leaves if it is one.
-func (t *topicIndex) store(h Hash, parent *block) *block {
-	if bl, ok := t.blocks[h]; ok {
-		if bl.children == 0 {
-			unlink(bl)
-			t.pushBack(bl)
+// store makes h resident under the block in slot parent (dlist.None: a
+// root, or a parent that is not resident) and returns its slot. A block
+// already resident moves to the newest end of the leaves if it is one.
+func (t *topicIndex) store(h Hash, parent int32) int32 {
+	if n, ok := t.blocks[h]; ok {
+		if t.slab[n].children == 0 {
+			t.links.Remove(&t.leaves, n)
+			t.links.PushBack(&t.leaves, n)
 		}
-		return bl
+		return n
 	}
-	bl := &block{hash: h, parent: parent}
-	if parent != nil {
-		if parent.children == 0 {
-			unlink(parent)
+	if parent != dlist.None {
+		p := &t.slab[parent]
+		if p.children == 0 {
+			t.links.Remove(&t.leaves, parent)
 		}
-		parent.children++
+		p.children++
 	}
-	t.blocks[h] = bl
-	t.pushBack(bl)
-	return bl
+	n := t.alloc()
+	t.slab[n] = block{hash: h, parent: parent}
+	t.blocks[h] = n
+	t.links.PushBack(&t.leaves, n)
+	return n
 }
 
-// remove drops bl. Its children, if any, stay resident; its parent, if it
-// becomes a leaf, goes to the oldest end of the leaves.
-func (t *topicIndex) remove(bl *block) {
+// remove drops the resident block in slot n. Its children, if any, stay
+// resident; its parent, if it becomes a leaf, goes to the oldest end of the
+// leaves.
+func (t *topicIndex) remove(n int32) {
+	bl := &t.slab[n]
 	delete(t.blocks, bl.hash)
-	bl.removed = true
+	parent := bl.parent
 	if bl.children == 0 {
-		unlink(bl)
+		t.links.Remove(&t.leaves, n)
+		t.release(n)
+	} else {
+		bl.removed, bl.parent = true, dlist.None // its parent counts it no more
 	}
-	if p := bl.parent; p != nil {
-		p.children--
-		if p.children == 0 && !p.removed {
-			p.prev, p.next = &t.leaves, t.leaves.next
-			p.next.prev, t.leaves.next = p, p
-		}
+	if parent == dlist.None {
+		return
+	}
+	p := &t.slab[parent]
+	p.children--
+	switch {
+	case p.children > 0:
+	case p.removed:
+		t.release(parent)
+	default:
+		t.links.PushFront(&t.leaves, parent)
 	}
 }
 
-func (t *topicIndex) pushBack(bl *block) {
-	bl.prev, bl.next = t.leaves.prev, &t.leaves
-	bl.prev.next, t.leaves.prev = bl, bl
+// alloc returns a slot for a new block, reusing a released one.
+func (t *topicIndex) alloc() int32 {
+	n, grown := t.links.Alloc()
+	if grown {
+		t.slab = append(t.slab, block{})
+	}
+	return n
 }
 
-func unlink(bl *block) {
-	bl.prev.next, bl.next.prev = bl.next, bl.prev
-	bl.prev, bl.next = nil, nil
+// release frees slot n, whose block is in no list and is no resident
+// block's parent.
+func (t *topicIndex) release(n int32) {
+	t.slab[n] = block{} // drop the hash's bytes
+	t.links.Free(n)
 }
 
 func (t *topicIndex) clear() {
 	clear(t.blocks)
-	t.leaves.prev, t.leaves.next = &t.leaves, &t.leaves
+	clear(t.slab)
+	t.slab = t.slab[:0]
+	t.links.Reset()
+	t.leaves = dlist.Empty()
 }
 
 // Match returns how many leading blocks of hashes topic holds: the prefix

@@ -9,13 +9,15 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/prefix"
 )
 
 // checkMirror verifies the mirror's invariants: each topic holds at most
 // capacity blocks, its leaf list holds exactly its resident blocks without
-// resident children, and each child count is the number of resident
-// blocks naming that parent.
+// resident children, each child count is the number of resident blocks
+// naming that parent, and a slot is free, resident, or a removed parent of
+// resident blocks.
 func checkMirror(t *testing.T, m *Mirror) {
 	t.Helper()
 	m.mu.Lock()
@@ -24,33 +26,65 @@ func checkMirror(t *testing.T, m *Mirror) {
 		if len(ti.blocks) > m.capacity {
 			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
 		}
-		children := make(map[*block]int)
-		for h, b := range ti.blocks {
-			if b.hash != h || b.removed {
+		if len(ti.links.Links) != len(ti.slab) {
+			t.Fatalf("topic %q: %d links for %d slots", name, len(ti.links.Links), len(ti.slab))
+		}
+		resident := func(n int) bool {
+			b := &ti.slab[n]
+			got, ok := ti.blocks[b.hash]
+			return ok && got == int32(n) && !b.removed
+		}
+		for h, n := range ti.blocks {
+			if b := &ti.slab[n]; b.hash != h || b.removed {
 				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.hash, h, b.removed)
 			}
-			if b.parent != nil && !b.parent.removed {
+		}
+		children := make(map[int32]int)
+		for n := range ti.slab {
+			if b := &ti.slab[n]; resident(n) && b.parent != dlist.None {
 				children[b.parent]++
 			}
 		}
-		leaves := 0
-		for b := ti.leaves.next; b != &ti.leaves; b = b.next {
-			if ti.blocks[b.hash] != b || b.children != 0 {
-				t.Fatalf("topic %q: leaf list holds %v (resident %v, %d children)", name, b.hash, ti.blocks[b.hash] == b, b.children)
+		kept := 0
+		for n := range ti.slab {
+			b := &ti.slab[n]
+			if !resident(n) && !b.removed {
+				continue // a free slot
 			}
-			leaves++
+			if b.children != children[int32(n)] {
+				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.hash, b.children, children[int32(n)])
+			}
+			if b.removed {
+				if b.children == 0 {
+					t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.hash)
+				}
+				kept++
+			}
+		}
+		if err := ti.links.CheckFree(); err != nil {
+			t.Fatalf("topic %q: %v", name, err)
+		}
+		if live := len(ti.blocks) + kept; live+ti.links.FreeLen() != len(ti.slab) {
+			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, ti.links.FreeLen(), len(ti.slab))
 		}
 		want := 0
-		for _, b := range ti.blocks {
-			if b.children != children[b] {
-				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.hash, b.children, children[b])
-			}
-			if b.children == 0 {
+		for _, n := range ti.blocks {
+			if ti.slab[n].children == 0 {
 				want++
 			}
 		}
-		if leaves != want {
-			t.Fatalf("topic %q: %d blocks in the leaf list, %d leaves", name, leaves, want)
+		err := ti.links.Check(&ti.leaves, func(n int32) error {
+			b := &ti.slab[n]
+			if got, ok := ti.blocks[b.hash]; !ok || got != n || b.children != 0 {
+				return fmt.Errorf("leaf list holds %v (resident %v, %d children)", b.hash, ok && got == n, b.children)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("topic %q: %v", name, err)
+		}
+		if ti.leaves.Len != want {
+			t.Fatalf("topic %q: %d blocks in the leaf list, %d leaves", name, ti.leaves.Len, want)
 		}
 	}
 }
@@ -299,5 +333,163 @@ func TestMirrorHandle(t *testing.T) {
 	}
 	if m.Resident("other", IntHash(4)) || m.Match("other", IntHashes([]uint64{4})) != 0 {
 		t.Error("a topic never seen holds a block")
+	}
+}
+
+// refTopic is the reference model of one topic: the leaf-first order with
+// pointer blocks and a sentinel list, as container/list would keep it.
+type refTopic struct {
+	blocks  map[Hash]*refBlock
+	leaves  refBlock // sentinel, oldest first
+	evicted int64
+}
+
+type refBlock struct {
+	hash       Hash
+	parent     *refBlock
+	children   int
+	removed    bool
+	prev, next *refBlock
+}
+
+func newRefTopic() *refTopic {
+	r := &refTopic{blocks: make(map[Hash]*refBlock)}
+	r.leaves.prev, r.leaves.next = &r.leaves, &r.leaves
+	return r
+}
+
+func (r *refTopic) pushBack(b *refBlock) {
+	b.prev, b.next = r.leaves.prev, &r.leaves
+	b.prev.next, r.leaves.prev = b, b
+}
+
+func (r *refTopic) pushFront(b *refBlock) {
+	b.prev, b.next = &r.leaves, r.leaves.next
+	b.next.prev, r.leaves.next = b, b
+}
+
+func refUnlink(b *refBlock) { b.prev.next, b.next.prev = b.next, b.prev }
+
+func (r *refTopic) store(h Hash, parent *refBlock) *refBlock {
+	if b, ok := r.blocks[h]; ok {
+		if b.children == 0 {
+			refUnlink(b)
+			r.pushBack(b)
+		}
+		return b
+	}
+	b := &refBlock{hash: h, parent: parent}
+	if parent != nil {
+		if parent.children == 0 {
+			refUnlink(parent)
+		}
+		parent.children++
+	}
+	r.blocks[h] = b
+	r.pushBack(b)
+	return b
+}
+
+func (r *refTopic) remove(b *refBlock) {
+	delete(r.blocks, b.hash)
+	b.removed = true
+	if b.children == 0 {
+		refUnlink(b)
+	}
+	if p := b.parent; p != nil {
+		p.children--
+		if p.children == 0 && !p.removed {
+			r.pushFront(p)
+		}
+	}
+}
+
+func (r *refTopic) apply(capacity int, events []Event) {
+	for _, ev := range events {
+		switch ev := ev.(type) {
+		case *BlockStored:
+			var parent *refBlock
+			if ev.ParentBlockHash != nil {
+				parent = r.blocks[*ev.ParentBlockHash]
+			}
+			for _, h := range ev.BlockHashes {
+				parent = r.store(h, parent)
+			}
+			for len(r.blocks) > capacity {
+				r.remove(r.leaves.next)
+				r.evicted++
+			}
+		case *BlockRemoved:
+			for _, h := range ev.BlockHashes {
+				if b, ok := r.blocks[h]; ok {
+					r.remove(b)
+				}
+			}
+		case *AllBlocksCleared:
+			clear(r.blocks)
+			r.leaves.prev, r.leaves.next = &r.leaves, &r.leaves
+		}
+	}
+}
+
+// TestMirrorAgainstReference applies random batches (stores under resident,
+// removed and unknown parents, removals of inner blocks, clears) to a small
+// mirror and to the reference model, and compares what each holds, the
+// order of its leaves and its evictions after every batch.
+func TestMirrorAgainstReference(t *testing.T) {
+	const universe, capacity = 64, 24
+	rng := rand.New(rand.NewPCG(7, 8))
+	m, err := NewMirror(capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newRefTopic()
+	for step := range 5000 {
+		var events []Event
+		for range 1 + rng.IntN(3) {
+			switch k := rng.IntN(20); {
+			case k == 0:
+				events = append(events, &AllBlocksCleared{})
+			case k < 8:
+				hashes := make([]uint64, 1+rng.IntN(4))
+				for i := range hashes {
+					hashes[i] = rng.Uint64N(universe)
+				}
+				events = append(events, removed(hashes...))
+			default:
+				var parent *Hash
+				if rng.IntN(4) > 0 {
+					parent = ptr(IntHash(rng.Uint64N(universe)))
+				}
+				hashes := make([]uint64, 1+rng.IntN(5))
+				for i := range hashes {
+					hashes[i] = rng.Uint64N(universe)
+				}
+				events = append(events, stored(parent, hashes...))
+			}
+		}
+		m.Apply("e", &EventBatch{Events: events})
+		ref.apply(capacity, events)
+		checkMirror(t, m)
+
+		ti := m.topics["e"]
+		var got, want []Hash
+		for n := ti.leaves.Front; n != dlist.None; n = ti.links.Next(n) {
+			got = append(got, ti.slab[n].hash)
+		}
+		for b := ref.leaves.next; b != &ref.leaves; b = b.next {
+			want = append(want, b.hash)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("step %d: leaves %v, reference %v", step, got, want)
+		}
+		for h := range uint64(universe) {
+			if got, want := m.Resident("e", IntHash(h)), ref.blocks[IntHash(h)] != nil; got != want {
+				t.Fatalf("step %d: block %d resident %v, reference %v", step, h, got, want)
+			}
+		}
+		if got := m.Topics()[0].EvictedBlocks; got != ref.evicted {
+			t.Fatalf("step %d: %d evicted, reference %d", step, got, ref.evicted)
+		}
 	}
 }
