@@ -17,12 +17,13 @@ import (
 // UpdateAccess calls for the candidate's id, remembered across its
 // evictions in a bounded ghost table. W is the pool's turnover, the time
 // in which as many ids enter the pool as the call has candidates (how long
-// an id used once stays, as in LRU), times the odds that a reuse comes
-// after an eviction rather than while resident: requests that found their
-// id evicted over those that found it resident. A pool that catches all
-// reuse ranks by recency alone, as LRU; the more reuse escapes it, the
-// more the requests an id had count against its age. An id requested once
-// is ranked by recency alone.
+// an id used once stays, as in LRU), times a weight that Auto chooses by
+// simulation: miniature caches, one per weight from 0 (LRU) to 16, rank a
+// hash-sampled share of the requests by the same score, and the weight of
+// the one with the most hits lately wins. Where frequency predicts reuse
+// the requests an id had count against its age; where it does not, Auto
+// ranks by recency alone, as LRU. An id requested once is ranked by
+// recency alone.
 //
 // A one-block candidate whose block is partial
 // ([Candidate.LastBlockPartial]) goes before every full one, LRU among
@@ -32,7 +33,9 @@ import (
 //
 // Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
 // selection costs O(n + k log k) for n candidates and k victims, through
-// the same engine as the key strategies; UpdateAccess O(1). See docs/auto.md for the reasons and the measurements.
+// the same engine as the key strategies; UpdateAccess O(log s) for
+// miniature caches of s ids when the request is in their sample, else
+// O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
 // auto is the history of [Auto]: every id it remembers, with the requests
@@ -59,12 +62,14 @@ type auto struct {
 	entries, originEntries, originTick int64
 	hasOrigin                          bool
 
-	// Requests for resident ids (caught) and for evicted ghosts (missed),
-	// decayed: the reuse the pool caught and the reuse it missed.
-	caught, missed float64
+	// reuses counts the requests for resident ids and for evicted ghosts,
+	// decayed: the span over which the victims' returns are counted.
+	reuses float64
 	// Victims by class, and requests for them after their eviction,
 	// decayed with the reuse counts: whether partial blocks come back.
 	evictedAs, returned [2]float64
+
+	weights autoWeights // the miniature caches that choose the weight
 
 	cands []Candidate // the selection's candidates, between rank and finish
 
@@ -94,13 +99,6 @@ const (
 	autoGhost                 // ids remembered only for their requests
 )
 
-// Auto's bound on its weight.
-const (
-	// autoMaxWeight bounds the weight of a pool that catches almost no
-	// reuse, keeping scores finite: requests first, recency second.
-	autoMaxWeight = 1 << 16
-)
-
 // candidateScorer is implemented by a history that ranks the call's
 // candidates by their fields as well as by what it remembers.
 // selectAdaptive calls rank once the evictable candidates are marked,
@@ -114,6 +112,7 @@ func newAuto(cfg *config) history {
 		table:    newTable(autoResident),
 		c:        cfg.capacity,
 		ghostCap: cfg.historyCap,
+		weights:  newAutoWeights(cfg.capacity),
 	}
 }
 
@@ -137,10 +136,10 @@ func (a *auto) access(id uint64) {
 	} else {
 		switch {
 		case a.slab[n].list == autoResident:
-			a.caught++
+			a.reuses++
 			a.decayReuse()
 		case a.info[n].evicted != 0:
-			a.missed++
+			a.reuses++
 			a.returned[a.info[n].evicted-1]++
 			a.info[n].evicted = 0
 			a.decayReuse()
@@ -151,15 +150,15 @@ func (a *auto) access(id uint64) {
 		x.requests++
 		x.log2Requests = float32(math.Log2(float64(x.requests)))
 	}
+	a.weights.access(id, a.info[n].log2Requests)
 }
 
 // decayReuse halves the reuse counts once they exceed the ghost table's
-// size, so that the weight follows the traffic of about the span the
+// size, so that the victims' returns are those of about the span the
 // ghosts remember.
 func (a *auto) decayReuse() {
-	if a.caught+a.missed > float64(max(a.ghostCap, a.c)) {
-		a.caught /= 2
-		a.missed /= 2
+	if a.reuses > float64(max(a.ghostCap, a.c)) {
+		a.reuses /= 2
 		for k := range a.evictedAs {
 			a.evictedAs[k] /= 2
 			a.returned[k] /= 2
@@ -215,9 +214,10 @@ func (a *auto) rank(cands []Candidate, required int) {
 	a.ranked = a.sel.victims()
 }
 
-// horizon returns W: the weight times the ticks in which n ids enter the
-// pool at the rate measured since the origin. It is 0, ranking by recency
-// alone, until the clock and the entries have both moved.
+// horizon returns W: the weight the miniature caches chose, in turnovers,
+// times the ticks in which n ids enter the pool at the rate measured since
+// the origin. It is 0, ranking by recency alone, until the clock and the
+// entries have both moved.
 func (a *auto) horizon(now int64, n int) float64 {
 	if !a.hasOrigin {
 		if a.entries == 0 {
@@ -225,13 +225,8 @@ func (a *auto) horizon(now int64, n int) float64 {
 		}
 		a.originEntries, a.originTick, a.hasOrigin = a.entries, now, true
 	}
-	return autoHorizon(a.weight(), n, now-a.originTick, a.entries-a.originEntries)
+	return autoHorizon(a.weights.weight(), n, now-a.originTick, a.entries-a.originEntries)
 }
-
-// weight is the odds that a reuse comes after an eviction: requests for
-// evicted ghosts over requests for resident ids. 0 until an evicted id
-// came back; at most autoMaxWeight.
-func (a *auto) weight() float64 { return autoOdds(a.caught, a.missed) }
 
 // partialFirst reports whether lone partial blocks go first: unless the
 // victims whose block was partial come back more often than the others.
@@ -309,6 +304,9 @@ func (a *auto) check() error {
 	if g := a.size(autoGhost); g > a.ghostCap {
 		return fmt.Errorf("auto: |ghost| = %d > %d", g, a.ghostCap)
 	}
+	if err := a.weights.check(); err != nil {
+		return err
+	}
 	if len(a.info) != len(a.slab) {
 		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
 	}
@@ -317,8 +315,8 @@ func (a *auto) check() error {
 			return fmt.Errorf("auto: resident %d is marked evicted", a.slab[n].id)
 		}
 	}
-	if !(a.caught >= 0 && a.missed >= 0 && a.caught+a.missed <= float64(max(a.ghostCap, a.c))) {
-		return fmt.Errorf("auto: reuse counts %v caught, %v missed", a.caught, a.missed)
+	if !(a.reuses >= 0 && a.reuses <= float64(max(a.ghostCap, a.c))) {
+		return fmt.Errorf("auto: reuse count %v", a.reuses)
 	}
 	return nil
 }

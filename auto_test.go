@@ -12,8 +12,8 @@ import (
 // TestAutoOrder steps Auto by hand through its definition: score =
 // LastAccess + W x log2(requests), W = weight x the ticks in which as many
 // ids enter the pool as there are candidates (at the rate since the first
-// selection), weight = requests that found their id evicted over those
-// that found it resident; a lone partial block first; ties by LastAccess
+// selection), weight = that of the miniature cache with the most hits, the
+// smallest among equals; a lone partial block first; ties by LastAccess
 // then ID.
 func TestAutoOrder(t *testing.T) {
 	p := mustNew(t, kvevict.Auto, kvevict.WithCapacity(8))
@@ -36,14 +36,11 @@ func TestAutoOrder(t *testing.T) {
 		t.Fatalf("first selection: victims %v, want [4]", got)
 	}
 	// Requests now: 1: 4, 2: 2, 3: 1, 4: 2 (one before its eviction).
-	// Four requests found their id resident (1 thrice, 2) and one evicted
-	// (4): weight 1/4. One id entered since the origin (4, again), in 20
-	// ticks, and the call has 6 candidates: W = 1/4 x 6 x 20 = 30. Scores:
-	// 1: 10+30x2 = 70, 2: 20+30x1 = 50, 3: 30, 4: 50+30x1 = 80, 5 (never
-	// requested, counted as once): 60, 6 (likewise): 30. 3 and 6 tie on
-	// score and recency; ID 3 goes first. The partial 4 came back, but no
-	// full block was evicted to compare it with: partial blocks still go
-	// first, and there is none.
+	// The miniature caches hold 8 ids, so each held all four and found
+	// every repeat: equal hits, weight 0, W = 0, and every score is the
+	// recency: 1: 10, 2: 20, 3: 30, 6: 30, 4: 50, 5: 60. 3 and 6 tie; ID 3
+	// goes first. The partial 4 came back, but no full block was evicted
+	// to compare it with: partial blocks still go first, and there is none.
 	for _, id := range []uint64{1, 1, 1, 2, 4} {
 		p.UpdateAccess(id)
 	}
@@ -58,7 +55,7 @@ func TestAutoOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := victimIDs(res), []uint64{3, 6, 2, 5, 1}; !slices.Equal(got, want) {
+	if got, want := victimIDs(res), []uint64{1, 2, 3, 6, 4}; !slices.Equal(got, want) {
 		t.Fatalf("second selection: victims %v, want %v", got, want)
 	}
 }
@@ -105,11 +102,13 @@ func TestAutoIsLRUWithoutRepeats(t *testing.T) {
 // TestAutoCountsSurviveEviction: a sequence requested 9 times, evicted and
 // back in the pool outranks one requested twice with the same recency; had
 // its requests been forgotten on eviction, its one request since would
-// rank it first. The only reuse seen is 1's return, so the weight is at
-// its bound and the requests decide: scores 1: 200 + W log2 9,
-// 2: 200 + W, 9 (never requested): 100.
+// rank it first. Two one-shot ids (3, 4) pass between 1's requests, more
+// than the two ids the miniature caches hold: the LRU one loses 1, those
+// with a weight of 1/2 or more keep it and find it, so the weight is 1/2
+// and the scores are 1: 200 + W log2 9, 2: 200 + W, 9 (never requested):
+// 100, with W > 0.
 func TestAutoCountsSurviveEviction(t *testing.T) {
-	p := mustNew(t, kvevict.Auto)
+	p := mustNew(t, kvevict.Auto, kvevict.WithCapacity(2))
 	for range 8 {
 		p.UpdateAccess(1)
 	}
@@ -121,8 +120,9 @@ func TestAutoCountsSurviveEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 was evicted at W = 0 (no rate yet); now it returns.
-	p.UpdateAccess(1)
-	p.UpdateAccess(2)
+	for _, id := range []uint64{3, 4, 1, 2} {
+		p.UpdateAccess(id)
+	}
 	res, err := p.SelectVictims([]kvevict.Candidate{
 		{ID: 1, Blocks: blocks(0, 1), LastAccess: 200},
 		{ID: 2, Blocks: blocks(1, 1), LastAccess: 200},

@@ -13,6 +13,10 @@ func init() { rank.RegisterHistory(newTreeHistory) }
 // Auto's score, written once: the Policy's history ([auto]) and package
 // prefix's tree (through [treeAuto]) both rank by these functions.
 
+// autoMaxWeight bounds the odds of a tree that catches almost no reuse,
+// keeping scores finite: requests first, recency second.
+const autoMaxWeight = 1 << 16
+
 // autoOdds is the odds that a reuse comes after an eviction: requests for
 // evicted ids over requests for resident ones. 0 until an evicted id came
 // back; at most autoMaxWeight.
@@ -26,14 +30,14 @@ func autoOdds(caught, missed float64) float64 {
 	return missed / caught
 }
 
-// autoHorizon is Auto's W: odds times the ticks in which n ids enter the
-// pool, at the rate of de entries in dt ticks. It is 0, ranking by recency
-// alone, until the clock and the entries have both moved.
-func autoHorizon(odds float64, n int, dt, de int64) float64 {
+// autoHorizon is Auto's W: weight times the ticks in which n ids enter
+// the pool, at the rate of de entries in dt ticks. It is 0, ranking by
+// recency alone, until the clock and the entries have both moved.
+func autoHorizon(weight float64, n int, dt, de int64) float64 {
 	if de <= 0 || dt <= 0 {
 		return 0
 	}
-	return odds * float64(n) * float64(dt) / float64(de)
+	return weight * float64(n) * float64(dt) / float64(de)
 }
 
 // autoScore is Auto's score of an id last accessed at lastAccess and
@@ -108,7 +112,10 @@ func (h *treeAuto) Evicting(now int64) {
 	}
 }
 
-// Weight returns W for a tree of n blocks at tick now.
+// Weight returns W for a tree of n blocks at tick now. The tree weighs
+// by the odds that a reuse comes after an eviction, not by [auto]'s
+// miniature caches: Request carries no block hash, by which they sample,
+// nor the block's count, by which they rank.
 func (h *treeAuto) Weight(now int64, n int) float64 {
 	if !h.hasOrigin {
 		return 0

@@ -1,0 +1,148 @@
+package kvevict
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
+
+// autoSimWeights are the weights Auto's miniature caches try, in
+// turnovers per doubling of requests: from recency alone (LRU) to sixteen
+// lifetimes, which for ids used hundreds of times is frequency first. A
+// power-of-two grid, so that the choice is of an order of magnitude.
+var autoSimWeights = [...]float64{0, 0.25, 0.5, 1, 2, 4, 8, 16}
+
+// autoSimSize is the most ids a miniature cache holds. A pool larger than
+// that is simulated on a spatial sample of its ids, the pool's size times
+// the sampling rate (SHARDS: Waldspurger et al., FAST'15).
+const autoSimSize = 1024
+
+// autoWeights chooses Auto's weight by simulation, as Waldspurger et al.
+// ("Cache Modeling and Optimization using Miniature Simulations", USENIX
+// ATC'17) tune a cache's parameters: one small cache per candidate weight,
+// each fed the same hash-sampled stream of requests, ranking by Auto's
+// score with its own weight; the weight of the cache with the most hits
+// lately is the one the pool uses. The caches' hits are halved each time
+// as many requests as a cache holds ids have been sampled: the choice
+// follows the traffic within a few cache-fulls of requests, as a scan or
+// a change of regime needs.
+//
+// Each simulated request costs O(log s) per weight for caches of s ids;
+// the memory is O(s) per weight.
+type autoWeights struct {
+	sims      [len(autoSimWeights)]autoSim
+	threshold uint64  // an id is sampled when its hash is at most threshold
+	seen      float64 // sampled requests since the hits were last halved
+	window    float64 // sampled requests per halving
+}
+
+// autoSim is one miniature cache: Auto's score with a fixed weight, in its
+// own clock, the count of ids that entered it. An id used once stays size
+// entries, so the weight in turnovers is span = w x size entries.
+type autoSim struct {
+	size  int
+	span  float64 // entries of protection per doubling of requests
+	clock int64   // ids that entered
+	hits  float64 // requests that found their id, decayed
+	slots idMap[int32]
+	heap  rank.Heap
+}
+
+// newAutoWeights returns the simulations for a pool of c ids.
+func newAutoWeights(c int) autoWeights {
+	size := min(c, autoSimSize)
+	rate := float64(size) / float64(c)
+	var w autoWeights
+	w.threshold = math.MaxUint64
+	if size < c {
+		w.threshold = uint64(rate * (1 << 63) * 2)
+	}
+	w.window = float64(size)
+	for i := range w.sims {
+		w.sims[i] = autoSim{size: size, span: autoSimWeights[i] * float64(size)}
+	}
+	return w
+}
+
+// access feeds a request for id, used 2^log2r times, to the simulations
+// if id is in the sample.
+func (w *autoWeights) access(id uint64, log2r float32) {
+	if mix64(id) > w.threshold {
+		return
+	}
+	for i := range w.sims {
+		w.sims[i].access(id, log2r)
+	}
+	if w.seen++; w.seen >= w.window {
+		w.seen = 0
+		for i := range w.sims {
+			w.sims[i].hits /= 2
+		}
+	}
+}
+
+// weight returns the weight, in turnovers per doubling, of the simulation
+// with the most hits, the smallest among equals: recency unless frequency
+// has shown that it pays.
+func (w *autoWeights) weight() float64 {
+	best := 0
+	for i := range w.sims {
+		if w.sims[i].hits > w.sims[best].hits {
+			best = i
+		}
+	}
+	return autoSimWeights[best]
+}
+
+func (s *autoSim) access(id uint64, log2r float32) {
+	slot, ok := s.slots.get(id)
+	if !ok {
+		s.clock++
+	}
+	k := rank.Key{Major: s.clock + int64(s.span*float64(log2r)), Minor: s.clock}
+	switch {
+	case ok:
+		s.hits++
+		s.heap.Fix(slot, k, 1)
+	case s.heap.Len() < s.size:
+		slot = int32(s.heap.Len())
+		s.heap.Push(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+		s.slots.put(id, slot)
+	default:
+		m := s.heap.Min()
+		slot = m.Slot
+		s.slots.del(m.ID)
+		s.heap.ReplaceMin(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+		s.slots.put(id, slot)
+	}
+}
+
+// mix64 is SplitMix64's finalizer: a hash of id whose bits are uniform,
+// so that a threshold samples ids at a rate.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// check reports a broken invariant of the miniature caches, for tests.
+func (w *autoWeights) check() error {
+	for i := range w.sims {
+		s := &w.sims[i]
+		if s.heap.Len() > s.size || s.slots.len() != s.heap.Len() {
+			return fmt.Errorf("auto: miniature cache %d holds %d ids in its heap, %d indexed, at most %d",
+				i, s.heap.Len(), s.slots.len(), s.size)
+		}
+		if err := s.heap.Check(); err != nil {
+			return fmt.Errorf("auto: miniature cache %d: %w", i, err)
+		}
+		if !(s.hits >= 0) {
+			return fmt.Errorf("auto: miniature cache %d: %v hits", i, s.hits)
+		}
+	}
+	return nil
+}

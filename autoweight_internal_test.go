@@ -1,0 +1,96 @@
+package kvevict
+
+import (
+	"math"
+	"testing"
+)
+
+// feed requests ids from w as Auto does: counting each id's requests.
+func feed(t *testing.T, w *autoWeights, counts map[uint64]uint32, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		counts[id]++
+		w.access(id, float32(math.Log2(float64(counts[id]))))
+	}
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAutoWeightsAgainstScans: a few hot ids between runs of one-shot ids
+// longer than the miniature caches: LRU loses the hot ids to every run, a
+// weight for frequency keeps them, so the weight chosen is above 0.
+func TestAutoWeightsAgainstScans(t *testing.T) {
+	const c = 8
+	w := newAutoWeights(c)
+	counts := map[uint64]uint32{}
+	next := uint64(100)
+	for range 200 {
+		feed(t, &w, counts, 1, 2, 3, 4)
+		for range 2 * c {
+			next++
+			feed(t, &w, counts, next)
+		}
+	}
+	if got := w.weight(); got == 0 {
+		t.Errorf("weight %v, want frequency to count; hits %v", got, simHits(&w))
+	}
+}
+
+// TestAutoWeightsWhenFrequencyMisleads: ids used four times in a burst and
+// never again, as the turns of sessions that end: the ids with the most
+// requests are the dead ones, LRU has the most hits and the weight is 0.
+func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
+	const c = 16
+	w := newAutoWeights(c)
+	counts := map[uint64]uint32{}
+	next := uint64(0)
+	for range 200 {
+		round := make([]uint64, 12)
+		for i := range round {
+			next++
+			round[i] = next
+		}
+		for range 4 {
+			feed(t, &w, counts, round...)
+		}
+	}
+	hits := simHits(&w)
+	if got := w.weight(); got != 0 {
+		t.Errorf("weight %v, want 0 (recency alone); hits %v", got, hits)
+	}
+	if hits[0] <= hits[len(hits)-1] {
+		t.Errorf("hits %v: LRU's should be above the largest weight's", hits)
+	}
+}
+
+// TestAutoWeightsSample: a pool larger than a miniature cache is simulated
+// on a sample of its ids at the rate autoSimSize / c, and the caches stay
+// within autoSimSize ids.
+func TestAutoWeightsSample(t *testing.T) {
+	const c, n = 1 << 20, 400_000
+	w := newAutoWeights(c)
+	for id := range uint64(n) {
+		w.access(id, 0)
+	}
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+	want := float64(n) * autoSimSize / c
+	if got := float64(w.sims[0].clock); math.Abs(got-want) > want/4 {
+		t.Errorf("%v ids sampled of %d, want about %v", got, n, want)
+	}
+	for i := range w.sims {
+		if l := w.sims[i].heap.Len(); l > autoSimSize {
+			t.Errorf("miniature cache %d holds %d ids, more than %d", i, l, autoSimSize)
+		}
+	}
+}
+
+func simHits(w *autoWeights) []float64 {
+	var hits []float64
+	for i := range w.sims {
+		hits = append(hits, w.sims[i].hits)
+	}
+	return hits
+}
