@@ -9,9 +9,10 @@ import (
 
 // autoSimWeights are the weights Auto's miniature caches try, in
 // turnovers per doubling of requests: from recency alone (LRU) to sixteen
-// lifetimes, which for ids used hundreds of times is frequency first. A
-// power-of-two grid, so that the choice is of an order of magnitude.
-var autoSimWeights = [...]float64{0, 0.25, 0.5, 1, 2, 4, 8, 16}
+// lifetimes, which for ids used hundreds of times is frequency first. The
+// steps are factors of four: the choice is of an order of magnitude, and
+// each weight simulated costs every sampled request a heap update.
+var autoSimWeights = [...]float64{0, 0.25, 1, 4, 16}
 
 // autoSimSize is the most ids a miniature cache holds. A pool larger than
 // that is simulated on a spatial sample of its ids, the pool's size times
