@@ -48,9 +48,10 @@
 //     lists; S3-FIFO filters one-hit sequences through a small FIFO; SIEVE
 //     is one FIFO with a visited bit, cheapest of the three.
 //   - [Auto]: recency plus a reuse horizon per doubling of an id's
-//     requests, remembered across evictions, learned online from the
-//     access stream; the strategy to try first when the pool is much
-//     smaller than the working set (docs/auto.md has where it loses).
+//     requests, remembered across evictions, the horizon's weight chosen
+//     online by miniature caches that simulate the access stream; the
+//     strategy to try first when the traffic is unknown (docs/auto.md has
+//     where it loses).
 //
 // # Guarantees
 //
