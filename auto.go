@@ -55,12 +55,10 @@ type auto struct {
 	ghostCap int        // most ghost ids remembered
 	info     []autoInfo // per slab node
 
-	// entries counts the UpdateAccess calls for ids not resident: the ids
-	// entering the pool, the policy's own clock. Their rate is measured
-	// from the first selection after one: origin is that point, (entries,
-	// tick).
-	entries, originEntries, originTick int64
-	hasOrigin                          bool
+	// turnover counts the UpdateAccess calls for ids not resident: the ids
+	// entering the pool, the policy's own clock, their rate measured from
+	// the first selection after one.
+	turnover autoTurnover
 
 	// reuses counts the requests for resident ids and for evicted ghosts,
 	// decayed: the span over which the victims' returns are counted.
@@ -128,7 +126,7 @@ func (a *auto) commit()                   {}
 func (a *auto) access(id uint64) {
 	n := a.lookup(id)
 	if n < 0 || a.slab[n].list != autoResident {
-		a.entries++
+		a.turnover.enter()
 	}
 	if n < 0 {
 		n = a.addNode(id, autoGhost)
@@ -148,7 +146,7 @@ func (a *auto) access(id uint64) {
 	}
 	if x := &a.info[n]; x.requests < math.MaxUint32 {
 		x.requests++
-		x.log2Requests = float32(math.Log2(float64(x.requests)))
+		x.log2Requests = autoLog2(x.requests)
 	}
 	a.weights.access(id, a.info[n].log2Requests)
 }
@@ -216,16 +214,11 @@ func (a *auto) rank(cands []Candidate, required int) {
 
 // horizon returns W: the weight the miniature caches chose, in turnovers,
 // times the ticks in which n ids enter the pool at the rate measured since
-// the origin. It is 0, ranking by recency alone, until the clock and the
-// entries have both moved.
+// the first selection after an id entered. It is 0, ranking by recency
+// alone, until the clock and the entries have both moved.
 func (a *auto) horizon(now int64, n int) float64 {
-	if !a.hasOrigin {
-		if a.entries == 0 {
-			return 0
-		}
-		a.originEntries, a.originTick, a.hasOrigin = a.entries, now, true
-	}
-	return autoHorizon(a.weights.weight(), n, now-a.originTick, a.entries-a.originEntries)
+	a.turnover.evicting(now)
+	return a.turnover.horizon(a.weights.weight(), n, now)
 }
 
 // partialFirst reports whether lone partial blocks go first: unless the

@@ -69,9 +69,17 @@ func newAutoWeights(c int) autoWeights {
 // access feeds a request for id, used 2^log2r times, to the simulations
 // if id is in the sample.
 func (w *autoWeights) access(id uint64, log2r float32) {
-	if mix64(id) > w.threshold {
-		return
+	if w.samples(id) {
+		w.record(id, log2r)
 	}
+}
+
+// samples reports whether requests for id go to the simulations. O(1).
+func (w *autoWeights) samples(id uint64) bool { return mix64(id) <= w.threshold }
+
+// record feeds a request for id, which samples reports in the sample, to
+// the simulations: for a caller that computes log2r only for those.
+func (w *autoWeights) record(id uint64, log2r float32) {
 	for i := range w.sims {
 		w.sims[i].access(id, log2r)
 	}

@@ -246,9 +246,6 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 	if ctor != forPolicy {
 		allowed &^= tuneSampling
 	}
-	if ctor == forRanker {
-		allowed &^= tuneCapacity // a tree holds the blocks its caller keeps
-	}
 	for t := tunable(1); t != 0 && t <= cfg.tuned; t <<= 1 {
 		if cfg.tuned&t == 0 || allowed&t != 0 {
 			continue
@@ -326,8 +323,13 @@ const maxCapacity = 1 << 28
 // pool holds more sequences than c, the history forgets the least valuable
 // ones early and they enter again as new when they next appear as
 // candidates: every selection then re-admits the n-c overflow, in
-// O(n log n), and the algorithm degrades toward LRU over LastAccess. Default
-// 4096. Must be in [1, 2^28].
+// O(n log n), and the algorithm degrades toward LRU over LastAccess.
+//
+// For Auto ranking package prefix's tree, whose candidates are blocks, c is
+// the pool's size in blocks: it sizes the miniature caches that choose
+// Auto's weight, which must model a cache of the pool's size, and bounds
+// nothing else, since the tree holds the blocks its caller keeps. The key
+// strategies refuse it everywhere. Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
 	return func(c *config) {
 		c.tuned |= tuneCapacity

@@ -9,59 +9,158 @@ import (
 
 // TestAutoFrequentLeafOutlivesNewer is a hand-computed script: a leaf
 // requested four times outlives a leaf requested once that was used more
-// recently, where LRU evicts it. Evict carries no tick: it happens at the
-// latest tick the tree saw.
+// recently, where LRU evicts it. The pool is of two blocks
+// (WithCapacity(2)), so the miniature caches that choose the weight hold
+// two blocks each and see every request. Evict carries no tick: it
+// happens at the latest tick the tree saw.
 //
-//	tick  0  Insert F     entries 1
-//	tick 10  Insert Y     entries 2
-//	         Evict(1)     origin (2 entries, tick 10); W = 0: F (key 0) goes,
-//	                      remembered with 1 request
-//	tick 30  Insert F     F returns: missed 1, entries 3, requests 2
-//	tick 40  Match F      caught 1, requests 3
-//	tick 50  Match F      caught 2, requests 4; 2 blocks resident:
-//	                      W = odds 1/2 x 2 blocks x 40 ticks / 1 entry = 40,
-//	                      key F = 50 + 40 x log2(4) = 130
-//	tick 60  Insert O     entries 4; key O = 60 + W x log2(1) = 60
-//	         Evict(2)     Y (key 10), then O (key 60); F stays
+//	tick  0  Insert F     entries 1; the caches take F
+//	tick 10  Match F      requests 2; every cache hits
+//	tick 20  Match F      requests 3; every cache hits
+//	         Lock F
+//	tick 30  Insert A     entries 2
+//	tick 40  Insert B     entries 3; the caches of weight 0 and 1/4 (F's
+//	                      score 1 in their clock) drop F, those of 1, 4
+//	                      and 16 (F's score 4 or more) drop A (score 2)
+//	         Evict(1)     origin (3 entries, tick 40): A (key 30) goes
+//	tick 50  Match F      requests 4: a hit in the caches of 1, 4 and 16
+//	                      only, so weight 1 (the smallest with the most)
+//	tick 60  Insert C     entries 4; 3 blocks: W = 1 x 3 blocks x 20 ticks
+//	                      / 1 entry = 60; key C = 60 + W x log2(1) = 60
+//	         Unlock F     key F = 50 + 60 x log2(4) = 170
+//	         Evict(2)     B (key 40, W 0 when inserted), then C (60)
 //
-// Under LRU the same script evicts Y (10), then F (50).
+// Under LRU the same script evicts B (40), then F (50).
 func TestAutoFrequentLeafOutlivesNewer(t *testing.T) {
-	const f, y, o = 1, 2, 3
+	const f, a, b, c = 1, 2, 3, 4
 	for _, tc := range []struct {
 		strategy kvevict.Strategy
+		opts     []kvevict.Option
 		want     []uint64
 		keyF     int64
 	}{
-		{kvevict.Auto, []uint64{y, o}, 130},
-		{kvevict.LRU, []uint64{y, f}, 50},
+		{kvevict.Auto, []kvevict.Option{kvevict.WithCapacity(2)}, []uint64{b, c}, 170},
+		{kvevict.LRU, nil, []uint64{b, f}, 50},
 	} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
-			tr := newTree(t, tc.strategy)
-			mustInsert(t, tr, []uint64{f}, at(0))
-			mustInsert(t, tr, []uint64{y}, at(10))
-			if got := mustEvict(t, tr, 1); !slices.Equal(got, []uint64{f}) {
-				t.Fatalf("Evict(1) = %v, want [%d]", got, f)
-			}
-			mustInsert(t, tr, []uint64{f}, at(30))
-			for _, tick := range []int64{40, 50} {
+			tr := newTree(t, tc.strategy, WithStrategyOptions(tc.opts...))
+			match := func(tick int64) {
+				t.Helper()
 				if _, err := tr.Match([]uint64{f}, at(tick)); err != nil {
 					t.Fatal(err)
 				}
 				check(t, tr)
 			}
-			mustInsert(t, tr, []uint64{o}, at(60))
-			tr.mu.Lock()
-			nf := tr.children[edge{0, f}]
-			gotKey := tr.heap.At(nf.slot).Major
-			tr.mu.Unlock()
-			if gotKey != tc.keyF {
-				t.Errorf("F's key %d, want %d", gotKey, tc.keyF)
+			mustInsert(t, tr, []uint64{f}, at(0))
+			match(10)
+			match(20)
+			if err := tr.Lock([]uint64{f}); err != nil {
+				t.Fatal(err)
+			}
+			mustInsert(t, tr, []uint64{a}, at(30))
+			mustInsert(t, tr, []uint64{b}, at(40))
+			if got := mustEvict(t, tr, 1); !slices.Equal(got, []uint64{a}) {
+				t.Fatalf("Evict(1) = %v, want [%d]", got, a)
+			}
+			match(50)
+			mustInsert(t, tr, []uint64{c}, at(60))
+			if err := tr.Unlock([]uint64{f}); err != nil {
+				t.Fatal(err)
+			}
+			check(t, tr)
+			if got := leafKey(tr, f); got != tc.keyF {
+				t.Errorf("F's key %d, want %d", got, tc.keyF)
 			}
 			if got := mustEvict(t, tr, 2); !slices.Equal(got, tc.want) {
 				t.Errorf("Evict(2) = %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// leafKey returns the score the heap holds for the one-block path h.
+func leafKey(tr *Tree, h uint64) int64 {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.heap.At(tr.children[edge{0, h}].slot).Major
+}
+
+// pool serves one-block requests on a tree as an allocator of c blocks
+// does: a Match, and on a miss an eviction if the pool is full and an
+// Insert. Each block's requests are those of the stream, since the tree
+// remembers the counts of evicted blocks.
+type pool struct {
+	tb   testing.TB
+	tr   *Tree
+	c    int
+	tick int64
+}
+
+func (p *pool) request(hashes ...uint64) {
+	p.tb.Helper()
+	for _, h := range hashes {
+		p.tick++
+		path := []uint64{h}
+		matched, err := p.tr.Match(path, at(p.tick))
+		if err != nil {
+			p.tb.Fatal(err)
+		}
+		if matched == 0 {
+			if p.tr.Len() >= p.c {
+				mustEvict(p.tb, p.tr, 1)
+			}
+			mustInsert(p.tb, p.tr, path, at(p.tick))
+		}
+		check(p.tb, p.tr)
+	}
+}
+
+// TestAutoWeightFromSimulation: the tree's weight is the one its
+// miniature caches choose, as for a Policy (autoweight_internal_test.go's
+// streams, served by a tree). A hot block requested again at the end
+// shows the weight: its key is its recency plus W x log2(requests), so
+// above its recency exactly when the weight is above 0.
+func TestAutoWeightFromSimulation(t *testing.T) {
+	t.Run("hot blocks between scans", func(t *testing.T) {
+		// A few hot blocks between runs of one-shot blocks longer than the
+		// pool: LRU loses the hot blocks to every run, a weight for
+		// frequency keeps them.
+		const c = 8
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))), c: c}
+		next := uint64(100)
+		for range 200 {
+			p.request(1, 2, 3, 4)
+			for range 2 * c {
+				next++
+				p.request(next)
+			}
+		}
+		p.request(1)
+		if key := leafKey(p.tr, 1); key <= p.tick {
+			t.Errorf("hot block's key %d at tick %d: want frequency to count", key, p.tick)
+		}
+	})
+	t.Run("frequency misleads", func(t *testing.T) {
+		// Blocks used four times in a burst and never again, as the turns
+		// of sessions that end: the blocks with the most requests are the
+		// dead ones, and the weight is 0.
+		const c = 16
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))), c: c}
+		next := uint64(0)
+		for range 200 {
+			round := make([]uint64, 12)
+			for i := range round {
+				next++
+				round[i] = next
+			}
+			for range 4 {
+				p.request(round...)
+			}
+		}
+		if key := leafKey(p.tr, next); key != p.tick {
+			t.Errorf("last block's key %d at tick %d, 4 requests: want recency alone", key, p.tick)
+		}
+	})
 }
 
 // TestAutoMemoryBound: the memory of evicted blocks holds at most

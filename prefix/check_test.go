@@ -89,6 +89,13 @@ func check(tb testing.TB, t *Tree) {
 	}
 	if t.hist != nil {
 		checkMemory(tb, &t.memory)
+		c, ok := t.hist.(interface{ Check() error })
+		if !ok {
+			tb.Fatalf("history %T has no Check", t.hist)
+		}
+		if err := c.Check(); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 

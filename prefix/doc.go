@@ -53,10 +53,12 @@
 // are remembered by hash (at most [kvevict.WithHistoryCap] hashes, the
 // least recently evicted forgotten first) and restored when the hash is
 // inserted again. The tree measures what Auto's Policy measures, over
-// blocks instead of sequences: blocks entering (inserted) as its clock,
-// requests for resident blocks (Match) against requests for remembered
-// evicted ones (Insert), and ranks a leaf by Auto's score,
-// LastAccess + W x log2(requests), computed by the same function. W is
+// blocks instead of sequences, by the same code: blocks entering
+// (inserted) as its clock, and every request for a block (Match, Insert)
+// fed by the block's hash and count to Auto's miniature caches, which
+// choose the weight by simulating a pool of [kvevict.WithCapacity] blocks.
+// It ranks a leaf by Auto's score, LastAccess + W x log2(requests),
+// computed by the same function. W is
 // taken when the leaf is touched (Insert, Match, Unlock, or when it
 // becomes a leaf) and kept in the heap: W moves slowly, and re-keying every
 // leaf when it moves would cost O(n). Auto's partial-block rule does not
@@ -67,7 +69,8 @@
 // The unreferenced leaves sit in an indexed heap that every operation updates
 // in O(log n): Evict of k blocks costs O(k log n), and keys that decrease
 // (MRU, FILO) are as correct as keys that grow. Auto adds O(1) per block
-// of a Match, an Insert and an eviction. Only keys that depend on the
+// of a Match, an Insert and an eviction, and O(log s) per block in the
+// sample of its miniature caches of s hashes. Only keys that depend on the
 // current tick (FrequencyCost with decay) force a re-key, once per Evict after
 // the clock moved.
 //

@@ -171,8 +171,13 @@ func FuzzTree(f *testing.F) {
 		m := &model{paths: make(map[string]*modelPath)}
 		strategy := []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.Auto}[ops[0]%3]
 		m.mru = strategy == kvevict.MRU
-		// Auto remembers few evicted blocks, so that it forgets as well.
-		tr := newTree(t, strategy, WithStrategyOptions(kvevict.WithHistoryCap(4)))
+		// Auto remembers few evicted blocks, so that it forgets as well,
+		// and its miniature caches are small, so that they evict too.
+		opts := []kvevict.Option{kvevict.WithHistoryCap(4)}
+		if strategy == kvevict.Auto {
+			opts = append(opts, kvevict.WithCapacity(3))
+		}
+		tr := newTree(t, strategy, WithStrategyOptions(opts...))
 		ops = ops[1:]
 		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
 			tick := int64(step / 12) // four operations per tick, so keys tie

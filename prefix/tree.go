@@ -42,7 +42,8 @@ type Access struct {
 // one node per resident block (about 150 bytes with its index entry): the
 // caller bounds it by calling Evict. Under [kvevict.Auto] it also
 // remembers the request counts of up to [kvevict.WithHistoryCap] evicted
-// blocks (about 50 bytes each). The indexes do not shrink below their
+// blocks (about 50 bytes each), and Auto's miniature caches a bounded
+// few thousand hashes, however large the pool. The indexes do not shrink below their
 // peak size, as Go maps do not.
 type Tree struct {
 	ranker     rank.Ranker[kvevict.Candidate] // nil when hist ranks
@@ -104,11 +105,13 @@ func WithEvents(fn func(Event)) Option {
 
 // WithStrategyOptions configures the strategy that ranks the tree's leaves
 // with kvevict's options, as kvevict.New would: WithTickDuration,
-// WithLFUHalfLife and the other options of key strategies, and
-// WithHistoryCap, which bounds how many evicted blocks' request counts a
-// tree ranked by [kvevict.Auto] remembers. WithSampling and WithCapacity
-// do not apply to a tree (it holds the blocks its caller keeps) and are
-// refused by [New].
+// WithLFUHalfLife and the other options of key strategies, and for a tree
+// ranked by [kvevict.Auto] WithHistoryCap, which bounds how many evicted
+// blocks' request counts it remembers, and WithCapacity, the pool's size
+// in blocks, for which Auto simulates the weights it chooses from (set it
+// to the number of blocks the caller keeps when the pool is full; the
+// tree itself holds whatever its caller keeps). WithSampling does not apply
+// to a tree, nor WithCapacity to a key strategy: [New] refuses them.
 func WithStrategyOptions(opts ...kvevict.Option) Option {
 	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
 }
@@ -183,7 +186,9 @@ func (t *Tree) Protected() int {
 // a.Priority; new blocks also take a.Tick as their creation time and have
 // no hits. Insert does not lock: new blocks are evictable at once. If it
 // added any, it emits one [Stored] event with their hashes. Empty hashes
-// return [ErrEmptyPath]. O(len(hashes) + log n).
+// return [ErrEmptyPath]. O(len(hashes) + log n), plus under Auto
+// O(log s) per new block in its miniature caches' sample (see Keys in the
+// package documentation).
 func (t *Tree) Insert(hashes []uint64, a Access) (added int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: Insert", ErrEmptyPath)
@@ -229,9 +234,9 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 			t.place(c)
 			if t.hist != nil {
 				// A block inserted again takes back the requests it had.
-				r, returned := t.memory.take(h)
+				r, _ := t.memory.take(h)
 				c.requests = saturatingInc(r)
-				t.hist.Request(false, returned, t.evictable+t.protected)
+				t.hist.Request(h, c.requests, false)
 			}
 			t.children[edge{n.id, h}] = c
 			n.children++
@@ -258,7 +263,9 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 // Match returns the length of the longest prefix of hashes in the tree and
 // records a hit on each of its blocks: the latest access becomes a.Tick and
 // the hit count grows by one (a.Priority is not used; priorities come from
-// Insert). Empty hashes return [ErrEmptyPath]. O(len(hashes) + log n).
+// Insert). Empty hashes return [ErrEmptyPath]. O(len(hashes) + log n),
+// plus under Auto O(log s) per matched block in its miniature caches'
+// sample.
 func (t *Tree) Match(hashes []uint64, a Access) (matched int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: Match", ErrEmptyPath)
@@ -286,7 +293,7 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 		m.accessCount++
 		if t.hist != nil {
 			m.requests = saturatingInc(m.requests)
-			t.hist.Request(true, false, t.evictable+t.protected)
+			t.hist.Request(m.hash, m.requests, true)
 		}
 	}
 	t.rekey(n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,13 +65,35 @@ func TestNewRejects(t *testing.T) {
 		t.Errorf("New(Auto, WithHistoryCap, WithTickDuration): %v", err)
 	}
 	for name, opt := range map[string]kvevict.Option{
-		"WithCapacity":      kvevict.WithCapacity(100), // the tree holds what its caller keeps
+		"WithCapacity(0)":   kvevict.WithCapacity(0),
 		"WithSampling":      kvevict.WithSampling(5),
 		"WithHistoryCap":    kvevict.WithHistoryCap(0),
 		"WithSLRUThreshold": kvevict.WithSLRUThreshold(3),
 	} {
 		if _, err := New(kvevict.Auto, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {
 			t.Errorf("New(Auto, %s) error %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}
+
+// TestCapacityOption: WithCapacity is the pool's size in blocks for Auto,
+// which sizes its simulation, and tunes no key strategy, on a tree as in
+// a Policy; the strategies a tree does not rank by stay unsupported.
+func TestCapacityOption(t *testing.T) {
+	for _, c := range []int{1, 100, 1 << 20} {
+		if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))); err != nil {
+			t.Errorf("New(Auto, WithCapacity(%d)): %v", c, err)
+		}
+	}
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.FrequencyCost} {
+		_, err := New(s, WithStrategyOptions(kvevict.WithCapacity(100)))
+		if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithCapacity") {
+			t.Errorf("New(%s, WithCapacity) error %v, want ErrInvalidArgument naming WithCapacity", s, err)
+		}
+	}
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		if _, err := New(s, WithStrategyOptions(kvevict.WithCapacity(100))); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("New(%s, WithCapacity) error %v, want errors.ErrUnsupported", s, err)
 		}
 	}
 }
@@ -396,8 +419,9 @@ func TestRandomOperations(t *testing.T) {
 		configs = append(configs, config{name: string(s), strategy: s})
 	}
 	// Auto with a memory smaller than the alphabet's paths, so that it
-	// forgets as well as restores.
-	configs = append(configs, config{"auto", kvevict.Auto, []kvevict.Option{kvevict.WithHistoryCap(6)}})
+	// forgets as well as restores, and miniature caches smaller than the
+	// tree, so that they evict.
+	configs = append(configs, config{"auto", kvevict.Auto, []kvevict.Option{kvevict.WithHistoryCap(6), kvevict.WithCapacity(4)}})
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
 			tr, err := New(cfg.strategy, WithStrategyOptions(cfg.opts...))

@@ -6,17 +6,19 @@ package rank
 // prefix's tree: each block's request count, and a bounded memory of the
 // counts of evicted blocks). The structure reports every request and every
 // eviction; the History measures from them what the strategy measures (how
-// fast blocks enter, how much reuse comes after an eviction) and turns a
-// block's recency and request count into a Key, by the same function the
-// strategy's Policy ranks with.
+// fast blocks enter, which weight of frequency would have hit most) and
+// turns a block's recency and request count into a Key, by the same
+// functions the strategy's Policy ranks with.
 //
 // A History is not safe for concurrent use: the structure's lock guards it.
 type History interface {
-	// Request records a request for one block: resident (the structure
-	// held it) or not, and, if not, whether it returns after an eviction
-	// the structure remembers. n is the number of blocks the structure
-	// holds. O(1).
-	Request(resident, returned bool, n int)
+	// Request records a request for one block: its hash, by which the
+	// History samples the blocks it simulates, its requests counted with
+	// this one (at least 1, including those remembered from before an
+	// eviction), and whether the structure held it. O(log s) for a block
+	// the History simulates, s being the simulated cache's size; O(1) for
+	// the others.
+	Request(hash uint64, requests uint32, resident bool)
 	// Evicting records that an eviction starts at tick now: the rate at
 	// which blocks enter is measured from the first. O(1).
 	Evicting(now int64)
