@@ -37,7 +37,8 @@ type BlockEvictor struct {
 // NewBlockEvictor returns a block-granularity [Evictor] that ranks blocks
 // by strategy s configured by opts: a key strategy (a node of the tree is
 // ranked as a one-block candidate) or Auto (the tree keeps its history;
-// see package prefix). It returns prefix.New's errors: one matching
+// see package prefix), to which kvevict.WithCapacity gives the pool's size
+// in blocks, as [Serve] does. It returns prefix.New's errors: one matching
 // errors.ErrUnsupported for ARC, S3-FIFO and SIEVE.
 func NewBlockEvictor(s kvevict.Strategy, opts ...kvevict.Option) (*BlockEvictor, error) {
 	t, err := prefix.New(s, prefix.WithStrategyOptions(opts...))

@@ -116,3 +116,31 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestServeBlockAutoSizedByPool: at block granularity Serve gives Auto the
+// pool's capacity, which sizes the miniature caches that choose its
+// weight: a run with no options equals one told the pool's size, and
+// differs from one told the Policy's default, a pool of another size.
+func TestServeBlockAutoSizedByPool(t *testing.T) {
+	w, err := Synthetic("scan", 1, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const c = 250
+	serve := func(opts ...kvevict.Option) Report {
+		t.Helper()
+		rep, err := Serve(w, kvevict.Auto, ServeConfig{Config: Config{Capacity: c, Options: opts}, Granularity: GranularityBlock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.SelectP50, rep.SelectP99 = 0, 0 // wall-clock times
+		return rep
+	}
+	got, told, other := serve(), serve(kvevict.WithCapacity(c)), serve(kvevict.WithCapacity(4096))
+	if got != told {
+		t.Errorf("Serve with no options %+v, told the pool's %d blocks %+v: want equal", got, c, told)
+	}
+	if got == other {
+		t.Errorf("Serve with no options equals a run sized for 4096 blocks: the pool's size is not passed")
+	}
+}

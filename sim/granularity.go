@@ -53,9 +53,16 @@ func ParseGranularity(name string) (Granularity, error) {
 }
 
 // newEvictor returns the evictor of granularity g over strategy s, whose
-// ticks are the pool's microseconds.
-func newEvictor(g Granularity, s kvevict.Strategy, options []kvevict.Option) (Evictor, error) {
-	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
+// ticks are the pool's microseconds, for a pool of capacity blocks.
+// options come last, so they may override what newEvictor sets.
+func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevict.Option) (Evictor, error) {
+	opts := []kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}
+	if g == GranularityBlock && s.Adaptive() {
+		// The tree's candidates are blocks, so Auto's capacity is the
+		// pool's: its miniature caches simulate a pool of that size.
+		opts = append(opts, kvevict.WithCapacity(capacity))
+	}
+	opts = append(opts, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
 		p, err := kvevict.New(s, opts...)

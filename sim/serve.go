@@ -102,7 +102,7 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 			g = DefaultGranularity
 		}
 		var err error
-		if ev, err = newEvictor(g, s, cfg.Options); err != nil {
+		if ev, err = newEvictor(g, s, cfg.Capacity, cfg.Options); err != nil {
 			return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 		}
 	}

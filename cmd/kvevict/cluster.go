@@ -152,9 +152,15 @@ type publishSummary struct {
 	ResidentBlocks int   `json:"resident_blocks"`
 }
 
-// newPoolTree is the one place the commands build a prefix tree.
-func newPoolTree(s kvevict.Strategy, onEvent func(prefix.Event)) (*prefix.Tree, error) {
-	return prefix.New(s, prefix.WithEvents(onEvent))
+// newPoolTree is the one place the commands build a prefix tree, for a
+// pool of capacity blocks.
+func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
+	opts := []prefix.Option{prefix.WithEvents(onEvent)}
+	if s.Adaptive() {
+		// Auto's miniature caches simulate a pool of the pool's size.
+		opts = append(opts, prefix.WithStrategyOptions(kvevict.WithCapacity(capacity)))
+	}
+	return prefix.New(s, opts...)
 }
 
 func publish(args []string, stdout, stderr io.Writer) error {
@@ -169,7 +175,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	var pending []kvevents.Event
 	var sum publishSummary
 	medium := kvevents.MediumGPU
-	tree, err := newPoolTree(o.strategy, func(e prefix.Event) {
+	tree, err := newPoolTree(o.strategy, o.capacity, func(e prefix.Event) {
 		switch e.Kind {
 		case prefix.Stored:
 			sum.StoredBlocks += int64(len(e.Hashes))

@@ -336,6 +336,13 @@ func TestPublishStrategies(t *testing.T) {
 		if err == nil && o.strategy != s {
 			t.Errorf("-strategy %s: runs %s", s, o.strategy)
 		}
+		if err == nil {
+			// The pool's capacity sizes auto's simulation; the key
+			// strategies take no capacity.
+			if _, err := newPoolTree(s, o.capacity, func(prefix.Event) {}); err != nil {
+				t.Errorf("-strategy %s -capacity %d: the tree: %v", s, o.capacity, err)
+			}
+		}
 		if got, want := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)), prefix.Supports(s); got != want {
 			t.Errorf("help lists %s: %v, want %v", s, got, want)
 		}

@@ -44,7 +44,7 @@ func routeTrace(b *testing.B, w *sim.Workload, n, capacity int, byPrefix bool) f
 	engines := make([]*engine, n)
 	for i := range engines {
 		e := &engine{topic: fmt.Sprintf("kv@pod-%d@m", i)}
-		e.tree, err = newPoolTree(kvevict.LRU, func(ev prefix.Event) {
+		e.tree, err = newPoolTree(kvevict.LRU, capacity, func(ev prefix.Event) {
 			e.pending = append(e.pending, kvevents.FromPrefix(ev, int64(w.BlockTokens), nil))
 		})
 		if err != nil {
