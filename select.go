@@ -85,7 +85,7 @@ const compactAtLeast = 32
 // keeps 1/compactGrowth of it, so a larger growth spends fewer passes per
 // candidate that enters, for a buffer that many times the victims
 // (BenchmarkSelectVictimsOrder).
-const compactGrowth = 8
+const compactGrowth = 16
 
 // heapBudgetShare sets the heap phase's budget, n/heapBudgetShare sift
 // levels for n candidates: enough for a random order at a few victims, where
@@ -220,7 +220,7 @@ func (s *selector) begin(required, n int) {
 // those the greedy selection takes, smallest (key, ID) first. O(k log k)
 // beyond the buffer's last compaction.
 func (s *selector) victims() []entry {
-	v := s.buf[:s.cover(s.buf, s.required)]
+	v := s.buf[:s.cover(s.buf, s.required, s.sum)]
 	sortEntries(v)
 	return v
 }
@@ -264,7 +264,7 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 		s.appendBelow = min(cap(s.buf), s.compactAt-1)
 		return bound.Blocks > 0
 	}
-	s.buf = s.buf[:s.cover(s.buf, s.required)]
+	s.buf = s.buf[:s.cover(s.buf, s.required, s.sum)]
 	s.sum, *bound = 0, s.buf[0]
 	for j := range s.buf {
 		s.sum += int(s.buf[j].Blocks)
@@ -344,13 +344,22 @@ func siftDown(h []entry, j int) {
 // cover reorders h so that h[:m] holds the m smallest entries by (key, ID)
 // whose blocks add up to at least need while h[:m-1]'s do not, and returns
 // m: the greedy selection's victims, in no particular order. h's blocks
-// must add up to at least need > 0. It is a quickselect weighted by blocks:
-// each round partitions around a pivot and keeps the side that holds the
-// cut, so it costs O(len(h)) expected and never sorts what it discards.
-func (s *selector) cover(h []entry, need int) int {
+// add up to total, at least need > 0. It is a quickselect weighted by
+// blocks: each round partitions around a pivot and keeps the side that
+// holds the cut, so it costs O(len(h)) expected and never sorts what it
+// discards. On a long range the pivot is drawn from a sample, just past the
+// cut on the side that leaves less (Floyd and Rivest's idea), so that a
+// compaction of the buffer, which keeps a small share of it, costs little
+// more than one pass.
+func (s *selector) cover(h []entry, need, total int) int {
 	lo, hi := 0, len(h)
 	for hi-lo > 16 {
-		p := lo + int(s.random()%uint64(hi-lo))
+		var p int
+		if hi-lo >= samplePivotAbove {
+			p = lo + s.samplePivot(h[lo:hi], need, total)
+		} else {
+			p = lo + int(s.random()%uint64(hi-lo))
+		}
 		h[p], h[hi-1] = h[hi-1], h[p]
 		pivot := h[hi-1]
 		j, below := lo, 0
@@ -364,11 +373,12 @@ func (s *selector) cover(h []entry, need int) int {
 		h[j], h[hi-1] = h[hi-1], h[j]
 		switch {
 		case below >= need:
-			hi = j
+			hi, total = j, below
 		case below+int(pivot.Blocks) >= need:
 			return j + 1
 		default:
 			need -= below + int(pivot.Blocks)
+			total -= below + int(pivot.Blocks)
 			lo = j + 1
 		}
 	}
@@ -379,6 +389,49 @@ func (s *selector) cover(h []entry, need int) int {
 		}
 	}
 	panic("kvevict: cover was given entries that do not cover the need")
+}
+
+// samplePivotAbove is the shortest range whose pivot cover draws from a
+// sample: below it, sorting the sample costs more than a random pivot's
+// extra rounds.
+const samplePivotAbove = 1024
+
+// pivotSample is how many entries samplePivot draws.
+const pivotSample = 32
+
+// samplePivot returns the index in h, whose blocks add up to total, of a
+// pivot for a round of cover looking for the cut at need blocks: from a
+// sample of h in (key, ID) order, the entry at the cut's estimated share of
+// the blocks, moved a margin toward the larger side so that the round most
+// likely keeps the smaller. The margin is two standard deviations of the
+// estimate. A wrong guess costs a round, never a wrong cut.
+func (s *selector) samplePivot(h []entry, need, total int) int {
+	var idx [pivotSample]int32 // sorted by insertion as drawn
+	sampled := 0
+	for k := range idx {
+		i := int32(s.random() % uint64(len(h)))
+		sampled += int(h[i].Blocks)
+		j := k
+		for ; j > 0 && less(&h[i], &h[idx[j-1]]); j-- {
+			idx[j] = idx[j-1]
+		}
+		idx[j] = i
+	}
+	q := float64(need) / float64(total)
+	margin := 2*math.Sqrt(q*(1-q)/pivotSample) + 1.0/pivotSample
+	if q < 0.5 {
+		q += margin // keep the left side, about q of the range
+	} else {
+		q -= margin // take the left side as victims, keep the right
+	}
+	target := q * float64(sampled)
+	cum := 0
+	for _, i := range idx {
+		if cum += int(h[i].Blocks); float64(cum) >= target {
+			return int(i)
+		}
+	}
+	return int(idx[pivotSample-1])
 }
 
 // random is the selection's pivot sequence (xorshift): pivots no candidate
