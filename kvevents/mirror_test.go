@@ -228,14 +228,7 @@ func TestMirrorFromVLLMPublisher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		s.Run(runCtx, func(msg Message) { m.Handle(msg); c.handle(msg) })
-		close(done)
-	}()
-	defer func() { stop(); <-done }()
+	c := runSubscriber(ctx, t, s, m.Handle)
 	pub := zmq4.NewPub(ctx)
 	defer pub.Close()
 	if err := pub.Dial("tcp://" + s.Addr().String()); err != nil {

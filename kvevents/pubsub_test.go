@@ -66,15 +66,30 @@ func listeningSubscriber(ctx context.Context, t *testing.T, opts ...SubscriberOp
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, runSubscriber(ctx, t, s, nil), "tcp://" + s.Addr().String()
+}
+
+// runSubscriber runs s until the test ends, handing every message to also
+// (if not nil) and to the collector it returns.
+func runSubscriber(ctx context.Context, t *testing.T, s *Subscriber, also func(Message)) *collector {
+	t.Helper()
 	c := newCollector()
+	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	runCtx, cancel := context.WithCancel(ctx)
-	go func() { s.Run(runCtx, c.handle); close(done) }()
+	go func() {
+		s.Run(runCtx, func(m Message) {
+			if also != nil {
+				also(m)
+			}
+			c.handle(m)
+		})
+		close(done)
+	}()
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		<-done
 	})
-	return s, c, "tcp://" + s.Addr().String()
+	return c
 }
 
 // waitSubscribed waits until a subscription reached pub, so that what it

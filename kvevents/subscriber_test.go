@@ -184,14 +184,7 @@ func TestSubscriberFollowsRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		s.Run(runCtx, func(msg Message) { m.Handle(msg); c.handle(msg) })
-		close(done)
-	}()
-	defer func() { stop(); <-done }()
+	c := runSubscriber(ctx, t, s, m.Handle)
 
 	waitSubscribed(ctx, t, first.pub)
 	for _, b := range []*EventBatch{
@@ -288,11 +281,7 @@ func TestSubscriberWaitsOutALongRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { s.Run(runCtx, c.handle); close(done) }()
-	defer func() { stop(); <-done }()
+	c := runSubscriber(ctx, t, s, nil)
 	waitSubscribed(ctx, t, first.pub)
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
