@@ -183,17 +183,13 @@ type pool struct {
 	now     int64
 	// next is the first request of the timestamp order not yet arrived;
 	// requests that follow their session's previous one are skipped there
-	// and arrive through released instead.
+	// and arrive as events, once their predecessor finished.
 	next int
 	// follower[r] is the request of r's session that waits for r to
 	// finish, or -1; follows[r] says r is such a request. Both are nil
 	// unless groups are sessions.
 	follower []int
 	follows  []bool
-	// released holds the followers whose predecessor finished, by arrival:
-	// one per session whose turns follow one another, and never more than
-	// the requests whose predecessor finished.
-	released arrivalHeap
 	nextID   uint64
 	admitted []bool // first admission done
 	// lastOfGroup is each session's latest request admitted, when groups
@@ -275,24 +271,23 @@ func (p *pool) lookupCached(hash uint64) (int, bool) {
 	return b, true
 }
 
-// event is a running sequence's next milestone: its last block is full (it
-// needs another) or it is done.
+// event is a running sequence's next milestone (its last block is full, so
+// it needs another, or it is done) or, with no sequence, the arrival of
+// request req, which follows its session's previous request and was
+// released by its finish. At equal times milestones go first, so that
+// finishing sequences free their blocks, then arrivals by request index.
 type event struct {
 	at  int64
 	seq *sequence
+	req int
 }
 
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq.id < h[j].seq.id
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h eventHeap) Len() int           { return len(h) }
+func (h eventHeap) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
 func (h *eventHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
@@ -300,48 +295,32 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
-// arrival is a follower's arrival, once its predecessor finished.
-type arrival struct {
-	at  int64
-	req int
-}
-
-type arrivalHeap []arrival
-
-func (h arrivalHeap) Len() int { return len(h) }
-func (h arrivalHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// before orders events by time, then milestones before arrivals, then by
+// sequence or request.
+func (e event) before(o event) bool {
+	switch {
+	case e.at != o.at:
+		return e.at < o.at
+	case (e.seq == nil) != (o.seq == nil):
+		return e.seq != nil
+	case e.seq != nil:
+		return e.seq.id < o.seq.id
+	default:
+		return e.req < o.req
 	}
-	return h[i].req < h[j].req
-}
-func (h arrivalHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *arrivalHeap) Push(x any)   { *h = append(*h, x.(arrival)) }
-func (h *arrivalHeap) Pop() any {
-	old := *h
-	a := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return a
 }
 
-// nextArrival returns the earliest arrival to come, from the timestamp
-// order or the released followers (the lower index at equal times), and
-// whether there is one. It skips followers in the timestamp order: their
-// predecessor's finish releases them.
-func (p *pool) nextArrival() (arrival, bool) {
+// nextArrival returns the next arrival of the timestamp order, as an
+// event, and whether there is one. It skips followers: their
+// predecessor's finish releases them as events.
+func (p *pool) nextArrival() (event, bool) {
 	for p.next < len(p.w.Requests) && p.follows != nil && p.follows[p.next] {
 		p.next++
 	}
-	a, ok := arrival{}, false
-	if p.next < len(p.w.Requests) {
-		a, ok = arrival{at: p.w.Requests[p.next].Timestamp * 1000, req: p.next}, true
+	if p.next == len(p.w.Requests) {
+		return event{}, false
 	}
-	if p.released.Len() > 0 {
-		if r := p.released[0]; !ok || r.at < a.at || (r.at == a.at && r.req < a.req) {
-			a, ok = r, true
-		}
-	}
-	return a, ok
+	return event{at: p.w.Requests[p.next].Timestamp * 1000, req: p.next}, true
 }
 
 // run processes arrivals and sequence events in time order; at equal times
@@ -349,25 +328,24 @@ func (p *pool) nextArrival() (arrival, bool) {
 func (p *pool) run() error {
 	for {
 		a, arriving := p.nextArrival()
-		if p.events.Len() > 0 && (!arriving || p.events[0].at <= a.at) {
-			e := heap.Pop(&p.events).(event)
-			if !e.seq.alive {
-				continue // preempted since
-			}
-			p.now = max(p.now, e.at)
-			if err := p.step(e.seq); err != nil {
-				return err
-			}
-		} else if arriving {
-			if a.req == p.next {
-				p.next++
-			} else {
-				heap.Pop(&p.released)
-			}
-			p.now = max(p.now, a.at)
-			p.waiting = append(p.waiting, a.req)
-		} else {
-			break
+		var e event
+		switch {
+		case p.events.Len() > 0 && (!arriving || !a.before(p.events[0])):
+			e = heap.Pop(&p.events).(event)
+		case arriving:
+			e = a
+			p.next++
+		default:
+			return nil
+		}
+		if e.seq != nil && !e.seq.alive {
+			continue // preempted since
+		}
+		p.now = max(p.now, e.at)
+		if e.seq == nil {
+			p.waiting = append(p.waiting, e.req)
+		} else if err := p.step(e.seq); err != nil {
+			return err
 		}
 		if err := p.admitWaiting(); err != nil {
 			return err
@@ -377,7 +355,6 @@ func (p *pool) run() error {
 			p.afterStep(p)
 		}
 	}
-	return nil
 }
 
 // schedule queues s's next event: when its last block fills, or when it is
@@ -733,7 +710,7 @@ func (p *pool) finishRequest(r int) {
 	}
 	f := p.follower[r]
 	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
-	heap.Push(&p.released, arrival{at: at, req: f})
+	heap.Push(&p.events, event{at: at, req: f})
 }
 
 // preempt stops s and queues its request first, to be recomputed.
