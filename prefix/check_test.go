@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/sagellm/kvevict/internal/rank"
@@ -112,29 +113,26 @@ func checkAutoKey(tb testing.TB, n *node, e *rank.Entry) {
 }
 
 // checkMemory verifies the memory of evicted blocks: within its cap, its
-// list and its index hold the same hashes, linked both ways, and free
-// slots are exactly the unused ones.
+// list and its index hold the same hashes, and every slot is either listed
+// or free.
 func checkMemory(tb testing.TB, m *memory) {
 	tb.Helper()
 	if len(m.index) > m.cap {
 		tb.Fatalf("memory holds %d hashes, cap %d", len(m.index), m.cap)
 	}
-	count := 0
-	prev := int32(-1)
-	for i := m.newest; i >= 0; i = m.slots[i].older {
-		e := &m.slots[i]
-		if e.newer != prev {
-			tb.Fatalf("memory slot %d: newer %d, want %d", i, e.newer, prev)
+	err := m.slots.Check(&m.order, func(i int32) error {
+		if j, ok := m.index[m.entries[i].hash]; !ok || j != i {
+			return fmt.Errorf("slot %d (hash %d): index says %d, %v", i, m.entries[i].hash, j, ok)
 		}
-		if j, ok := m.index[e.hash]; !ok || j != i {
-			tb.Fatalf("memory slot %d (hash %d): index says %d, %v", i, e.hash, j, ok)
-		}
-		if count++; count > len(m.slots) {
-			tb.Fatal("memory list has a cycle")
-		}
-		prev = i
+		return nil
+	})
+	if err == nil {
+		err = m.slots.CheckFree()
 	}
-	if prev != m.oldest || count != len(m.index) || count+len(m.free) != len(m.slots) {
-		tb.Fatalf("memory: %d listed (oldest %d, want %d), %d indexed, %d free of %d slots", count, m.oldest, prev, len(m.index), len(m.free), len(m.slots))
+	if err != nil {
+		tb.Fatalf("memory: %v", err)
+	}
+	if n := m.order.Len; n != len(m.index) || n+m.slots.FreeLen() != len(m.entries) {
+		tb.Fatalf("memory: %d listed, %d indexed, %d free of %d slots", n, len(m.index), m.slots.FreeLen(), len(m.entries))
 	}
 }
