@@ -148,10 +148,11 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// keyOf's dispatch, written out so that the simple keys and the
 		// common cases of the others inline into the loop: a call per
 		// candidate costs more than most keys (BenchmarkSelectVictims).
+		// The rare cases call keyOf's general path where they arise, so
+		// that no flag has to be merged after the switch.
 		// TestMatchesReference and FuzzSelectVictims check the victims
 		// against a reference that ranks through keyOf.
 		var key rank.Key
-		fast := true
 		switch kp.kind {
 		case kindLRU:
 			key = lruKey(c, kp)
@@ -162,20 +163,27 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		case kindFILO:
 			key = filoKey(c, kp)
 		case kindLFU:
-			key, fast = lfuKeyFast(c, kp)
+			if k, ok := lfuKeyFast(c, kp); ok {
+				key = k
+			} else {
+				key = kp.otherKey(c)
+			}
 		case kindSLRU:
 			key = slruKey(c, kp)
 		case kindQoS:
 			key = qosKey(c, kp)
 		case kindPredictive:
-			key, fast = predictiveKeyFast(c, kp)
+			if k, ok := predictiveKeyFast(c, kp); ok {
+				key = k
+			} else {
+				key = kp.otherKey(c)
+			}
 		default: // kindCost
-			key, fast = costKeyFast(c, kp)
-		}
-		if !fast {
-			// The one call of the loop, apart so that the register spills
-			// around it stay off the common path.
-			key = kp.otherKey(c)
+			if k, ok := costKeyFast(c, kp); ok {
+				key = k
+			} else {
+				key = kp.otherKey(c)
+			}
 		}
 		if !valid(c) {
 			return Result{}, invalidField(c, i)
