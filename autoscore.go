@@ -79,6 +79,7 @@ type treeAuto struct {
 	turnover  autoTurnover
 	weights   autoWeights // the miniature caches that choose the weight
 	memoryCap int
+	horizons  [len(autoSimWeights)]float64 // Horizons' answer
 }
 
 // newTreeHistory returns the History of strategy s for a prefix tree,
@@ -114,10 +115,14 @@ func (h *treeAuto) Request(hash uint64, requests uint32, resident bool) {
 // a block entered, as [auto.horizon] does at the first selection.
 func (h *treeAuto) Evicting(now int64) { h.turnover.evicting(now) }
 
-// Weight returns W for a tree of n blocks at tick now: the weight the
-// miniature caches chose, in turnovers.
-func (h *treeAuto) Weight(now int64, n int) float64 {
-	return h.turnover.horizon(h.weights.weight(), n, now)
+// Horizons returns the horizon W of each weight the miniature caches
+// simulate, for a tree of n blocks at tick now, and the index of the one
+// they choose.
+func (h *treeAuto) Horizons(now int64, n int) (horizons []float64, chosen int) {
+	for i, w := range autoSimWeights {
+		h.horizons[i] = h.turnover.horizon(w, n, now)
+	}
+	return h.horizons[:], h.weights.choice()
 }
 
 // Key returns the block's key: Major the score, Minor the recency, as

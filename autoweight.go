@@ -94,14 +94,17 @@ func (w *autoWeights) record(id uint64, log2r float32) {
 // weight returns the weight, in turnovers per doubling, of the simulation
 // with the most hits, the smallest among equals: recency unless frequency
 // has shown that it pays.
-func (w *autoWeights) weight() float64 {
+func (w *autoWeights) weight() float64 { return autoSimWeights[w.choice()] }
+
+// choice returns the index in autoSimWeights of weight's answer.
+func (w *autoWeights) choice() int {
 	best := 0
 	for i := range w.sims {
 		if w.sims[i].hits > w.sims[best].hits {
 			best = i
 		}
 	}
-	return autoSimWeights[best]
+	return best
 }
 
 func (s *autoSim) access(id uint64, log2r float32) {
@@ -122,7 +125,7 @@ func (s *autoSim) access(id uint64, log2r float32) {
 		m := s.heap.Min()
 		slot = m.Slot
 		s.slots.del(m.ID)
-		s.heap.ReplaceMin(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+		s.heap.Replace(slot, rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
 		s.slots.put(id, slot)
 	}
 }

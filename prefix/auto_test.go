@@ -1,10 +1,12 @@
 package prefix
 
 import (
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // TestAutoFrequentLeafOutlivesNewer is a hand-computed script: a leaf
@@ -78,11 +80,16 @@ func TestAutoFrequentLeafOutlivesNewer(t *testing.T) {
 	}
 }
 
-// leafKey returns the score the heap holds for the one-block path h.
+// leafKey returns the score that the heap of the weight chosen holds for
+// the one-block path h.
 func leafKey(tr *Tree, h uint64) int64 {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return tr.heap.At(tr.children[edge{0, h}].slot).Major
+	chosen := 0
+	if tr.hist != nil {
+		_, chosen = tr.hist.Horizons(tr.now, tr.evictable+tr.protected)
+	}
+	return tr.heaps[chosen].At(tr.children[edge{0, h}].slot).Major
 }
 
 // pool serves one-block requests on a tree as an allocator of c blocks
@@ -207,5 +214,61 @@ func TestAutoMemoryBound(t *testing.T) {
 		if got := requests(tc.h); got != tc.want {
 			t.Errorf("block %d inserted again: %d requests, want %d", tc.h, got, tc.want)
 		}
+	}
+}
+
+// choiceHistory is a rank.History whose choice of weight a test sets: two
+// weights, of horizons 0 (recency alone) and 100 ticks per doubling of
+// requests, keyed as Auto keys, lastAccess + W x log2(requests).
+type choiceHistory struct{ chosen int }
+
+func (h *choiceHistory) Request(uint64, uint32, bool) {}
+func (h *choiceHistory) Evicting(int64)               {}
+func (h *choiceHistory) Horizons(int64, int) ([]float64, int) {
+	return []float64{0, 100}, h.chosen
+}
+func (h *choiceHistory) Key(lastAccess int64, requests uint32, w float64) rank.Key {
+	return rank.Key{Major: lastAccess + int64(w*math.Log2(float64(requests))), Minor: lastAccess}
+}
+func (h *choiceHistory) MemoryCap() int { return 0 }
+func (h *choiceHistory) Check() error   { return nil }
+
+// TestAutoChoiceChangeLeavesNoStaleKey is a hand-computed script of a
+// change of weight between the touch of a leaf and its eviction. X is
+// requested four times by tick 3 and Y once at tick 10, both while the
+// weight of horizon 100 is chosen: X's score is 3 + 100 x log2(4) = 203
+// under it, 3 under recency alone; Y's is 10 under both. If the choice
+// stays, Evict takes Y then X. If it moves to recency before the
+// eviction, X, the least recent, goes first, although it was touched
+// under the other weight: a tree that kept only the key of the moment of
+// the touch would still hold 203 for X and evict Y.
+func TestAutoChoiceChangeLeavesNoStaleKey(t *testing.T) {
+	const x, y = 1, 2
+	for _, tc := range []struct {
+		chosenAtEvict int
+		want          []uint64
+	}{
+		{1, []uint64{y, x}},
+		{0, []uint64{x, y}},
+	} {
+		tr := newTree(t, kvevict.Auto)
+		h := &choiceHistory{chosen: 1}
+		tr.hist, tr.heaps, tr.keyBuf = h, make([]rank.Heap, 2), make([]rank.Key, 2)
+		mustInsert(t, tr, []uint64{x}, at(0))
+		for tick := int64(1); tick <= 3; tick++ {
+			if _, err := tr.Match([]uint64{x}, at(tick)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustInsert(t, tr, []uint64{y}, at(10))
+		check(t, tr)
+		if got := leafKey(tr, x); got != 203 {
+			t.Fatalf("X's score under the weight chosen: %d, want 203", got)
+		}
+		h.chosen = tc.chosenAtEvict
+		if got := mustEvict(t, tr, 2); !slices.Equal(got, tc.want) {
+			t.Errorf("choice %d at Evict: Evict(2) = %v, want %v", tc.chosenAtEvict, got, tc.want)
+		}
+		check(t, tr)
 	}
 }

@@ -50,7 +50,7 @@ func check(tb testing.TB, t *Tree) {
 		if n.slot < 0 || int(n.slot) >= len(t.bySlot) || t.bySlot[n.slot] != n {
 			tb.Fatalf("node %d: slot %d does not point back at it", n.id, n.slot)
 		}
-		inHeap := t.heap.Contains(n.slot)
+		inHeap := t.heaps[0].Contains(n.slot)
 		if want := n.ref == 0 && n.children == 0; inHeap != want {
 			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
 		}
@@ -59,11 +59,16 @@ func check(tb testing.TB, t *Tree) {
 		}
 		if inHeap {
 			leaves++
-			e := t.heap.At(n.slot)
-			if t.hist != nil {
-				checkAutoKey(tb, n, e)
-			} else if e.ID != n.id || e.Key != t.key(n) {
-				tb.Fatalf("node %d: heap entry %+v, want ID %d and current key %+v", n.id, *e, n.id, t.key(n))
+			for i := range t.heaps {
+				if !t.heaps[i].Contains(n.slot) {
+					tb.Fatalf("node %d: in heap 0, not in heap %d", n.id, i)
+				}
+				e := t.heaps[i].At(n.slot)
+				if t.hist != nil {
+					checkAutoKey(tb, n, e)
+				} else if k := t.keys(n)[0]; e.ID != n.id || e.Key != k {
+					tb.Fatalf("node %d: heap entry %+v, want ID %d and current key %+v", n.id, *e, n.id, k)
+				}
 			}
 		}
 	}
@@ -79,13 +84,15 @@ func check(tb testing.TB, t *Tree) {
 	if t.evictable+t.protected != len(t.children) {
 		tb.Fatalf("evictable %d + protected %d != size %d", t.evictable, t.protected, len(t.children))
 	}
-	if leaves != t.heap.Len() {
-		tb.Fatalf("heap holds %d entries, %d unreferenced leaves", t.heap.Len(), leaves)
+	for i := range t.heaps {
+		if leaves != t.heaps[i].Len() {
+			tb.Fatalf("heap %d holds %d entries, %d unreferenced leaves", i, t.heaps[i].Len(), leaves)
+		}
+		if err := t.heaps[i].Check(); err != nil {
+			tb.Fatalf("heap %d: %v", i, err)
+		}
 	}
-	if err := t.heap.Check(); err != nil {
-		tb.Fatal(err)
-	}
-	if t.evictable > 0 && t.heap.Len() == 0 {
+	if t.evictable > 0 && leaves == 0 {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
 	}
 	if t.hist != nil {
@@ -100,9 +107,9 @@ func check(tb testing.TB, t *Tree) {
 	}
 }
 
-// checkAutoKey verifies an Auto leaf's heap entry. Its key was computed
-// with the weight of the moment the leaf was last touched, which the tree
-// does not keep, so the check is of the score's form: the recency is the
+// checkAutoKey verifies an Auto leaf's entry in one heap. Its key was
+// computed with the horizon of the heap's weight at the moment the leaf was
+// last touched, which the tree does not keep, so the check is of the score's form: the recency is the
 // leaf's latest access, and a doubling of requests only adds to it (a leaf
 // requested once scores its recency).
 func checkAutoKey(tb testing.TB, n *node, e *rank.Entry) {

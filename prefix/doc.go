@@ -58,19 +58,25 @@
 // fed by the block's hash and count to Auto's miniature caches, which
 // choose the weight by simulating a pool of [kvevict.WithCapacity] blocks.
 // It ranks a leaf by Auto's score, LastAccess + W x log2(requests),
-// computed by the same function. W is
-// taken when the leaf is touched (Insert, Match, Unlock, or when it
-// becomes a leaf) and kept in the heap: W moves slowly, and re-keying every
-// leaf when it moves would cost O(n). Auto's partial-block rule does not
+// computed by the same function. The caches' choice of weight may change
+// from one eviction to the next, and a leaf keyed under an earlier choice
+// would keep that choice's key, so the tree keeps its leaves in one heap
+// per weight the caches simulate, each keyed by that weight's W when the
+// leaf is touched (Insert, Match, Unlock, or when it becomes a leaf), and
+// evicts from the heap of the weight chosen at that moment: no key is ever
+// left from another choice, and nothing is re-keyed. W's length in ticks,
+// the pool's turnover, is measured over the whole run and moves slowly.
+// Auto's partial-block rule does not
 // apply: an [Access] does not say which blocks are partial. The other
 // adaptive strategies (ARC, S3-FIFO, SIEVE) keep lists of sequences, which
 // a tree of blocks does not, and [New] refuses them.
 //
 // The unreferenced leaves sit in an indexed heap that every operation updates
 // in O(log n): Evict of k blocks costs O(k log n), and keys that decrease
-// (MRU, FILO) are as correct as keys that grow. Auto adds O(1) per block
-// of a Match, an Insert and an eviction, and O(log s) per block in the
-// sample of its miniature caches of s hashes. Only keys that depend on the
+// (MRU, FILO) are as correct as keys that grow. Auto keeps a heap per
+// simulated weight (five), so each heap operation counts five times; it
+// adds O(1) per block of a Match, an Insert and an eviction, and O(log s)
+// per block in the sample of its miniature caches of s hashes. Only keys that depend on the
 // current tick (FrequencyCost with decay) force a re-key, once per Evict after
 // the clock moved.
 //

@@ -42,9 +42,11 @@ type Access struct {
 // one node per resident block (about 150 bytes with its index entry): the
 // caller bounds it by calling Evict. Under [kvevict.Auto] it also
 // remembers the request counts of up to [kvevict.WithHistoryCap] evicted
-// blocks (about 50 bytes each), and Auto's miniature caches a bounded
-// few thousand hashes, however large the pool. The indexes do not shrink below their
-// peak size, as Go maps do not.
+// blocks (about 50 bytes each), keeps its unreferenced leaves in five
+// heaps rather than one (16 bytes more per block, about 130 per such leaf),
+// and Auto's miniature caches a bounded few thousand hashes, however large
+// the pool. The indexes do not shrink below their peak size, as Go maps do
+// not.
 type Tree struct {
 	ranker     rank.Ranker[kvevict.Candidate] // nil when hist ranks
 	hist       rank.History                   // Auto's measurements; nil for a key strategy
@@ -53,11 +55,15 @@ type Tree struct {
 	usesNow    bool
 	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
 
-	mu        sync.Mutex // guards everything below
-	root      node
-	children  map[edge]*node
-	heap      rank.Heap // unreferenced leaves by slot, smallest key first
-	bySlot    []*node   // bySlot[n.slot] == n for every node but the root
+	mu       sync.Mutex // guards everything below
+	root     node
+	children map[edge]*node
+	// heaps hold the unreferenced leaves by slot, smallest key first: one
+	// order per weight that Auto's history simulates (see Keys in the
+	// package documentation), else one.
+	heaps     []rank.Heap
+	keyBuf    []rank.Key // keys' answer, one key per heap
+	bySlot    []*node    // bySlot[n.slot] == n for every node but the root
 	freeSlots []int32
 	nextID    uint64
 	evictable int    // nodes with ref == 0
@@ -139,7 +145,9 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 		if err != nil {
 			return nil, fmt.Errorf("prefix.New: %w", err)
 		}
+		horizons, _ := h.Horizons(t.now, 0)
 		t.hist, t.memory, t.keyOpts = h, newMemory(h.MemoryCap()), nil
+		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
 	}
 	r, err := rank.New[kvevict.Candidate](string(s), t.keyOpts...)
@@ -147,6 +155,7 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
 	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
+	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
 }
 
@@ -217,9 +226,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	}
 	t.rekey(n)
 	if matched < len(hashes) {
-		if t.heap.Contains(n.slot) {
-			t.heap.Remove(n.slot)
-		}
+		t.unheap(n)
 		parent := n
 		for _, h := range hashes[matched:] {
 			t.nextID++
@@ -334,9 +341,7 @@ func (t *Tree) Lock(hashes []uint64) error {
 
 // lock adds a lock ending at n.
 func (t *Tree) lock(n *node) {
-	if t.heap.Contains(n.slot) {
-		t.heap.Remove(n.slot)
-	}
+	t.unheap(n)
 	n.ends++
 	for m := n; m != &t.root; m = m.parent {
 		if m.ref == 0 {
@@ -390,12 +395,13 @@ func (t *Tree) Unlock(hashes []uint64) error {
 // and removes nothing. A negative count returns an error matching
 // [kvevict.ErrInvalidArgument]; zero returns nothing.
 //
-// The leaves are kept in a heap between calls, updated by every operation
-// in O(log n), so Evict costs O(k log n) for k blocks, never a rebuild.
+// The leaves are kept in a heap between calls (under Auto, one per weight),
+// updated by every operation in O(log n), so Evict costs O(k log n) for k
+// blocks, never a rebuild.
 // The one exception is a ranker whose keys depend on the current tick
 // (FrequencyCost with decay): then the first
-// Evict after the clock moved re-keys the heap in O(n). Auto keys a leaf
-// when it is touched and never re-keys: see Keys in the package
+// Evict after the clock moved re-keys the heap in O(n). Auto keeps a heap
+// per weight it simulates and never re-keys: see Keys in the package
 // documentation. Under Auto each evicted block's requests are remembered,
 // in O(1).
 func (t *Tree) Evict(blocks int) ([]uint64, error) {
@@ -412,17 +418,20 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	}
 	if t.usesNow && t.keyedAt != t.now {
 		t.keyedAt = t.now
-		t.heap.Rekey(func(e *rank.Entry) rank.Key { return t.key(t.bySlot[e.Slot]) })
+		t.heaps[0].Rekey(func(e *rank.Entry) rank.Key { return t.keys(t.bySlot[e.Slot])[0] })
 	}
+	order := 0
 	if t.hist != nil {
 		t.hist.Evicting(t.now)
+		_, order = t.hist.Horizons(t.now, t.evictable+t.protected)
 	}
+	h := &t.heaps[order]
 	removed := make([]uint64, blocks)
 	for i := range removed {
-		if t.heap.Len() == 0 {
+		if h.Len() == 0 {
 			panic("prefix: evictable blocks but no evictable leaf")
 		}
-		n := t.bySlot[t.heap.Min().Slot]
+		n := t.bySlot[h.Min().Slot]
 		removed[i] = n.hash
 		if t.hist != nil {
 			t.memory.put(n.hash, n.requests)
@@ -431,9 +440,12 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
 		if p != &t.root && p.children == 0 && p.ref == 0 {
-			t.heap.ReplaceMin(t.entry(p))
+			// p takes n's place in every heap.
+			for j, k := range t.keys(p) {
+				t.heaps[j].Replace(n.slot, rank.Entry{Key: k, ID: p.id, Slot: p.slot, Blocks: 1})
+			}
 		} else {
-			t.heap.Remove(n.slot)
+			t.unheap(n)
 		}
 		t.unplace(n)
 	}
@@ -463,20 +475,38 @@ func (t *Tree) observe(tick int64) {
 	t.now = max(t.now, tick)
 }
 
-// rekey recomputes n's key after its fields changed, if n is in the heap.
+// rekey recomputes n's keys after its fields changed, if n is in the heaps.
 // Only the end of a path can be a leaf, so one call per operation keeps
 // every key current.
 func (t *Tree) rekey(n *node) {
-	if t.heap.Contains(n.slot) {
-		t.heap.Fix(n.slot, t.key(n), 1)
+	if !t.heaps[0].Contains(n.slot) {
+		return
+	}
+	for i, k := range t.keys(n) {
+		t.heaps[i].Fix(n.slot, k, 1)
 	}
 }
 
-// key is n's key: Auto's score with the weight of this moment, or the
-// ranker's key of n presented as a one-block candidate.
-func (t *Tree) key(n *node) rank.Key {
+// unheap takes n out of the heaps if it is in them.
+func (t *Tree) unheap(n *node) {
+	if !t.heaps[0].Contains(n.slot) {
+		return
+	}
+	for i := range t.heaps {
+		t.heaps[i].Remove(n.slot)
+	}
+}
+
+// keys returns n's key in each heap: Auto's score under each horizon its
+// history simulates, at this moment, or the ranker's key of n presented as
+// a one-block candidate. The slice is t.keyBuf, valid until the next call.
+func (t *Tree) keys(n *node) []rank.Key {
 	if t.hist != nil {
-		return t.hist.Key(n.lastAccess, n.requests, t.hist.Weight(t.now, t.evictable+t.protected))
+		horizons, _ := t.hist.Horizons(t.now, t.evictable+t.protected)
+		for i, w := range horizons {
+			t.keyBuf[i] = t.hist.Key(n.lastAccess, n.requests, w)
+		}
+		return t.keyBuf
 	}
 	c := kvevict.Candidate{
 		ID:          n.id,
@@ -486,7 +516,8 @@ func (t *Tree) key(n *node) rank.Key {
 		AccessCount: n.accessCount,
 		Priority:    n.priority,
 	}
-	return t.ranker.KeyAt(c, t.keyedAt)
+	t.keyBuf[0] = t.ranker.KeyAt(c, t.keyedAt)
+	return t.keyBuf
 }
 
 // place gives new node n a slot. O(1) amortized.
@@ -507,13 +538,12 @@ func (t *Tree) unplace(n *node) {
 	t.freeSlots = append(t.freeSlots, n.slot)
 }
 
-// entry is n's heap entry, with its current key.
-func (t *Tree) entry(n *node) rank.Entry {
-	return rank.Entry{Key: t.key(n), ID: n.id, Slot: n.slot, Blocks: 1}
+// push adds leaf n to the heaps. O(log n) for each.
+func (t *Tree) push(n *node) {
+	for i, k := range t.keys(n) {
+		t.heaps[i].Push(rank.Entry{Key: k, ID: n.id, Slot: n.slot, Blocks: 1})
+	}
 }
-
-// push adds leaf n to the heap. O(log n).
-func (t *Tree) push(n *node) { t.heap.Push(t.entry(n)) }
 
 // oneBlock gives a node's candidate its length; rankers read only len(Blocks).
 var oneBlock = []int{0}

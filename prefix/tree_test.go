@@ -481,11 +481,12 @@ func TestRandomOperations(t *testing.T) {
 
 // keyNow is n's key at the tree's latest tick, from the ranker and the
 // node's fields as the package documentation presents them. Under Auto it
-// is the key the heap holds for leaf n: Auto keys a leaf when it is
-// touched, and checkAutoKey verifies those keys' form.
+// is the key that the heap of the weight chosen holds for leaf n: Auto keys
+// a leaf when it is touched, and checkAutoKey verifies those keys' form.
 func keyNow(tr *Tree, n *node) rank.Key {
 	if tr.hist != nil {
-		return tr.heap.At(n.slot).Key
+		_, chosen := tr.hist.Horizons(tr.now, tr.evictable+tr.protected)
+		return tr.heaps[chosen].At(n.slot).Key
 	}
 	return tr.ranker.KeyAt(kvevict.Candidate{
 		ID:          n.id,

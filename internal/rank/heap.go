@@ -90,17 +90,19 @@ func (h *Heap) Fix(slot int32, k Key, blocks int32) {
 	h.fix(j)
 }
 
-// ReplaceMin removes the smallest entry and adds e in one sift: the common
-// step of leaf-first eviction, where the parent of the evicted leaf becomes
-// a leaf with a key close to its child's. O(log n).
-func (h *Heap) ReplaceMin(e Entry) {
-	h.pos[h.entries[0].Slot] = -1
+// Replace removes slot's entry and adds e in its place, in one sift: the
+// common step of leaf-first eviction, where the parent of the evicted leaf
+// becomes a leaf with a key close to its child's. e's slot must not be in
+// the heap unless it is slot. O(log n).
+func (h *Heap) Replace(slot int32, e Entry) {
+	j := h.pos[slot]
+	h.pos[slot] = -1
 	for int(e.Slot) >= len(h.pos) {
 		h.pos = append(h.pos, -1)
 	}
-	h.entries[0] = e
-	h.pos[e.Slot] = 0
-	h.down(0)
+	h.entries[j] = e
+	h.pos[e.Slot] = j
+	h.fix(j)
 }
 
 // Rekey replaces every entry's key by key(entry) and restores the order,

@@ -7,7 +7,7 @@ import (
 )
 
 // TestHeapRandomOps drives a Heap through random pushes, removals, fixes,
-// min replacements and rekeys against a map of the live entries, checking
+// replacements and rekeys against a map of the live entries, checking
 // the heap's invariants after every operation and that Min is the smallest
 // live entry by (key, ID).
 func TestHeapRandomOps(t *testing.T) {
@@ -33,16 +33,21 @@ func TestHeapRandomOps(t *testing.T) {
 			e.Key = key()
 			h.Fix(slot, e.Key, e.Blocks)
 			live[slot] = e
-		case in && op == 2 && h.Len() > 0:
-			min := *h.Min()
-			if _, taken := live[slot]; taken && slot != min.Slot {
-				break
+		case in && op == 2:
+			// Replace slot's entry, or the smallest, by an entry at a slot
+			// that is free or the one replaced.
+			if rng.IntN(2) == 0 {
+				slot = h.Min().Slot
 			}
-			delete(live, min.Slot)
+			to := int32(rng.IntN(64))
+			if _, taken := live[to]; taken && to != slot {
+				to = slot
+			}
+			delete(live, slot)
 			nextID++
-			e := Entry{Key: key(), ID: nextID, Slot: slot, Blocks: 1}
-			h.ReplaceMin(e)
-			live[slot] = e
+			e := Entry{Key: key(), ID: nextID, Slot: to, Blocks: 1}
+			h.Replace(slot, e)
+			live[to] = e
 		case op == 3 && step%100 == 0:
 			shift := rng.Int64N(5)
 			h.Rekey(func(e *Entry) Key { return Key{Major: shift - e.Major, Minor: e.Minor} })

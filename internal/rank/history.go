@@ -22,11 +22,18 @@ type History interface {
 	// Evicting records that an eviction starts at tick now: the rate at
 	// which blocks enter is measured from the first. O(1).
 	Evicting(now int64)
-	// Weight returns the strategy's weight of a doubling of requests, in
-	// ticks, at tick now for a structure of n blocks. O(1).
-	Weight(now int64, n int) float64
+	// Horizons returns the horizon of each weight the History simulates,
+	// in ticks at tick now for a structure of n blocks, and the index of
+	// the weight it chooses. A structure keeps one order of its blocks per
+	// weight, each keyed by that weight's horizon when a block is touched,
+	// and evicts from the order of the weight chosen: the choice may change
+	// from one eviction to the next, and a block keyed under an earlier
+	// choice would otherwise keep that choice's key. The slice is the
+	// History's own, of the same length at every call, valid until the
+	// next. O(weights).
+	Horizons(now int64, n int) (horizons []float64, chosen int)
 	// Key returns the key of a block last accessed at lastAccess and
-	// requested requests times (at least 1), under weight w. O(1).
+	// requested requests times (at least 1), under horizon w. O(1).
 	Key(lastAccess int64, requests uint32, w float64) Key
 	// MemoryCap is how many evicted blocks' counts the structure may
 	// remember: kvevict's WithHistoryCap. O(1).
