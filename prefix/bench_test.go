@@ -51,11 +51,16 @@ func (w *workload) access() prefix.Access {
 	return prefix.Access{Tick: w.tick, Priority: kvevict.Priority(w.rng.IntN(3))}
 }
 
-// build returns an LRU tree of about n blocks and the requests that filled
-// it, about a tenth of them locked as if running.
-func build(b *testing.B, n int) (*prefix.Tree, *workload, [][]uint64) {
+// build returns a tree ranked by s of about n blocks and the requests that
+// filled it, about a tenth of them locked as if running. Under Auto the
+// tree simulates a pool of n blocks.
+func build(b *testing.B, s kvevict.Strategy, n int) (*prefix.Tree, *workload, [][]uint64) {
 	b.Helper()
-	tr, err := prefix.New(kvevict.LRU)
+	var opts []kvevict.Option
+	if s == kvevict.Auto {
+		opts = append(opts, kvevict.WithCapacity(n))
+	}
+	tr, err := prefix.New(s, prefix.WithStrategyOptions(opts...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,43 +83,51 @@ func build(b *testing.B, n int) (*prefix.Tree, *workload, [][]uint64) {
 
 var sizes = []int{10_000, 1_000_000}
 
+// benchStrategies are a key strategy and Auto, whose tree keeps a heap per
+// weight it simulates and feeds its miniature caches.
+var benchStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.Auto}
+
 // BenchmarkInsert inserts a request of 16 blocks, 12 of them new. When the
 // tree has grown by 5%, an untimed Evict brings it back to its size.
 func BenchmarkInsert(b *testing.B) {
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			tr, w, _ := build(b, n)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := tr.Insert(w.request(), w.access()); err != nil {
-					b.Fatal(err)
-				}
-				if tr.Len() > n+n/drift {
-					b.StopTimer()
-					if _, err := tr.Evict(tr.Len() - n); err != nil {
+	for _, s := range benchStrategies {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
+				tr, w, _ := build(b, s, n)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := tr.Insert(w.request(), w.access()); err != nil {
 						b.Fatal(err)
 					}
-					b.StartTimer()
+					if tr.Len() > n+n/drift {
+						b.StopTimer()
+						if _, err := tr.Evict(tr.Len() - n); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
 // BenchmarkMatch matches a resident request of 16 blocks, recording a hit
 // on each.
 func BenchmarkMatch(b *testing.B) {
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			tr, w, reqs := build(b, n)
-			b.ReportAllocs()
-			for b.Loop() {
-				h := reqs[w.rng.IntN(len(reqs))]
-				if m, err := tr.Match(h, w.access()); err != nil || m != len(h) {
-					b.Fatalf("Match = %d, %v; want %d", m, err, len(h))
+	for _, s := range benchStrategies {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
+				tr, w, reqs := build(b, s, n)
+				b.ReportAllocs()
+				for b.Loop() {
+					h := reqs[w.rng.IntN(len(reqs))]
+					if m, err := tr.Match(h, w.access()); err != nil || m != len(h) {
+						b.Fatalf("Match = %d, %v; want %d", m, err, len(h))
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -122,26 +135,28 @@ func BenchmarkMatch(b *testing.B) {
 // tree has shrunk by 5%, untimed inserts bring it back to its size. The heap is
 // kept between calls, so the cost is O(k log n) with no first-call rebuild.
 func BenchmarkEvict(b *testing.B) {
-	for _, n := range sizes {
-		for _, k := range []int{1, 64} {
-			b.Run(fmt.Sprintf("n=%d/k=%d", n, k), func(b *testing.B) {
-				tr, w, _ := build(b, n)
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := tr.Evict(k); err != nil {
-						b.Fatal(err)
-					}
-					if tr.Len() < n-n/drift {
-						b.StopTimer()
-						for tr.Len() < n {
-							if _, err := tr.Insert(w.request(), w.access()); err != nil {
-								b.Fatal(err)
-							}
+	for _, s := range benchStrategies {
+		for _, n := range sizes {
+			for _, k := range []int{1, 64} {
+				b.Run(fmt.Sprintf("strategy=%s/n=%d/k=%d", s, n, k), func(b *testing.B) {
+					tr, w, _ := build(b, s, n)
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := tr.Evict(k); err != nil {
+							b.Fatal(err)
 						}
-						b.StartTimer()
+						if tr.Len() < n-n/drift {
+							b.StopTimer()
+							for tr.Len() < n {
+								if _, err := tr.Insert(w.request(), w.access()); err != nil {
+									b.Fatal(err)
+								}
+							}
+							b.StartTimer()
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
