@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"container/heap"
 	"math"
 
+	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
@@ -18,7 +18,8 @@ import (
 // a block MIN drops and score a prefix hit MIN misses: auto does on the
 // multiturn workload at small pools (docs/workloads.md). On the Mooncake
 // trace MIN's hit ratio is far above every online strategy and meets the
-// unbounded ceiling as capacity grows. O(R log R) for R block references.
+// unbounded ceiling as capacity grows. O(R log c) for R block references
+// at capacity c.
 func Belady(w *Workload, cfg Config) (Report, error) {
 	return belady(w, cfg, nil)
 }
@@ -31,8 +32,13 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 	capacity := cfg.Capacity
 	uniq, next := nextUses(w, capacity)
 	t := newTally(w, computeCeiling(w))
-	resident := make(map[uint64]int, residentBound(w, capacity)) // hash -> its next use
-	h := &futureHeap{}
+	// The resident blocks, in the one indexed heap, keyed so that the
+	// smallest is the furthest next use (ties: the smaller hash); a
+	// block's slot is its index in the heap, from resident.
+	bound := residentBound(w, capacity)
+	resident := make(map[uint64]int32, bound) // hash -> slot
+	var h rank.Heap
+	free := make([]int32, 0, bound)
 	isResident := func(b uint64) bool { _, ok := resident[b]; return ok }
 	for r := range w.Requests {
 		req := &w.Requests[r]
@@ -48,27 +54,31 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 				missing++
 			}
 		}
-		// This request's resident blocks have their next use at r, the
-		// nearest of all, so they leave the heap only after every other
-		// block; the truncation to capacity means that never happens.
-		for need := missing - (capacity - len(resident)); need > 0; {
-			e := heap.Pop(h).(future)
-			if at, ok := resident[e.hash]; !ok || at != e.at {
-				continue // stale: evicted or referenced since
-			}
-			delete(resident, e.hash)
-			t.evict(e.hash, 0)
-			need--
+		// This request's resident blocks still have their next use at r,
+		// the nearest of all, so they leave the heap only after every
+		// other block; the truncation to capacity means that never happens.
+		for need := missing - (capacity - len(resident)); need > 0; need-- {
+			e := *h.Min()
+			h.Remove(e.Slot)
+			delete(resident, e.ID)
+			free = append(free, e.Slot)
+			t.evict(e.ID, 0)
 		}
 		t.loads += int64(missing)
 		for j, b := range uniq[r] {
-			resident[b] = next[r][j]
-			heap.Push(h, future{at: next[r][j], hash: b})
+			k := rank.Key{Major: -int64(next[r][j])}
+			if slot, ok := resident[b]; ok {
+				h.Fix(slot, k, 1)
+				continue
+			}
+			slot := int32(len(resident))
+			if n := len(free); n > 0 {
+				slot, free = free[n-1], free[:n-1]
+			}
+			resident[b] = slot
+			h.Push(rank.Entry{Key: k, ID: b, Slot: slot, Blocks: 1})
 		}
 		t.utilization(len(resident), capacity)
-		if h.Len() > 4*capacity {
-			h.compact(resident)
-		}
 		cfg.progress(r+1, len(w.Requests))
 	}
 	if loads != nil {
@@ -103,42 +113,4 @@ func nextUses(w *Workload, capacity int) (uniq [][]uint64, next [][]int) {
 		}
 	}
 	return uniq, next
-}
-
-// future is a resident block and the request that will next reference it.
-type future struct {
-	at   int
-	hash uint64
-}
-
-// futureHeap is a max-heap on (at, -hash) with lazy deletion: entries whose
-// at no longer matches the resident map are stale and skipped.
-type futureHeap []future
-
-func (h futureHeap) Len() int { return len(h) }
-func (h futureHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at > h[j].at
-	}
-	return h[i].hash < h[j].hash
-}
-func (h futureHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *futureHeap) Push(x any)   { *h = append(*h, x.(future)) }
-func (h *futureHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
-
-// compact drops stale entries, bounding the heap at O(capacity).
-func (h *futureHeap) compact(resident map[uint64]int) {
-	live := (*h)[:0]
-	for _, e := range *h {
-		if at, ok := resident[e.hash]; ok && at == e.at {
-			live = append(live, e)
-		}
-	}
-	*h = live
-	heap.Init(h)
 }
