@@ -87,76 +87,73 @@ var sizes = []int{10_000, 1_000_000}
 // weight it simulates and feeds its miniature caches.
 var benchStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.Auto}
 
-// BenchmarkInsert inserts a request of 16 blocks, 12 of them new. When the
-// tree has grown by 5%, an untimed Evict brings it back to its size.
-func BenchmarkInsert(b *testing.B) {
+// eachTree runs bench as a sub-benchmark for every strategy of
+// benchStrategies and size of sizes, on a tree that build made, named by
+// both and by suffix.
+func eachTree(b *testing.B, suffix string, bench func(b *testing.B, tr *prefix.Tree, w *workload, reqs [][]uint64, n int)) {
 	for _, s := range benchStrategies {
 		for _, n := range sizes {
-			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
-				tr, w, _ := build(b, s, n)
+			b.Run(fmt.Sprintf("strategy=%s/n=%d%s", s, n, suffix), func(b *testing.B) {
+				tr, w, reqs := build(b, s, n)
 				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := tr.Insert(w.request(), w.access()); err != nil {
-						b.Fatal(err)
-					}
-					if tr.Len() > n+n/drift {
-						b.StopTimer()
-						if _, err := tr.Evict(tr.Len() - n); err != nil {
-							b.Fatal(err)
-						}
-						b.StartTimer()
-					}
-				}
+				bench(b, tr, w, reqs, n)
 			})
 		}
 	}
 }
 
+// BenchmarkInsert inserts a request of 16 blocks, 12 of them new. When the
+// tree has grown by 5%, an untimed Evict brings it back to its size.
+func BenchmarkInsert(b *testing.B) {
+	eachTree(b, "", func(b *testing.B, tr *prefix.Tree, w *workload, _ [][]uint64, n int) {
+		for b.Loop() {
+			if _, err := tr.Insert(w.request(), w.access()); err != nil {
+				b.Fatal(err)
+			}
+			if tr.Len() > n+n/drift {
+				b.StopTimer()
+				if _, err := tr.Evict(tr.Len() - n); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		}
+	})
+}
+
 // BenchmarkMatch matches a resident request of 16 blocks, recording a hit
 // on each.
 func BenchmarkMatch(b *testing.B) {
-	for _, s := range benchStrategies {
-		for _, n := range sizes {
-			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
-				tr, w, reqs := build(b, s, n)
-				b.ReportAllocs()
-				for b.Loop() {
-					h := reqs[w.rng.IntN(len(reqs))]
-					if m, err := tr.Match(h, w.access()); err != nil || m != len(h) {
-						b.Fatalf("Match = %d, %v; want %d", m, err, len(h))
-					}
-				}
-			})
+	eachTree(b, "", func(b *testing.B, tr *prefix.Tree, w *workload, reqs [][]uint64, _ int) {
+		for b.Loop() {
+			h := reqs[w.rng.IntN(len(reqs))]
+			if m, err := tr.Match(h, w.access()); err != nil || m != len(h) {
+				b.Fatalf("Match = %d, %v; want %d", m, err, len(h))
+			}
 		}
-	}
+	})
 }
 
 // BenchmarkEvict evicts k blocks, leaf-first, from a tree of n. When the
 // tree has shrunk by 5%, untimed inserts bring it back to its size. The heap is
 // kept between calls, so the cost is O(k log n) with no first-call rebuild.
 func BenchmarkEvict(b *testing.B) {
-	for _, s := range benchStrategies {
-		for _, n := range sizes {
-			for _, k := range []int{1, 64} {
-				b.Run(fmt.Sprintf("strategy=%s/n=%d/k=%d", s, n, k), func(b *testing.B) {
-					tr, w, _ := build(b, s, n)
-					b.ReportAllocs()
-					for b.Loop() {
-						if _, err := tr.Evict(k); err != nil {
+	for _, k := range []int{1, 64} {
+		eachTree(b, fmt.Sprintf("/k=%d", k), func(b *testing.B, tr *prefix.Tree, w *workload, _ [][]uint64, n int) {
+			for b.Loop() {
+				if _, err := tr.Evict(k); err != nil {
+					b.Fatal(err)
+				}
+				if tr.Len() < n-n/drift {
+					b.StopTimer()
+					for tr.Len() < n {
+						if _, err := tr.Insert(w.request(), w.access()); err != nil {
 							b.Fatal(err)
 						}
-						if tr.Len() < n-n/drift {
-							b.StopTimer()
-							for tr.Len() < n {
-								if _, err := tr.Insert(w.request(), w.access()); err != nil {
-									b.Fatal(err)
-								}
-							}
-							b.StartTimer()
-						}
 					}
-				})
+					b.StartTimer()
+				}
 			}
-		}
+		})
 	}
 }
