@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"time"
 
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
@@ -76,8 +75,7 @@ type Index struct {
 	strategy Strategy
 	params   keyParams
 	logger   *slog.Logger
-	timed    bool      // read the clock for Result.Elapsed
-	epoch    time.Time // monotonic origin of the eviction timings
+	watch    stopwatch // Result.Elapsed
 
 	nodes []indexNode  // slab of candidates
 	slots idMap[int32] // ID -> slot in nodes
@@ -141,8 +139,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		logger:   cfg.logger,
 		run:      dlist.Empty(),
 		stats:    newStats(s, &cfg),
-		timed:    !cfg.noTiming,
-		epoch:    time.Now(),
+		watch:    newStopwatch(&cfg),
 	}, nil
 }
 
@@ -353,12 +350,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if requiredBlocks == 0 {
 		return Result{Strategy: x.strategy}, nil
 	}
-	// Offsets from epoch read only the monotonic clock, where time.Now
-	// reads the wall clock too.
-	var start time.Duration
-	if x.timed {
-		start = time.Since(x.epoch)
-	}
+	start := x.watch.start()
 	first, freed, partial := len(dst), 0, 0
 	for freed < requiredBlocks {
 		slot := x.first()
@@ -381,9 +373,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		freed += len(blocks)
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
-	if x.timed {
-		res.Elapsed = time.Since(x.epoch) - start
-	}
+	res.Elapsed = x.watch.elapsed(start)
 	x.stats.record(&res, partial)
 	if x.logger != nil {
 		logEviction(x.logger, &res)

@@ -45,6 +45,38 @@ type Metrics struct {
 	FairnessScore float64
 }
 
+// stopwatch times selections for Result.Elapsed, or reads no clock when
+// timing is off. It reads the monotonic clock alone: an offset from an
+// origin taken once is one clock read, where time.Now reads the wall clock
+// too.
+type stopwatch struct {
+	origin time.Time
+	on     bool
+}
+
+func newStopwatch(cfg *config) stopwatch {
+	if cfg.noTiming {
+		return stopwatch{}
+	}
+	return stopwatch{origin: time.Now(), on: true}
+}
+
+// start returns the moment a selection starts, for elapsed.
+func (w *stopwatch) start() time.Duration {
+	if !w.on {
+		return 0
+	}
+	return time.Since(w.origin)
+}
+
+// elapsed returns the time since start, 0 when timing is off.
+func (w *stopwatch) elapsed(start time.Duration) time.Duration {
+	if !w.on {
+		return 0
+	}
+	return time.Since(w.origin) - start
+}
+
 // latencyWindow is how many recent selection times P99EvictionTime covers.
 const latencyWindow = 1024
 

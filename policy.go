@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 )
 
 // Policy chooses which sequences to evict when a KV pool runs out of blocks.
@@ -55,7 +54,7 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 		params:   newKeyParams(info.kind, &cfg),
 		stats:    newStats(s, &cfg),
 		logger:   cfg.logger,
-		timed:    !cfg.noTiming,
+		watch:    newStopwatch(&cfg),
 	}
 	if info.history != nil {
 		p.hist = info.history(&cfg)
@@ -70,7 +69,7 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 type policy struct {
 	strategy Strategy
 	logger   *slog.Logger
-	timed    bool // read the clock for Result.Elapsed
+	watch    stopwatch // Result.Elapsed
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
@@ -86,10 +85,7 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
 	}
 	p.mu.Lock()
-	var start time.Time
-	if p.timed {
-		start = time.Now()
-	}
+	start := p.watch.start()
 	var res Result
 	var err error
 	switch {
@@ -100,9 +96,7 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	default:
 		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
 	}
-	if p.timed {
-		res.Elapsed = time.Since(start)
-	}
+	res.Elapsed = p.watch.elapsed(start)
 	res.Strategy = p.strategy
 	if err == nil && len(res.Victims) > 0 {
 		p.stats.record(&res, p.sel.partial)
