@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 
+	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/unitcache"
 )
@@ -33,12 +34,10 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 	uniq, next := nextUses(w, capacity)
 	t := newTally(w, computeCeiling(w))
 	// The resident blocks, in the one indexed heap, keyed so that the
-	// smallest is the furthest next use (ties: the smaller hash); a
-	// block's slot is its index in the heap, from resident.
-	bound := residentBound(w, capacity)
-	resident := make(map[uint64]int32, bound) // hash -> slot
+	// smallest is the furthest next use (ties: the smaller hash).
+	resident := make(map[uint64]int32, residentBound(w, capacity)) // hash -> its slot in h
 	var h rank.Heap
-	free := make([]int32, 0, bound)
+	var slots dlist.Slots
 	isResident := func(b uint64) bool { _, ok := resident[b]; return ok }
 	for r := range w.Requests {
 		req := &w.Requests[r]
@@ -61,7 +60,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 			e := *h.Min()
 			h.Remove(e.Slot)
 			delete(resident, e.ID)
-			free = append(free, e.Slot)
+			slots.Free(e.Slot)
 			t.evict(e.ID, 0)
 		}
 		t.loads += int64(missing)
@@ -71,10 +70,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 				h.Fix(slot, k, 1)
 				continue
 			}
-			slot := int32(len(resident))
-			if n := len(free); n > 0 {
-				slot, free = free[n-1], free[:n-1]
-			}
+			slot, _ := slots.Alloc()
 			resident[b] = slot
 			h.Push(rank.Entry{Key: k, ID: b, Slot: slot, Blocks: 1})
 		}
