@@ -75,8 +75,11 @@ func check(tb testing.TB, t *Tree) {
 	if t.root.children != children[&t.root] || t.root.slot != -1 {
 		tb.Fatalf("root: %d children (has %d), slot %d", t.root.children, children[&t.root], t.root.slot)
 	}
-	if len(t.bySlot)-len(t.freeSlots) != len(t.children) {
-		tb.Fatalf("%d slots, %d free, for %d nodes", len(t.bySlot), len(t.freeSlots), len(t.children))
+	if len(t.bySlot) != len(t.slots.Links) || len(t.bySlot)-t.slots.FreeLen() != len(t.children) {
+		tb.Fatalf("%d slots (%d links), %d free, for %d nodes", len(t.bySlot), len(t.slots.Links), t.slots.FreeLen(), len(t.children))
+	}
+	if err := t.slots.CheckFree(); err != nil {
+		tb.Fatalf("slots: %v", err)
 	}
 	if evictable != t.evictable || protected != t.protected {
 		tb.Fatalf("evictable %d, protected %d; counted %d, %d", t.evictable, t.protected, evictable, protected)

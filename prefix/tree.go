@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
 
 	"github.com/sagellm/kvevict"
@@ -62,9 +63,9 @@ type Tree struct {
 	// order per weight that Auto's history simulates (see Keys in the
 	// package documentation), else one.
 	heaps     []rank.Heap
-	keyBuf    []rank.Key // keys' answer, one key per heap
-	bySlot    []*node    // bySlot[n.slot] == n for every node but the root
-	freeSlots []int32
+	keyBuf    []rank.Key  // keys' answer, one key per heap
+	bySlot    []*node     // bySlot[n.slot] == n for every node but the root
+	slots     dlist.Slots // hands out the nodes' slots, reusing freed ones
 	nextID    uint64
 	evictable int    // nodes with ref == 0
 	protected int    // nodes with ref > 0
@@ -522,20 +523,17 @@ func (t *Tree) keys(n *node) []rank.Key {
 
 // place gives new node n a slot. O(1) amortized.
 func (t *Tree) place(n *node) {
-	if k := len(t.freeSlots); k > 0 {
-		n.slot = t.freeSlots[k-1]
-		t.freeSlots = t.freeSlots[:k-1]
-		t.bySlot[n.slot] = n
-		return
+	slot, grown := t.slots.Alloc()
+	if grown {
+		t.bySlot = append(t.bySlot, nil)
 	}
-	n.slot = int32(len(t.bySlot))
-	t.bySlot = append(t.bySlot, n)
+	n.slot, t.bySlot[slot] = slot, n
 }
 
 // unplace frees the slot of evicted node n, which is out of the heap.
 func (t *Tree) unplace(n *node) {
 	t.bySlot[n.slot] = nil
-	t.freeSlots = append(t.freeSlots, n.slot)
+	t.slots.Free(n.slot)
 }
 
 // push adds leaf n to the heaps. O(log n) for each.
