@@ -3,6 +3,7 @@ package prefix_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -154,6 +155,29 @@ func BenchmarkEvict(b *testing.B) {
 					b.StartTimer()
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkMemory reports the heap a tree of n blocks holds, per block
+// (bytes/block), filled by the requests build makes: what docs/prefix.md
+// states. Each iteration builds one tree.
+func BenchmarkMemory(b *testing.B) {
+	for _, s := range benchStrategies {
+		b.Run(fmt.Sprintf("strategy=%s/n=%d", s, 1<<20), func(b *testing.B) {
+			const n = 1 << 20
+			var perBlock float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				tr, _, _ := build(b, s, n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perBlock = float64(after.HeapAlloc-before.HeapAlloc) / float64(tr.Len())
+				runtime.KeepAlive(tr)
+			}
+			b.ReportMetric(perBlock, "bytes/block")
 		})
 	}
 }

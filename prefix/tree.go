@@ -40,14 +40,13 @@ type Access struct {
 // documentation for the model.
 //
 // A Tree is safe for concurrent use by multiple goroutines. Its memory is
-// one node per resident block (about 150 bytes with its index entry): the
-// caller bounds it by calling Evict. Under [kvevict.Auto] it also
-// remembers the request counts of up to [kvevict.WithHistoryCap] evicted
-// blocks (about 50 bytes each), keeps its unreferenced leaves in five
-// heaps rather than one (16 bytes more per block, about 130 per such leaf),
-// and Auto's miniature caches a bounded few thousand hashes, however large
-// the pool. The indexes do not shrink below their peak size, as Go maps do
-// not.
+// one node per resident block, with the node's index entries: the caller
+// bounds it by calling Evict. Under [kvevict.Auto] it also remembers the
+// request counts of up to [kvevict.WithHistoryCap] evicted blocks, keeps
+// its unreferenced leaves in five heaps rather than one, and Auto's
+// miniature caches a bounded few thousand hashes, however large the pool.
+// docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
+// shrink below their peak size, as Go maps do not.
 type Tree struct {
 	ranker     rank.Ranker[kvevict.Candidate] // nil when hist ranks
 	hist       rank.History                   // Auto's measurements; nil for a key strategy
