@@ -40,7 +40,7 @@ func BenchmarkRebuildHeap(b *testing.B) {
 				var h rank.Heap
 				for _, n := range tr.children {
 					if n.ref == 0 && n.children == 0 {
-						h.Push(rank.Entry{Key: tr.keys(n)[0], ID: n.id, Slot: n.slot, Blocks: 1})
+						h.Push(entry(n, tr.keys(n)[0]))
 					}
 				}
 			}

@@ -442,7 +442,7 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		if p != &t.root && p.children == 0 && p.ref == 0 {
 			// p takes n's place in every heap.
 			for j, k := range t.keys(p) {
-				t.heaps[j].Replace(n.slot, rank.Entry{Key: k, ID: p.id, Slot: p.slot, Blocks: 1})
+				t.heaps[j].Replace(n.slot, entry(p, k))
 			}
 		} else {
 			t.unheap(n)
@@ -535,10 +535,15 @@ func (t *Tree) unplace(n *node) {
 	t.slots.Free(n.slot)
 }
 
+// entry is leaf n's heap entry under key k.
+func entry(n *node, k rank.Key) rank.Entry {
+	return rank.Entry{Key: k, ID: n.id, Slot: n.slot, Blocks: 1}
+}
+
 // push adds leaf n to the heaps. O(log n) for each.
 func (t *Tree) push(n *node) {
 	for i, k := range t.keys(n) {
-		t.heaps[i].Push(rank.Entry{Key: k, ID: n.id, Slot: n.slot, Blocks: 1})
+		t.heaps[i].Push(entry(n, k))
 	}
 }
 
