@@ -148,8 +148,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// keyOf's dispatch, written out so that the simple keys and the
 		// common cases of the others inline into the loop: a call per
 		// candidate costs more than most keys (BenchmarkSelectVictims).
-		// The rare cases call keyOf's general path where they arise, so
-		// that no flag has to be merged after the switch.
+		// A rare case gives mayBeGeneral, and its key comes from keyOf's
+		// general path past the bound check: a call there keeps its
+		// register spills off the path of the candidates skipped.
 		// TestMatchesReference and FuzzSelectVictims check the victims
 		// against a reference that ranks through keyOf.
 		var key rank.Key
@@ -163,33 +164,28 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		case kindFILO:
 			key = filoKey(c, kp)
 		case kindLFU:
-			if k, ok := lfuKeyFast(c, kp); ok {
-				key = k
-			} else {
-				key = kp.otherKey(c)
-			}
+			key = orGeneral(lfuKeyFast(c, kp))
 		case kindSLRU:
 			key = slruKey(c, kp)
 		case kindQoS:
 			key = qosKey(c, kp)
 		case kindPredictive:
-			if k, ok := predictiveKeyFast(c, kp); ok {
-				key = k
-			} else {
-				key = kp.otherKey(c)
-			}
+			key = orGeneral(predictiveKeyFast(c, kp))
 		default: // kindCost
-			if k, ok := costKeyFast(c, kp); ok {
-				key = k
-			} else {
-				key = kp.otherKey(c)
-			}
+			key = orGeneral(costKeyFast(c, kp))
 		}
 		if !valid(c) {
 			return Result{}, invalidField(c, i)
 		}
-		if key.Major > limit || bound.Blocks > 0 && !lessKey(key, c.ID, &bound) {
+		if skipped(key, c.ID, limit, bound) {
 			continue
+		}
+		if key == mayBeGeneral() {
+			// A key that is mayBeGeneral in its own right costs a call
+			// here, not a wrong order.
+			if key = kp.otherKey(c); skipped(key, c.ID, limit, bound) {
+				continue
+			}
 		}
 		if e := newEntry(c, key, int32(i)); !s.appendFast(e) && s.offer(e, &bound) {
 			limit = bound.Key.Major
@@ -514,6 +510,27 @@ func (s *selector) validate(cands []Candidate, required int) error {
 	}
 	return s.checkCover(cands, order.unordered(cands), available >= required, required)
 }
+
+// skipped reports whether the selection's loop passes over a candidate with
+// key k and ID id, under limit and bound: see selectVictims.
+func skipped(k rank.Key, id uint64, limit int64, bound entry) bool {
+	return k.Major > limit || bound.Blocks > 0 && !lessKey(k, id, &bound)
+}
+
+// orGeneral is k if ok and mayBeGeneral if not.
+func orGeneral(k rank.Key, ok bool) rank.Key {
+	if !ok {
+		return mayBeGeneral()
+	}
+	return k
+}
+
+// mayBeGeneral is the key that the inlined common cases of keyOf (the
+// ...KeyFast functions) stand in for a candidate they do not cover with. It
+// is the least key, at most the candidate's real one, so a bound that skips
+// it skips the real key too, and one that does not leaves the candidate to
+// keyOf's general path.
+func mayBeGeneral() rank.Key { return rank.Key{Major: math.MinInt64, Minor: math.MinInt64} }
 
 // lessKey reports whether a candidate with key k and ID id goes before e.
 func lessKey(k rank.Key, id uint64, e *entry) bool { return before(k, id, e.Key, e.ID) }
