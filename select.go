@@ -150,7 +150,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// candidate costs more than most keys (BenchmarkSelectVictims).
 		// A rare case gives mayBeGeneral, and its key comes from keyOf's
 		// general path past the bound check: a call there keeps its
-		// register spills off the path of the candidates skipped.
+		// register spills off the path of the candidates skipped, most of
+		// them in most orders; a candidate that enters the buffer pays
+		// them (BenchmarkSelectVictimsOrder, newest-first).
 		// TestMatchesReference and FuzzSelectVictims check the victims
 		// against a reference that ranks through keyOf.
 		var key rank.Key
