@@ -27,16 +27,14 @@ import (
 // than x by that turn at the latest, and so cannot be one of those given up
 // at an arrival at or past it.
 func lossBound(w *Workload, x int, tokenMs int64, capacity int) (blocks, givenUp, horizon []int) {
-	nextOf := make([]int, len(w.Requests)) // the index of the same session's next request
+	nextOf := make([]int, len(w.Requests)) // the index of the same session's next request; 0 for its last
 	seen := map[uint64]int{}
 	for i := len(w.Requests) - 1; i >= 0; i-- {
 		nextOf[i] = seen[w.Requests[i].Group]
 		seen[w.Requests[i].Group] = i
 	}
-	lastOf := map[uint64]int{}
 	groupsOf := map[uint64]map[uint64]struct{}{} // hash -> the groups whose prompts hold it
-	for i, r := range w.Requests {
-		lastOf[r.Group] = i
+	for _, r := range w.Requests {
 		for _, h := range r.HashIDs {
 			if groupsOf[h] == nil {
 				groupsOf[h] = map[uint64]struct{}{}
@@ -64,9 +62,9 @@ func lossBound(w *Workload, x int, tokenMs int64, capacity int) (blocks, givenUp
 			}
 		}
 		needs = needs[:0]
-		h := 0
-		for g, j := range latest {
-			if lastOf[g] == j || running(j) {
+		latestNext := 0
+		for _, j := range latest {
+			if nextOf[j] == 0 || running(j) {
 				continue // no later turn, or counted whole
 			}
 			r := &w.Requests[j]
@@ -80,7 +78,7 @@ func lossBound(w *Workload, x int, tokenMs int64, capacity int) (blocks, givenUp
 			}
 			if need > 0 {
 				needs = append(needs, need)
-				h = max(h, nextOf[j])
+				latestNext = max(latestNext, nextOf[j])
 			}
 		}
 		total := len(held)
@@ -94,7 +92,7 @@ func lossBound(w *Workload, x int, tokenMs int64, capacity int) (blocks, givenUp
 			over -= needs[k]
 		}
 		givenUp = append(givenUp, k)
-		horizon = append(horizon, h)
+		horizon = append(horizon, latestNext)
 	}
 	return blocks, givenUp, horizon
 }
