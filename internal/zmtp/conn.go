@@ -1,0 +1,485 @@
+package zmtp
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Socket types for [Dial]. The other socket types this package speaks
+// have their own constructors ([NewPub], [NewSub], [NewServer]).
+const (
+	Dealer = "DEALER"
+	Router = "ROUTER"
+	Req    = "REQ"
+)
+
+// compatible lists, per socket type, the peer types it accepts (RFC 23).
+var compatible = map[string][]string{
+	"PUB":  {"SUB", "XSUB"},
+	"SUB":  {"PUB", "XPUB"},
+	Router: {Dealer, Req, Router},
+	Dealer: {Router, "REP", Dealer},
+	Req:    {Router, "REP"},
+}
+
+// Frame flags.
+const (
+	flagMore    = 1
+	flagLong    = 2
+	flagCommand = 4
+)
+
+// bufSize is the size of each connection's read and write buffers.
+const bufSize = 64 << 10
+
+// Conn is one ZMTP connection past its handshake. ReadMsg is for one
+// goroutine at a time; WriteMsg, SetDeadline and Close may be called from
+// any goroutine. Any read error closes the connection.
+type Conn struct {
+	nc       net.Conn
+	r        *bufio.Reader
+	lim      Limits
+	report   func(error) // nil, or the socket's OnViolation
+	label    string
+	peerType string
+	identity []byte
+	hdr      [8]byte
+	reported atomic.Bool
+
+	wmu sync.Mutex
+	w   *bufio.Writer
+}
+
+func newConn(nc net.Conn, lim Limits, report func(error), label string) *Conn {
+	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, bufSize), w: bufio.NewWriterSize(nc, bufSize),
+		lim: lim, report: report, label: label}
+}
+
+// Dial connects to endpoint as a socket of type socketType (usually
+// [Dealer]) with the given identity, and does the handshake, within ctx
+// (and at most [DefaultHandshakeTimeout] for the handshake). Messages read
+// from the Conn are bounded by limits. It does not reconnect: a Conn that
+// fails is done.
+func Dial(ctx context.Context, endpoint, socketType string, identity []byte, limits Limits) (*Conn, error) {
+	if compatible[socketType] == nil {
+		return nil, fmt.Errorf("zmtp: unsupported socket type %q", socketType)
+	}
+	if len(identity) > 255 {
+		return nil, fmt.Errorf("zmtp: an identity of %d bytes, limit 255", len(identity))
+	}
+	ep, err := parseEndpoint(endpoint)
+	if err == nil {
+		err = ep.dialable()
+	}
+	if err != nil {
+		return nil, err
+	}
+	nc, err := ep.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := newConn(nc, limits.withDefaults(), nil, ep.raw)
+	deadline := time.Now().Add(DefaultHandshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	err = c.handshake(socketType, identity, deadline)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("zmtp: handshake with %s: %w", ep, ctx.Err())
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// ReadMsg returns the next message, answering PING and skipping the other
+// commands on the way. A message that breaks the limits closes the
+// connection and returns an error wrapping [ErrFrameTooLong],
+// [ErrTooManyFrames] or [ErrProtocol] (a Server's connection reports it to
+// OnViolation too).
+func (c *Conn) ReadMsg() ([][]byte, error) {
+	for {
+		msg, cmd, data, err := c.recv()
+		if err != nil {
+			return nil, err
+		}
+		if cmd == "" {
+			return msg, nil
+		}
+		if err := c.command(cmd, data); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// WriteMsg writes one message of one or more frames and flushes it.
+func (c *Conn) WriteMsg(frames [][]byte) error {
+	if len(frames) == 0 {
+		return errors.New("zmtp: a message of no frames")
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	writeMsg(c.w, frames)
+	return c.w.Flush()
+}
+
+// writeBatch writes several messages with one flush.
+func (c *Conn) writeBatch(msgs [][][]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for _, m := range msgs {
+		writeMsg(c.w, m)
+	}
+	return c.w.Flush()
+}
+
+// writeRaw writes bytes already framed, such as a command.
+func (c *Conn) writeRaw(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.w.Write(b)
+	return c.w.Flush()
+}
+
+// SetDeadline sets the read and write deadline of the connection, as
+// net.Conn's does; the zero time means none.
+func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// PeerType returns the socket type the peer announced, such as "DEALER".
+func (c *Conn) PeerType() string { return c.peerType }
+
+// Identity returns the identity the peer announced, if any.
+func (c *Conn) Identity() []byte { return c.identity }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// fail closes the connection after err, and reports err if it is a
+// violation.
+func (c *Conn) fail(err error) {
+	c.violated(err)
+	c.nc.Close()
+}
+
+// violated reports err if it is a violation, once per connection.
+func (c *Conn) violated(err error) {
+	if violation(err) && c.report != nil && c.reported.CompareAndSwap(false, true) {
+		c.report(err)
+	}
+}
+
+// command handles a command that the socket itself does not use.
+func (c *Conn) command(name string, data []byte) error {
+	switch name {
+	case "PING": // 2 bytes of TTL, then up to 16 bytes of context for the PONG
+		if len(data) >= 2 {
+			ctx := data[2:]
+			_ = c.writeRaw(command("PONG", ctx[:min(len(ctx), 16)]))
+		}
+	case "ERROR":
+		reason := ""
+		if len(data) > 0 && int(data[0]) < len(data) {
+			reason = string(data[1 : 1+data[0]])
+		}
+		c.nc.Close()
+		return fmt.Errorf("zmtp: %s: the peer sent ERROR %q", c.label, reason)
+	}
+	return nil
+}
+
+// recv is next that closes the connection on error.
+func (c *Conn) recv() (msg [][]byte, cmd string, data []byte, err error) {
+	msg, cmd, data, err = c.next()
+	if err != nil {
+		c.fail(err)
+	}
+	return msg, cmd, data, err
+}
+
+// next reads one message, or one command (cmd is its name). Every size is
+// checked against its limit before the body is read.
+func (c *Conn) next() (msg [][]byte, cmd string, data []byte, err error) {
+	for {
+		flags, size, err := c.header()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if flags&flagCommand != 0 {
+			if len(msg) > 0 || flags&flagMore != 0 {
+				return nil, "", nil, fmt.Errorf("zmtp: %s: a command inside a message: %w", c.label, ErrProtocol)
+			}
+			if size > maxCommand {
+				return nil, "", nil, fmt.Errorf("zmtp: %s: a command of %d bytes, limit %d: %w", c.label, size, maxCommand, ErrFrameTooLong)
+			}
+			body, err := c.body(size)
+			if err != nil {
+				return nil, "", nil, err
+			}
+			name, data, err := c.splitCommand(body)
+			return nil, name, data, err
+		}
+		i := len(msg)
+		if i >= c.lim.MaxFrames {
+			return nil, "", nil, fmt.Errorf("zmtp: %s: a message of more than %d frames: %w", c.label, c.lim.MaxFrames, ErrTooManyFrames)
+		}
+		if limit := c.lim.frame(i); size > limit {
+			return nil, "", nil, fmt.Errorf("zmtp: %s: frame %d of %d bytes, limit %d: %w", c.label, i, size, limit, ErrFrameTooLong)
+		}
+		body, err := c.body(size)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		msg = append(msg, body)
+		if flags&flagMore == 0 {
+			return msg, "", nil, nil
+		}
+	}
+}
+
+// header reads a frame's flags and size.
+func (c *Conn) header() (flags byte, size uint64, err error) {
+	if flags, err = c.r.ReadByte(); err != nil {
+		return 0, 0, err
+	}
+	if flags&^(flagMore|flagLong|flagCommand) != 0 {
+		return 0, 0, fmt.Errorf("zmtp: %s: frame flags %#x: %w", c.label, flags, ErrProtocol)
+	}
+	if flags&flagLong == 0 {
+		b, err := c.r.ReadByte()
+		return flags, uint64(b), err
+	}
+	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
+		return 0, 0, err
+	}
+	return flags, binary.BigEndian.Uint64(c.hdr[:]), nil
+}
+
+// body reads a frame body of n bytes, n already within a limit. A long
+// body grows with what arrives, so a peer that announces the limit and
+// sends nothing costs little.
+func (c *Conn) body(n uint64) ([]byte, error) {
+	if n <= bufSize {
+		b := make([]byte, n)
+		_, err := io.ReadFull(c.r, b)
+		return b, err
+	}
+	b := make([]byte, 0, bufSize)
+	for uint64(len(b)) < n {
+		k := int(min(n-uint64(len(b)), uint64(max(len(b), bufSize))))
+		b = slices.Grow(b, k)
+		m, err := io.ReadFull(c.r, b[len(b):len(b)+k])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (c *Conn) splitCommand(body []byte) (name string, data []byte, err error) {
+	if len(body) == 0 || body[0] == 0 || int(body[0]) > len(body)-1 {
+		return "", nil, fmt.Errorf("zmtp: %s: a malformed command: %w", c.label, ErrProtocol)
+	}
+	n := int(body[0])
+	return string(body[1 : 1+n]), body[1+n:], nil
+}
+
+// greeting returns the 64-byte ZMTP 3 greeting of the NULL mechanism.
+func greeting(minor byte) []byte {
+	g := make([]byte, 64)
+	g[0], g[9], g[10], g[11] = 0xFF, 0x7F, 3, minor
+	copy(g[12:], "NULL")
+	return g
+}
+
+// checkGreeting checks the signature and major version of a greeting's
+// first 11 bytes, and the mechanism too when g is the whole greeting.
+func (c *Conn) checkGreeting(g []byte) error {
+	var mech [20]byte
+	copy(mech[:], "NULL")
+	switch {
+	case g[0] != 0xFF || g[9]&1 != 1:
+		return fmt.Errorf("zmtp: %s: not a ZMTP greeting: %w", c.label, ErrProtocol)
+	case g[10] < 3:
+		return fmt.Errorf("zmtp: %s: ZMTP version %d, want 3: %w", c.label, g[10], ErrProtocol)
+	case len(g) == 64 && string(g[12:32]) != string(mech[:]):
+		return fmt.Errorf("zmtp: %s: security mechanism %q, want NULL: %w", c.label, strings.TrimRight(string(g[12:32]), "\x00"), ErrProtocol)
+	}
+	return nil
+}
+
+// command returns the frame of a command.
+func command(name string, data []byte) []byte {
+	body := append([]byte{byte(len(name))}, name...)
+	body = append(body, data...)
+	h := []byte{flagCommand, byte(len(body))}
+	if len(body) > 255 {
+		h = binary.BigEndian.AppendUint64([]byte{flagCommand | flagLong}, uint64(len(body)))
+	}
+	return append(h, body...)
+}
+
+// ready returns the READY command of a socket of type typ.
+func ready(typ string, identity []byte) []byte {
+	p := property(nil, "Socket-Type", []byte(typ))
+	if typ == Dealer || typ == Req || typ == Router {
+		p = property(p, "Identity", identity)
+	}
+	return command("READY", p)
+}
+
+func property(b []byte, name string, value []byte) []byte {
+	b = append(b, byte(len(name)))
+	b = append(b, name...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
+}
+
+// handshake exchanges greetings and READY commands as a socket of type
+// typ, by deadline, and checks that the peer is of a compatible type. The
+// caller closes the connection if it fails.
+func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error {
+	err := c.shake(typ, identity, deadline)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("zmtp: %s: no handshake by the deadline: %w", c.label, ErrProtocol)
+	}
+	c.violated(err)
+	return err
+}
+
+func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
+	c.nc.SetDeadline(deadline)
+	err := c.exchange(greeting(0), func() error {
+		// The signature and major version first: an older peer sends no
+		// more until it has ours.
+		g := make([]byte, 64)
+		if _, err := io.ReadFull(c.r, g[:11]); err != nil {
+			return err
+		}
+		if err := c.checkGreeting(g[:11]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(c.r, g[11:]); err != nil {
+			return err
+		}
+		return c.checkGreeting(g)
+	})
+	if err != nil {
+		return err
+	}
+	err = c.exchange(ready(typ, identity), func() error {
+		flags, size, err := c.header()
+		if err != nil {
+			return err
+		}
+		if flags&flagCommand == 0 || flags&flagMore != 0 {
+			return fmt.Errorf("zmtp: %s: a message before READY: %w", c.label, ErrProtocol)
+		}
+		if size > maxCommand {
+			return fmt.Errorf("zmtp: %s: a READY of %d bytes, limit %d: %w", c.label, size, maxCommand, ErrFrameTooLong)
+		}
+		body, err := c.body(size)
+		if err != nil {
+			return err
+		}
+		name, data, err := c.splitCommand(body)
+		if err != nil {
+			return err
+		}
+		if name != "READY" {
+			return fmt.Errorf("zmtp: %s: command %q before READY: %w", c.label, name, ErrProtocol)
+		}
+		return c.properties(typ, data)
+	})
+	if err != nil {
+		return err
+	}
+	return c.nc.SetDeadline(time.Time{})
+}
+
+// exchange writes out while in reads: a peer may wait for our bytes
+// before it sends its own, and an inproc pipe has no buffer.
+func (c *Conn) exchange(out []byte, in func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.nc.Write(out)
+		done <- err
+	}()
+	err := in()
+	// Even after a failed read, the write is let finish (the handshake
+	// deadline bounds it), so that the peer learns what we are.
+	if werr := <-done; err == nil {
+		err = werr
+	}
+	return err
+}
+
+// properties reads the READY command's properties and checks the peer's
+// socket type.
+func (c *Conn) properties(typ string, p []byte) error {
+	for len(p) > 0 {
+		n := int(p[0])
+		if 1+n+4 > len(p) {
+			return fmt.Errorf("zmtp: %s: a malformed READY: %w", c.label, ErrProtocol)
+		}
+		name := string(p[1 : 1+n])
+		vlen := binary.BigEndian.Uint32(p[1+n:])
+		p = p[1+n+4:]
+		if uint64(vlen) > uint64(len(p)) {
+			return fmt.Errorf("zmtp: %s: a malformed READY: %w", c.label, ErrProtocol)
+		}
+		switch v := p[:vlen]; {
+		case strings.EqualFold(name, "Socket-Type"):
+			c.peerType = string(v)
+		case strings.EqualFold(name, "Identity"):
+			c.identity = slices.Clone(v)
+		}
+		p = p[vlen:]
+	}
+	if !slices.Contains(compatible[typ], c.peerType) {
+		return fmt.Errorf("zmtp: %s: a %s socket cannot talk to a %q peer: %w", c.label, typ, c.peerType, ErrProtocol)
+	}
+	return nil
+}
+
+// writeMsg writes the frames of one message to w; errors stay in w until
+// its Flush.
+func writeMsg(w *bufio.Writer, frames [][]byte) {
+	var h [9]byte
+	for i, f := range frames {
+		h[0] = 0
+		if i < len(frames)-1 {
+			h[0] = flagMore
+		}
+		n := 2
+		if len(f) > 255 {
+			h[0] |= flagLong
+			binary.BigEndian.PutUint64(h[1:], uint64(len(f)))
+			n = 9
+		} else {
+			h[1] = byte(len(f))
+		}
+		w.Write(h[:n])
+		w.Write(f)
+	}
+}

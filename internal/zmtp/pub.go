@@ -1,0 +1,386 @@
+package zmtp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// PubOptions configure a [Pub].
+type PubOptions struct {
+	// Limits bound what subscribers send (subscriptions: one frame of a
+	// flag byte and a topic prefix, so Frames: {1 + longest prefix} and
+	// MaxFrames: 1 fit); Queue is each subscriber's high-water mark and
+	// MaxPeers bounds the subscribers that connect to a listening Pub.
+	Limits Limits
+	// OnViolation, if not nil, hears of every connection closed for
+	// breaking the protocol or a limit. It may be called from several
+	// goroutines at once.
+	OnViolation func(error)
+	// HandshakeTimeout bounds each connection's handshake; zero means
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+}
+
+// Pub is a PUB socket. Each subscriber has its own queue of at most
+// Limits.Queue messages and its own writer goroutine, so Send never waits
+// for a subscriber: a subscriber whose queue is full loses that message
+// alone, counted in [PubStats]. A Pub is safe for concurrent use.
+type Pub struct {
+	s *socket
+
+	mu     sync.RWMutex
+	closed bool
+	peers  map[*pubPeer]struct{}
+	gone   PubStats    // totals of the peers gone
+	final  []PeerStats // the peers at Close
+
+	cmu     sync.Mutex
+	changed chan struct{} // closed and replaced when subscriptions change
+}
+
+// PubStats are a Pub's counts. The totals include the peers gone, so they
+// never go backwards.
+type PubStats struct {
+	Peers        []PeerStats // the subscribers connected now; after Close, those connected at Close
+	Sent         int64       // messages written, over all subscribers
+	Dropped      int64       // messages not queued for a subscriber whose queue was full
+	Queued       int64       // messages waiting to be written
+	Unsent       int64       // messages queued but never written: the subscriber went away or Close's flush time ran out
+	Connected    int64       // subscribers that completed a handshake
+	Disconnected int64       // of those, the ones gone since
+}
+
+// PeerStats are one subscriber's counts; see [PubStats].
+type PeerStats struct {
+	Peer                          string // remote address
+	Sent, Dropped, Queued, Unsent int64
+}
+
+// pubPeer is one subscriber's connection, subscriptions and queue.
+type pubPeer struct {
+	c    *Conn
+	wake chan struct{} // the writer has something to do
+	done chan struct{} // the writer ended
+
+	mu       sync.Mutex
+	subs     map[string]struct{}
+	q        [][][]byte
+	inflight int // messages taken from q and being written
+	closing  bool
+	sent     int64
+	dropped  int64
+	unsent   int64
+}
+
+// maxBatch bounds the messages a writer takes from its queue at once.
+const maxBatch = 512
+
+// NewPub returns a Pub with no connections; use Listen or Dial.
+func NewPub(opts PubOptions) *Pub {
+	return &Pub{
+		s:       newSocket("PUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout),
+		peers:   make(map[*pubPeer]struct{}),
+		changed: make(chan struct{}),
+	}
+}
+
+// Listen accepts subscribers on endpoint, at most Limits.MaxPeers at once.
+// It may be called more than once.
+func (p *Pub) Listen(endpoint string) error { return p.s.listen(endpoint, p.serve) }
+
+// Dial connects to a SUB socket listening on endpoint, in the background:
+// it returns at once (with an error only for a bad endpoint), and whenever
+// the connection fails or ends it connects again, with backoff, until
+// Close.
+func (p *Pub) Dial(endpoint string) error { return p.s.dial(endpoint, 0, p.serve) }
+
+// Addr returns the address of the first endpoint the Pub listens on, or
+// nil.
+func (p *Pub) Addr() net.Addr { return p.s.addr() }
+
+// Send queues a message for every subscriber with a subscription that is
+// a prefix of its first frame. It never waits: a subscriber whose queue
+// is full loses the message, counted as Dropped. Send keeps frames: the
+// caller must not change them afterwards. After Close it returns
+// [ErrClosed].
+func (p *Pub) Send(frames [][]byte) error {
+	if len(frames) == 0 {
+		return errors.New("zmtp: a message of no frames")
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	for pp := range p.peers {
+		pp.offer(frames, p.s.lim.Queue)
+	}
+	return nil
+}
+
+func (pp *pubPeer) offer(m [][]byte, hwm int) {
+	pp.mu.Lock()
+	if pp.closing || !pp.matches(m[0]) {
+		pp.mu.Unlock()
+		return
+	}
+	if len(pp.q)+pp.inflight >= hwm {
+		pp.dropped++
+		pp.mu.Unlock()
+		return
+	}
+	pp.q = append(pp.q, m)
+	pp.mu.Unlock()
+	select {
+	case pp.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (pp *pubPeer) matches(topic []byte) bool {
+	if _, all := pp.subs[""]; all {
+		return true
+	}
+	for s := range pp.subs {
+		if len(topic) >= len(s) && string(topic[:len(s)]) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Subscribers returns how many connected peers have at least one
+// subscription.
+func (p *Pub) Subscribers() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n := 0
+	for pp := range p.peers {
+		pp.mu.Lock()
+		if len(pp.subs) > 0 {
+			n++
+		}
+		pp.mu.Unlock()
+	}
+	return n
+}
+
+// WaitSubscribers waits until at least n connected peers have a
+// subscription, ctx is done or the Pub is closed.
+func (p *Pub) WaitSubscribers(ctx context.Context, n int) error {
+	for {
+		p.cmu.Lock()
+		ch := p.changed
+		p.cmu.Unlock()
+		if p.Subscribers() >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.s.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+func (p *Pub) notify() {
+	p.cmu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.cmu.Unlock()
+}
+
+// Stats returns the counts so far; after Close, the final ones.
+func (p *Pub) Stats() PubStats {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	st := p.gone
+	st.Peers = nil
+	for pp := range p.peers {
+		ps := pp.stats()
+		st.Sent += ps.Sent
+		st.Dropped += ps.Dropped
+		st.Queued += ps.Queued
+		st.Unsent += ps.Unsent
+		st.Peers = append(st.Peers, ps)
+	}
+	if p.final != nil {
+		st.Peers = slices.Clone(p.final)
+	}
+	slices.SortFunc(st.Peers, func(a, b PeerStats) int { return strings.Compare(a.Peer, b.Peer) })
+	return st
+}
+
+func (pp *pubPeer) stats() PeerStats {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return PeerStats{Peer: pp.c.label, Sent: pp.sent, Dropped: pp.dropped,
+		Queued: int64(len(pp.q) + pp.inflight), Unsent: pp.unsent}
+}
+
+// Close stops Send and the listeners and dialers, lets each subscriber's
+// writer write its queue for up to flush, then closes every connection.
+// What was not written by then is counted as Unsent in [Pub.Stats].
+// Closing again does nothing.
+func (p *Pub) Close(flush time.Duration) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var peers []*pubPeer
+	for pp := range p.peers {
+		peers = append(peers, pp)
+	}
+	p.mu.Unlock()
+	p.s.stop()
+	deadline := time.Now().Add(flush)
+	for _, pp := range peers {
+		pp.c.nc.SetWriteDeadline(deadline) // a writer blocked on a peer that does not read gives up then
+		pp.shut()
+	}
+	final := []PeerStats{}
+	for _, pp := range peers {
+		<-pp.done
+		final = append(final, pp.stats())
+	}
+	p.mu.Lock()
+	p.final = final
+	p.mu.Unlock()
+	p.s.closeConns()
+	p.notify()
+	return nil
+}
+
+// shut tells the writer to end once its queue is empty.
+func (pp *pubPeer) shut() {
+	pp.mu.Lock()
+	pp.closing = true
+	pp.mu.Unlock()
+	select {
+	case pp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs one subscriber's connection: a writer goroutine for its
+// queue, and its subscriptions read here until the connection ends.
+func (p *Pub) serve(c *Conn) {
+	pp := &pubPeer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), subs: make(map[string]struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.peers[pp] = struct{}{}
+	p.gone.Connected++
+	p.mu.Unlock()
+	go p.write(pp)
+	p.read(pp)
+	c.Close()
+	pp.shut()
+	<-pp.done
+	ps := pp.stats()
+	p.mu.Lock()
+	delete(p.peers, pp)
+	p.gone.Disconnected++
+	p.gone.Sent += ps.Sent
+	p.gone.Dropped += ps.Dropped
+	p.gone.Unsent += ps.Unsent
+	p.mu.Unlock()
+	p.notify()
+}
+
+// read takes a subscriber's subscriptions, in either form: a message
+// whose first byte is 1 (subscribe) or 0 (cancel) then the prefix (ZMTP
+// 3.0), or a SUBSCRIBE or CANCEL command (ZMTP 3.1).
+func (p *Pub) read(pp *pubPeer) {
+	for {
+		msg, cmd, data, err := pp.c.recv()
+		if err != nil {
+			return
+		}
+		switch {
+		case cmd == "SUBSCRIBE" || cmd == "CANCEL":
+			err = p.subscribe(pp, data, cmd == "SUBSCRIBE")
+		case cmd != "":
+			err = pp.c.command(cmd, data)
+		case len(msg) == 1 && len(msg[0]) > 0 && msg[0][0] <= 1:
+			err = p.subscribe(pp, msg[0][1:], msg[0][0] == 1)
+		}
+		// Other messages mean nothing to a PUB; libzmq drops them too.
+		if err != nil {
+			pp.c.fail(err)
+			return
+		}
+	}
+}
+
+func (p *Pub) subscribe(pp *pubPeer, prefix []byte, on bool) error {
+	pp.mu.Lock()
+	k := string(prefix)
+	_, had := pp.subs[k]
+	switch {
+	case on && !had && len(pp.subs) >= maxSubscriptions:
+		pp.mu.Unlock()
+		return fmt.Errorf("zmtp: %s: more than %d subscriptions: %w", pp.c.label, maxSubscriptions, ErrProtocol)
+	case on:
+		pp.subs[k] = struct{}{}
+	default:
+		delete(pp.subs, k)
+	}
+	pp.mu.Unlock()
+	p.notify()
+	return nil
+}
+
+// write writes the peer's queue, a batch per flush, until the peer is
+// shut and its queue empty, or a write fails.
+func (p *Pub) write(pp *pubPeer) {
+	defer close(pp.done)
+	var batch [][][]byte
+	for {
+		pp.mu.Lock()
+		for len(pp.q) == 0 {
+			if pp.closing {
+				pp.mu.Unlock()
+				return
+			}
+			pp.mu.Unlock()
+			<-pp.wake
+			pp.mu.Lock()
+		}
+		n := min(len(pp.q), maxBatch)
+		batch = append(batch[:0], pp.q[:n]...)
+		clear(pp.q[:n]) // the queue's array must not keep written messages alive
+		pp.q = pp.q[n:]
+		if len(pp.q) == 0 {
+			pp.q = nil
+		}
+		pp.inflight = n
+		pp.mu.Unlock()
+		err := pp.c.writeBatch(batch)
+		clear(batch)
+		pp.mu.Lock()
+		pp.inflight = 0
+		if err != nil {
+			pp.unsent += int64(n + len(pp.q))
+			pp.q = nil
+			pp.closing = true
+			pp.mu.Unlock()
+			pp.c.Close()
+			return
+		}
+		pp.sent += int64(n)
+		pp.mu.Unlock()
+	}
+}
