@@ -2,10 +2,12 @@ package kvevents
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -44,7 +46,7 @@ cb 3ff8000000000000        // ts: float64 1.5
 93                         // events: array of 3
 98                         // BlockStored: array of 8, the tag and its 7 fields without defaults
 ab 426c6f636b53746f726564  // "BlockStored" (fixstr of 11)
-92 01 cfffffffffffffffff   // block_hashes: [1, 2^64-1 as uint64]
+92 cf0000000000000001 cfffffffffffffffff // block_hashes: [1, 2^64-1], each a uint 64 as vLLM's hashes are
 c0                         // parent_block_hash: None
 91 07                      // token_ids: [7]
 10                         // block_size: 16
@@ -53,7 +55,7 @@ a3 475055                  // medium: "GPU"
 c0                         // lora_name: None; extra_keys and after are defaults, left out
 93                         // BlockRemoved: array of 3
 ac 426c6f636b52656d6f766564 // "BlockRemoved" (fixstr of 12)
-91 01                      // block_hashes: [1]
+91 cf0000000000000001      // block_hashes: [1]
 a3 475055                  // medium: "GPU"; group_idx is a default, left out
 91                         // AllBlocksCleared: array of 1
 b0 416c6c426c6f636b73436c6561726564 // "AllBlocksCleared" (fixstr of 16)
@@ -99,6 +101,42 @@ b2 646174615f706172616c6c656c5f72616e6b // "data_parallel_rank" (fixstr of 18)
 00                           // 0
 `
 
+// goldenMixedBatch and goldenMixed are a batch as current vLLM sends it
+// (kv_events.py's EventBatch as an array, its events as tagged maps, the
+// data-parallel rank always set), written by hand from that form.
+var goldenMixedBatch = EventBatch{
+	TS: 1.5,
+	Events: []Event{
+		&BlockStored{BlockHashes: []Hash{IntHash(1<<63 + 1)}, ParentBlockHash: ptr(IntHash(7)),
+			TokenIDs: []int64{256, 257}, BlockSize: 2, Medium: ptr("GPU")},
+		&BlockRemoved{BlockHashes: []Hash{IntHash(1<<63 + 1)}, Medium: ptr("GPU"), GroupIdx: ptr(int64(1))},
+	},
+	DataParallelRank: ptr(int64(0)),
+}
+
+const goldenMixed = `
+93                                  // EventBatch as an array of 3: ts, events, data_parallel_rank
+cb 3ff8000000000000                 // ts: 1.5
+92                                  // events: array of 2
+88                                  // BlockStored: map of 8, the tag and its 7 fields without defaults
+a4 74797065 ab 426c6f636b53746f726564 // "type": "BlockStored"
+ac 626c6f636b5f686173686573         // "block_hashes"
+91 cf8000000000000001               // [2^63+1]
+b1 706172656e745f626c6f636b5f68617368 // "parent_block_hash"
+cf0000000000000007                  // 7, a uint 64 like every hash
+a9 746f6b656e5f696473 92 cd0100 cd0101 // "token_ids": [256, 257]
+aa 626c6f636b5f73697a65 02          // "block_size": 2
+a7 6c6f72615f6964 c0                // "lora_id": None
+a6 6d656469756d a3 475055           // "medium": "GPU"
+a9 6c6f72615f6e616d65 c0            // "lora_name": None
+84                                  // BlockRemoved: map of 4
+a4 74797065 ac 426c6f636b52656d6f766564 // "type": "BlockRemoved"
+ac 626c6f636b5f686173686573 91 cf8000000000000001 // "block_hashes": [2^63+1]
+a6 6d656469756d a3 475055           // "medium": "GPU"
+a9 67726f75705f696478 01            // "group_idx": 1
+00                                  // data_parallel_rank: 0
+`
+
 func TestGoldenEncoding(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -108,6 +146,7 @@ func TestGoldenEncoding(t *testing.T) {
 	}{
 		{"array", goldenArrayBatch, EncodingArray, goldenArray},
 		{"map", goldenMapBatch, EncodingMap, goldenMap},
+		{"mixed", goldenMixedBatch, EncodingMixed, goldenMixed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := unhex(t, tc.hex)
@@ -119,7 +158,7 @@ func TestGoldenEncoding(t *testing.T) {
 				t.Errorf("Encode:\n got %x\nwant %x", got, want)
 			}
 			b, skipped, err := Decode(want)
-			if err != nil || len(skipped) > 0 {
+			if err != nil || skipped.Total() > 0 {
 				t.Fatalf("Decode: %v, skipped %v", err, skipped)
 			}
 			if !reflect.DeepEqual(b, tc.batch) {
@@ -160,7 +199,7 @@ func TestDecodeVariants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, skipped, err := Decode(unhex(t, tc.hex))
-			if err != nil || len(skipped) > 0 {
+			if err != nil || skipped.Total() > 0 {
 				t.Fatalf("Decode: %v, skipped %v", err, skipped)
 			}
 			if !reflect.DeepEqual(b, tc.want) {
@@ -201,6 +240,13 @@ func TestDecodeBadInput(t *testing.T) {
 			92 01 91
 			95 ab426c6f636b53746f726564 90 c0 90 cfffffffffffffffff`,
 			nil, []error{ErrFieldType}, 0},
+		{"ts NaN", `92 cb7ff8000000000001 90`, ErrFieldType, nil, 0},
+		{"ts -Inf", `92 cbfff0000000000000 90`, ErrFieldType, nil, 0},
+		{"negative block_size, then a good event", `
+			92 01 92
+			95 ab426c6f636b53746f726564 90 c0 90 ff // ["BlockStored", [], None, [], -1]
+			91 b0 416c6c426c6f636b73436c6561726564`,
+			nil, []error{ErrFieldType}, 1},
 		{"removed without hashes", `92 01 91 81 a474797065 ac426c6f636b52656d6f766564`,
 			nil, []error{ErrFieldType}, 0},
 		{"deep nesting in a skipped field", `92 01 91 82 a474797065 b0416c6c426c6f636b73436c6561726564 a178 ` +
@@ -211,10 +257,10 @@ func TestDecodeBadInput(t *testing.T) {
 			if !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
-			if len(skipped) != len(tc.skipped) {
-				t.Fatalf("skipped %v, want %v", skipped, tc.skipped)
+			if skipped.Total() != len(tc.skipped) || len(skipped.Errs) != len(tc.skipped) {
+				t.Fatalf("skipped %+v, want %v", skipped, tc.skipped)
 			}
-			for i, e := range skipped {
+			for i, e := range skipped.Errs {
 				if !errors.Is(e, tc.skipped[i]) {
 					t.Errorf("skipped[%d] = %v, want %v", i, e, tc.skipped[i])
 				}
@@ -237,13 +283,13 @@ func TestRoundTrip(t *testing.T) {
 		&BlockRemoved{BlockHashes: []Hash{BytesHash([]byte("abc"))}, GroupIdx: ptr(int64(1))},
 		&AllBlocksCleared{},
 	}}
-	for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+	for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
 		payload, err := Encode(&full, enc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, skipped, err := Decode(payload)
-		if err != nil || len(skipped) > 0 {
+		if err != nil || skipped.Total() > 0 {
 			t.Fatalf("%s: Decode: %v, skipped %v", enc, err, skipped)
 		}
 		if !reflect.DeepEqual(b, full) {
@@ -264,29 +310,30 @@ func TestEncodeRefusesBadExtraKeys(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(unhex(f, goldenArray))
 	f.Add(unhex(f, goldenMap))
+	f.Add(unhex(f, goldenMixed))
 	f.Add([]byte{0x92, 0x01, 0x90})
 	f.Add([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, skipped, err := Decode(payload)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrFieldType) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrFieldType) && !errors.Is(err, ErrOversized) {
 				t.Fatalf("error of no known kind: %v", err)
 			}
 			return
 		}
-		for _, e := range skipped {
+		for _, e := range skipped.Errs {
 			if !errors.Is(e, ErrUnknownEventType) && !errors.Is(e, ErrFieldType) {
 				t.Fatalf("skipped event of no known kind: %v", e)
 			}
 		}
 		// What decodes re-encodes and decodes to the same batch.
-		for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+		for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
 			p, err := Encode(&b, enc)
 			if err != nil {
 				t.Fatalf("re-encode: %v", err)
 			}
 			b2, skipped2, err := Decode(p)
-			if err != nil || len(skipped2) > 0 {
+			if err != nil || skipped2.Total() > 0 {
 				t.Fatalf("decode of re-encoded: %v %v", err, skipped2)
 			}
 			if !reflect.DeepEqual(normalize(b), normalize(b2)) {
@@ -326,10 +373,16 @@ func normalize(b EventBatch) EventBatch {
 // TestEncodingString checks the names WithEncoding's errors and the test
 // names use, and that a value outside the two still prints as a number.
 func TestEncodingString(t *testing.T) {
-	for e, want := range map[Encoding]string{EncodingMap: "map", EncodingArray: "array", Encoding(9): "Encoding(9)"} {
+	for e, want := range map[Encoding]string{EncodingMixed: "mixed", EncodingMap: "map", EncodingArray: "array", Encoding(9): "Encoding(9)"} {
 		if got := e.String(); got != want {
 			t.Errorf("Encoding(%d).String() = %q, want %q", uint8(e), got, want)
 		}
+		if got, err := ParseEncoding(want); e.valid() && (got != e || err != nil) {
+			t.Errorf("ParseEncoding(%q) = %v, %v", want, got, err)
+		}
+	}
+	if _, err := ParseEncoding("Encoding(9)"); err == nil {
+		t.Error("ParseEncoding of no encoding's name: no error")
 	}
 }
 
@@ -342,9 +395,55 @@ func TestEncodeRefuses(t *testing.T) {
 		t.Errorf("Encoding(9): payload %x, want an error", p)
 	}
 	bad := EventBatch{Events: []Event{&AllBlocksCleared{}, nil}}
-	for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+	for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
 		if p, err := Encode(&bad, enc); !errors.Is(err, ErrUnknownEventType) {
 			t.Errorf("%s, nil event: payload %x, err %v, want ErrUnknownEventType", enc, p, err)
 		}
+	}
+}
+
+// TestDecodeAllocationBound feeds payloads built to cost far more memory
+// decoded than on the wire: a batch of tiny unknown events, and one of
+// tiny mistyped ones, allocate next to nothing; a BlockStored of one-byte
+// hashes, each a 32-byte Hash once decoded, is refused as oversized once it
+// would pass the budget, rather than allocated.
+func TestDecodeAllocationBound(t *testing.T) {
+	const n = 1 << 20
+	batch := func(event []byte) []byte {
+		p := binary.BigEndian.AppendUint32([]byte{0x92, 0x01, 0xdd}, n)
+		for range n {
+			p = append(p, event...)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		skipped int
+	}{
+		{"unknown events", batch([]byte{0x91, 0xa1, 'x'}), n},                       // ["x"]
+		{"mistyped events", batch([]byte{0x81, 0xa4, 't', 'y', 'p', 'e', 0x01}), n}, // {"type": 1}
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, skipped, err := Decode(tc.payload)
+			runtime.ReadMemStats(&after)
+			if err != nil || skipped.Total() != tc.skipped || len(skipped.Errs) != 1 {
+				t.Fatalf("err %v, skipped %d (%d errors), want %d skipped with one error", err, skipped.Total(), len(skipped.Errs), tc.skipped)
+			}
+			// Skipped events allocate nothing: what is left is the decoder.
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+				t.Errorf("decoding %d bytes allocated %d", len(tc.payload), grew)
+			}
+		})
+	}
+	hashes := append([]byte{0x92, 0x01, 0x91, 0x92, 0xac}, "BlockRemoved"...)
+	hashes = binary.BigEndian.AppendUint32(append(hashes, 0xdd), n)
+	for range n {
+		hashes = append(hashes, 0x01)
+	}
+	if _, _, err := Decode(hashes); !errors.Is(err, ErrOversized) {
+		t.Errorf("a BlockRemoved of %d one-byte hashes: err %v, want ErrOversized", n, err)
 	}
 }

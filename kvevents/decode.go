@@ -5,8 +5,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"math"
-	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -29,25 +29,71 @@ func checkValue(raw []byte) error {
 	return nil
 }
 
-// Decode reads a payload in either encoding, and any mix of them: the
-// batch and each event may be an array or a map. Unknown map keys and
-// array elements beyond the known fields are ignored, missing optional
-// fields are None, and a negative integer hash (which older producers
-// sent) is read as its two's complement.
+// Skipped counts the events [Decode] left out of a batch, by kind.
+type Skipped struct {
+	UnknownEvents  int // tags that are not one of vLLM's: [ErrUnknownEventType]
+	MistypedEvents int // a field of the wrong type, or a required one missing: [ErrFieldType]
+	// Errs holds the first error of each kind that occurred, for a log
+	// line: at most one per kind.
+	Errs []error
+}
+
+// Total returns how many events were left out.
+func (s Skipped) Total() int { return s.UnknownEvents + s.MistypedEvents }
+
+func (s *Skipped) add(err error) {
+	first := false
+	if errors.Is(err, ErrUnknownEventType) {
+		first = s.UnknownEvents == 0
+		s.UnknownEvents++
+	} else {
+		first = s.MistypedEvents == 0
+		s.MistypedEvents++
+	}
+	if first {
+		s.Errs = append(s.Errs, err)
+	}
+}
+
+// allocFactor bounds what Decode may allocate, as a multiple of the
+// payload's length (plus allocSlack), so that a payload of many tiny
+// values cannot make a consumer allocate far more than it received.
+// vLLM's batches, with 64-bit hashes and token ids of two or more bytes,
+// stay well within it.
+const (
+	allocFactor = 16
+	allocSlack  = 1 << 20
+)
+
+// What the decoder charges against its allocation budget for each value
+// it keeps: the Go size of the value, rounded up.
+const (
+	costEvent = 256 // an event's struct, its interface value and its slices' headers
+	costHash  = 32  // a Hash
+	costInt   = 8   // a token id
+)
+
+// Decode reads a payload in any [Encoding], and any mix of them: the batch
+// and each event may be an array or a map. Unknown map keys and array
+// elements beyond the known fields are ignored, missing optional fields
+// are None, and a negative integer hash (which older producers sent) is
+// read as its two's complement.
 //
-// err, matching [ErrMalformed] or [ErrFieldType], means the payload gave
-// no batch. Otherwise b holds the events that decoded, and skipped has one
-// error per event left out, each matching [ErrUnknownEventType] or
-// [ErrFieldType]. Decode never panics and allocates O(len(payload)).
-func Decode(payload []byte) (b EventBatch, skipped []error, err error) {
+// err, matching [ErrMalformed], [ErrFieldType] or [ErrOversized] (a
+// payload whose values would take more than 16 times its length in memory
+// once decoded), means the payload gave no batch. Otherwise b holds the
+// events that decoded and skipped counts those left out. Decode never
+// panics, does O(len(payload)) work and allocates at most a small multiple
+// of len(payload); events it skips allocate nothing.
+func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
 	r := bytes.NewReader(payload)
-	x := &decoder{d: msgpack.NewDecoder(r), r: r}
+	x := &decoder{d: msgpack.NewDecoder(r), r: r, budget: allocFactor*len(payload) + allocSlack}
 	b, skipped, err = x.batch()
 	if err == nil && r.Len() > 0 {
 		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, r.Len())
 	}
 	if err != nil {
-		return EventBatch{}, nil, err
+		return EventBatch{}, Skipped{}, err
 	}
 	return b, skipped, nil
 }
@@ -57,12 +103,33 @@ func Decode(payload []byte) (b EventBatch, skipped []error, err error) {
 // ErrFieldType when a value was of the wrong type but was skipped, so the
 // stream is still aligned.
 type decoder struct {
-	d *msgpack.Decoder
-	r *bytes.Reader
+	d      *msgpack.Decoder
+	r      *bytes.Reader
+	budget int // bytes the decoded values may still take
+	// unknownSeen and mistypedSeen are set once an error of their kind
+	// has been made with details; later ones are the static errors.
+	unknownSeen, mistypedSeen bool
+}
+
+// charge takes n bytes from the allocation budget, failing with an error
+// matching ErrOversized once it is spent. An ErrOversized error, like a
+// malformed one, ends the decode.
+func (x *decoder) charge(n int) error {
+	x.budget -= n
+	if x.budget < 0 {
+		return fmt.Errorf("%w: decoded, it would take more than %d times its length", ErrOversized, allocFactor)
+	}
+	return nil
+}
+
+// fatal reports whether err ends the decode: the stream cannot be
+// followed, or the budget is spent.
+func fatal(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrOversized)
 }
 
 func malformed(err error) error {
-	if errors.Is(err, ErrMalformed) {
+	if fatal(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -82,6 +149,10 @@ func (x *decoder) mismatch(name string, c byte, want string) error {
 	if err := x.skip(0); err != nil {
 		return err
 	}
+	if x.mistypedSeen {
+		return errMistyped
+	}
+	x.mistypedSeen = true
 	return fmt.Errorf("%w: %s is msgpack 0x%02x, want %s", ErrFieldType, name, c, want)
 }
 
@@ -247,12 +318,16 @@ func (x *decoder) isNil() (bool, error) {
 	return true, nil
 }
 
-// list reads an array named name, calling elem for each element. After a
-// wrong element it still consumes the rest, so the stream stays aligned,
-// and returns the first error.
-func (x *decoder) list(name string, elem func() error) error {
+// list reads an array named name, calling begin with its length (which
+// the bytes left can hold) and elem for each element. After a wrong
+// element it still consumes the rest, so the stream stays aligned, and
+// returns the first error.
+func (x *decoder) list(name string, begin func(n int) error, elem func() error) error {
 	n, err := x.container(name, true)
 	if err != nil {
+		return err
+	}
+	if err := begin(n); err != nil {
 		return err
 	}
 	var first error
@@ -264,7 +339,7 @@ func (x *decoder) list(name string, elem func() error) error {
 			err = x.skip(0)
 		}
 		if err != nil {
-			if errors.Is(err, ErrMalformed) {
+			if fatal(err) {
 				return err
 			}
 			first = err
@@ -273,29 +348,32 @@ func (x *decoder) list(name string, elem func() error) error {
 	return first
 }
 
-func (x *decoder) batch() (EventBatch, []error, error) {
+func (x *decoder) batch() (EventBatch, Skipped, error) {
+	var b EventBatch
+	var skipped Skipped
 	c, err := x.peek()
 	if err != nil {
-		return EventBatch{}, nil, err
+		return b, skipped, err
 	}
 	if !isArray(c) && !isMap(c) {
-		return EventBatch{}, nil, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
+		return b, skipped, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
 	}
-	var b EventBatch
-	var skipped []error
 	var hasTS, hasEvents bool
-	err = x.record("batch", func() []string { return batchFields }, func(name string) error {
+	err = x.record("batch", "batch key", batchFields, func() []string { return batchFields }, func(name string) error {
 		var err error
 		switch name {
 		case fieldTS:
 			hasTS = true
 			b.TS, err = x.float(name)
+			if err == nil && (math.IsNaN(b.TS) || math.IsInf(b.TS, 0)) {
+				err = fmt.Errorf("%w: ts %v, want a finite number", ErrFieldType, b.TS)
+			}
 		case fieldEvents:
 			hasEvents = true
-			err = x.list(name, func() error {
+			err = x.list(name, func(int) error { return nil }, func() error {
 				ev, err := x.event()
-				if err != nil && !errors.Is(err, ErrMalformed) {
-					skipped = append(skipped, err)
+				if err != nil && !fatal(err) {
+					skipped.add(err)
 					return nil
 				}
 				if err == nil {
@@ -314,7 +392,7 @@ func (x *decoder) batch() (EventBatch, []error, error) {
 		err = fmt.Errorf("%w: batch without ts or events", ErrFieldType)
 	}
 	if err != nil {
-		return EventBatch{}, nil, err
+		return EventBatch{}, Skipped{}, err
 	}
 	return b, skipped, nil
 }
@@ -322,11 +400,13 @@ func (x *decoder) batch() (EventBatch, []error, error) {
 // record reads a struct in either encoding: an array of its fields in the
 // order names returns (called before each element, as an event's tag
 // decides the order of the fields after it), or a map from field name to
-// value. set reads the value of the named field; elements past the known
-// fields are skipped. After an error matching ErrFieldType the rest of the
-// record is skipped, so the stream stays aligned, and the first error is
-// returned.
-func (x *decoder) record(what string, names func() []string, set func(name string) error) error {
+// value, whose keys are matched against keys ("" for any other key;
+// keyWhat names a key in errors). set
+// reads the value of the named field, or skips it; elements past the
+// known fields are skipped. After an error matching ErrFieldType the rest
+// of the record is skipped, so the stream stays aligned, and the first
+// error is returned.
+func (x *decoder) record(what, keyWhat string, keys []string, names func() []string, set func(name string) error) error {
 	c, err := x.peek()
 	if err != nil {
 		return err
@@ -355,20 +435,84 @@ func (x *decoder) record(what string, names func() []string, set func(name strin
 			}
 		default:
 			var key string
-			if key, err = x.string(what + " key"); err == nil {
+			if key, err = x.name(keyWhat, keys); err == nil {
 				err = set(key)
-			} else if !errors.Is(err, ErrMalformed) {
+			} else if !fatal(err) {
 				_ = x.skip(0) // the value of the bad key; a failure shows on the next read
 			}
 		}
 		if err != nil {
-			if errors.Is(err, ErrMalformed) {
+			if fatal(err) {
 				return err
 			}
 			first = cmp.Or(first, err)
 		}
 	}
 	return first
+}
+
+// maxName is the longest string name compares with its known names; a
+// longer one is none of them.
+const maxName = 32
+
+// name reads a string and returns the one of known it equals, or "" for
+// any other string, allocating nothing.
+func (x *decoder) name(what string, known []string) (string, error) {
+	c, err := x.peek()
+	if err != nil {
+		return "", err
+	}
+	if !msgpcode.IsString(c) {
+		return "", x.mismatch(what, c, "a string")
+	}
+	n, err := x.strLen()
+	if err != nil {
+		return "", err
+	}
+	if n > x.r.Len() {
+		return "", fmt.Errorf("%w: string of %d bytes with %d left", ErrMalformed, n, x.r.Len())
+	}
+	if n > maxName {
+		_, _ = x.r.Seek(int64(n), io.SeekCurrent) // within the bytes left, checked above
+		return "", nil
+	}
+	var buf [maxName]byte
+	_, _ = x.r.Read(buf[:n])
+	for _, k := range known {
+		if string(buf[:n]) == k {
+			return k, nil
+		}
+	}
+	return "", nil
+}
+
+// strLen reads a msgpack string header and returns the string's length.
+func (x *decoder) strLen() (int, error) {
+	c, err := x.r.ReadByte()
+	if err != nil {
+		return 0, malformed(err)
+	}
+	if msgpcode.IsFixedString(c) {
+		return int(c & msgpcode.FixedStrMask), nil
+	}
+	var size int
+	switch c {
+	case msgpcode.Str8:
+		size = 1
+	case msgpcode.Str16:
+		size = 2
+	default: // Str32, as IsString left no other
+		size = 4
+	}
+	var buf [4]byte
+	if _, err := io.ReadFull(x.r, buf[:size]); err != nil {
+		return 0, malformed(err)
+	}
+	n := 0
+	for _, b := range buf[:size] {
+		n = n<<8 | int(b)
+	}
+	return n, nil
 }
 
 func (x *decoder) float(name string) (float64, error) {
@@ -390,6 +534,14 @@ func (x *decoder) float(name string) (float64, error) {
 	return f, nil
 }
 
+// errUnknownTag and errMistyped stand for every error of their kind after
+// the first of a decode, which alone carries details: a payload of many
+// bad events then costs no allocation per event.
+var (
+	errUnknownTag = fmt.Errorf("%w: a tag that is not one of vLLM's", ErrUnknownEventType)
+	errMistyped   = fmt.Errorf("%w: and more", ErrFieldType)
+)
+
 // event reads one event in either encoding. An error matching
 // ErrUnknownEventType or ErrFieldType means the event was consumed and
 // left out.
@@ -397,35 +549,32 @@ func (x *decoder) event() (Event, error) {
 	var u union
 	var hasTag bool
 	order := tagField // the array encoding's element names, known once the tag is
-	err := x.record("event", func() []string { return order }, func(name string) error {
-		if name != fieldType {
+	err := x.record("event", "event key", eventKeys, func() []string { return order }, func(name string) error {
+		switch name {
+		case "":
+			return x.skip(0)
+		case fieldType:
+		default:
 			return x.field(name, &u)
 		}
 		var err error
-		u.tag, err = x.string(name)
+		u.tag, err = x.name(name, tags)
 		hasTag = err == nil
-		if fields := fieldsOf(u.tag); hasTag && fields != nil {
-			order = slices.Concat(tagField, fields)
+		switch u.tag {
+		case TypeBlockStored:
+			order = storedOrder
+		case TypeBlockRemoved:
+			order = removedOrder
 		}
 		return err
 	})
-	if err == nil && !hasTag {
-		err = fmt.Errorf("%w: event without %q", ErrFieldType, fieldType)
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case !hasTag:
+		return nil, x.missing("event", fieldType)
 	}
-	return u.event()
-}
-
-func fieldsOf(tag string) []string {
-	switch tag {
-	case TypeBlockStored:
-		return storedFields
-	case TypeBlockRemoved:
-		return removedFields
-	}
-	return nil
+	return x.build(&u)
 }
 
 // union holds the fields of any event while it is read; a map event may
@@ -436,23 +585,39 @@ type union struct {
 	hasHashes bool
 }
 
-func (u *union) event() (Event, error) {
+// build returns the event u holds, charging it to the budget.
+func (x *decoder) build(u *union) (Event, error) {
 	switch u.tag {
-	case TypeBlockStored:
+	case TypeBlockStored, TypeBlockRemoved:
 		if !u.hasHashes {
-			return nil, fmt.Errorf("%w: %s without %s", ErrFieldType, u.tag, fieldHashes)
+			return nil, x.missing(u.tag, fieldHashes)
 		}
-		s := u.s
-		return &s, nil
-	case TypeBlockRemoved:
-		if !u.hasHashes {
-			return nil, fmt.Errorf("%w: %s without %s", ErrFieldType, u.tag, fieldHashes)
-		}
-		return &BlockRemoved{BlockHashes: u.s.BlockHashes, Medium: u.s.Medium, GroupIdx: u.s.GroupIdx}, nil
 	case TypeAllBlocksCleared:
 		return &AllBlocksCleared{}, nil
+	default:
+		if x.unknownSeen {
+			return nil, errUnknownTag
+		}
+		x.unknownSeen = true
+		return nil, fmt.Errorf("%w: an event whose tag is none of %q", ErrUnknownEventType, tags)
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownEventType, u.tag)
+	if err := x.charge(costEvent); err != nil {
+		return nil, err
+	}
+	if u.tag == TypeBlockRemoved {
+		return &BlockRemoved{BlockHashes: u.s.BlockHashes, Medium: u.s.Medium, GroupIdx: u.s.GroupIdx}, nil
+	}
+	s := u.s
+	return &s, nil
+}
+
+// missing reports a required field left out of what.
+func (x *decoder) missing(what, field string) error {
+	if x.mistypedSeen {
+		return errMistyped
+	}
+	x.mistypedSeen = true
+	return fmt.Errorf("%w: %s without %s", ErrFieldType, what, field)
 }
 
 // field reads the value of the field name into u; unknown names are
@@ -462,15 +627,25 @@ func (x *decoder) field(name string, u *union) error {
 	switch name {
 	case fieldHashes:
 		u.hasHashes = true
-		s.BlockHashes = []Hash{}
-		return x.list(name, func() error {
+		return x.list(name, func(n int) error {
+			if err := x.charge(n * costHash); err != nil {
+				return err
+			}
+			s.BlockHashes = make([]Hash, 0, n)
+			return nil
+		}, func() error {
 			h, err := x.hash(name)
 			s.BlockHashes = append(s.BlockHashes, h)
 			return err
 		})
 	case fieldTokens:
-		s.TokenIDs = []int64{}
-		return x.list(name, func() error {
+		return x.list(name, func(n int) error {
+			if err := x.charge(n * costInt); err != nil {
+				return err
+			}
+			s.TokenIDs = make([]int64, 0, n)
+			return nil
+		}, func() error {
 			n, err := x.int64(name)
 			s.TokenIDs = append(s.TokenIDs, n)
 			return err
@@ -480,6 +655,9 @@ func (x *decoder) field(name string, u *union) error {
 			return err
 		}
 		n, err := x.int64(name)
+		if err == nil && n < 0 {
+			return fmt.Errorf("%w: %s %d, want >= 0", ErrFieldType, name, n)
+		}
 		s.BlockSize = n
 		return err
 	case fieldParent:
@@ -505,6 +683,9 @@ func (x *decoder) field(name string, u *union) error {
 			return err
 		}
 		end := x.r.Size() - int64(x.r.Len())
+		if err := x.charge(int(end - start)); err != nil {
+			return err
+		}
 		raw := make([]byte, end-start)
 		_, _ = x.r.ReadAt(raw, start) // inside what was just read
 		s.ExtraKeys = raw

@@ -7,28 +7,30 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Encode returns the msgpack payload of b in encoding enc. It fails only
-// for an event of a type it does not know, ExtraKeys that are not one
-// msgpack value, or an unknown encoding. The
-// result's length is O(size of b).
+// Encode returns the msgpack payload of b in encoding enc. Integer hashes
+// are always written as msgpack uint 64, as vLLM's 64-bit hashes are:
+// consumers such as llm-d refuse narrower integers. It fails only for an
+// event of a type it does not know, ExtraKeys that are not one msgpack
+// value, or an unknown encoding. The result's length is O(size of b).
 func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
-	if enc != EncodingMap && enc != EncodingArray {
+	if !enc.valid() {
 		return nil, fmt.Errorf("kvevents: unknown encoding %d", enc)
 	}
 	var buf bytes.Buffer
-	w := &encoder{buf: &buf, e: msgpack.NewEncoder(&buf), enc: enc}
+	w := &encoder{buf: &buf, e: msgpack.NewEncoder(&buf), mapEvents: enc != EncodingArray}
 	nb := batchRequired
 	if b.DataParallelRank != nil {
 		nb++
 	}
-	if enc == EncodingMap {
+	mapBatch := enc == EncodingMap
+	if mapBatch {
 		w.mapLen(nb)
 		w.str(fieldTS)
 	} else {
 		w.arrayLen(nb)
 	}
 	w.check(w.e.EncodeFloat64(b.TS))
-	if enc == EncodingMap {
+	if mapBatch {
 		w.str(fieldEvents)
 	}
 	w.arrayLen(len(b.Events))
@@ -38,7 +40,7 @@ func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
 		}
 	}
 	if b.DataParallelRank != nil {
-		if enc == EncodingMap {
+		if mapBatch {
 			w.str(fieldDPRank)
 		}
 		w.check(w.e.EncodeInt(*b.DataParallelRank))
@@ -52,10 +54,10 @@ func Encode(b *EventBatch, enc Encoding) ([]byte, error) {
 // encoder writes msgpack values, keeping the first error (a bytes.Buffer
 // reports none).
 type encoder struct {
-	buf *bytes.Buffer
-	e   *msgpack.Encoder
-	enc Encoding
-	err error
+	buf       *bytes.Buffer
+	e         *msgpack.Encoder
+	mapEvents bool // events as maps, or as tagged arrays
+	err       error
 }
 
 func (w *encoder) check(err error) {
@@ -110,7 +112,7 @@ func (w *encoder) event(ev Event) error {
 	default:
 		return fmt.Errorf("%w: cannot encode %T", ErrUnknownEventType, ev)
 	}
-	if w.enc == EncodingArray {
+	if !w.mapEvents {
 		// Trailing fields equal to their defaults are left out; one set
 		// after them keeps the Nones before it, as positions matter.
 		n := len(fields)
@@ -155,7 +157,7 @@ func (w *encoder) hash(h Hash) {
 		w.check(w.e.EncodeBytes([]byte(h.b)))
 		return
 	}
-	w.check(w.e.EncodeUint(h.n))
+	w.check(w.e.EncodeUint64(h.n))
 }
 
 func (w *encoder) hashes(hs []Hash) {

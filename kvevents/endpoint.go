@@ -1,6 +1,10 @@
 package kvevents
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sagellm/kvevict/internal/zmtp"
+)
 
 // Binds reports whether a socket on endpoint binds (listens) rather than
 // connects, by vLLM's rule: it binds when the endpoint holds a wildcard
@@ -20,3 +24,7 @@ func wildcard(endpoint string) bool {
 func seqBytes(seq int64) []byte {
 	return []byte{byte(seq >> 56), byte(seq >> 48), byte(seq >> 40), byte(seq >> 32), byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq)}
 }
+
+// Transports returns the endpoint schemes the sockets take: "inproc",
+// "ipc" and "tcp".
+func Transports() []string { return zmtp.Transports() }

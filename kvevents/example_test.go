@@ -40,6 +40,6 @@ func ExampleDecode() {
 		panic(err)
 	}
 	r := b.Events[0].(*kvevents.BlockRemoved)
-	fmt.Println(b.TS, r.Type(), r.BlockHashes, *r.Medium, len(skipped))
+	fmt.Println(b.TS, r.Type(), r.BlockHashes, *r.Medium, skipped.Total())
 	// Output: 1.5 BlockRemoved [1 2] GPU 0
 }

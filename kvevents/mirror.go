@@ -13,17 +13,24 @@ import (
 // as its events report them, so that a router can score each engine by the
 // longest resident prefix of a request ([Mirror.Match]).
 //
-// It follows vLLM's semantics: BlockStored makes its blocks resident,
-// BlockRemoved makes them not, AllBlocksCleared (or a publisher restart)
-// empties the topic. A block stays resident when its parent is removed, as
-// in vLLM's block pool, though no prefix match can reach it then. Blocks
-// are named by their hashes, which cover their prefix, so a request's
-// resident prefix is its leading run of resident hashes.
+// It follows vLLM's semantics. A block is resident per KV cache group and
+// medium: BlockStored makes its blocks resident in its group_idx on its
+// medium, BlockRemoved makes them not in that group on that medium only,
+// and AllBlocksCleared (or a publisher restart) empties the topic. An
+// absent group_idx is group 0, as a model with one group has; an absent
+// medium is [MediumGPU], vLLM's default. A block stays resident when its
+// parent is removed, as in vLLM's block pool, though no prefix match can
+// reach it then. Blocks are named by their hashes, which cover their
+// prefix, so a request's resident prefix is its leading run of resident
+// hashes.
 //
-// Each topic is bounded by the capacity given to [NewMirror]: past it the
-// mirror evicts leaves first, oldest stored first; a parent that becomes a
-// leaf is next, so a path is shed from its deepest block up. A mirror sized
-// at or above the engine's capacity never evicts.
+// Each topic holds at most the capacity given to [NewMirror], counting a
+// block once per group and medium that holds it, and enforced while an
+// event is applied: past it the mirror evicts leaves first, oldest stored
+// first; a parent that becomes a leaf is next, so a path is shed from its
+// deepest block up. A mirror sized at or above the engine's capacity never
+// evicts. A topic keeps at most [MaxGroups] (group, medium) pairs; events
+// of another are refused and counted.
 //
 // A Mirror is safe for concurrent use. Its memory is O(capacity) per topic.
 type Mirror struct {
@@ -33,12 +40,33 @@ type Mirror struct {
 	topics map[string]*topicIndex
 }
 
+// MaxGroups is how many (group, medium) pairs a [Mirror] keeps per topic:
+// vLLM's hybrid models have a few KV cache groups, and blocks live on the
+// GPU or in one or two offload tiers.
+const MaxGroups = 16
+
+// set is one (group, medium) pair of a topic: the blocks of one KV cache
+// group on one medium.
+type set struct {
+	group  int64
+	medium string
+}
+
+// blockKey names a resident block: its hash within one set, by the set's
+// index in topicIndex.sets.
+type blockKey struct {
+	hash Hash
+	set  uint8
+}
+
 // topicIndex is one engine's resident blocks, each in a slot of slab.
 type topicIndex struct {
-	blocks map[Hash]int32 // resident blocks' slots
+	blocks map[blockKey]int32 // resident blocks' slots
 	slab   []block
 	links  dlist.Slots // the leaf list's links, indexed like slab, and the free slots
 	leaves dlist.List  // resident blocks without resident children, oldest first
+	sets   []set       // the pairs seen, at most MaxGroups
+	counts []int       // resident blocks per set, indexed like sets
 	stats  TopicStats
 }
 
@@ -47,7 +75,7 @@ type topicIndex struct {
 // that their parent slot stays its own rather than being found and
 // re-linked.
 type block struct {
-	hash     Hash
+	key      blockKey
 	parent   int32 // the parent's slot; dlist.None for a root or a parent that was not resident
 	children int   // resident blocks naming this one as parent
 	removed  bool
@@ -55,11 +83,18 @@ type block struct {
 
 // TopicStats describes one topic of a [Mirror].
 type TopicStats struct {
-	Topic          string
-	ResidentBlocks int   // blocks the topic holds now
-	Batches        int64 // batches applied
-	MissedBatches  int64 // batches the subscriber reported lost (Message.Missed)
-	EvictedBlocks  int64 // blocks the mirror evicted to stay within capacity
+	Topic string
+	// ResidentBlocks counts the hashes resident on the GPU in any group:
+	// the blocks a request can reuse on that engine without a transfer.
+	ResidentBlocks int
+	// ResidentByMedium counts, per medium, the hashes resident there in
+	// any group.
+	ResidentByMedium map[string]int
+	Batches          int64 // batches applied
+	MissedBatches    int64 // batches the subscriber reported lost (Message.Missed)
+	Restarts         int64 // times the publisher started over (Message.Restart), emptying the topic
+	EvictedBlocks    int64 // blocks the mirror evicted (or did not store) to stay within capacity
+	RefusedEvents    int64 // events of a (group, medium) pair past MaxGroups, not applied
 }
 
 // maxMirrorCapacity bounds a mirror's capacity so that the slots of a
@@ -76,13 +111,15 @@ func NewMirror(capacity int) (*Mirror, error) {
 	return &Mirror{capacity: capacity, topics: make(map[string]*topicIndex)}, nil
 }
 
-// Handle applies a [Subscriber]'s message: pass it as Run's handler.
+// Handle applies a [Subscriber]'s message: pass it as Run's handler. A
+// message marked Restart empties the topic before its events apply.
 func (m *Mirror) Handle(msg Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.topic(msg.Topic)
 	if msg.Restart {
 		t.clear()
+		t.stats.Restarts++
 	}
 	t.stats.MissedBatches += msg.Missed
 	m.apply(t, &msg.Batch)
@@ -99,7 +136,7 @@ func (m *Mirror) Apply(topic string, b *EventBatch) {
 func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
-		t = &topicIndex{blocks: make(map[Hash]int32), leaves: dlist.Empty(), stats: TopicStats{Topic: name}}
+		t = &topicIndex{blocks: make(map[blockKey]int32), leaves: dlist.Empty(), stats: TopicStats{Topic: name}}
 		m.topics[name] = t
 	}
 	return t
@@ -110,22 +147,40 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 	for _, ev := range b.Events {
 		switch ev := ev.(type) {
 		case *BlockStored:
+			s, ok := t.set(ev.GroupIdx, ev.Medium)
+			if !ok {
+				t.stats.RefusedEvents++
+				continue
+			}
 			parent := dlist.None
 			if ev.ParentBlockHash != nil {
-				if p, ok := t.blocks[*ev.ParentBlockHash]; ok {
+				if p, ok := t.blocks[blockKey{*ev.ParentBlockHash, s}]; ok {
 					parent = p
 				}
 			}
-			for _, h := range ev.BlockHashes {
-				parent = t.store(h, parent)
-			}
-			for len(t.blocks) > m.capacity {
-				t.remove(t.leaves.Front)
-				t.stats.EvictedBlocks++
+			for i, h := range ev.BlockHashes {
+				k := blockKey{h, s}
+				if _, resident := t.blocks[k]; !resident && len(t.blocks) >= m.capacity {
+					// The oldest leaf makes room, unless it is the block
+					// this chain hangs from: the rest of the chain cannot
+					// be held without its own prefix.
+					if t.leaves.Front == parent {
+						t.stats.EvictedBlocks += int64(len(ev.BlockHashes) - i)
+						break
+					}
+					t.remove(t.leaves.Front)
+					t.stats.EvictedBlocks++
+				}
+				parent = t.store(k, parent)
 			}
 		case *BlockRemoved:
+			s, ok := t.set(ev.GroupIdx, ev.Medium)
+			if !ok {
+				t.stats.RefusedEvents++
+				continue
+			}
 			for _, h := range ev.BlockHashes {
-				if n, ok := t.blocks[h]; ok {
+				if n, ok := t.blocks[blockKey{h, s}]; ok {
 					t.remove(n)
 				}
 			}
@@ -135,11 +190,32 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 	}
 }
 
-// store makes h resident under the block in slot parent (dlist.None: a
+// set returns the index of the pair (group, medium), as vLLM's defaults
+// fill them in, adding it if the topic has room for another pair.
+func (t *topicIndex) set(group *int64, medium *string) (uint8, bool) {
+	s := set{medium: MediumGPU}
+	if group != nil {
+		s.group = *group
+	}
+	if medium != nil {
+		s.medium = *medium
+	}
+	if i := slices.Index(t.sets, s); i >= 0 {
+		return uint8(i), true
+	}
+	if len(t.sets) == MaxGroups {
+		return 0, false
+	}
+	t.sets = append(t.sets, s)
+	t.counts = append(t.counts, 0)
+	return uint8(len(t.sets) - 1), true
+}
+
+// store makes k resident under the block in slot parent (dlist.None: a
 // root, or a parent that is not resident) and returns its slot. A block
 // already resident moves to the newest end of the leaves if it is one.
-func (t *topicIndex) store(h Hash, parent int32) int32 {
-	if n, ok := t.blocks[h]; ok {
+func (t *topicIndex) store(k blockKey, parent int32) int32 {
+	if n, ok := t.blocks[k]; ok {
 		if t.slab[n].children == 0 {
 			t.links.Remove(&t.leaves, n)
 			t.links.PushBack(&t.leaves, n)
@@ -154,8 +230,9 @@ func (t *topicIndex) store(h Hash, parent int32) int32 {
 		p.children++
 	}
 	n := t.alloc()
-	t.slab[n] = block{hash: h, parent: parent}
-	t.blocks[h] = n
+	t.slab[n] = block{key: k, parent: parent}
+	t.blocks[k] = n
+	t.counts[k.set]++
 	t.links.PushBack(&t.leaves, n)
 	return n
 }
@@ -165,7 +242,8 @@ func (t *topicIndex) store(h Hash, parent int32) int32 {
 // leaves.
 func (t *topicIndex) remove(n int32) {
 	bl := &t.slab[n]
-	delete(t.blocks, bl.hash)
+	delete(t.blocks, bl.key)
+	t.counts[bl.key.set]--
 	parent := bl.parent
 	if bl.children == 0 {
 		t.links.Remove(&t.leaves, n)
@@ -209,11 +287,26 @@ func (t *topicIndex) clear() {
 	t.slab = t.slab[:0]
 	t.links.Reset()
 	t.leaves = dlist.Empty()
+	t.sets, t.counts = t.sets[:0], t.counts[:0]
 }
 
-// Match returns how many leading blocks of hashes topic holds: the prefix
-// a request would reuse on that engine. O(matched).
-func (m *Mirror) Match(topic string, hashes []Hash) int {
+// resident reports whether t holds h on medium in any group, or in group
+// alone when group is not nil.
+func (t *topicIndex) resident(h Hash, group *int64, medium string) bool {
+	for i, s := range t.sets {
+		if s.medium != medium || (group != nil && s.group != *group) {
+			continue
+		}
+		if _, ok := t.blocks[blockKey{h, uint8(i)}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// match returns the length of the leading run of hashes resident on the
+// GPU, in any group or in group alone.
+func (m *Mirror) match(topic string, group *int64, hashes []Hash) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.topics[topic]
@@ -221,35 +314,69 @@ func (m *Mirror) Match(topic string, hashes []Hash) int {
 		return 0
 	}
 	for i, h := range hashes {
-		if _, ok := t.blocks[h]; !ok {
+		if !t.resident(h, group, MediumGPU) {
 			return i
 		}
 	}
 	return len(hashes)
 }
 
-// Resident reports whether topic holds the block h. O(1).
-func (m *Mirror) Resident(topic string, h Hash) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.topics[topic]
-	if !ok {
-		return false
-	}
-	_, ok = t.blocks[h]
-	return ok
+// Match returns how many leading blocks of hashes topic holds on the GPU,
+// in any KV cache group: the prefix a request would reuse on that engine.
+// O(matched x groups).
+func (m *Mirror) Match(topic string, hashes []Hash) int { return m.match(topic, nil, hashes) }
+
+// MatchGroup is [Mirror.Match] within one KV cache group, for a router
+// that scores a hybrid model's groups apart (such as its full-attention
+// group, whose prefix a request must find whole). O(matched x groups).
+func (m *Mirror) MatchGroup(topic string, group int64, hashes []Hash) int {
+	return m.match(topic, &group, hashes)
 }
 
-// Topics returns the stats of every topic seen, by topic name. O(topics).
+// Resident reports whether topic holds the block h on the GPU, in any
+// group. O(groups).
+func (m *Mirror) Resident(topic string, h Hash) bool { return m.match(topic, nil, []Hash{h}) == 1 }
+
+// Topics returns the stats of every topic seen, by topic name.
+// O(topics), plus O(blocks) for a medium that more than one group uses.
 func (m *Mirror) Topics() []TopicStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]TopicStats, 0, len(m.topics))
 	for _, t := range m.topics {
 		s := t.stats
-		s.ResidentBlocks = len(t.blocks)
+		s.ResidentByMedium = t.byMedium()
+		s.ResidentBlocks = s.ResidentByMedium[MediumGPU]
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b TopicStats) int { return strings.Compare(a.Topic, b.Topic) })
+	return out
+}
+
+// byMedium counts the hashes resident per medium in any group.
+func (t *topicIndex) byMedium() map[string]int {
+	out := make(map[string]int)
+	groups := make(map[string]int)
+	for i, s := range t.sets {
+		out[s.medium] += t.counts[i]
+		groups[s.medium]++
+	}
+	for medium, n := range groups {
+		if n == 1 {
+			continue
+		}
+		distinct := make(map[Hash]struct{})
+		for k := range t.blocks {
+			if t.sets[k.set].medium == medium {
+				distinct[k.hash] = struct{}{}
+			}
+		}
+		out[medium] = len(distinct)
+	}
+	for medium, n := range out {
+		if n == 0 {
+			delete(out, medium)
+		}
+	}
 	return out
 }

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/go-zeromq/zmq4"
-
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/prefix"
@@ -31,12 +29,12 @@ func checkMirror(t *testing.T, m *Mirror) {
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
-			got, ok := ti.blocks[b.hash]
+			got, ok := ti.blocks[b.key]
 			return ok && got == int32(n) && !b.removed
 		}
 		for h, n := range ti.blocks {
-			if b := &ti.slab[n]; b.hash != h || b.removed {
-				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.hash, h, b.removed)
+			if b := &ti.slab[n]; b.key != h || b.removed {
+				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.key, h, b.removed)
 			}
 		}
 		children := make(map[int32]int)
@@ -52,11 +50,11 @@ func checkMirror(t *testing.T, m *Mirror) {
 				continue // a free slot
 			}
 			if b.children != children[int32(n)] {
-				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.hash, b.children, children[int32(n)])
+				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.key, b.children, children[int32(n)])
 			}
 			if b.removed {
 				if b.children == 0 {
-					t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.hash)
+					t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.key)
 				}
 				kept++
 			}
@@ -75,8 +73,8 @@ func checkMirror(t *testing.T, m *Mirror) {
 		}
 		err := ti.links.Check(&ti.leaves, func(n int32) error {
 			b := &ti.slab[n]
-			if got, ok := ti.blocks[b.hash]; !ok || got != n || b.children != 0 {
-				return fmt.Errorf("leaf list holds %v (resident %v, %d children)", b.hash, ok && got == n, b.children)
+			if got, ok := ti.blocks[b.key]; !ok || got != n || b.children != 0 {
+				return fmt.Errorf("leaf list holds %v (resident %v, %d children)", b.key, ok && got == n, b.children)
 			}
 			return nil
 		})
@@ -132,8 +130,9 @@ func TestMirrorSteps(t *testing.T) {
 		{"over capacity: oldest leaf first, then its parent", 3, []Event{
 			stored(nil, 1, 2, 3), stored(ptr(IntHash(1)), 4), stored(ptr(IntHash(4)), 5),
 		}, "[1 4 5]", 2},
-		// capacity 2: the whole event enters, then leaves go deepest
-		// first, so the head stays: the part a prefix match can use.
+		// capacity 2: the head enters, and the rest of the chain is not
+		// stored, since only its own prefix could make room: the head is
+		// the part a prefix match can use.
 		{"chain longer than the capacity", 2, []Event{
 			stored(nil, 1, 2, 3, 4),
 		}, "[1 2]", 2},
@@ -229,12 +228,7 @@ func TestMirrorFromVLLMPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := runSubscriber(ctx, t, s, m.Handle)
-	pub := zmq4.NewPub(ctx)
-	defer pub.Close()
-	if err := pub.Dial("tcp://" + s.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
-	waitSubscribed(ctx, t, pub)
+	pub := rawPub(ctx, t, "tcp://"+s.Addr().String())
 	const a, b = "kv@pod-a@m", "kv@pod-b@m"
 	frames := []struct {
 		topic string
@@ -267,9 +261,7 @@ func TestMirrorFromVLLMPublisher(t *testing.T) {
 			b2646174615f706172616c6c656c5f72616e6b 00`},
 	}
 	for _, f := range frames {
-		if err := pub.SendMulti(zmq4.NewMsgFrom([]byte(f.topic), seqBytes(f.seq), unhex(t, f.hex))); err != nil {
-			t.Fatal(err)
-		}
+		sendRaw(t, pub, []byte(f.topic), seqBytes(f.seq), unhex(t, f.hex))
 	}
 	c.wait(ctx, t, len(frames))
 	if st := s.Stats(); st.Malformed+st.FieldType+st.UnknownEvent+st.Missed != 0 {
@@ -320,7 +312,7 @@ func TestMirrorHandle(t *testing.T) {
 	if got := fmt.Sprint(residents(m, "e", 10)); got != "[4]" {
 		t.Errorf("after the restart, resident %s, want [4]", got)
 	}
-	want := []TopicStats{{Topic: "e", ResidentBlocks: 1, Batches: 3, MissedBatches: 2}}
+	want := []TopicStats{{Topic: "e", ResidentBlocks: 1, ResidentByMedium: map[string]int{MediumGPU: 1}, Batches: 3, MissedBatches: 2, Restarts: 1}}
 	if got := m.Topics(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
@@ -405,12 +397,18 @@ func (r *refTopic) apply(capacity int, events []Event) {
 			if ev.ParentBlockHash != nil {
 				parent = r.blocks[*ev.ParentBlockHash]
 			}
-			for _, h := range ev.BlockHashes {
+			// Room is made before each new block, never by evicting the
+			// block the chain hangs from.
+			for i, h := range ev.BlockHashes {
+				if r.blocks[h] == nil && len(r.blocks) >= capacity {
+					if r.leaves.next == parent {
+						r.evicted += int64(len(ev.BlockHashes) - i)
+						break
+					}
+					r.remove(r.leaves.next)
+					r.evicted++
+				}
 				parent = r.store(h, parent)
-			}
-			for len(r.blocks) > capacity {
-				r.remove(r.leaves.next)
-				r.evicted++
 			}
 		case *BlockRemoved:
 			for _, h := range ev.BlockHashes {
@@ -468,7 +466,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 		ti := m.topics["e"]
 		var got, want []Hash
 		for n := ti.leaves.Front; n != dlist.None; n = ti.links.Next(n) {
-			got = append(got, ti.slab[n].hash)
+			got = append(got, ti.slab[n].key.hash)
 		}
 		for b := ref.leaves.next; b != &ref.leaves; b = b.next {
 			want = append(want, b.hash)
@@ -484,5 +482,93 @@ func TestMirrorAgainstReference(t *testing.T) {
 		if got := m.Topics()[0].EvictedBlocks; got != ref.evicted {
 			t.Fatalf("step %d: %d evicted, reference %d", step, got, ref.evicted)
 		}
+	}
+}
+
+// TestMirrorGroups follows a hybrid model's events, worked by hand from
+// vLLM's semantics: a block is resident per (group, medium), a removal
+// touches only its own group and medium, and an absent group_idx and
+// medium are group 0 and the GPU.
+func TestMirrorGroups(t *testing.T) {
+	m, err := NewMirror(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, window := ptr(int64(0)), ptr(int64(1))
+	cpu := ptr("CPU")
+	in := func(group *int64, medium *string, ev Event) Event {
+		switch ev := ev.(type) {
+		case *BlockStored:
+			ev.GroupIdx, ev.Medium = group, medium
+		case *BlockRemoved:
+			ev.GroupIdx, ev.Medium = group, medium
+		}
+		return ev
+	}
+	m.Apply("e", &EventBatch{Events: []Event{
+		stored(nil, 1, 2, 3),                   // group 0 on the GPU, by default
+		in(window, nil, stored(nil, 1, 2, 3)),  // the sliding-window group holds them too
+		in(window, nil, removed(1)),            // slid out of the window: group 0 still holds 1
+		in(full, cpu, stored(nil, 1, 2, 3, 4)), // offloaded copies
+		in(nil, cpu, removed(9)),               // not resident there: nothing happens
+		in(ptr(int64(0)), nil, removed(2)),     // group 0 frees 2; group 1 still holds it
+	}})
+	checkMirror(t, m)
+	hashes := IntHashes([]uint64{1, 2, 3, 4})
+	for _, tc := range []struct {
+		name string
+		got  int
+		want int
+	}{
+		{"Match, any group on the GPU", m.Match("e", hashes), 3},
+		{"MatchGroup 0", m.MatchGroup("e", 0, hashes), 1},
+		{"MatchGroup 1", m.MatchGroup("e", 1, hashes), 0},
+		{"MatchGroup 7, never seen", m.MatchGroup("e", 7, hashes), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	st := m.Topics()[0]
+	if st.ResidentBlocks != 3 || fmt.Sprint(st.ResidentByMedium) != "map[CPU:4 GPU:3]" {
+		t.Errorf("resident %d by medium %v, want 3 and map[CPU:4 GPU:3]", st.ResidentBlocks, st.ResidentByMedium)
+	}
+	m.Apply("e", &EventBatch{Events: []Event{&AllBlocksCleared{}}})
+	if st := m.Topics()[0]; st.ResidentBlocks != 0 || len(st.ResidentByMedium) != 0 {
+		t.Errorf("after AllBlocksCleared: %+v", st)
+	}
+	// Pairs past MaxGroups are refused, not kept.
+	for g := range int64(MaxGroups + 2) {
+		m.Apply("e", &EventBatch{Events: []Event{in(ptr(g), nil, stored(nil, 1))}})
+	}
+	if st := m.Topics()[0]; st.RefusedEvents != 2 || st.ResidentBlocks != 1 {
+		t.Errorf("%d groups stored: refused %d, resident %d; want 2 refused, 1 resident", MaxGroups+2, st.RefusedEvents, st.ResidentBlocks)
+	}
+}
+
+// TestMirrorCapacityWithinAnEvent stores, into a mirror of 1,000 blocks,
+// one event of a million blocks: the mirror never holds more than its
+// capacity, even while the event applies, and keeps the chain's head.
+func TestMirrorCapacityWithinAnEvent(t *testing.T) {
+	const capacity, n = 1000, 1 << 20
+	m, err := NewMirror(capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = uint64(i) + 1
+	}
+	m.Apply("e", &EventBatch{Events: []Event{stored(nil, n+1), stored(nil, hashes...)}})
+	checkMirror(t, m)
+	st := m.Topics()[0]
+	if st.ResidentBlocks != capacity || st.EvictedBlocks != n+1-capacity {
+		t.Errorf("resident %d, evicted %d; want %d and %d", st.ResidentBlocks, st.EvictedBlocks, capacity, n+1-capacity)
+	}
+	if got := m.Match("e", IntHashes(hashes)); got != capacity {
+		t.Errorf("the chain's head: %d blocks match, want %d", got, capacity)
+	}
+	if len(m.topics["e"].slab) > capacity {
+		t.Errorf("%d slots for a capacity of %d", len(m.topics["e"].slab), capacity)
 	}
 }

@@ -10,15 +10,32 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict/internal/zmtp"
 )
 
-// DefaultReplayBuffer is how many batches a [Publisher] keeps for replay
-// unless told otherwise: vLLM's buffer_steps.
-const DefaultReplayBuffer = 10_000
+// Publisher defaults.
+const (
+	// DefaultReplayBuffer is how many batches a [Publisher] keeps for
+	// replay unless told otherwise: vLLM's buffer_steps.
+	DefaultReplayBuffer = 10_000
+	// DefaultHighWaterMark is how many batches a [Publisher] queues for
+	// one subscriber before it drops that subscriber's batches. A queue
+	// holds the payloads the replay buffer holds too, so a subscriber that
+	// stops reading pins no more than the buffer does.
+	DefaultHighWaterMark = DefaultReplayBuffer
+	// DefaultLinger is how long Close waits, unless told otherwise, for
+	// the subscribers' queues to drain.
+	DefaultLinger = time.Second
+	// DefaultReplayDeadline bounds how long one replay request may take
+	// to be answered before its client is dropped.
+	DefaultReplayDeadline = 5 * time.Second
+)
 
 // endSeq is the sequence number that ends a replay: -1, as 8 signed bytes.
 const endSeq = -1
+
+// ErrClosed is returned by [Publisher.Publish] after Close.
+var ErrClosed = errors.New("kvevents: publisher closed")
 
 // Publisher sends event batches as vLLM's ZmqEventPublisher does: on a PUB
 // socket, each message the three frames topic, sequence number (8 bytes,
@@ -26,29 +43,59 @@ const endSeq = -1
 // replay endpoint it also serves a ROUTER socket from which a subscriber
 // asks for the buffered batches from a sequence number on.
 //
+// Publish never waits for a subscriber: as ZeroMQ's PUB socket does, it
+// queues each batch for every subscriber, up to a high-water mark per
+// subscriber ([WithHighWaterMark]), and a subscriber whose queue is full
+// loses that batch alone, counted in [PublisherStats]. Each replay client
+// is served on its own, within a deadline.
+//
 // A Publisher is safe for concurrent use; batches are numbered in the
 // order Publish is called.
 type Publisher struct {
-	pub    zmq4.Socket
-	replay zmq4.Socket // nil without a replay endpoint
+	pub    *zmtp.Pub
+	replay *zmtp.Server // nil without a replay endpoint
 	topic  []byte
 	enc    Encoding
+	rank   int64
 	log    *slog.Logger
 	linger time.Duration
 
 	mu     sync.Mutex
+	closed bool
 	seq    int64
 	buf    []buffered // ring of the latest batches, for replay
 	head   int        // index of the oldest entry of buf once it is full
 	bufCap int
-
-	done chan struct{} // closed when the replay goroutine returns
+	stats  PublisherStats
+	warned map[string]bool
 }
 
 // buffered is one published batch kept for replay.
 type buffered struct {
 	seq     int64
 	payload []byte
+}
+
+// PublisherStats counts what a [Publisher] did with its batches.
+type PublisherStats struct {
+	Published int64 // batches numbered and queued by Publish
+	// Sent, Dropped and Unsent add up, per batch, over the subscribers
+	// connected when it was published: written to one, dropped for one
+	// whose queue was full, or still queued for one when Close gave up.
+	Sent, Dropped, Unsent int64
+	// Subscribers has one entry per subscriber connected now, or after
+	// Close, connected at Close; the totals above count those gone too.
+	Subscribers []SubscriberStats
+	// ReplayRequests counts the replay requests answered; ReplayFailures
+	// those malformed, or whose client did not take the answer within
+	// the deadline and was dropped.
+	ReplayRequests, ReplayFailures int64
+}
+
+// SubscriberStats counts one subscriber connection's batches.
+type SubscriberStats struct {
+	Peer                  string // its address
+	Sent, Dropped, Unsent int64
 }
 
 // PublisherOption configures a [Publisher] made by [NewPublisher].
@@ -58,20 +105,17 @@ type publisherConfig struct {
 	topic  string
 	replay string
 	buffer int
+	hwm    int
 	enc    Encoding
+	rank   int64
 	log    *slog.Logger
 	linger time.Duration
 	errs   []error
 }
 
-// DefaultLinger is how long Close waits, unless told otherwise, for the
-// messages still queued to reach the subscribers.
-const DefaultLinger = time.Second
-
-// WithLinger sets how long Close waits for queued messages to be written
-// (d >= 0). The ZeroMQ library queues every message and writes it out in
-// the background without telling when it is done, so Close cannot wait
-// for exactly that; 0 closes at once, as vLLM does, and may drop the tail.
+// WithLinger sets how long Close waits for the subscribers' queues to be
+// written (d >= 0): 0 closes at once, as vLLM does, and drops what is
+// queued. What was not written counts as Unsent in [PublisherStats].
 func WithLinger(d time.Duration) PublisherOption {
 	return func(c *publisherConfig) {
 		if d < 0 {
@@ -98,29 +142,53 @@ func WithReplay(endpoint string, n int) PublisherOption {
 	}
 }
 
-// WithEncoding sets the payload encoding ([EncodingMap] by default).
+// WithHighWaterMark sets how many batches are queued for one subscriber
+// before that subscriber's next ones are dropped (n >= 1). The default is
+// [DefaultHighWaterMark].
+func WithHighWaterMark(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: high-water mark %d, want at least 1", n))
+		}
+		c.hwm = n
+	}
+}
+
+// WithEncoding sets the payload encoding ([EncodingMixed] by default).
 func WithEncoding(e Encoding) PublisherOption {
 	return func(c *publisherConfig) {
-		if e != EncodingMap && e != EncodingArray {
+		if !e.valid() {
 			c.errs = append(c.errs, fmt.Errorf("kvevents: unknown encoding %d", e))
 		}
 		c.enc = e
 	}
 }
 
-// WithPublisherLogger sets where the publisher logs replay requests it
-// cannot serve (slog.Default() otherwise): the first malformed request, once,
-// so that a misbehaving client cannot flood the log, and every answer it
-// could not send.
+// WithDataParallelRank sets the data-parallel rank written on every batch
+// whose DataParallelRank is nil (n >= 0; 0 by default), as vLLM's
+// publisher does: llm-d refuses a batch without it.
+func WithDataParallelRank(n int64) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 0 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: data-parallel rank %d, want >= 0", n))
+		}
+		c.rank = n
+	}
+}
+
+// WithPublisherLogger sets where the publisher logs what it cannot serve
+// (slog.Default() otherwise): the first malformed replay request, the
+// first replay client dropped, the first subscriber that broke the
+// protocol, each once, so that a misbehaving client cannot flood the log.
 func WithPublisherLogger(l *slog.Logger) PublisherOption {
 	return func(c *publisherConfig) { c.log = l }
 }
 
 // NewPublisher opens a PUB socket on endpoint, binding or connecting as
 // [Binds] says, and the replay socket if [WithReplay] asks for one. The
-// sockets live until Close or until ctx is done.
+// sockets live until Close, which ctx's end calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
-	c := publisherConfig{log: slog.Default(), linger: DefaultLinger}
+	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -128,44 +196,44 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		return nil, err
 	}
 	p := &Publisher{
-		pub:    zmq4.NewPub(ctx),
 		topic:  []byte(c.topic),
 		enc:    c.enc,
+		rank:   c.rank,
 		log:    c.log,
 		bufCap: c.buffer,
 		linger: c.linger,
-		done:   make(chan struct{}),
+		warned: make(map[string]bool),
 	}
-	if err := open(p.pub, endpoint); err != nil {
-		p.pub.Close()
-		return nil, err
-	}
-	if c.replay == "" {
-		close(p.done)
-		return p, nil
-	}
-	p.replay = zmq4.NewRouter(ctx)
-	if err := p.replay.Listen(c.replay); err != nil {
-		p.pub.Close()
-		p.replay.Close()
-		return nil, fmt.Errorf("kvevents: replay socket on %s: %w", c.replay, err)
-	}
-	go p.serveReplay()
-	return p, nil
-}
-
-// open binds or connects s to endpoint by vLLM's rule.
-func open(s zmq4.Socket, endpoint string) error {
+	// A subscriber sends subscriptions only: one frame, a flag byte and a
+	// topic prefix.
+	p.pub = zmtp.NewPub(zmtp.PubOptions{
+		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1, Queue: c.hwm, MaxPeers: DefaultMaxPublishers},
+		OnViolation: func(err error) {
+			p.warnOnce("subscriber", "kvevents: dropping a subscriber that broke the protocol", err)
+		},
+	})
 	var err error
 	if Binds(endpoint) {
-		err = s.Listen(endpoint)
+		err = p.pub.Listen(endpoint)
 	} else {
-		err = s.Dial(endpoint)
+		err = p.pub.Dial(endpoint)
 	}
 	if err != nil {
-		return fmt.Errorf("kvevents: %s socket on %s: %w", s.Type(), endpoint, err)
+		_ = p.pub.Close(0)
+		return nil, fmt.Errorf("kvevents: PUB socket on %s: %w", endpoint, err)
 	}
-	return nil
+	if c.replay != "" {
+		p.replay = zmtp.NewServer(zmtp.ServerOptions{
+			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: DefaultMaxPublishers},
+			OnViolation: func(err error) { p.replayFailed("malformed", err) },
+		}, p.serveReplay)
+		if err := p.replay.Listen(c.replay); err != nil {
+			_ = p.pub.Close(0)
+			return nil, fmt.Errorf("kvevents: replay socket on %s: %w", c.replay, err)
+		}
+	}
+	context.AfterFunc(ctx, func() { _ = p.Close() })
+	return p, nil
 }
 
 // Addr returns the address the PUB socket listens on, or nil if it
@@ -180,18 +248,28 @@ func (p *Publisher) ReplayAddr() net.Addr {
 	return p.replay.Addr()
 }
 
-// Publish encodes b, sends it with the next sequence number and keeps it
-// for replay, and returns that number. ZeroMQ drops the messages of a
-// subscriber that has not finished connecting: that is what replay is for.
+// Publish encodes b, numbers it and queues it for every subscriber and for
+// replay, and returns its number. It sets b.DataParallelRank to the
+// publisher's rank ([WithDataParallelRank]) when nil. It never waits for a
+// subscriber. ZeroMQ drops the messages of a subscriber that has not
+// finished connecting: that is what replay is for. After Close it returns
+// [ErrClosed].
 func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
+	if b.DataParallelRank == nil {
+		rank := p.rank
+		b.DataParallelRank = &rank
+	}
 	payload, err := Encode(b, p.enc)
 	if err != nil {
 		return 0, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
+	}
 	seq = p.seq
-	if err := p.pub.SendMulti(zmq4.NewMsgFrom(p.topic, seqBytes(seq), payload)); err != nil {
+	if err := p.pub.Send([][]byte{p.topic, seqBytes(seq), payload}); err != nil {
 		return 0, fmt.Errorf("kvevents: publish %d: %w", seq, err)
 	}
 	p.seq++
@@ -206,64 +284,106 @@ func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
 	return seq, nil
 }
 
-// Published returns how many batches Publish has sent.
+// Published returns how many batches Publish has numbered.
 func (p *Publisher) Published() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.seq
 }
 
-// Close waits for the linger time ([WithLinger]) and closes the sockets.
-// Messages not written to a peer by then are lost.
-func (p *Publisher) Close() error {
-	if p.linger > 0 && p.Published() > 0 {
-		time.Sleep(p.linger)
+// Stats returns the counts so far; after Close, the final ones.
+func (p *Publisher) Stats() PublisherStats {
+	ps := p.pub.Stats()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stats
+	st.Published = p.seq
+	st.Sent, st.Dropped, st.Unsent = ps.Sent, ps.Dropped, ps.Unsent
+	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
+	for i, peer := range ps.Peers {
+		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}
 	}
-	err := p.pub.Close()
+	return st
+}
+
+// Close stops Publish, waits up to the linger time ([WithLinger]) for the
+// subscribers' queues to be written, and closes the sockets. What was not
+// written by then is counted as Unsent in [Publisher.Stats]. Closing again
+// does nothing.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	err := p.pub.Close(p.linger)
 	if p.replay != nil {
 		err = errors.Join(err, p.replay.Close())
 	}
-	<-p.done
 	return err
 }
 
-// serveReplay answers replay requests until the socket closes. A request is
-// the frames (identity, empty, start); the answer is one (identity, empty,
-// seq, payload) message per buffered batch from start on, then (identity,
-// empty, -1, empty).
-func (p *Publisher) serveReplay() {
-	defer close(p.done)
-	warned := false
+// serveReplay answers one replay client's requests until it goes away. A
+// request is the frames (empty, start); the answer is one (empty, topic,
+// seq, payload) message per buffered batch from start on, then (empty,
+// topic, -1, empty), as current vLLM answers. The whole answer must be
+// taken within DefaultReplayDeadline, or the client is dropped: one that
+// asks and never reads holds up no one else.
+func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	for {
-		msg, err := p.replay.Recv()
+		c.SetDeadline(time.Time{})
+		f, err := c.ReadMsg()
 		if err != nil {
-			return // closed
+			return // gone, or broke a limit (counted by OnViolation)
 		}
-		f := msg.Frames
-		if len(f) != 3 || len(f[1]) != 0 || len(f[2]) != 8 {
-			if !warned {
-				p.log.Warn("kvevents: ignoring malformed replay requests", "frames", len(f))
-				warned = true
-			}
+		if len(f) != 2 || len(f[0]) != 0 || len(f[1]) != 8 {
+			p.replayFailed("malformed", fmt.Errorf("%w: a replay request of %d frames", ErrMalformed, len(f)))
 			continue
 		}
-		id := f[0]
-		start := int64(binary.BigEndian.Uint64(f[2]))
+		start := int64(binary.BigEndian.Uint64(f[1]))
+		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 		for _, b := range p.since(start) {
-			if err = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(b.seq), b.payload)); err != nil {
+			if err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
 				break
 			}
 		}
 		if err == nil {
-			err = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seqBytes(endSeq), nil))
+			err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
 		}
 		if err != nil {
-			p.log.Warn("kvevents: could not answer a replay request", "start", start, "err", err)
+			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
+			return
 		}
+		p.mu.Lock()
+		p.stats.ReplayRequests++
+		p.mu.Unlock()
+	}
+}
+
+// replayFailed counts a replay request that was not answered and logs the
+// first of each kind.
+func (p *Publisher) replayFailed(kind string, err error) {
+	p.mu.Lock()
+	p.stats.ReplayFailures++
+	p.mu.Unlock()
+	p.warnOnce("replay "+kind, "kvevents: a replay request was not answered; later ones are only counted", err)
+}
+
+// warnOnce logs msg the first time kind occurs.
+func (p *Publisher) warnOnce(kind, msg string, err error) {
+	p.mu.Lock()
+	first := !p.warned[kind]
+	p.warned[kind] = true
+	p.mu.Unlock()
+	if first {
+		p.log.Warn(msg, "err", err)
 	}
 }
 
 // since returns the buffered batches numbered start or later, oldest first.
+// The payloads are shared, never written.
 func (p *Publisher) since(start int64) []buffered {
 	p.mu.Lock()
 	defer p.mu.Unlock()

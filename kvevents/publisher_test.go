@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict/internal/zmtp"
 )
 
 // TestBinds checks vLLM's rule on the endpoints its docs and llm-d use.
@@ -59,7 +60,7 @@ func TestReplayBufferBounded(t *testing.T) {
 	if p.Published() != 5 {
 		t.Errorf("Published() = %d, want 5", p.Published())
 	}
-	for _, bad := range []PublisherOption{WithReplay("inproc://x", 0), WithEncoding(Encoding(9)), WithLinger(-1)} {
+	for _, bad := range []PublisherOption{WithReplay("inproc://x", 0), WithEncoding(Encoding(9)), WithLinger(-1), WithHighWaterMark(0), WithDataParallelRank(-1)} {
 		if _, err := NewPublisher(ctx, "inproc://kvevents-bad", bad); err == nil {
 			t.Error("a bad option was accepted")
 		}
@@ -71,11 +72,7 @@ func TestReplayBufferBounded(t *testing.T) {
 // for tests of what the publisher does beside sending.
 func sinkPublisher(ctx context.Context, t *testing.T, opts ...PublisherOption) *Publisher {
 	t.Helper()
-	sink := zmq4.NewSub(ctx)
-	t.Cleanup(func() { sink.Close() })
-	if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	sink := sinkSub(t)
 	p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), append(opts, WithLinger(0))...)
 	if err != nil {
 		t.Fatal(err)
@@ -84,39 +81,52 @@ func sinkPublisher(ctx context.Context, t *testing.T, opts ...PublisherOption) *
 	return p
 }
 
-// replayAnswer reads one message of a replay answer on a DEALER socket:
-// the sequence frame and the payload, after the ROUTER's empty delimiter.
-func replayAnswer(t *testing.T, d zmq4.Socket) (int64, []byte) {
+// replayAnswer reads one message of a replay answer on a DEALER
+// connection: as current vLLM sends it, the ROUTER's empty delimiter, the
+// topic, the sequence frame and the payload.
+func replayAnswer(t *testing.T, d *zmtp.Conn, topic string) (int64, []byte) {
 	t.Helper()
-	msg, err := d.Recv()
+	f, err := d.ReadMsg()
 	if err != nil {
 		t.Fatalf("replay answer: %v", err)
 	}
-	f := msg.Frames
-	if len(f) != 3 || len(f[0]) != 0 || len(f[1]) != 8 {
-		t.Fatalf("replay answer of frames %x, want empty, 8-byte sequence, payload", f)
+	if len(f) != 4 || len(f[0]) != 0 || string(f[1]) != topic || len(f[2]) != 8 {
+		t.Fatalf("replay answer of frames %x, want empty, topic %q, 8-byte sequence, payload", f, topic)
 	}
-	return int64(binary.BigEndian.Uint64(f[1])), f[2]
+	return int64(binary.BigEndian.Uint64(f[2])), f[3]
+}
+
+// dialReplay connects a DEALER to p's replay socket.
+func dialReplay(ctx context.Context, t *testing.T, p *Publisher) *zmtp.Conn {
+	t.Helper()
+	d, err := zmtp.Dial(ctx, "tcp://"+p.ReplayAddr().String(), zmtp.Dealer, []byte("replay-test"), zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	d.SetDeadline(time.Now().Add(testTimeout))
+	return d
 }
 
 // TestPublisherLogsBadReplayRequests sends malformed replay requests, each
 // a way a client can get the frames wrong, then a good one: the logger
-// given by WithPublisherLogger gets a warning, and the publisher goes on
-// answering, with the buffered batches and the end marker, to the same
-// client. The good request's answer comes after the bad ones were read,
-// since one goroutine serves the socket in order, so the log is complete
-// by then.
+// given by WithPublisherLogger gets one warning, each is counted, and the
+// publisher goes on answering, with the buffered batches and the end
+// marker, to the same client. Requests whose frames break the replay
+// socket's limits (no empty delimiter, a frame too many) end their
+// connection instead; the client asks again on a new one.
 func TestPublisherLogsBadReplayRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
-	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10), WithPublisherLogger(logger))
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10), WithPublisherLogger(logger), WithTopic("kv@p@m"))
 	var payloads [][]byte
 	for i := range 2 {
 		b := EventBatch{TS: float64(i), Events: []Event{&AllBlocksCleared{}}}
-		payload, err := Encode(&b, EncodingMap)
+		b.DataParallelRank = ptr(int64(0))
+		payload, err := Encode(&b, EncodingMixed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,35 +135,42 @@ func TestPublisherLogsBadReplayRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("replay-test")))
-	defer d.Close()
-	if err := d.Dial("tcp://" + p.ReplayAddr().String()); err != nil {
-		t.Fatal(err)
-	}
 	for _, bad := range [][][]byte{
-		{nil, {0, 0, 0, 1}},     // a 4-byte start
 		{{1}, seqBytes(0)},      // no empty delimiter
 		{nil, seqBytes(0), nil}, // a frame too many
 		{seqBytes(0)},           // start alone
 	} {
-		if err := d.SendMulti(zmq4.NewMsgFrom(bad...)); err != nil {
+		d := dialReplay(ctx, t, p)
+		if err := d.WriteMsg(bad); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := d.ReadMsg(); err == nil {
+			t.Errorf("request %x answered with %x, want the connection closed", bad, f)
+		}
+	}
+	d := dialReplay(ctx, t, p)
+	for range 2 {
+		if err := d.WriteMsg([][]byte{nil, {0, 0, 0, 1}}); err != nil { // a 4-byte start
 			t.Fatal(err)
 		}
 	}
-	if err := d.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(1))); err != nil {
+	if err := d.WriteMsg([][]byte{nil, seqBytes(1)}); err != nil {
 		t.Fatal(err)
 	}
-	if seq, payload := replayAnswer(t, d); seq != 1 || !bytes.Equal(payload, payloads[1]) {
+	if seq, payload := replayAnswer(t, d, "kv@p@m"); seq != 1 || !bytes.Equal(payload, payloads[1]) {
 		t.Errorf("replay from 1 sent seq %d payload %x, want 1 and %x", seq, payload, payloads[1])
 	}
-	if seq, payload := replayAnswer(t, d); seq != -1 || len(payload) != 0 {
+	if seq, payload := replayAnswer(t, d, "kv@p@m"); seq != -1 || len(payload) != 0 {
 		t.Errorf("replay ended with seq %d payload %x, want -1 and nothing", seq, payload)
 	}
 	logMu.Lock()
 	got := logs.String()
 	logMu.Unlock()
-	if !strings.Contains(got, "level=WARN") || !strings.Contains(got, "malformed replay request") {
-		t.Errorf("log %q, want a warning of malformed replay requests", got)
+	if strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "replay request") {
+		t.Errorf("log %q, want one warning of malformed replay requests", got)
+	}
+	if st := p.Stats(); st.ReplayRequests != 1 || st.ReplayFailures != 5 {
+		t.Errorf("replay requests %d answered, %d failed; want 1 and 5", st.ReplayRequests, st.ReplayFailures)
 	}
 }
 
@@ -215,9 +232,9 @@ func TestNewPublisherErrors(t *testing.T) {
 	}
 }
 
-// TestCloseLingers checks that Close, with the default linger, waits that
-// long and that the batches published just before it reach a subscriber:
-// what the linger is for, since go-zeromq writes in the background.
+// TestCloseLingers checks that the batches published just before Close
+// reach a subscriber, within the linger time, and that the publisher's
+// counts say so.
 func TestCloseLingers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -237,8 +254,15 @@ func TestCloseLingers(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if d := time.Since(start); d < DefaultLinger {
-		t.Errorf("Close returned after %v, want at least the linger, %v", d, DefaultLinger)
+	if d := time.Since(start); d > DefaultLinger+time.Second {
+		t.Errorf("Close returned after %v, want within the linger, %v", d, DefaultLinger)
 	}
 	c.wait(ctx, t, len(batches))
+	n := int64(len(batches))
+	if st := p.Stats(); st.Published != n || st.Sent != n || st.Dropped != 0 || st.Unsent != 0 || len(st.Subscribers) != 1 {
+		t.Errorf("stats %+v, want %d published and sent to one subscriber", st, n)
+	}
+	if _, err := p.Publish(&batches[0]); !errors.Is(err, ErrClosed) {
+		t.Errorf("Publish after Close: %v, want ErrClosed", err)
+	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict/internal/zmtp"
 )
 
 // testTimeout bounds every socket test; they finish in milliseconds when
@@ -94,15 +94,44 @@ func runSubscriber(ctx context.Context, t *testing.T, s *Subscriber, also func(M
 
 // waitSubscribed waits until a subscription reached pub, so that what it
 // sends next is not dropped.
-func waitSubscribed(ctx context.Context, t *testing.T, pub zmq4.Socket) {
+func waitSubscribed(ctx context.Context, t *testing.T, pub *zmtp.Pub) {
 	t.Helper()
-	for len(pub.(zmq4.Topics).Topics()) == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("no subscription reached the publisher")
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatalf("no subscription reached the publisher: %v", err)
 	}
+}
+
+// rawPub is a PUB socket connected to addr, for frames a Publisher never
+// sends, once a subscription has reached it.
+func rawPub(ctx context.Context, t *testing.T, addr string) *zmtp.Pub {
+	t.Helper()
+	pub := zmtp.NewPub(zmtp.PubOptions{})
+	t.Cleanup(func() { pub.Close(0) })
+	if err := pub.Dial(addr); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, pub)
+	return pub
+}
+
+// sendRaw sends frames on pub, failing the test on an error.
+func sendRaw(t *testing.T, pub *zmtp.Pub, frames ...[]byte) {
+	t.Helper()
+	if err := pub.Send(frames); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sinkSub is a SUB socket that listens on 127.0.0.1 and subscribes to
+// nothing, so a Publisher connected to it sends into the void.
+func sinkSub(t *testing.T) *zmtp.Sub {
+	t.Helper()
+	sink := zmtp.NewSub(zmtp.SubOptions{})
+	t.Cleanup(func() { sink.Close() })
+	if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return sink
 }
 
 func testBatches(bytesHashes bool) []EventBatch {
@@ -127,7 +156,7 @@ func testBatches(bytesHashes bool) []EventBatch {
 // TestPublishSubscribe sends batches of int and bytes hashes in both
 // encodings over TCP and checks they arrive whole, numbered from 0.
 func TestPublishSubscribe(t *testing.T) {
-	for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+	for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
 		for _, bytesHashes := range []bool{false, true} {
 			t.Run(enc.String()+map[bool]string{false: "/int", true: "/bytes"}[bytesHashes], func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -144,6 +173,9 @@ func TestPublishSubscribe(t *testing.T) {
 					if seq, err := p.Publish(&want[i]); err != nil || seq != int64(i) {
 						t.Fatalf("Publish %d: seq %d, %v", i, seq, err)
 					}
+				}
+				for i := range want {
+					want[i].DataParallelRank = ptr(int64(0)) // as Publish fills it in
 				}
 				for i, m := range c.wait(ctx, t, len(want)) {
 					if m.Topic != "kv@pod@model" || m.Seq != int64(i) || m.Missed != 0 || m.Replayed {
@@ -169,11 +201,7 @@ func gapSetup(ctx context.Context, t *testing.T, buffer, want int) ([]Message, S
 	batches := testBatches(false)[:4]
 	sopts := []SubscriberOption{WithSubscriberLogger(slog.New(slog.DiscardHandler))}
 	if buffer > 0 {
-		sink := zmq4.NewSub(ctx)
-		defer sink.Close()
-		if err := sink.Listen("tcp://127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
+		sink := sinkSub(t)
 		p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), WithReplay("tcp://127.0.0.1:0", buffer), WithLinger(0))
 		if err != nil {
 			t.Fatal(err)
@@ -187,19 +215,15 @@ func gapSetup(ctx context.Context, t *testing.T, buffer, want int) ([]Message, S
 		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
 	}
 	s, c, addr := listeningSubscriber(ctx, t, sopts...)
-	live := zmq4.NewPub(ctx)
-	defer live.Close()
-	if err := live.Dial(addr); err != nil {
-		t.Fatal(err)
+	live := rawPub(ctx, t, addr)
+	for i := range batches {
+		batches[i].DataParallelRank = ptr(int64(0)) // as Publish filled it in
 	}
-	waitSubscribed(ctx, t, live)
-	payload, err := Encode(&batches[3], EncodingMap)
+	payload, err := Encode(&batches[3], EncodingMixed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := live.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(3), payload)); err != nil {
-		t.Fatal(err)
-	}
+	sendRaw(t, live, nil, seqBytes(3), payload)
 	msgs := c.wait(ctx, t, want)
 	for _, m := range msgs {
 		if !reflect.DeepEqual(m.Batch, batches[m.Seq]) {
@@ -263,41 +287,39 @@ func TestBadInputOverSockets(t *testing.T) {
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
 	s, c, addr := listeningSubscriber(ctx, t, WithMaxPayload(64), WithSubscriberLogger(logger))
-	pub := zmq4.NewPub(ctx)
-	defer pub.Close()
-	if err := pub.Dial(addr); err != nil {
-		t.Fatal(err)
-	}
-	waitSubscribed(ctx, t, pub)
+	pub := rawPub(ctx, t, addr)
 	good := unhex(t, `92 01 91 91 b0416c6c426c6f636b73436c6561726564`) // [1, [["AllBlocksCleared"]]]
 	unknown := unhex(t, `92 01 92 91 a3585858 91 b0416c6c426c6f636b73436c6561726564`)
 	wrongType := unhex(t, `92 01 91 92 ac426c6f636b52656d6f766564 a178`)
 	send := func(frames ...[]byte) {
 		t.Helper()
-		if err := pub.SendMulti(zmq4.NewMsgFrom(frames...)); err != nil {
-			t.Fatal(err)
-		}
+		sendRaw(t, pub, frames...)
 	}
 	send([]byte("t"), seqBytes(0), good)
-	send([]byte("t"), seqBytes(1), []byte{0xc1})                   // not msgpack
-	send([]byte("t"), seqBytes(2), []byte{0xc1})                   // again: counted, not logged
-	send([]byte("t"), []byte{1, 2}, good)                          // short sequence frame
-	send([]byte("t"), seqBytes(3), unknown)                        // one unknown event, one good
-	send([]byte("t"), seqBytes(4), wrongType)                      // a string for block_hashes
-	send([]byte("t"), seqBytes(5), bytes.Repeat([]byte{0x90}, 65)) // oversized
-	send([]byte("t"), seqBytes(7), good)                           // seq 6 lost
-	send([]byte("t"), seqBytes(7), good)                           // duplicate
+	send([]byte("t"), seqBytes(1), []byte{0xc1}) // not msgpack
+	send([]byte("t"), seqBytes(2), []byte{0xc1}) // again: counted, not logged
+	send([]byte("t"), []byte{1, 2}, good)        // short sequence frame
+	send([]byte("t"), seqBytes(3), unknown)      // one unknown event, one good
+	send([]byte("t"), seqBytes(4), wrongType)    // a string for block_hashes
+	send([]byte("t"), seqBytes(7), good)         // seqs 5 and 6 lost
+	send([]byte("t"), seqBytes(7), good)         // duplicate
 	send([]byte("t"), seqBytes(8), good)
+	// A payload frame over the limit ends its connection as its header
+	// arrives: it goes last, from a connection of its own.
+	sendRaw(t, rawPub(ctx, t, addr), []byte("u"), seqBytes(0), bytes.Repeat([]byte{0x90}, 65))
 	msgs := c.wait(ctx, t, 5) // seqs 0, 3, 4 (no events left), 7, 8
 	var seqs []int64
 	for _, m := range msgs {
 		seqs = append(seqs, m.Seq)
 	}
-	if !reflect.DeepEqual(seqs, []int64{0, 3, 4, 7, 8}) || len(msgs[1].Batch.Events) != 1 || msgs[3].Missed != 1 {
+	if !reflect.DeepEqual(seqs, []int64{0, 3, 4, 7, 8}) || len(msgs[1].Batch.Events) != 1 || msgs[3].Missed != 2 {
 		t.Errorf("delivered seqs %v, events of 3: %d, missed before 7: %d", seqs, len(msgs[1].Batch.Events), msgs[3].Missed)
 	}
+	want := Stats{Delivered: 5, Missed: 2, Stale: 1, Malformed: 3, Oversized: 1, UnknownEvent: 1, FieldType: 1, Gaps: 1}
 	st := s.Stats()
-	want := Stats{Delivered: 5, Missed: 1, Stale: 1, Malformed: 3, Oversized: 1, UnknownEvent: 1, FieldType: 1, Gaps: 1}
+	for deadline := time.Now().Add(testTimeout); st != want && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(10 * time.Millisecond) // the oversized frame's count comes from its own connection
+	}
 	if st != want {
 		t.Errorf("stats\n got %+v\nwant %+v", st, want)
 	}

@@ -7,23 +7,44 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict/internal/zmtp"
 )
 
 // Subscriber defaults.
 const (
-	// DefaultMaxPayload is the longest payload a [Subscriber] decodes unless
-	// told otherwise: far above a real batch, low enough that one hostile
-	// message cannot take a mirror's memory.
+	// DefaultMaxPayload is the longest payload frame a [Subscriber] reads
+	// unless told otherwise: far above a real batch, low enough that one
+	// hostile message cannot take a mirror's memory. A longer frame is
+	// refused as its header arrives, before it is read.
 	DefaultMaxPayload = 16 << 20
+	// DefaultMaxTopicLength is the longest topic frame a [Subscriber]
+	// reads: llm-d's kv@<pod>@<model> topics are far shorter.
+	DefaultMaxTopicLength = 1024
+	// DefaultMaxTopics is how many topics (engines) a [Subscriber]
+	// follows at once; messages of further topics are refused.
+	DefaultMaxTopics = 1024
+	// DefaultMaxGap is the longest forward jump of a topic's sequence
+	// taken on one message's word: vLLM's replay buffer, the most that
+	// replay could recover. A longer jump is held until the next message
+	// confirms it.
+	DefaultMaxGap = DefaultReplayBuffer
 	// DefaultReplayTimeout bounds one replay request, from dial to the end
 	// marker.
 	DefaultReplayTimeout = 2 * time.Second
+	// DefaultMaxPublishers is how many publishers' connections a
+	// subscriber that listens keeps at once.
+	DefaultMaxPublishers = 256
 )
+
+// receiveQueueBytes bounds the bytes of messages received but not yet
+// handled, over all publishers; readers wait (and so do the publishers,
+// through TCP) while it is full.
+const receiveQueueBytes = 64 << 20
 
 // Message is one decoded batch as a [Subscriber] delivers it.
 type Message struct {
@@ -34,43 +55,64 @@ type Message struct {
 	// delivered: lost in transit and not recovered by replay. A consumer
 	// mirroring state is out of date by that many batches.
 	Missed int64
-	// Restart is set when the sequence went back to 0: the publisher
-	// restarted, and what it published before is gone.
+	// Restart is set on the first message from a new publisher of the
+	// topic (its sequence went below one already delivered): what the
+	// topic's earlier publisher sent is gone, and a mirror starts over.
 	Restart bool
 	// Replayed is set when the batch came from the replay socket.
 	Replayed bool
 }
 
-// Stats counts what a [Subscriber] received.
+// Stats counts what a [Subscriber] received. The counts never go down.
 type Stats struct {
 	Delivered int64 // batches passed to the handler, replayed ones included
 	Replayed  int64 // of Delivered, those that came through replay
 	Missed    int64 // sequence numbers never delivered (see Message.Missed)
-	Stale     int64 // messages at or below a sequence already seen, dropped
+	Stale     int64 // duplicates of the message delivered last, dropped
+	Gaps      int64 // runs of missed sequence numbers
+	Restarts  int64 // topics whose publisher started over (see Message.Restart)
+	// ReplayFailures counts replay requests that failed: no answer in
+	// time, an answer that breaks the protocol, or another topic's.
+	ReplayFailures int64
 	// Bad input, each skipped (see the errors of the same names).
-	Malformed    int64 // whole messages
-	Oversized    int64 // whole messages
+	Malformed    int64 // whole messages, or connections that broke the protocol
+	Oversized    int64 // whole messages: a frame over its limit, or a payload too costly to decode
 	UnknownEvent int64 // single events
 	FieldType    int64 // single events, or whole batches for a batch field
-	Gaps         int64 // runs of missed sequence numbers
+	// Refused counts messages dropped by a limit: a new topic past
+	// WithMaxTopics, a forward jump past WithMaxGap that the next message
+	// did not confirm, and publishers' connections past the most a
+	// listening subscriber keeps.
+	Refused int64
 }
 
 // Subscriber receives event batches on a SUB socket, checks each topic's
 // sequence numbers, and on a gap asks the publisher's replay socket, if it
 // has one, for the missing batches. Bad input is counted ([Stats]), logged
-// once per kind and skipped; it never stops the subscriber.
+// once per kind and skipped; it never stops the subscriber, and every
+// limit (see the With options) is checked before what it bounds is
+// allocated.
 type Subscriber struct {
-	sub        zmq4.Socket
+	sub        *zmtp.Sub
 	replay     string
 	replayWait time.Duration
-	maxPayload int
+	limits     zmtp.Limits // of the replay connection's frames
+	maxTopics  int
+	maxGap     int64
 	log        *slog.Logger
 
-	next map[string]int64 // per topic, the sequence number expected next; Run's goroutine only
+	streams map[string]*stream // per topic; Run's goroutine only
 
 	mu     sync.Mutex
 	stats  Stats
 	logged map[error]bool
+}
+
+// stream is what a Subscriber knows of one topic's sequence.
+type stream struct {
+	next int64     // the sequence number expected next
+	last uint64    // the checksum of the payload numbered next-1, to tell a duplicate from a restart
+	held *buffered // a jump past maxGap, waiting for the next message to confirm it
 }
 
 // SubscriberOption configures a [Subscriber] made by [NewSubscriber].
@@ -81,6 +123,9 @@ type subscriberConfig struct {
 	replay     string
 	replayWait time.Duration
 	maxPayload int
+	maxTopic   int
+	maxTopics  int
+	maxGap     int64
 	listen     bool
 	log        *slog.Logger
 	errs       []error
@@ -96,7 +141,8 @@ func WithSubscription(prefix string) SubscriberOption {
 // missed batches, waiting at most timeout per request (timeout > 0;
 // [DefaultReplayTimeout] is a fair choice). The endpoint serves one
 // publisher: with several topics from several publishers, replay fills
-// the gaps of the topic whose publisher it is.
+// the gaps of the topic whose publisher it is, and a request for another
+// topic counts as a failure.
 func WithReplayEndpoint(endpoint string, timeout time.Duration) SubscriberOption {
 	return func(c *subscriberConfig) {
 		if timeout <= 0 {
@@ -106,14 +152,53 @@ func WithReplayEndpoint(endpoint string, timeout time.Duration) SubscriberOption
 	}
 }
 
-// WithMaxPayload sets the longest payload decoded (n >= 1); longer ones
-// count as [ErrOversized]. The default is [DefaultMaxPayload].
+// WithMaxPayload sets the longest payload frame read (n >= 1); a longer
+// one closes its publisher's connection as its header arrives and counts
+// as [ErrOversized]. The default is [DefaultMaxPayload].
 func WithMaxPayload(n int) SubscriberOption {
 	return func(c *subscriberConfig) {
 		if n < 1 {
 			c.errs = append(c.errs, fmt.Errorf("kvevents: max payload %d, want at least 1", n))
 		}
 		c.maxPayload = n
+	}
+}
+
+// WithMaxTopicLength sets the longest topic frame read (n >= 0), as
+// WithMaxPayload does for the payload. The default is
+// [DefaultMaxTopicLength].
+func WithMaxTopicLength(n int) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 0 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max topic length %d, want >= 0", n))
+		}
+		c.maxTopic = n
+	}
+}
+
+// WithMaxTopics sets how many topics the subscriber follows (n >= 1);
+// messages of a further topic are refused and counted. The default is
+// [DefaultMaxTopics].
+func WithMaxTopics(n int) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max topics %d, want at least 1", n))
+		}
+		c.maxTopics = n
+	}
+}
+
+// WithMaxGap sets the longest forward jump of a topic's sequence taken at
+// once (n >= 1); a longer one is held until the topic's next message
+// follows it, and dropped if that message continues the old sequence
+// instead, so that one forged sequence number cannot make the real
+// publisher's batches look stale. The default is [DefaultMaxGap].
+func WithMaxGap(n int64) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max gap %d, want at least 1", n))
+		}
+		c.maxGap = n
 	}
 }
 
@@ -137,46 +222,56 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 // reconnects whenever the publisher goes away and comes back, however long
 // it was gone. Call Run to receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
-	c := subscriberConfig{maxPayload: DefaultMaxPayload, log: slog.Default()}
+	c := subscriberConfig{
+		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
+		maxGap: DefaultMaxGap, log: slog.Default(),
+	}
 	for _, o := range opts {
 		o(&c)
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
-	connect := !c.listen && !wildcard(endpoint)
 	s := &Subscriber{
-		// A connecting socket redials without end when its publisher goes
-		// away: an engine that restarts is often down for longer than any
-		// fixed number of retries would wait.
-		sub:        zmq4.NewSub(ctx, zmq4.WithAutomaticReconnect(connect), zmq4.WithDialerMaxRetries(-1)),
 		replay:     c.replay,
 		replayWait: c.replayWait,
-		maxPayload: c.maxPayload,
-		log:        c.log,
-		next:       make(map[string]int64),
-		logged:     make(map[error]bool),
+		// A replay answer is [empty, topic, seq, payload], or without the
+		// topic as vLLM first sent it: past the delimiter, no frame is
+		// longer than a payload.
+		limits:    zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
+		maxTopics: c.maxTopics,
+		maxGap:    c.maxGap,
+		log:       c.log,
+		streams:   make(map[string]*stream),
+		logged:    make(map[error]bool),
 	}
+	s.sub = zmtp.NewSub(zmtp.SubOptions{
+		Limits: zmtp.Limits{
+			Frames:     []int{c.maxTopic, 8, c.maxPayload},
+			MaxFrames:  3,
+			QueueBytes: receiveQueueBytes,
+			MaxPeers:   DefaultMaxPublishers,
+		},
+		OnViolation: s.violation,
+		DialWait:    firstDialWait,
+	})
 	var err error
-	if connect {
-		err = s.dialFirst(endpoint)
+	if !c.listen && !wildcard(endpoint) {
+		err = s.sub.Dial(endpoint)
 	} else {
 		err = s.sub.Listen(endpoint)
 	}
 	if err != nil {
-		err = fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
 		s.sub.Close()
-		return nil, err
+		return nil, fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
 	}
 	if len(c.topics) == 0 {
 		c.topics = []string{""}
 	}
 	for _, t := range c.topics {
-		if err := s.sub.SetOption(zmq4.OptionSubscribe, t); err != nil {
-			s.sub.Close()
-			return nil, fmt.Errorf("kvevents: subscribe to %q: %w", t, err)
-		}
+		s.sub.Subscribe(t)
 	}
+	context.AfterFunc(ctx, func() { _ = s.sub.Close() })
 	return s, nil
 }
 
@@ -186,17 +281,16 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 // end.
 const firstDialWait = 2500 * time.Millisecond
 
-// dialFirst connects the socket to endpoint, failing if no publisher
-// answers within firstDialWait. The socket redials without end, so the
-// dial runs apart and closing the socket on failure ends it.
-func (s *Subscriber) dialFirst(endpoint string) error {
-	done := make(chan error, 1)
-	go func() { done <- s.sub.Dial(endpoint) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(firstDialWait):
-		return fmt.Errorf("no publisher answered within %v", firstDialWait)
+// violation counts a connection the transport closed for breaking the
+// protocol or a limit.
+func (s *Subscriber) violation(err error) {
+	switch {
+	case errors.Is(err, zmtp.ErrFrameTooLong):
+		s.bad(fmt.Errorf("%w: %v", ErrOversized, err))
+	case errors.Is(err, zmtp.ErrTooManyPeers):
+		s.refuse(err)
+	default:
+		s.bad(fmt.Errorf("%w: %v", ErrMalformed, err))
 	}
 }
 
@@ -215,23 +309,17 @@ func (s *Subscriber) Stats() Stats {
 func (s *Subscriber) Close() error { return s.sub.Close() }
 
 // Run receives messages and calls fn with each batch, in sequence order per
-// topic, until ctx is done (it then closes the socket), the socket's
-// context (NewSubscriber's) ends or Close is called. A publisher that
-// disconnects does not end it. fn is called from Run's goroutine, one call
-// at a time. Call Run once.
+// topic, until ctx is done (it then closes the socket) or Close is called.
+// A publisher that disconnects does not end it. fn is called from Run's
+// goroutine, one call at a time. Call Run once.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
-	stop := context.AfterFunc(ctx, func() { s.sub.Close() })
-	defer stop()
+	defer s.sub.Close()
 	for {
-		msg, err := s.sub.Recv()
-		switch {
-		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return // ctx or the socket's context ended, or Close was called
-		default:
-			continue // one peer's connection ended; the socket lives on
+		frames, err := s.sub.Recv(ctx)
+		if err != nil {
+			return // ctx ended, or Close was called
 		}
-		s.handle(ctx, msg.Frames, fn)
+		s.handle(ctx, frames, fn)
 	}
 }
 
@@ -242,42 +330,102 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, fn func(Messag
 		s.bad(fmt.Errorf("%w: %d frames, want topic, 8-byte sequence, payload", ErrMalformed, len(frames)))
 		return
 	}
-	topic := string(frames[0])
+	topic, payload := string(frames[0]), frames[2]
 	seq := int64(binary.BigEndian.Uint64(frames[1]))
-	next, seen := s.next[topic]
-	m := Message{Topic: topic, Seq: seq}
-	switch {
-	case seq < 0:
+	if seq < 0 || seq == math.MaxInt64 {
+		// No publisher sends a negative number, nor gets to the last
+		// one, after which the next would overflow.
 		s.bad(fmt.Errorf("%w: sequence %d", ErrMalformed, seq))
 		return
-	case seen && seq == 0 && next > 0:
-		m.Restart = true
-	case seq < next:
+	}
+	st, seen := s.streams[topic]
+	if !seen {
+		if len(s.streams) >= s.maxTopics {
+			s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
+			return
+		}
+		st = &stream{}
+		s.streams[topic] = st
+	}
+	m := Message{Topic: topic, Seq: seq}
+	sum := checksum(payload)
+	switch {
+	case seen && seq == st.next:
+		s.dropHeld(st)
+	case seen && seq == st.next-1 && sum == st.last:
 		s.count(func(st *Stats) { st.Stale++ })
 		return
-	case seq > next:
-		m.Missed = s.fill(ctx, topic, next, seq, fn)
+	case seen && seq < st.next:
+		// A new publisher: start the topic over from 0.
+		s.dropHeld(st)
+		s.count(func(st *Stats) { st.Restarts++ })
+		m.Missed, m.Restart = s.catchUp(ctx, topic, 0, seq, true, fn)
+	case seen && seq-st.next > s.maxGap:
+		h := st.held
+		if h == nil || seq != h.seq+1 {
+			s.dropHeld(st)
+			st.held = &buffered{seq, payload}
+			return
+		}
+		// The held jump is confirmed: deliver it, then this message.
+		st.held = nil
+		missed, _ := s.catchUp(ctx, topic, st.next, h.seq, false, fn)
+		s.deliver(Message{Topic: topic, Seq: h.seq, Missed: missed}, h.payload, fn)
+	default:
+		// A first message (a join: what came before it is missed unless
+		// replay has it) or a jump forward within maxGap: a gap.
+		s.dropHeld(st)
+		m.Missed, _ = s.catchUp(ctx, topic, st.next, seq, false, fn)
 	}
-	s.next[topic] = seq + 1
-	s.deliver(m, frames[2], fn)
+	st.next, st.last = seq+1, sum
+	s.deliver(m, payload, fn)
 }
 
-// fill asks for the batches numbered from to before (excluded) and
-// delivers those that come, in order, each with the count of lost ones
-// just before it; it returns the count lost just before before.
-func (s *Subscriber) fill(ctx context.Context, topic string, from, before int64, fn func(Message)) int64 {
+// checksum is FNV-1a over payload: two payloads of one sequence number
+// that differ are two publishers', not a duplicate.
+func checksum(payload []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, b := range payload {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return h
+}
+
+// dropHeld drops st's held jump, if any, as refused: the topic's sequence
+// went on without it.
+func (s *Subscriber) dropHeld(st *stream) {
+	if st.held != nil {
+		st.held = nil
+		s.refuse(errJump)
+	}
+}
+
+// errJump keys the one log line of unconfirmed jumps.
+var errJump = errors.New("kvevents: a sequence jump that the next message did not confirm")
+
+// catchUp delivers, by replay, what it can of the batches numbered from to
+// before (excluded), each with the count of lost ones just before it, and
+// returns the count lost just before before. With restart set, the first
+// batch delivered is marked Restart; if none is, restart is returned for
+// the caller's message.
+func (s *Subscriber) catchUp(ctx context.Context, topic string, from, before int64, restart bool, fn func(Message)) (missed int64, stillRestart bool) {
 	expect := from
-	if s.replay != "" {
-		for _, r := range s.requestReplay(ctx, from) {
-			if r.seq < expect || r.seq >= before {
-				continue // delivered already, or past the gap: the live stream has those
+	if s.replay != "" && from < before {
+		err := s.requestReplay(ctx, topic, from, before, func(seq int64, payload []byte) {
+			if seq < expect || seq >= before {
+				return // delivered already, or past the gap: the live stream has those
 			}
-			m := Message{Topic: topic, Seq: r.seq, Replayed: true, Missed: s.lost(topic, expect, r.seq)}
-			s.deliver(m, r.payload, fn)
-			expect = r.seq + 1
+			m := Message{Topic: topic, Seq: seq, Replayed: true, Missed: s.lost(topic, expect, seq), Restart: restart}
+			restart = false
+			s.deliver(m, payload, fn)
+			expect = seq + 1
+		})
+		if err != nil {
+			s.count(func(st *Stats) { st.ReplayFailures++ })
+			s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
 		}
 	}
-	return s.lost(topic, expect, before)
+	return s.lost(topic, expect, before), restart
 }
 
 // lost counts and logs the sequence numbers from to before (excluded) as
@@ -291,44 +439,65 @@ func (s *Subscriber) lost(topic string, from, before int64) int64 {
 	return n
 }
 
-// requestReplay asks the replay socket for every buffered batch from start
-// on and returns what arrives before the end marker or the timeout.
-func (s *Subscriber) requestReplay(ctx context.Context, start int64) []buffered {
+// requestReplay asks the replay socket for every buffered batch from
+// start on and calls each with those that arrive, up to the one before
+// before, the end marker or the timeout. An answer may carry the topic
+// frame (as current vLLM sends it) or not (as vLLM first did).
+func (s *Subscriber) requestReplay(ctx context.Context, topic string, start, before int64, each func(seq int64, payload []byte)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.replayWait)
 	defer cancel()
 	id := make([]byte, 8)
 	_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
-	d := zmq4.NewDealer(ctx, zmq4.WithID(id), zmq4.WithDialerMaxRetries(1))
-	defer d.Close()
-	fail := func(err error) []buffered {
-		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-		return nil
+	c, err := zmtp.Dial(ctx, s.replay, zmtp.Dealer, id, s.limits)
+	if err != nil {
+		return err
 	}
-	if err := d.Dial(s.replay); err != nil {
-		return fail(err)
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	c.SetDeadline(deadline)
+	if err := c.WriteMsg([][]byte{nil, seqBytes(start)}); err != nil {
+		return err
 	}
-	if err := d.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(start))); err != nil {
-		return fail(err)
-	}
-	var out []buffered
 	for {
-		msg, err := d.Recv()
+		f, err := c.ReadMsg()
 		if err != nil {
-			return append(out, fail(err)...)
+			return err
 		}
-		f := msg.Frames
-		if len(f) == 3 && len(f[0]) == 0 {
-			f = f[1:] // the ROUTER's empty delimiter
+		gotTopic, seq, payload, err := parseReplay(f)
+		if err != nil {
+			return err
 		}
-		if len(f) != 2 || len(f[0]) != 8 {
-			return append(out, fail(fmt.Errorf("%w: replay answer of %d frames", ErrMalformed, len(msg.Frames)))...)
+		if gotTopic != nil && string(gotTopic) != topic {
+			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", gotTopic, topic)
 		}
-		seq := int64(binary.BigEndian.Uint64(f[0]))
 		if seq == endSeq {
-			return out
+			return nil
 		}
-		out = append(out, buffered{seq, f[1]})
+		each(seq, payload)
+		if seq >= before-1 {
+			return nil // the rest, if any, came live
+		}
 	}
+}
+
+// parseReplay reads one replay answer: [empty, topic, seq, payload] as
+// current vLLM sends it, or [empty, seq, payload] as it first did; the
+// empty delimiter may be missing too. topic is nil when the answer has
+// none.
+func parseReplay(f [][]byte) (topic []byte, seq int64, payload []byte, err error) {
+	if len(f) > 0 && len(f[0]) == 0 && (len(f) == 4 || len(f) == 3 && len(f[1]) == 8) {
+		f = f[1:] // the ROUTER's empty delimiter
+	}
+	if len(f) == 3 {
+		topic, f = f[0], f[1:]
+		if topic == nil {
+			topic = []byte{}
+		}
+	}
+	if len(f) != 2 || len(f[0]) != 8 {
+		return nil, 0, nil, fmt.Errorf("%w: a replay answer of %d frames", ErrMalformed, len(f))
+	}
+	return topic, int64(binary.BigEndian.Uint64(f[0])), f[1], nil
 }
 
 // errReplay keys the one log line of failed replay requests.
@@ -336,20 +505,18 @@ var errReplay = errors.New("kvevents: replay failed")
 
 // deliver decodes payload into m and calls fn, counting what was skipped.
 func (s *Subscriber) deliver(m Message, payload []byte, fn func(Message)) {
-	if len(payload) > s.maxPayload {
-		s.bad(fmt.Errorf("%w: %d bytes, limit %d", ErrOversized, len(payload), s.maxPayload))
-		return
-	}
 	b, skipped, err := Decode(payload)
 	if err != nil {
 		s.bad(err)
 		return
 	}
-	for _, e := range skipped {
-		s.bad(e)
+	for _, e := range skipped.Errs {
+		s.logOnce(kindOf(e), e)
 	}
 	m.Batch = b
 	s.count(func(st *Stats) {
+		st.UnknownEvent += int64(skipped.UnknownEvents)
+		st.FieldType += int64(skipped.MistypedEvents)
 		st.Delivered++
 		if m.Replayed {
 			st.Replayed++
@@ -358,15 +525,19 @@ func (s *Subscriber) deliver(m Message, payload []byte, fn func(Message)) {
 	fn(m)
 }
 
-// bad counts err under its kind and logs the kind's first occurrence.
-func (s *Subscriber) bad(err error) {
-	var kind error
+// kindOf returns the kind of bad input err is.
+func kindOf(err error) error {
 	for _, k := range []error{ErrOversized, ErrUnknownEventType, ErrFieldType, ErrMalformed} {
 		if errors.Is(err, k) {
-			kind = k
-			break
+			return k
 		}
 	}
+	return ErrMalformed
+}
+
+// bad counts err under its kind and logs the kind's first occurrence.
+func (s *Subscriber) bad(err error) {
+	kind := kindOf(err)
 	s.count(func(st *Stats) {
 		switch kind {
 		case ErrOversized:
@@ -379,11 +550,22 @@ func (s *Subscriber) bad(err error) {
 			st.Malformed++
 		}
 	})
-	if kind == nil {
-		kind = ErrMalformed
+	s.logOnce(kind, err)
+}
+
+// refuse counts a message or connection dropped by a limit and logs the
+// first of each kind.
+func (s *Subscriber) refuse(err error) {
+	s.count(func(st *Stats) { st.Refused++ })
+	kind := err
+	if !errors.Is(err, errJump) && !errors.Is(err, zmtp.ErrTooManyPeers) {
+		kind = errTopics
 	}
 	s.logOnce(kind, err)
 }
+
+// errTopics keys the one log line of refused topics.
+var errTopics = errors.New("kvevents: too many topics")
 
 func (s *Subscriber) count(f func(*Stats)) {
 	s.mu.Lock()

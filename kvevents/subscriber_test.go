@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
+	"github.com/sagellm/kvevict/internal/zmtp"
 )
 
 // waitTopics waits until every one of topics has reached pub. A SUB socket
 // sends one subscription per prefix, so a publisher that has the first may
 // still drop the topics of the next.
-func waitTopics(ctx context.Context, t *testing.T, pub zmq4.Socket, topics ...string) {
+func waitTopics(ctx context.Context, t *testing.T, pub *zmtp.Pub, topics ...string) {
 	t.Helper()
-	for !reflect.DeepEqual(pub.(zmq4.Topics).Topics(), topics) {
+	for !reflect.DeepEqual(pub.Subscriptions(), topics) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("subscriptions %q reached the publisher, want %q", pub.(zmq4.Topics).Topics(), topics)
+			t.Fatalf("subscriptions %q reached the publisher, want %q", pub.Subscriptions(), topics)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -60,20 +60,14 @@ func TestWithSubscription(t *testing.T) {
 	for _, topic := range []string{"a", "a@pod-0@m", "c1"} {
 		defer publisher(topic, 0).Close() // after the wait below: the batch is sent by then
 	}
-	raw := zmq4.NewPub(ctx)
-	defer raw.Close()
-	if err := raw.Dial(addr); err != nil {
-		t.Fatal(err)
-	}
+	raw := rawPub(ctx, t, addr)
 	waitTopics(ctx, t, raw, "a", "c")
 	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, topic := range []string{"b", "ab", "", "B", "ca"} {
-		if err := raw.SendMulti(zmq4.NewMsgFrom([]byte(topic), seqBytes(0), payload)); err != nil {
-			t.Fatal(err)
-		}
+		sendRaw(t, raw, []byte(topic), seqBytes(0), payload)
 	}
 	msgs := c.wait(ctx, t, 5)
 	got := make(map[string]bool)
@@ -145,6 +139,9 @@ func TestNewSubscriberErrors(t *testing.T) {
 		"replay timeout < 0": WithReplayEndpoint("tcp://127.0.0.1:1", -time.Second),
 		"max payload 0":      WithMaxPayload(0),
 		"max payload < 0":    WithMaxPayload(-1),
+		"max topic length":   WithMaxTopicLength(-1),
+		"max topics":         WithMaxTopics(0),
+		"max gap":            WithMaxGap(0),
 	} {
 		if s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", opt, WithListen()); err == nil {
 			s.Close()
@@ -216,8 +213,8 @@ func TestSubscriberFollowsRestart(t *testing.T) {
 	if got := residents(m, topic, 10); len(got) != 1 || got[0] != 7 {
 		t.Errorf("mirror holds %v after the restart, want [7]", got)
 	}
-	if st := s.Stats(); st.Delivered != 3 || st.Stale != 0 || st.Missed != 0 {
-		t.Errorf("stats %+v, want 3 delivered, none stale or missed", st)
+	if st := s.Stats(); st.Delivered != 3 || st.Stale != 0 || st.Missed != 0 || st.Restarts != 1 {
+		t.Errorf("stats %+v, want 3 delivered, none stale or missed, one restart", st)
 	}
 }
 
@@ -228,7 +225,7 @@ func TestSubscriberFollowsRestart(t *testing.T) {
 func TestReplayTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	silent := zmq4.NewRouter(ctx)
+	silent := zmtp.NewServer(zmtp.ServerOptions{}, func(c *zmtp.Conn) { _, _ = c.ReadMsg() })
 	defer silent.Close()
 	if err := silent.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -238,24 +235,17 @@ func TestReplayTimeout(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
 	s, c, addr := listeningSubscriber(ctx, t,
 		WithReplayEndpoint("tcp://"+silent.Addr().String(), 100*time.Millisecond), WithSubscriberLogger(logger))
-	live := zmq4.NewPub(ctx)
-	defer live.Close()
-	if err := live.Dial(addr); err != nil {
-		t.Fatal(err)
-	}
-	waitSubscribed(ctx, t, live)
+	live := rawPub(ctx, t, addr)
 	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := live.SendMulti(zmq4.NewMsgFrom(nil, seqBytes(3), payload)); err != nil {
-		t.Fatal(err)
-	}
+	sendRaw(t, live, nil, seqBytes(3), payload)
 	if m := c.wait(ctx, t, 1)[0]; m.Seq != 3 || m.Missed != 3 || m.Replayed {
 		t.Errorf("delivered seq %d missed %d replayed %v, want 3, 3, false", m.Seq, m.Missed, m.Replayed)
 	}
-	if st := s.Stats(); st.Gaps != 1 || st.Missed != 3 || st.Replayed != 0 {
-		t.Errorf("stats %+v, want one gap of 3 and nothing replayed", st)
+	if st := s.Stats(); st.Gaps != 1 || st.Missed != 3 || st.Replayed != 0 || st.ReplayFailures != 1 {
+		t.Errorf("stats %+v, want one gap of 3, nothing replayed, one replay failed", st)
 	}
 	logMu.Lock()
 	got := logs.String()
