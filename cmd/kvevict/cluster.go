@@ -3,8 +3,10 @@ package main
 // The cluster commands speak vLLM's KV events (package kvevents):
 //
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
-//	                [-warmup D] [-format table|json]
-//	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
+//	                [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
+//	                [-replay-endpoint E] [-warmup D] [-format table|json]
+//	kvevict mirror -endpoint E -duration D [-capacity N] [-replay-endpoint E]
+//	               [-format table|json]
 //
 // publish replays a Mooncake trace through a prefix tree of N blocks, as a
 // kvevict-managed pool would hold them, and publishes every store and
@@ -20,12 +22,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/go-zeromq/zmq4"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
@@ -72,8 +73,8 @@ func checkEndpoint(ep string) error {
 		return usagef("-endpoint is required, such as tcp://*:5557 (bind) or tcp://host:5557 (connect)")
 	}
 	scheme, rest, ok := strings.Cut(ep, "://")
-	if !ok || rest == "" || !slices.Contains(zmq4.Transports(), scheme) {
-		return usagef("-endpoint %q must be transport://address with transport one of %s", ep, strings.Join(zmq4.Transports(), ", "))
+	if !ok || rest == "" || !slices.Contains(kvevents.Transports(), scheme) {
+		return usagef("endpoint %q must be transport://address with transport one of %s", ep, strings.Join(kvevents.Transports(), ", "))
 	}
 	return nil
 }
@@ -87,10 +88,12 @@ func checkFormat(format string) error {
 
 // publishOptions are publish's parsed flags.
 type publishOptions struct {
-	endpoint, trace, topic, format string
-	capacity                       int
-	strategy                       kvevict.Strategy
-	warmup                         time.Duration
+	endpoint, replay, trace, topic, format string
+	capacity, blockSize                    int
+	rank                                   int64
+	encoding                               kvevents.Encoding
+	strategy                               kvevict.Strategy
+	warmup                                 time.Duration
 }
 
 func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
@@ -102,6 +105,11 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
+	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block (default the trace's)")
+	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
+	var encoding string
+	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
+	fs.StringVar(&o.replay, "replay-endpoint", "", "ZeroMQ ROUTER `endpoint` to serve replay requests on (binds); none by default")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseCluster(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", stderr); err != nil {
@@ -110,6 +118,22 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	if err := checkEndpoint(o.endpoint); err != nil {
 		return nil, err
 	}
+	if o.replay != "" {
+		if err := checkEndpoint(o.replay); err != nil {
+			return nil, err
+		}
+	}
+	if o.blockSize < 0 || o.blockSize > maxBlockSize {
+		return nil, usagef("-block-size must be 1 to %d tokens, got %d", maxBlockSize, o.blockSize)
+	}
+	if o.rank < 0 {
+		return nil, usagef("-dp-rank must not be negative, got %d", o.rank)
+	}
+	e, err := kvevents.ParseEncoding(encoding)
+	if err != nil {
+		return nil, usagef("-encoding must be mixed, map or array, got %q", encoding)
+	}
+	o.encoding = e
 	if o.trace == "" {
 		return nil, usagef("-trace is required")
 	}
@@ -144,12 +168,30 @@ func keyStrategyNames() string {
 	return strings.Join(names, ", ")
 }
 
-// publishSummary is publish's result; -format json prints it as is.
+// maxBlockSize bounds -block-size: the token ids publish writes per block.
+const maxBlockSize = 1 << 16
+
+// publishSummary is publish's result; -format json prints it as is. Sent,
+// dropped and unsent add up over the subscribers connected at each batch
+// (see kvevents.PublisherStats): a batch sent to two subscribers counts
+// twice, and one published before any subscriber connected not at all.
 type publishSummary struct {
-	Batches        int64 `json:"batches"`
-	StoredBlocks   int64 `json:"stored_blocks"`
-	RemovedBlocks  int64 `json:"removed_blocks"`
-	ResidentBlocks int   `json:"resident_blocks"`
+	Batches        int64              `json:"batches"`
+	StoredBlocks   int64              `json:"stored_blocks"`
+	RemovedBlocks  int64              `json:"removed_blocks"`
+	ResidentBlocks int                `json:"resident_blocks"`
+	Sent           int64              `json:"sent"`
+	Dropped        int64              `json:"dropped"`
+	Unsent         int64              `json:"unsent"`
+	Subscribers    []subscriberResult `json:"subscribers"`
+}
+
+// subscriberResult is one subscriber connection's part of the summary.
+type subscriberResult struct {
+	Peer    string `json:"peer"`
+	Sent    int64  `json:"sent"`
+	Dropped int64  `json:"dropped"`
+	Unsent  int64  `json:"unsent"`
 }
 
 // newPoolTree is the one place the commands build a prefix tree, for a
@@ -172,6 +214,9 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.blockSize == 0 {
+		o.blockSize = w.BlockTokens
+	}
 	var pending []kvevents.Event
 	var sum publishSummary
 	medium := kvevents.MediumGPU
@@ -182,21 +227,32 @@ func publish(args []string, stdout, stderr io.Writer) error {
 		case prefix.Removed:
 			sum.RemovedBlocks += int64(len(e.Hashes))
 		}
-		pending = append(pending, kvevents.FromPrefix(e, int64(w.BlockTokens), &medium))
+		ev := kvevents.FromPrefix(e, int64(o.blockSize), &medium)
+		if s, ok := ev.(*kvevents.BlockStored); ok {
+			s.TokenIDs = blockTokens(e.Hashes, o.blockSize)
+		}
+		pending = append(pending, ev)
 	})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pub, err := kvevents.NewPublisher(ctx, o.endpoint, kvevents.WithTopic(o.topic))
+	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding),
+		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	if o.replay != "" {
+		opts = append(opts, kvevents.WithReplay(o.replay, kvevents.DefaultReplayBuffer))
+	}
+	pub, err := kvevents.NewPublisher(ctx, o.endpoint, opts...)
 	if err != nil {
 		return err
 	}
 	time.Sleep(o.warmup)
+	var hashes []uint64
 	for i := range w.Requests {
 		req := &w.Requests[i]
-		if err := admit(tree, req.HashIDs, int64(i), o.capacity); err != nil {
+		hashes = chainHashes(hashes[:0], req.HashIDs)
+		if err := admit(tree, hashes, int64(i), o.capacity); err != nil {
 			pub.Close()
 			return err
 		}
@@ -214,18 +270,76 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	if err := pub.Close(); err != nil {
 		return err
 	}
+	st := pub.Stats()
 	sum.ResidentBlocks = tree.Len()
+	sum.Sent, sum.Dropped, sum.Unsent = st.Sent, st.Dropped, st.Unsent
+	sum.Subscribers = []subscriberResult{}
+	for _, s := range st.Subscribers {
+		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
+	}
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}
-	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s\n",
-		w.Name, len(w.Requests), o.endpoint, o.topic, o.capacity, o.strategy)
+	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
+		w.Name, len(w.Requests), o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d subscribers\n", len(sum.Subscribers))
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "peer\tsent\tdropped\tunsent\t")
+	for _, s := range sum.Subscribers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", s.Peer, s.Sent, s.Dropped, s.Unsent)
+	}
 	return tw.Flush()
+}
+
+// chainHashes appends to dst the 64-bit block hashes of a request whose
+// blocks have the trace ids ids, chained as an engine chains them: each
+// block's hash mixes its parent's hash with its own id, so it names the
+// whole prefix, a repeated id gets a new hash at each position, and no hash
+// is 0, which consumers read as no parent.
+func chainHashes(dst []uint64, ids []uint64) []uint64 {
+	h := uint64(0xcbf29ce484222325) // the chain's root: FNV-1a's offset basis
+	for _, id := range ids {
+		h = splitmix(h ^ splitmix(id))
+		if h == 0 {
+			h = 1
+		}
+		dst = append(dst, h)
+	}
+	return dst
+}
+
+// splitmix is SplitMix64's finalizer, a bijection of uint64 that spreads
+// every input bit over the output.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// vocabulary is the range of the token ids publish makes up.
+const vocabulary = 32_000
+
+// blockTokens returns blockSize token ids for each block hash, made up
+// from the hash alone: the same block gets the same tokens wherever it is
+// stored, and a router that keys blocks by their tokens (llm-d's indexer)
+// finds as many distinct blocks as there are hashes.
+func blockTokens(hashes []uint64, blockSize int) []int64 {
+	out := make([]int64, 0, len(hashes)*blockSize)
+	for _, h := range hashes {
+		for j := range blockSize {
+			out = append(out, int64(splitmix(h+uint64(j))%vocabulary))
+		}
+	}
+	return out
 }
 
 // admit serves one request on a pool of capacity blocks, as an engine's
@@ -260,9 +374,9 @@ func admit(tree *prefix.Tree, hashes []uint64, tick int64, capacity int) error {
 
 // mirrorOptions are mirror's parsed flags.
 type mirrorOptions struct {
-	endpoint, format string
-	duration         time.Duration
-	capacity         int
+	endpoint, replay, format string
+	duration                 time.Duration
+	capacity                 int
 }
 
 func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
@@ -271,6 +385,7 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ SUB `endpoint`; binds if it holds * or :: (publishers connect to it), else connects (to a publisher that binds)")
 	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
+	fs.StringVar(&o.replay, "replay-endpoint", "", "the publisher's replay (ROUTER) `endpoint`, asked for missed batches after a gap, a late join or a restart")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseCluster(fs, args, "kvevict mirror -endpoint E -duration D [flags]", stderr); err != nil {
 		return nil, err
@@ -281,8 +396,13 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	if o.duration <= 0 {
 		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
 	}
-	if o.capacity < 1 {
-		return nil, usagef("-capacity must be at least 1 block, got %d", o.capacity)
+	if o.capacity < 1 || o.capacity > maxMirrorCapacity {
+		return nil, usagef("-capacity must be 1 to %d blocks, got %d", maxMirrorCapacity, o.capacity)
+	}
+	if o.replay != "" {
+		if err := checkEndpoint(o.replay); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkFormat(o.format); err != nil {
 		return nil, err
@@ -290,13 +410,18 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	return o, nil
 }
 
+// maxMirrorCapacity is the largest capacity kvevents.NewMirror takes.
+const maxMirrorCapacity = 1 << 29
+
 // mirrorRow is one topic of mirror's output; -format json prints an array
 // of them.
 type mirrorRow struct {
-	Topic          string `json:"topic"`
-	ResidentBlocks int    `json:"resident_blocks"`
-	Batches        int64  `json:"batches"`
-	MissedBatches  int64  `json:"missed_batches"`
+	Topic            string         `json:"topic"`
+	ResidentBlocks   int            `json:"resident_blocks"`
+	ResidentByMedium map[string]int `json:"resident_by_medium"`
+	Batches          int64          `json:"batches"`
+	MissedBatches    int64          `json:"missed_batches"`
+	Restarts         int64          `json:"restarts"`
 }
 
 func mirror(args []string, stdout, stderr io.Writer) error {
@@ -310,19 +435,26 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	sub, err := kvevents.NewSubscriber(ctx, o.endpoint, kvevents.WithSubscriberLogger(logger))
+	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	if o.replay != "" {
+		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
+	}
+	sub, err := kvevents.NewSubscriber(ctx, o.endpoint, opts...)
 	if err != nil {
 		return err
 	}
 	sub.Run(ctx, m.Handle)
 	rows := []mirrorRow{}
 	for _, t := range m.Topics() {
-		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.Batches, t.MissedBatches})
+		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.ResidentByMedium, t.Batches, t.MissedBatches, t.Restarts})
 	}
-	if st := sub.Stats(); st.Malformed+st.Oversized+st.UnknownEvent+st.FieldType > 0 {
-		fmt.Fprintf(stderr, "kvevict: skipped bad input: %d malformed, %d oversized messages; %d unknown, %d mistyped events\n",
-			st.Malformed, st.Oversized, st.UnknownEvent, st.FieldType)
+	st := sub.Stats()
+	if st.Malformed+st.Oversized+st.UnknownEvent+st.FieldType+st.Refused > 0 {
+		fmt.Fprintf(stderr, "kvevict: skipped bad input: %d malformed, %d oversized, %d refused messages; %d unknown, %d mistyped events\n",
+			st.Malformed, st.Oversized, st.Refused, st.UnknownEvent, st.FieldType)
+	}
+	if st.ReplayFailures > 0 {
+		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
 	}
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -331,11 +463,23 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "mirrored %s for %v, capacity %d blocks per topic\n", o.endpoint, o.duration, o.capacity)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "topic\tresident_blocks\tbatches\tmissed_batches\t")
+	fmt.Fprintln(tw, "topic\tresident_blocks\tbatches\tmissed_batches\trestarts\tby_medium\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t\n", r.Topic, r.ResidentBlocks, r.Batches, r.MissedBatches)
+		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%d\t%s\t\n", r.Topic, r.ResidentBlocks, r.Batches, r.MissedBatches, r.Restarts, byMedium(r.ResidentByMedium))
 	}
 	return tw.Flush()
+}
+
+// byMedium prints counts per medium as GPU=n,CPU=m, in name order.
+func byMedium(counts map[string]int) string {
+	var parts []string
+	for _, medium := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", medium, counts[medium]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
 }
 
 // helpFor names the command whose -h explains a usage error in args.

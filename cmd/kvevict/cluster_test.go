@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/zmtp"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -24,33 +24,28 @@ const clusterTimeout = 10 * time.Second
 // rawSub is a SUB socket listening on 127.0.0.1 that keeps every message's
 // frames, as a router written from vLLM's docs alone would.
 type rawSub struct {
-	sock zmq4.Socket
+	sock *zmtp.Sub
 	mu   sync.Mutex
 	msgs [][][]byte
 }
 
 func newRawSub(ctx context.Context, t *testing.T) *rawSub {
 	t.Helper()
-	s := &rawSub{sock: zmq4.NewSub(ctx)}
+	s := &rawSub{sock: zmtp.NewSub(zmtp.SubOptions{Limits: zmtp.Limits{Frames: []int{1 << 24}}})}
 	if err := s.sock.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.sock.SetOption(zmq4.OptionSubscribe, ""); err != nil {
-		t.Fatal(err)
-	}
+	s.sock.Subscribe("")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			msg, err := s.sock.Recv()
-			if ctx.Err() != nil {
-				return
-			}
+			frames, err := s.sock.Recv(ctx)
 			if err != nil {
-				continue // a publisher's connection ended
+				return // the test ended
 			}
 			s.mu.Lock()
-			s.msgs = append(s.msgs, msg.Frames)
+			s.msgs = append(s.msgs, frames)
 			s.mu.Unlock()
 		}
 	}()
@@ -120,11 +115,21 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 		StoredBlocks   int `json:"stored_blocks"`
 		RemovedBlocks  int `json:"removed_blocks"`
 		ResidentBlocks int `json:"resident_blocks"`
+		Sent           int `json:"sent"`
+		Dropped        int `json:"dropped"`
+		Unsent         int `json:"unsent"`
+		Subscribers    []struct {
+			Peer                  string
+			Sent, Dropped, Unsent int
+		} `json:"subscribers"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sum); err != nil || sum.Batches == 0 {
 		t.Fatalf("summary %q: %v", out, err)
+	}
+	if sum.Sent != sum.Batches || sum.Dropped+sum.Unsent != 0 || len(sum.Subscribers) != 1 || sum.Subscribers[0].Sent != sum.Batches {
+		t.Fatalf("summary %q: want every batch sent to the one subscriber", out)
 	}
 	msgs := sub.wait(ctx, t, sum.Batches)
 	if len(msgs) != sum.Batches {
@@ -145,16 +150,20 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 		if seq := binary.BigEndian.Uint64(frames[1]); seq != uint64(i) {
 			t.Fatalf("message %d has sequence %d", i, seq)
 		}
-		var batch map[string]any
+		// Current vLLM's form: [ts, events, data_parallel_rank].
+		var batch []any
 		if err := msgpack.Unmarshal(frames[2], &batch); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		if _, ok := batch["ts"].(float64); !ok || len(batch) != 2 {
-			t.Fatalf("message %d: batch %v, want ts (float) and events", i, batch)
+		if len(batch) != 3 || uint64Of(t, batch[2]) != 0 {
+			t.Fatalf("message %d: batch %v, want ts, events and data_parallel_rank 0", i, batch)
 		}
-		events, ok := batch["events"].([]any)
+		if _, ok := batch[0].(float64); !ok {
+			t.Fatalf("message %d: ts %v, want a float", i, batch[0])
+		}
+		events, ok := batch[1].([]any)
 		if !ok || len(events) == 0 {
-			t.Fatalf("message %d: events %v", i, batch["events"])
+			t.Fatalf("message %d: events %v", i, batch[1])
 		}
 		for _, e := range events {
 			ev, ok := e.(map[string]any)
@@ -165,13 +174,20 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 			if !ok || len(hashes) == 0 || ev["medium"] != "GPU" {
 				t.Fatalf("message %d: event %v", i, ev)
 			}
+			for _, h := range append(hashes, ev["parent_block_hash"]) {
+				// 64-bit hashes as msgpack uint 64, never narrowed, and
+				// never 0, which llm-d reads as no parent.
+				if n, ok := h.(uint64); h != nil && (!ok || n == 0) {
+					t.Fatalf("message %d: hash %v (%T), want a nonzero uint64", i, h, h)
+				}
+			}
 			switch ev["type"] {
 			case "BlockStored":
 				if len(ev) != 8 || ev["lora_id"] != nil || ev["lora_name"] != nil || uint64Of(t, ev["block_size"]) != 512 {
 					t.Fatalf("message %d: BlockStored %v, want the 7 fields without defaults", i, ev)
 				}
-				if toks, ok := ev["token_ids"].([]any); !ok || len(toks) != 0 {
-					t.Fatalf("message %d: token_ids %v", i, ev["token_ids"])
+				if toks, ok := ev["token_ids"].([]any); !ok || len(toks) != 512*len(hashes) {
+					t.Fatalf("message %d: %d token_ids for %d blocks of 512", i, len(toks), len(hashes))
 				}
 				var parent *blockState
 				parentHash, orphan := uint64(0), ev["parent_block_hash"] == nil
@@ -228,8 +244,8 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 func TestMirrorCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	pub := zmq4.NewPub(ctx)
-	defer pub.Close()
+	pub := zmtp.NewPub(zmtp.PubOptions{})
+	defer pub.Close(0)
 	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +258,8 @@ func TestMirrorCommand(t *testing.T) {
 		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+pub.Addr().String(), "-duration", "3s", "-format", "json")
 		done <- result{code, out, errOut}
 	}()
-	for len(pub.(zmq4.Topics).Topics()) == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("mirror never subscribed")
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatalf("mirror never subscribed: %v", err)
 	}
 	stored := "98 ab426c6f636b53746f726564" // ["BlockStored", then 7 fields
 	removed := "93 ac426c6f636b52656d6f766564"
@@ -271,7 +283,7 @@ func TestMirrorCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq := binary.BigEndian.AppendUint64(nil, f.seq)
-		if err := pub.SendMulti(zmq4.NewMsgFrom([]byte(f.topic), seq, payload)); err != nil {
+		if err := pub.Send([][]byte{[]byte(f.topic), seq, payload}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +296,8 @@ func TestMirrorCommand(t *testing.T) {
 		t.Fatalf("%q: %v", r.out, err)
 	}
 	// a holds 1 2 4 5 (3 removed); b stored and removed 7, then 8 after a gap.
-	want := `[map[batches:2 missed_batches:0 resident_blocks:4 topic:a] map[batches:2 missed_batches:1 resident_blocks:1 topic:b]]`
+	want := `[map[batches:2 missed_batches:0 resident_blocks:4 resident_by_medium:map[GPU:4] restarts:0 topic:a] ` +
+		`map[batches:2 missed_batches:1 resident_blocks:1 resident_by_medium:map[GPU:1] restarts:0 topic:b]]`
 	if got := fmt.Sprint(rows); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
@@ -309,7 +322,13 @@ func TestClusterErrors(t *testing.T) {
 		{append(ok, "extra"), `unexpected argument "extra"`},
 		{[]string{"mirror", "-duration", "1s"}, "-endpoint is required"},
 		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1"}, "-duration must be positive"},
-		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-capacity", "0"}, "-capacity must be at least 1"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-capacity", "0"}, "-capacity must be 1 to 536870912"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-capacity", "536870913"}, "-capacity must be 1 to 536870912"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-replay-endpoint", "x"}, "must be transport://address"},
+		{append(ok, "-block-size", "-1"), "-block-size must be 1 to 65536"},
+		{append(ok, "-dp-rank", "-1"), "-dp-rank must not be negative"},
+		{append(ok, "-encoding", "json"), "-encoding must be mixed, map or array"},
+		{append(ok, "-replay-endpoint", "carrier://x"), "must be transport://address"},
 		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-format", "xml"}, "-format must be table or json"},
 		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "soon"}, `invalid value "soon"`},
 	} {
