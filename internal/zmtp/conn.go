@@ -141,13 +141,26 @@ func (c *Conn) WriteMsg(frames [][]byte) error {
 }
 
 // writeBatch writes several messages with one flush.
-func (c *Conn) writeBatch(msgs [][][]byte) error {
+func (c *Conn) writeBatch(msgs [][][]byte) (whole int, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	// ends[i] is where message i ends in the bytes handed to the writer;
+	// after a failed write, those the connection took are them less what
+	// the writer still buffers, and the messages within them arrived whole.
+	var accepted int
+	ends := make([]int, 0, len(msgs))
 	for _, m := range msgs {
-		writeMsg(c.w, m)
+		accepted += writeMsg(c.w, m)
+		ends = append(ends, accepted)
 	}
-	return c.w.Flush()
+	if err = c.w.Flush(); err == nil {
+		return len(msgs), nil
+	}
+	written := accepted - c.w.Buffered()
+	for whole < len(ends) && ends[whole] <= written {
+		whole++
+	}
+	return whole, err
 }
 
 // writeRaw writes bytes already framed, such as a command.
@@ -170,6 +183,11 @@ func (c *Conn) PeerType() string { return c.peerType }
 
 // Identity returns the identity the peer announced, if any.
 func (c *Conn) Identity() []byte { return c.identity }
+
+// NetConn returns the connection under c, whose handshake is done and
+// whose writes are flushed: for a test that plays a peer writing bytes no
+// well-behaved peer sends.
+func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -464,8 +482,11 @@ func (c *Conn) properties(typ string, p []byte) error {
 
 // writeMsg writes the frames of one message to w; errors stay in w until
 // its Flush.
-func writeMsg(w *bufio.Writer, frames [][]byte) {
+// writeMsg writes the frames of one message to w and returns the bytes w
+// took: all of them, but after a write error.
+func writeMsg(w *bufio.Writer, frames [][]byte) int {
 	var h [9]byte
+	took := 0
 	for i, f := range frames {
 		h[0] = 0
 		if i < len(frames)-1 {
@@ -479,7 +500,9 @@ func writeMsg(w *bufio.Writer, frames [][]byte) {
 		} else {
 			h[1] = byte(len(f))
 		}
-		w.Write(h[:n])
-		w.Write(f)
+		k, _ := w.Write(h[:n])
+		m, _ := w.Write(f)
+		took += k + m
 	}
+	return took
 }

@@ -368,19 +368,19 @@ func (p *Pub) write(pp *pubPeer) {
 		}
 		pp.inflight = n
 		pp.mu.Unlock()
-		err := pp.c.writeBatch(batch)
+		whole, err := pp.c.writeBatch(batch)
 		clear(batch)
 		pp.mu.Lock()
 		pp.inflight = 0
+		pp.sent += int64(whole)
 		if err != nil {
-			pp.unsent += int64(n + len(pp.q))
+			pp.unsent += int64(n - whole + len(pp.q))
 			pp.q = nil
 			pp.closing = true
 			pp.mu.Unlock()
 			pp.c.Close()
 			return
 		}
-		pp.sent += int64(n)
 		pp.mu.Unlock()
 	}
 }

@@ -146,7 +146,7 @@ func (s *Sub) subscriptions(sp *subPeer) {
 		for i, prefix := range todo {
 			msgs[i] = [][]byte{append([]byte{1}, prefix...)}
 		}
-		if err := sp.c.writeBatch(msgs); err != nil {
+		if _, err := sp.c.writeBatch(msgs); err != nil {
 			sp.c.Close()
 			return
 		}

@@ -1,0 +1,314 @@
+package kvevents
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict/internal/zmtp"
+)
+
+// soak is how long TestSoak feeds its mirror; CI runs it for 60 s.
+var soak = flag.Duration("soak", 3*time.Second, "how long TestSoak publishes flat out")
+
+// stuckSubscriber connects to a publisher at addr as a SUB, subscribes to
+// every topic and never reads again: a router that hangs.
+func stuckSubscriber(ctx context.Context, t *testing.T, addr string) {
+	t.Helper()
+	c, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.WriteMsg([][]byte{{1}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostilePub connects to a subscriber at addr as a PUB and returns the
+// connection under it, handshake done, for bytes no publisher sends.
+func hostilePub(ctx context.Context, t *testing.T, addr string) *zmtp.Conn {
+	t.Helper()
+	c, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.ReadMsg(); err != nil { // the subscription
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestSlowSubscriberDropped publishes beside a subscriber that never reads,
+// at the pace of a healthy one (in steps of half its high-water mark): the
+// healthy subscriber receives every batch, in order, Publish never waits,
+// the stuck one's losses are counted as dropped or unsent, and the counts
+// add up per subscriber to what was published.
+func TestSlowSubscriberDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	addr := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc") // a publisher binds it, by vLLM's rule
+	p, err := NewPublisher(ctx, addr, WithLinger(200*time.Millisecond), WithHighWaterMark(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuckSubscriber(ctx, t, addr)
+	s, err := NewSubscriber(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20_000
+	tokens := make([]int64, 256) // a batch of about 1 KiB
+	start := time.Now()
+	var publishing time.Duration
+	for i := range n {
+		b := EventBatch{TS: float64(i), Events: []Event{&BlockStored{BlockHashes: []Hash{IntHash(uint64(i))}, TokenIDs: tokens, BlockSize: 256}}}
+		if _, err := p.Publish(&b); err != nil {
+			t.Fatal(err)
+		}
+		if (i+1)%500 == 0 {
+			publishing += time.Since(start)
+			c.wait(ctx, t, i+1)
+			start = time.Now()
+		}
+	}
+	msgs := c.wait(ctx, t, n)
+	for i, m := range msgs {
+		if m.Seq != int64(i) || m.Missed != 0 {
+			t.Fatalf("message %d: seq %d, missed %d", i, m.Seq, m.Missed)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if len(st.Subscribers) != 2 {
+		t.Fatalf("stats of %d subscribers, want 2: %+v", len(st.Subscribers), st)
+	}
+	var healthy, stuck int
+	for _, sub := range st.Subscribers {
+		if sub.Sent+sub.Dropped+sub.Unsent != n {
+			t.Errorf("subscriber %s: %d sent + %d dropped + %d unsent, want %d", sub.Peer, sub.Sent, sub.Dropped, sub.Unsent, n)
+		}
+		if sub.Sent == n {
+			healthy++
+		} else if sub.Dropped > 0 {
+			stuck++
+		}
+	}
+	if healthy != 1 || stuck != 1 {
+		t.Errorf("subscribers %+v: want one sent everything, one dropped", st.Subscribers)
+	}
+	if sst := s.Stats(); sst.Delivered != n || sst.Missed != 0 {
+		t.Errorf("healthy subscriber: %+v", sst)
+	}
+	t.Logf("%d batches published in %v beside a stuck subscriber", n, publishing)
+}
+
+// TestReplayClientThatNeverReads: one replay client asks for everything
+// and never reads; another, asking after it, is answered in full.
+func TestReplayClientThatNeverReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 2000))
+	tokens := make([]int64, 4096) // 2,000 batches of 8 KiB or more: more than socket buffers hold
+	for i := range 2000 {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: []Hash{IntHash(uint64(i))}, TokenIDs: tokens}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := dialReplay(ctx, t, p)
+	if err := stuck.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+		t.Fatal(err)
+	}
+	d := dialReplay(ctx, t, p)
+	if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		if seq, _ := replayAnswer(t, d, ""); seq != int64(i) {
+			t.Fatalf("answer %d has seq %d", i, seq)
+		}
+	}
+	if seq, _ := replayAnswer(t, d, ""); seq != -1 {
+		t.Fatalf("no end marker: seq %d", seq)
+	}
+}
+
+// TestSubscriberUnderAttack sends a listening subscriber, from hostile
+// publishers, each attack a production router must survive, then a healthy
+// stream: every attack is counted and logged once per kind, the healthy
+// stream arrives whole, and nothing large was allocated.
+func TestSubscriberUnderAttack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))
+	s, c, addr := listeningSubscriber(ctx, t, WithSubscriberLogger(logger), WithMaxTopics(4))
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	// A frame header announcing 2^48 bytes.
+	huge := hostilePub(ctx, t, addr)
+	header := binary.BigEndian.AppendUint64([]byte{0x02}, 1<<48)
+	if _, err := huge.NetConn().Write(header); err != nil {
+		t.Fatal(err)
+	}
+	// A topic frame of 100 MB, announced.
+	topic := hostilePub(ctx, t, addr)
+	if _, err := topic.NetConn().Write(binary.BigEndian.AppendUint64([]byte{0x03}, 100<<20)); err != nil {
+		t.Fatal(err)
+	}
+	// Topics past the limit, and a poisoned sequence number.
+	flood := hostilePub(ctx, t, addr)
+	empty, err := Encode(&EventBatch{}, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("t", i)), seqBytes(0), empty}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1 << 40), empty}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1), empty}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 4 topics delivered at seq 0, then t0's seq 1 after the poisoned one.
+	msgs := c.wait(ctx, t, 5)
+	if last := msgs[4]; last.Topic != "t0" || last.Seq != 1 || last.Missed != 0 || last.Restart {
+		t.Errorf("after the poisoned sequence: %+v", last)
+	}
+	want := Stats{Delivered: 5, Malformed: 0, Oversized: 2, Refused: 996 + 1}
+	st := s.Stats()
+	for deadline := time.Now().Add(testTimeout); st != want && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st != want {
+		t.Errorf("stats\n got %+v\nwant %+v", st, want)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Errorf("the attacks made the subscriber allocate %d bytes", grew)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if n := strings.Count(got, "level=WARN"); n != 3 { // oversized, refused topic, refused jump
+		t.Errorf("%d warnings, want one per kind (3):\n%s", n, got)
+	}
+}
+
+// TestSoak publishes flat out for -soak (3 s by default, 60 s in CI) to a
+// mirror, beside a subscriber that never reads: the heap stays flat, and
+// every batch the publisher did not deliver to the mirror is one the
+// mirror reports missed, or one after the last it received.
+func TestSoak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), *soak+4*testTimeout)
+	defer cancel()
+	addr := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
+	p, err := NewPublisher(ctx, addr, WithLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuckSubscriber(ctx, t, addr)
+	m, err := NewMirror(10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubscriber(ctx, addr, WithSubscriberLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last atomic.Int64
+	last.Store(-1)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.Run(runCtx, func(msg Message) { m.Handle(msg); last.Store(msg.Seq) })
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	gpu := MediumGPU
+	tokens := make([]int64, 16*16)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var warm uint64
+	start := time.Now()
+	for i := 0; time.Since(start) < *soak; i++ {
+		hashes := make([]Hash, 16)
+		for j := range hashes {
+			hashes[j] = IntHash(uint64(i*16 + j))
+		}
+		b := EventBatch{TS: float64(i), Events: []Event{
+			&BlockStored{BlockHashes: hashes, TokenIDs: tokens, BlockSize: 16, Medium: &gpu},
+		}}
+		if _, err := p.Publish(&b); err != nil {
+			t.Fatal(err)
+		}
+		if warm == 0 && time.Since(start) > *soak/3 {
+			warm = heap()
+		}
+	}
+	end := heap()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	var toMirror SubscriberStats
+	for _, sub := range st.Subscribers {
+		if sub.Sent+sub.Dropped+sub.Unsent != st.Published {
+			t.Errorf("subscriber %+v: the counts do not add up to %d published", sub, st.Published)
+		}
+		if sub.Sent > toMirror.Sent {
+			toMirror = sub
+		}
+	}
+	for deadline := time.Now().Add(testTimeout); s.Stats().Delivered < toMirror.Sent && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	sst := s.Stats()
+	t.Logf("%v: %d published; to the mirror %d sent, %d dropped, %d unsent; it reports %d missed; heap %d MB after a third, %d MB at the end",
+		*soak, st.Published, toMirror.Sent, toMirror.Dropped, toMirror.Unsent, sst.Missed, warm>>20, end>>20)
+	if sst.Delivered != toMirror.Sent {
+		t.Errorf("the mirror got %d batches, the publisher sent it %d", sst.Delivered, toMirror.Sent)
+	}
+	tail := st.Published - 1 - last.Load() // lost after the last batch delivered: no later batch reveals them
+	if sst.Missed+tail != toMirror.Dropped+toMirror.Unsent {
+		t.Errorf("the mirror reports %d missed and %d after its last batch; the publisher dropped %d and did not send %d",
+			sst.Missed, tail, toMirror.Dropped, toMirror.Unsent)
+	}
+	if m.Topics()[0].MissedBatches != sst.Missed {
+		t.Errorf("the mirror's topic counts %d missed, its subscriber %d", m.Topics()[0].MissedBatches, sst.Missed)
+	}
+	if end > 2*warm+32<<20 {
+		t.Errorf("heap grew from %d MB to %d MB", warm>>20, end>>20)
+	}
+}
