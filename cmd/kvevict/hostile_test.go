@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict/kvevents"
+)
+
+// pubHandshake is what a ZeroMQ PUB socket says first (ZMTP 3.0, RFC 23):
+// the greeting, NULL mechanism, then a READY command naming its type.
+var pubHandshake = func() []byte {
+	g := make([]byte, 64)
+	g[0], g[9], g[10] = 0xff, 0x7f, 3
+	copy(g[12:], "NULL")
+	ready := append([]byte{5}, "READY"...)
+	ready = append(ready, 11)
+	ready = append(ready, "Socket-Type"...)
+	ready = binary.BigEndian.AppendUint32(ready, 3)
+	ready = append(ready, "PUB"...)
+	return append(append(g, 0x04, byte(len(ready))), ready...)
+}()
+
+// frames encodes a message as ZMTP frames.
+func frames(parts ...[]byte) []byte {
+	var out []byte
+	for i, p := range parts {
+		flags := byte(0)
+		if i < len(parts)-1 {
+			flags = 1
+		}
+		out = binary.BigEndian.AppendUint64(append(out, flags|2), uint64(len(p)))
+		out = append(out, p...)
+	}
+	return out
+}
+
+func seqFrame(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// TestMirrorUnderAttack runs kvevict mirror, at its defaults, against a
+// hostile publisher on 127.0.0.1 that, one connection after another (the
+// mirror redials each time it drops one), sends every attack a router met:
+// a frame header announcing 2^48 bytes; 12 topic frames announcing 100 MB;
+// 100,000 distinct topics; 15 MB of tiny unknown events; a BlockStored of
+// 1.5 million hashes into -capacity 1000; poisoned sequence numbers. The
+// process must live, end within its -duration plus a few seconds, report
+// the healthy topic's blocks, count what it skipped, and peak under 256 MB
+// of resident memory.
+func TestMirrorUnderAttack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures the process's memory, which the race detector multiplies")
+	}
+	bin := filepath.Join(t.TempDir(), "kvevict")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	payload := func(b *kvevents.EventBatch) []byte {
+		p, err := kvevents.Encode(b, kvevents.EncodingMixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	healthy := payload(&kvevents.EventBatch{Events: []kvevents.Event{
+		&kvevents.BlockStored{BlockHashes: kvevents.IntHashes([]uint64{1, 2, 3}), TokenIDs: []int64{}, BlockSize: 16}}})
+	unknown := append([]byte{0x92, 0x01, 0xdd}, binary.BigEndian.AppendUint32(nil, 5<<20)...)
+	unknown = append(unknown, bytes.Repeat([]byte{0x91, 0xa1, 'x'}, 5<<20)...) // 15 MB of ["x"]
+	many := make([]uint64, 1_500_000)
+	for i := range many {
+		many[i] = uint64(i) + 1<<40
+	}
+	big := payload(&kvevents.EventBatch{Events: []kvevents.Event{
+		&kvevents.BlockStored{BlockHashes: kvevents.IntHashes(many), TokenIDs: []int64{}, BlockSize: 16}}})
+	// The engines a router follows are there first; the flood of new
+	// topics comes after them and is refused, not they.
+	var topics bytes.Buffer
+	for i := range 100_000 {
+		topics.Write(frames([]byte(fmt.Sprint("topic-", i)), seqFrame(0), healthy))
+	}
+	attacks := [][]byte{
+		frames([]byte("healthy"), seqFrame(0), healthy),
+		binary.BigEndian.AppendUint64([]byte{0x02}, 1<<48),
+		frames([]byte("flood"), seqFrame(0), unknown),
+		frames([]byte("big"), seqFrame(0), big),
+		topics.Bytes(),
+		frames([]byte("healthy"), seqFrame(5), healthy, nil), // a frame too many
+		bytes.Join([][]byte{
+			frames([]byte("healthy"), seqFrame(1<<40), healthy),
+			frames([]byte("healthy"), seqFrame(1<<63-1), healthy),
+			frames([]byte("healthy"), seqFrame(1), healthy),
+		}, nil),
+	}
+	for range 12 {
+		attacks = append(attacks, binary.BigEndian.AppendUint64([]byte{0x03}, 100<<20))
+	}
+
+	const duration = 8 * time.Second
+	cmd := exec.Command(bin, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", duration.String(), "-capacity", "1000", "-format", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	go func() {
+		for _, a := range attacks {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c) // its greeting, READY and subscription
+			c.Write(pubHandshake)
+			c.Write(a)
+			if ctx.Err() != nil {
+				c.Close()
+				return
+			}
+			// The mirror drops the connection after most attacks; after the
+			// others, the next one comes on a new connection all the same.
+			time.Sleep(300 * time.Millisecond)
+			c.Close()
+		}
+	}()
+	err = cmd.Wait()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("mirror: %v\nstderr: %s", err, stderr.String())
+	}
+	if took > duration+3*time.Second {
+		t.Errorf("mirror ran %v for a -duration of %v", took, duration)
+	}
+	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	t.Logf("peak resident memory %d MB; ran %v", peak>>20, took)
+	if peak > 256<<20 {
+		t.Errorf("peak resident memory %d MB, want under 256", peak>>20)
+	}
+	var rows []mirrorRow
+	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil {
+		t.Fatalf("%q: %v", stdout.String(), err)
+	}
+	found := map[string]mirrorRow{}
+	for _, r := range rows {
+		found[r.Topic] = r
+	}
+	if len(rows) > kvevents.DefaultMaxTopics {
+		t.Errorf("%d topics mirrored, limit %d", len(rows), kvevents.DefaultMaxTopics)
+	}
+	if h := found["healthy"]; h.ResidentBlocks != 3 || h.Batches != 2 {
+		t.Errorf("healthy topic %+v, want 3 blocks from seqs 0 and 1", h)
+	}
+	if b := found["big"]; b.ResidentBlocks != 1000 {
+		t.Errorf("a BlockStored of %d blocks into 1000: %+v", len(many), b)
+	}
+	if f := found["flood"]; f.Batches != 1 {
+		t.Errorf("15 MB of unknown events: %+v, want one batch applied, its events skipped", f)
+	}
+	if !strings.Contains(stderr.String(), "skipped bad input") || !strings.Contains(stderr.String(), fmt.Sprint(5<<20, " unknown")) {
+		t.Errorf("stderr %q: no count of what was skipped", stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+}
