@@ -1,7 +1,9 @@
 package kvevents
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 )
 
@@ -25,7 +27,7 @@ func benchBatch(blocks int) EventBatch {
 func BenchmarkCodec(b *testing.B) {
 	for _, blocks := range []int{16, 256} {
 		batch := benchBatch(blocks)
-		for _, enc := range []Encoding{EncodingMap, EncodingArray} {
+		for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
 			payload, err := Encode(&batch, enc)
 			if err != nil {
 				b.Fatal(err)
@@ -69,5 +71,47 @@ func BenchmarkMirrorApply(b *testing.B) {
 			next++
 		}
 		m.Apply("e", &batch)
+	}
+}
+
+// BenchmarkPublishSubscribe sends batches of 16 stored blocks (with their
+// token ids, as an engine sends them) from a Publisher to a Subscriber over
+// a unix socket and a loopback TCP connection, one round trip at a time
+// through the whole stack: encode, the transport, decode, delivery.
+func BenchmarkPublishSubscribe(b *testing.B) {
+	for _, transport := range []string{"ipc", "tcp"} {
+		b.Run(transport, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var p *Publisher
+			var s *Subscriber
+			var err error
+			if transport == "ipc" {
+				addr := "ipc://" + filepath.Join(b.TempDir(), "kv.ipc")
+				if p, err = NewPublisher(ctx, addr, WithLinger(0)); err == nil {
+					s, err = NewSubscriber(ctx, addr)
+				}
+			} else if s, err = NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen()); err == nil {
+				p, err = NewPublisher(ctx, "tcp://"+s.Addr().String(), WithLinger(0))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			got := make(chan struct{}, 1)
+			go s.Run(ctx, func(Message) { got <- struct{}{} })
+			if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			batch := benchBatch(16)
+			batch.Events[0].(*BlockStored).TokenIDs = make([]int64, 16*16)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Publish(&batch); err != nil {
+					b.Fatal(err)
+				}
+				<-got
+			}
+		})
 	}
 }

@@ -33,8 +33,8 @@ const (
 	// replay could recover. A longer jump is held until the next message
 	// confirms it.
 	DefaultMaxGap = DefaultReplayBuffer
-	// DefaultReplayTimeout bounds one replay request, from dial to the end
-	// marker.
+	// DefaultReplayTimeout bounds the wait for each message of a replay
+	// answer, from the dial on; a whole answer may take 30 times as long.
 	DefaultReplayTimeout = 2 * time.Second
 	// DefaultMaxPublishers is how many publishers' connections a
 	// subscriber that listens keeps at once.
@@ -138,8 +138,9 @@ func WithSubscription(prefix string) SubscriberOption {
 }
 
 // WithReplayEndpoint asks the publisher's ROUTER socket at endpoint for
-// missed batches, waiting at most timeout per request (timeout > 0;
-// [DefaultReplayTimeout] is a fair choice). The endpoint serves one
+// missed batches, waiting at most timeout for each message of the answer,
+// and 30 times as long for the whole answer, which may hold thousands of
+// batches (timeout > 0; [DefaultReplayTimeout] is a fair choice). The endpoint serves one
 // publisher: with several topics from several publishers, replay fills
 // the gaps of the topic whose publisher it is, and a request for another
 // topic counts as a failure.
@@ -411,7 +412,7 @@ var errJump = errors.New("kvevents: a sequence jump that the next message did no
 func (s *Subscriber) catchUp(ctx context.Context, topic string, from, before int64, restart bool, fn func(Message)) (missed int64, stillRestart bool) {
 	expect := from
 	if s.replay != "" && from < before {
-		err := s.requestReplay(ctx, topic, from, before, func(seq int64, payload []byte) {
+		err := s.requestReplay(ctx, topic, from, func(seq int64, payload []byte) {
 			if seq < expect || seq >= before {
 				return // delivered already, or past the gap: the live stream has those
 			}
@@ -439,22 +440,37 @@ func (s *Subscriber) lost(topic string, from, before int64) int64 {
 	return n
 }
 
+// replayStretch is how many times the per-message timeout a whole replay
+// answer may take: an answer that keeps coming is not cut short, nor can a
+// trickle hold up the live stream for long.
+const replayStretch = 30
+
 // requestReplay asks the replay socket for every buffered batch from
-// start on and calls each with those that arrive, up to the one before
-// before, the end marker or the timeout. An answer may carry the topic
+// start on and calls each with those that arrive before the end marker or
+// a timeout. An answer may carry the topic
 // frame (as current vLLM sends it) or not (as vLLM first did).
-func (s *Subscriber) requestReplay(ctx context.Context, topic string, start, before int64, each func(seq int64, payload []byte)) error {
-	ctx, cancel := context.WithTimeout(ctx, s.replayWait)
+func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) error {
+	ctx, cancel := context.WithTimeout(ctx, replayStretch*s.replayWait)
 	defer cancel()
+	last, _ := ctx.Deadline()
+	wait := func() time.Time {
+		if next := time.Now().Add(s.replayWait); next.Before(last) {
+			return next
+		}
+		return last
+	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
-	c, err := zmtp.Dial(ctx, s.replay, zmtp.Dealer, id, s.limits)
+	dialCtx, cancelDial := context.WithDeadline(ctx, wait())
+	c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits)
+	cancelDial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	deadline, _ := ctx.Deadline()
-	c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	c.SetDeadline(wait())
 	if err := c.WriteMsg([][]byte{nil, seqBytes(start)}); err != nil {
 		return err
 	}
@@ -473,10 +489,10 @@ func (s *Subscriber) requestReplay(ctx context.Context, topic string, start, bef
 		if seq == endSeq {
 			return nil
 		}
+		// Batches from before on came live and are passed over; the answer
+		// is read to its end all the same, as the publisher expects.
 		each(seq, payload)
-		if seq >= before-1 {
-			return nil // the rest, if any, came live
-		}
+		c.SetDeadline(wait())
 	}
 }
 
@@ -580,7 +596,15 @@ func (s *Subscriber) logOnce(kind, err error) {
 	first := !s.logged[kind]
 	s.logged[kind] = true
 	s.mu.Unlock()
-	if first {
-		s.log.Warn("kvevents: skipping bad input; later occurrences are only counted", "err", err)
+	if !first {
+		return
 	}
+	msg := "kvevents: skipping bad input; later occurrences are only counted"
+	switch kind {
+	case ErrGap:
+		msg = "kvevents: batches lost; later losses are only counted"
+	case errReplay:
+		msg = "kvevents: a replay request failed; later failures are only counted"
+	}
+	s.log.Warn(msg, "err", err)
 }

@@ -4,7 +4,7 @@ package main
 //
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
 //	                [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
-//	                [-replay-endpoint E] [-warmup D] [-format table|json]
+//	                [-replay-endpoint E] [-warmup D] [-linger D] [-format table|json]
 //	kvevict mirror -endpoint E -duration D [-capacity N] [-replay-endpoint E]
 //	               [-format table|json]
 //
@@ -37,6 +37,7 @@ import (
 // Defaults of the cluster commands.
 const (
 	defaultWarmup         = time.Second
+	defaultLinger         = 5 * time.Second
 	defaultMirrorCapacity = 1_000_000 // blocks per topic: above any one engine's pool
 	defaultPublishKey     = kvevict.LRU
 )
@@ -93,7 +94,7 @@ type publishOptions struct {
 	rank                                   int64
 	encoding                               kvevents.Encoding
 	strategy                               kvevict.Strategy
-	warmup                                 time.Duration
+	warmup, linger                         time.Duration
 }
 
 func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
@@ -111,6 +112,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
 	fs.StringVar(&o.replay, "replay-endpoint", "", "ZeroMQ ROUTER `endpoint` to serve replay requests on (binds); none by default")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
+	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseCluster(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", stderr); err != nil {
 		return nil, err
@@ -142,6 +144,9 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	}
 	if o.warmup < 0 {
 		return nil, usagef("-warmup must not be negative, got %v", o.warmup)
+	}
+	if o.linger < 0 {
+		return nil, usagef("-linger must not be negative, got %v", o.linger)
 	}
 	if err := checkFormat(o.format); err != nil {
 		return nil, err
@@ -238,7 +243,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding),
+	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
 		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplay(o.replay, kvevents.DefaultReplayBuffer))
@@ -290,7 +295,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d subscribers\n", len(sum.Subscribers))
+	fmt.Fprintf(stdout, "subscribers connected at the end: %d\n", len(sum.Subscribers))
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "peer\tsent\tdropped\tunsent\t")
 	for _, s := range sum.Subscribers {

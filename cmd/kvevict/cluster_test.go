@@ -318,6 +318,7 @@ func TestClusterErrors(t *testing.T) {
 		{append(ok, "-strategy", "arc"), "ranks by lists of sequences"},
 		{append(ok, "-strategy", "nope"), `unknown strategy "nope"`},
 		{append(ok, "-warmup", "-1s"), "-warmup must not be negative"},
+		{append(ok, "-linger", "-1s"), "-linger must not be negative"},
 		{append(ok, "-format", "csv"), "-format must be table or json"},
 		{append(ok, "extra"), `unexpected argument "extra"`},
 		{[]string{"mirror", "-duration", "1s"}, "-endpoint is required"},
