@@ -312,3 +312,63 @@ func TestSoak(t *testing.T) {
 		t.Errorf("heap grew from %d MB to %d MB", warm>>20, end>>20)
 	}
 }
+
+// TestPublisherUnderAttack: a subscriber that sends a frame header
+// announcing 2^48 bytes, and one that sends more subscriptions than a peer
+// may hold, each lose their connection; the publisher lives and a healthy
+// subscriber receives every batch.
+func TestPublisherUnderAttack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	addr := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
+	p, err := NewPublisher(ctx, addr, WithLinger(time.Second), WithPublisherLogger(slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer huge.Close()
+	if _, err := huge.NetConn().Write(binary.BigEndian.AppendUint64([]byte{0x02}, 1<<48)); err != nil {
+		t.Fatal(err)
+	}
+	many, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer many.Close()
+	for i := range 5000 {
+		if err := many.WriteMsg([][]byte{append([]byte{1}, fmt.Sprint("topic-", i)...)}); err != nil {
+			break // closed by the publisher
+		}
+	}
+	s, err := NewSubscriber(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wait(ctx, t, 100)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); len(st.Subscribers) != 1 || st.Sent != 100 {
+		t.Errorf("stats %+v, want the one healthy subscriber sent all 100", st)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if n := strings.Count(got, "level=WARN"); n != 1 || !strings.Contains(got, "frame too long") {
+		t.Errorf("log %q, want one warning, of the frame too long", got)
+	}
+}

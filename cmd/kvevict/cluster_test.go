@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -369,5 +372,51 @@ func TestPublishStrategies(t *testing.T) {
 	}
 	if !prefix.Supports(kvevict.Auto) {
 		t.Error("a prefix tree does not rank by auto")
+	}
+}
+
+// TestPublishRepeatedIDs replays a trace whose requests repeat an id
+// within their own prompt, as real traces do: the chained hashes name each
+// position apart, so a mirror fed by publish holds what publish's pool
+// holds, with nothing missed.
+func TestPublishRepeatedIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	trace := filepath.Join(t.TempDir(), "repeats.jsonl")
+	lines := `{"timestamp": 0, "input_length": 2048, "output_length": 1, "hash_ids": [1, 2, 1, 2]}
+{"timestamp": 1, "input_length": 2560, "output_length": 1, "hash_ids": [1, 2, 1, 2, 1]}
+{"timestamp": 2, "input_length": 1536, "output_length": 1, "hash_ids": [7, 7, 7]}
+`
+	if err := os.WriteFile(trace, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := kvevents.NewMirror(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kvevents.NewSubscriber(ctx, "tcp://127.0.0.1:0", kvevents.WithListen())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { sub.Run(ctx, m.Handle); close(done) }()
+	code, out, errOut := runArgs(t, "publish", "-endpoint", "tcp://"+sub.Addr().String(), "-trace", trace,
+		"-capacity", "100", "-warmup", "500ms", "-block-size", "4", "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var sum publishSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	for sub.Stats().Delivered < sum.Sent && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	// By hand: [1 2 1 2] is 4 blocks, [1 2 1 2 1] adds 1, [7 7 7] is 3.
+	topics := m.Topics()
+	if sum.ResidentBlocks != 8 || sum.Sent != 3 || len(topics) != 1 || topics[0].ResidentBlocks != 8 || topics[0].MissedBatches != 0 {
+		t.Errorf("publish holds %d blocks, sent %d batches; mirror %+v; want 8 blocks, 3 batches, none missed", sum.ResidentBlocks, sum.Sent, topics)
 	}
 }
