@@ -12,16 +12,25 @@
 // payload.
 //
 // The pieces:
-//   - [Encode] and [Decode]: the payload in vLLM's two encodings
-//     ([EncodingMap], the current one, and [EncodingArray], msgspec's
-//     array_like, which vLLM used first); Decode reads both and any mix.
-//   - [Publisher]: the PUB socket, sequence numbers and the replay socket.
-//   - [Subscriber]: the SUB socket, gap detection and catch-up by replay;
-//     bad input is counted, logged once per kind and skipped.
+//   - [Encode] and [Decode]: the payload in every encoding vLLM has used
+//     ([EncodingMixed], what current vLLM sends and llm-d reads, the
+//     default; [EncodingMap]; [EncodingArray], msgspec's array_like, which
+//     vLLM used first); Decode reads all of them and any mix, within an
+//     allocation bound.
+//   - [Publisher]: the PUB socket, sequence numbers, a bounded queue per
+//     subscriber that drops for a slow one alone, and the replay socket.
+//   - [Subscriber]: the SUB socket, gaps, late joins and publisher
+//     restarts caught up by replay; bad input is counted, logged once per
+//     kind and skipped, and every limit holds before what it bounds is
+//     allocated.
 //   - [FromPrefix]: a [prefix.Tree]'s events as vLLM events, so a
 //     kvevict-managed pool can feed a router.
-//   - [Mirror]: one engine's blocks per topic, bounded, answering the
-//     longest resident prefix of a request, which is what a router scores.
+//   - [Mirror]: one engine's blocks per topic, KV cache group and medium,
+//     bounded, answering the longest resident prefix of a request, which
+//     is what a router scores.
 //
-// docs/kvevents.md has the protocol notes and the byte layouts.
+// The sockets speak ZMTP 3.0 in plain Go, with no cgo and no system
+// library, and interoperate with libzmq (vLLM's pyzmq) and go-zeromq/zmq4
+// (llm-d's indexer). docs/kvevents.md has the protocol notes, which peer
+// reads which form, every limit and the byte layouts.
 package kvevents

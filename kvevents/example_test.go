@@ -43,3 +43,31 @@ func ExampleDecode() {
 	fmt.Println(b.TS, r.Type(), r.BlockHashes, *r.Medium, skipped.Total())
 	// Output: 1.5 BlockRemoved [1 2] GPU 0
 }
+
+// A hybrid model keeps a KV cache group per attention type: a block its
+// sliding-window group drops is still resident in its full-attention
+// group, and a router that needs the full-attention prefix whole asks for
+// that group alone.
+func ExampleMirror_MatchGroup() {
+	m, err := kvevents.NewMirror(1000)
+	if err != nil {
+		panic(err)
+	}
+	full, window := int64(0), int64(1)
+	hashes := kvevents.IntHashes([]uint64{1, 2, 3})
+	m.Apply("kv@pod-0@m", &kvevents.EventBatch{Events: []kvevents.Event{
+		&kvevents.BlockStored{BlockHashes: hashes, GroupIdx: &full, BlockSize: 16},
+		&kvevents.BlockStored{BlockHashes: hashes, GroupIdx: &window, BlockSize: 16},
+		&kvevents.BlockRemoved{BlockHashes: hashes[:1], GroupIdx: &window}, // slid out of the window
+		&kvevents.BlockRemoved{BlockHashes: hashes[2:], GroupIdx: &full},
+	}})
+	fmt.Println("any group:", m.Match("kv@pod-0@m", hashes))
+	fmt.Println("full attention:", m.MatchGroup("kv@pod-0@m", full, hashes))
+	fmt.Println("sliding window:", m.MatchGroup("kv@pod-0@m", window, hashes))
+	fmt.Println("resident on the GPU:", m.Topics()[0].ResidentBlocks)
+	// Output:
+	// any group: 3
+	// full attention: 2
+	// sliding window: 0
+	// resident on the GPU: 3
+}

@@ -207,7 +207,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
-		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1, Queue: c.hwm, MaxPeers: DefaultMaxPublishers},
+		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1, Queue: c.hwm, MaxPeers: maxPeers},
 		OnViolation: func(err error) {
 			p.warnOnce("subscriber", "kvevents: dropping a subscriber that broke the protocol", err)
 		},
@@ -224,7 +224,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	}
 	if c.replay != "" {
 		p.replay = zmtp.NewServer(zmtp.ServerOptions{
-			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: DefaultMaxPublishers},
+			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: maxPeers},
 			OnViolation: func(err error) { p.replayFailed("malformed", err) },
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {

@@ -36,10 +36,12 @@ const (
 	// DefaultReplayTimeout bounds the wait for each message of a replay
 	// answer, from the dial on; a whole answer may take 30 times as long.
 	DefaultReplayTimeout = 2 * time.Second
-	// DefaultMaxPublishers is how many publishers' connections a
-	// subscriber that listens keeps at once.
-	DefaultMaxPublishers = 256
 )
+
+// maxPeers is how many connections a listening socket keeps at once:
+// publishers for a subscriber, subscribers or replay clients for a
+// publisher. A cluster's engines and routers are far fewer.
+const maxPeers = 256
 
 // receiveQueueBytes bounds the bytes of messages received but not yet
 // handled, over all publishers; readers wait (and so do the publishers,
@@ -251,7 +253,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 			Frames:     []int{c.maxTopic, 8, c.maxPayload},
 			MaxFrames:  3,
 			QueueBytes: receiveQueueBytes,
-			MaxPeers:   DefaultMaxPublishers,
+			MaxPeers:   maxPeers,
 		},
 		OnViolation: s.violation,
 		DialWait:    firstDialWait,
@@ -573,9 +575,11 @@ func (s *Subscriber) bad(err error) {
 // first of each kind.
 func (s *Subscriber) refuse(err error) {
 	s.count(func(st *Stats) { st.Refused++ })
-	kind := err
-	if !errors.Is(err, errJump) && !errors.Is(err, zmtp.ErrTooManyPeers) {
-		kind = errTopics
+	kind := errTopics
+	for _, k := range []error{errJump, zmtp.ErrTooManyPeers} {
+		if errors.Is(err, k) {
+			kind = k
+		}
 	}
 	s.logOnce(kind, err)
 }
