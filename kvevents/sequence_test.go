@@ -69,7 +69,7 @@ func TestSequenceRules(t *testing.T) {
 			s := newSequenceSubscriber(2, 100)
 			var got []out
 			for _, m := range tc.in {
-				s.handle(context.Background(), [][]byte{[]byte(m.topic), seqBytes(m.seq), payload}, func(msg Message) {
+				s.handle(context.Background(), [][]byte{[]byte(m.topic), seqBytes(m.seq), payload}, 1, func(msg Message) {
 					got = append(got, out{msg.Seq, msg.Missed, msg.Restart})
 				})
 			}

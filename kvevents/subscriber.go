@@ -114,6 +114,7 @@ type Subscriber struct {
 type stream struct {
 	next int64     // the sequence number expected next
 	last uint64    // the checksum of the payload numbered next-1, to tell a duplicate from a restart
+	conn uint64    // the connection the last message came on
 	held *buffered // a jump past maxGap, waiting for the next message to confirm it
 }
 
@@ -318,17 +319,17 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 	defer s.sub.Close()
 	for {
-		frames, err := s.sub.Recv(ctx)
+		frames, conn, err := s.sub.RecvFrom(ctx)
 		if err != nil {
 			return // ctx ended, or Close was called
 		}
-		s.handle(ctx, frames, fn)
+		s.handle(ctx, frames, conn, fn)
 	}
 }
 
 // handle checks one message's frames and sequence, fills a gap by replay,
-// and delivers.
-func (s *Subscriber) handle(ctx context.Context, frames [][]byte, fn func(Message)) {
+// and delivers. conn numbers the connection the message came on.
+func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, fn func(Message)) {
 	if len(frames) != 3 || len(frames[1]) != 8 {
 		s.bad(fmt.Errorf("%w: %d frames, want topic, 8-byte sequence, payload", ErrMalformed, len(frames)))
 		return
@@ -353,6 +354,13 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, fn func(Messag
 	m := Message{Topic: topic, Seq: seq}
 	sum := checksum(payload)
 	switch {
+	case seen && seq == st.next && conn != st.conn && s.replaced(ctx, topic, st):
+		// On a new connection, the number that would follow came from a
+		// publisher whose batch before it is not the one delivered: a new
+		// publisher that happens to be where the old one stopped.
+		s.dropHeld(st)
+		s.count(func(st *Stats) { st.Restarts++ })
+		m.Missed, m.Restart = s.catchUp(ctx, topic, 0, seq, true, fn)
 	case seen && seq == st.next:
 		s.dropHeld(st)
 	case seen && seq == st.next-1 && sum == st.last:
@@ -380,8 +388,30 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, fn func(Messag
 		s.dropHeld(st)
 		m.Missed, _ = s.catchUp(ctx, topic, st.next, seq, false, fn)
 	}
-	st.next, st.last = seq+1, sum
+	st.next, st.last, st.conn = seq+1, sum, conn
 	s.deliver(m, payload, fn)
+}
+
+// replaced reports whether the publisher now on topic's replay socket is
+// not the one whose batches st follows: its batch numbered st.next-1 is
+// not the one delivered. Without a replay endpoint, or an answer with that
+// batch, it cannot tell, and says no.
+func (s *Subscriber) replaced(ctx context.Context, topic string, st *stream) bool {
+	if s.replay == "" {
+		return false
+	}
+	want := st.next - 1
+	found, differs := false, false
+	err := s.requestReplay(ctx, topic, want, func(seq int64, payload []byte) {
+		if seq == want {
+			found, differs = true, checksum(payload) != st.last
+		}
+	})
+	if err != nil {
+		s.count(func(st *Stats) { st.ReplayFailures++ })
+		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+	}
+	return found && differs
 }
 
 // checksum is FNV-1a over payload: two payloads of one sequence number

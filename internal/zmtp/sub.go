@@ -34,9 +34,10 @@ type Sub struct {
 	in       inbox
 	dialWait time.Duration
 
-	mu    sync.Mutex
-	subs  []string // every Subscribe so far, in order
-	peers map[*subPeer]struct{}
+	mu     sync.Mutex
+	subs   []string // every Subscribe so far, in order
+	peers  map[*subPeer]struct{}
+	serial uint64 // the connections served so far
 }
 
 type subPeer struct {
@@ -91,7 +92,17 @@ func (s *Sub) Subscribe(prefix string) {
 // Recv returns the next message from any publisher; each publisher's
 // messages come in the order it sent them. It returns [ErrClosed] after
 // Close, or ctx's error.
-func (s *Sub) Recv(ctx context.Context) ([][]byte, error) { return s.in.take(ctx) }
+func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
+	m, _, err := s.in.take(ctx)
+	return m, err
+}
+
+// RecvFrom is Recv that also returns the serial number of the connection
+// the message came on: a new number means a new connection, such as a
+// publisher that came back or was replaced.
+func (s *Sub) RecvFrom(ctx context.Context) (msg [][]byte, conn uint64, err error) {
+	return s.in.take(ctx)
+}
 
 // Close closes every connection and listener and ends the dialers;
 // messages not yet taken by Recv are lost.
@@ -109,6 +120,8 @@ func (s *Sub) serve(c *Conn) {
 	sp.wake <- struct{}{}
 	s.mu.Lock()
 	s.peers[sp] = struct{}{}
+	s.serial++
+	serial := s.serial
 	s.mu.Unlock()
 	written := make(chan struct{})
 	go func() {
@@ -117,7 +130,7 @@ func (s *Sub) serve(c *Conn) {
 	}()
 	for {
 		msg, err := c.ReadMsg()
-		if err != nil || s.in.put(msg) != nil {
+		if err != nil || s.in.put(msg, serial) != nil {
 			break
 		}
 	}
@@ -162,12 +175,18 @@ type inbox struct {
 
 	mu           sync.Mutex
 	room         sync.Cond // the queue shrank, or the turn moved on
-	q            [][][]byte
+	q            []received
 	bytes        int
 	ticket, turn uint64
 	closed       bool
 	avail        chan struct{} // the queue may have a message
 	done         chan struct{} // closed by close
+}
+
+// received is a message and the serial number of its connection.
+type received struct {
+	m    [][]byte
+	conn uint64
 }
 
 func (in *inbox) init(maxMsgs, maxBytes int) {
@@ -185,8 +204,8 @@ func size(m [][]byte) int {
 	return n
 }
 
-// put adds m, waiting for room and for its turn.
-func (in *inbox) put(m [][]byte) error {
+// put adds m, from connection conn, waiting for room and for its turn.
+func (in *inbox) put(m [][]byte, conn uint64) error {
 	n := size(m)
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -199,7 +218,7 @@ func (in *inbox) put(m [][]byte) error {
 	if in.closed {
 		return ErrClosed
 	}
-	in.q = append(in.q, m)
+	in.q = append(in.q, received{m, conn})
 	in.bytes += n
 	in.turn++
 	in.room.Broadcast()
@@ -210,19 +229,19 @@ func (in *inbox) put(m [][]byte) error {
 	return nil
 }
 
-// take returns the oldest message, waiting for one.
-func (in *inbox) take(ctx context.Context) ([][]byte, error) {
+// take returns the oldest message and its connection, waiting for one.
+func (in *inbox) take(ctx context.Context) ([][]byte, uint64, error) {
 	for {
 		in.mu.Lock()
 		if in.closed {
 			in.mu.Unlock()
-			return nil, ErrClosed
+			return nil, 0, ErrClosed
 		}
 		if len(in.q) > 0 {
-			m := in.q[0]
-			in.q[0] = nil
+			r := in.q[0]
+			in.q[0] = received{}
 			in.q = in.q[1:]
-			in.bytes -= size(m)
+			in.bytes -= size(r.m)
 			if len(in.q) > 0 {
 				select {
 				case in.avail <- struct{}{}:
@@ -233,13 +252,13 @@ func (in *inbox) take(ctx context.Context) ([][]byte, error) {
 			}
 			in.room.Broadcast()
 			in.mu.Unlock()
-			return m, nil
+			return r.m, r.conn, nil
 		}
 		in.mu.Unlock()
 		select {
 		case <-in.avail:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-in.done:
 		}
 	}
