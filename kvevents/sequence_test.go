@@ -1,7 +1,9 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -85,5 +87,48 @@ func TestSequenceRules(t *testing.T) {
 				t.Errorf("stats %+v\nwant %+v", st, tc.stats)
 			}
 		})
+	}
+}
+
+// TestParseReplay reads replay answers as vLLM's ROUTER socket sends them
+// to a DEALER (whose socket takes the identity frame off), written by hand
+// from kv_events.py: current vLLM's [empty, topic, seq, payload] and end
+// marker [empty, topic, -1, empty], and the first layout without the
+// topic frame.
+func TestParseReplay(t *testing.T) {
+	seq7 := []byte{0, 0, 0, 0, 0, 0, 0, 7}
+	end := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	payload := []byte{0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0x00} // [0.0, [], 0]
+	for _, tc := range []struct {
+		name    string
+		frames  [][]byte
+		topic   string // "-" for none
+		seq     int64
+		payload []byte
+		bad     bool
+	}{
+		{"current, a batch", [][]byte{{}, []byte("kv@pod-0@m"), seq7, payload}, "kv@pod-0@m", 7, payload, false},
+		{"current, the end", [][]byte{{}, []byte("kv@pod-0@m"), end, {}}, "kv@pod-0@m", -1, []byte{}, false},
+		{"current, empty topic", [][]byte{{}, {}, seq7, payload}, "", 7, payload, false},
+		{"first layout, a batch", [][]byte{{}, seq7, payload}, "-", 7, payload, false},
+		{"first layout, the end", [][]byte{{}, end, {}}, "-", -1, []byte{}, false},
+		{"no delimiter", [][]byte{seq7, payload}, "-", 7, payload, false},
+		{"a 4-byte sequence", [][]byte{{}, []byte("t"), {0, 0, 0, 7}, payload}, "", 0, nil, true},
+		{"a frame alone", [][]byte{seq7}, "", 0, nil, true},
+	} {
+		topic, seq, p, err := parseReplay(tc.frames)
+		if tc.bad {
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: err %v, want ErrMalformed", tc.name, err)
+			}
+			continue
+		}
+		gotTopic := "-"
+		if topic != nil {
+			gotTopic = string(topic)
+		}
+		if err != nil || gotTopic != tc.topic || seq != tc.seq || !bytes.Equal(p, tc.payload) {
+			t.Errorf("%s: topic %q seq %d payload %x err %v; want %q %d %x", tc.name, gotTopic, seq, p, err, tc.topic, tc.seq, tc.payload)
+		}
 	}
 }
