@@ -48,14 +48,21 @@ type Access struct {
 // docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
 // shrink below their peak size, as Go maps do not.
 type Tree struct {
-	ranker     rank.Ranker[kvevict.Candidate] // nil when hist ranks
-	hist       rank.History                   // Auto's measurements; nil for a key strategy
-	keyOpts    []kvevict.Option               // the strategy's options, until New ranks with them
-	onEvent    func(Event)
-	usesNow    bool
-	eventsDone sync.Mutex // held while events are delivered, so they arrive in order
+	ranker  rank.Ranker[kvevict.Candidate] // nil when hist ranks
+	hist    rank.History                   // Auto's measurements; nil for a key strategy
+	keyOpts []kvevict.Option               // the strategy's options, until New ranks with them
+	onEvent func(Event)
+	usesNow bool
+	// Events are delivered in the order of their changes, one call's at a
+	// time: each call that queued events takes a ticket while it holds mu,
+	// and delivers once served reaches it, without mu, so that fn may read
+	// the tree while another call waits for its turn.
+	turnMu sync.Mutex
+	turn   sync.Cond // served moved on
+	served uint64    // guarded by turnMu
 
 	mu       sync.Mutex // guards everything below
+	issued   uint64     // tickets for delivering events
 	root     node
 	children map[edge]*node
 	// heaps hold the unreferenced leaves by slot, smallest key first: one
@@ -103,8 +110,9 @@ type Option func(*Tree)
 // blocks it stores or removes, so that an external index (a KV-aware
 // router) stays consistent. fn is called after the tree's lock is released,
 // in the order the changes happened, one call at a time. fn may call the
-// tree's other methods, but not Insert, InsertLocked or Evict, which would
-// wait for fn to return before delivering their own events.
+// tree's other methods (Len, Peek...), even while other goroutines change
+// the tree, but not Insert, InsertLocked or Evict, which would wait for fn
+// to return before delivering their own events.
 func WithEvents(fn func(Event)) Option {
 	return func(t *Tree) { t.onEvent = fn }
 }
@@ -135,6 +143,7 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 		keyedAt:  math.MinInt64,
 	}
 	t.root.slot = -1
+	t.turn.L = &t.turnMu
 	for _, opt := range opts {
 		if opt != nil {
 			opt(t)
@@ -551,9 +560,9 @@ func (t *Tree) push(n *node) {
 var oneBlock = []int{0}
 
 // unlockAndDeliver releases the tree's lock and delivers the pending events
-// outside it, holding eventsDone so that deliveries keep the order of the
-// changes. Every method that may queue events defers it right after taking
-// the lock, so the lock is released on every path.
+// outside it, in its ticket's turn, so that deliveries keep the order of
+// the changes. Every method that may queue events defers it right after
+// taking the lock, so the lock is released on every path.
 func (t *Tree) unlockAndDeliver() {
 	if len(t.pending) == 0 {
 		t.mu.Unlock()
@@ -561,9 +570,20 @@ func (t *Tree) unlockAndDeliver() {
 	}
 	events := t.pending
 	t.pending = nil
-	t.eventsDone.Lock()
+	ticket := t.issued
+	t.issued++
 	t.mu.Unlock()
-	defer t.eventsDone.Unlock()
+	t.turnMu.Lock()
+	for t.served != ticket {
+		t.turn.Wait()
+	}
+	t.turnMu.Unlock()
+	defer func() {
+		t.turnMu.Lock()
+		t.served++
+		t.turn.Broadcast()
+		t.turnMu.Unlock()
+	}()
 	for _, e := range events {
 		t.onEvent(e)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -612,5 +613,63 @@ func TestEvictAllocatesOnlyItsResult(t *testing.T) {
 		if allocs > 1 {
 			t.Errorf("%s: Evict(16) allocates %v times, want 1 (its result)", s, allocs)
 		}
+	}
+}
+
+// TestEventsReadTheTree has an event callback read the tree, as WithEvents
+// allows, while 8 goroutines insert and evict: a call that changed the
+// tree must not wait for the callback's turn while it holds the lock the
+// callback needs. Every event must still arrive, in order per goroutine's
+// call, one at a time.
+func TestEventsReadTheTree(t *testing.T) {
+	var inCallback atomic.Int32
+	var stored, removed atomic.Int64
+	var tree *Tree
+	tree, err := New(kvevict.LRU, WithEvents(func(e Event) {
+		if inCallback.Add(1) != 1 {
+			t.Error("two event calls at once")
+		}
+		_ = tree.Len()
+		_ = tree.Peek(e.Hashes)
+		switch e.Kind {
+		case Stored:
+			stored.Add(int64(len(e.Hashes)))
+		case Removed:
+			removed.Add(int64(len(e.Hashes)))
+		}
+		inCallback.Add(-1)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				path := []uint64{uint64(g), uint64(g)<<32 | uint64(i)}
+				if _, err := tree.Insert(path, Access{Tick: int64(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if over := tree.Len() - 100; over > 0 {
+					if _, err := tree.Evict(min(over, tree.Evictable())); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("deadlock: the goroutines did not finish in 30 s")
+	}
+	if got := stored.Load() - removed.Load(); got != int64(tree.Len()) {
+		t.Errorf("events say %d blocks resident, the tree holds %d", got, tree.Len())
 	}
 }
