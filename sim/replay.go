@@ -68,6 +68,12 @@ func (c *Config) progress(done, total int) {
 // first Capacity. The cost is dominated by SelectVictims: O(Capacity) per
 // request that evicts.
 func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
+	return replay(w, s, cfg, nil)
+}
+
+// replay is Replay, also storing the blocks it loaded in loads if not nil:
+// the quantity Belady's MIN bounds from below.
+func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
@@ -96,6 +102,9 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 		}
 		t.utilization(r.cache.Len(), cfg.Capacity)
 		cfg.progress(i+1, len(w.Requests))
+	}
+	if loads != nil {
+		*loads = t.loads
 	}
 	return t.report(string(s), "replay", cfg.Capacity), nil
 }
