@@ -58,8 +58,10 @@ func TestSequenceRules(t *testing.T) {
 			[]out{{0, 0, false}, {1, 0, false}, {0, 0, true}}, Stats{Delivered: 3, Restarts: 1}},
 		{"a forged jump, then the real publisher goes on", []in{{"a", 0}, {"a", 1 << 40}, {"a", 1}, {"a", 2}},
 			[]out{{0, 0, false}, {1, 0, false}, {2, 0, false}}, Stats{Delivered: 3, Refused: 1}},
+		// Without replay the held message itself is lost: its payload is
+		// not kept, so that forged jumps cost no memory.
 		{"a jump the next message confirms", []in{{"a", 0}, {"a", 500}, {"a", 501}},
-			[]out{{0, 0, false}, {500, 499, false}, {501, 0, false}}, Stats{Delivered: 3, Missed: 499, Gaps: 1}},
+			[]out{{0, 0, false}, {501, 500, false}}, Stats{Delivered: 2, Missed: 500, Gaps: 1}},
 		{"a gap within the limit", []in{{"a", 0}, {"a", 50}},
 			[]out{{0, 0, false}, {50, 49, false}}, Stats{Delivered: 2, Missed: 49, Gaps: 1}},
 		{"sequence numbers no publisher sends", []in{{"a", -1}, {"a", math.MaxInt64}, {"a", 0}},

@@ -112,10 +112,14 @@ type Subscriber struct {
 
 // stream is what a Subscriber knows of one topic's sequence.
 type stream struct {
-	next int64     // the sequence number expected next
-	last uint64    // the checksum of the payload numbered next-1, to tell a duplicate from a restart
-	conn uint64    // the connection the last message came on
-	held *buffered // a jump past maxGap, waiting for the next message to confirm it
+	next int64  // the sequence number expected next
+	last uint64 // the checksum of the payload numbered next-1, to tell a duplicate from a restart
+	conn uint64 // the connection the last message came on
+	// held is the number of a jump past maxGap, waiting for the next
+	// message to confirm it, or -1. Its payload is not kept: a topic of
+	// forged jumps must cost no memory; replay brings it back once the
+	// jump is confirmed.
+	held int64
 }
 
 // SubscriberOption configures a [Subscriber] made by [NewSubscriber].
@@ -193,10 +197,12 @@ func WithMaxTopics(n int) SubscriberOption {
 }
 
 // WithMaxGap sets the longest forward jump of a topic's sequence taken at
-// once (n >= 1); a longer one is held until the topic's next message
-// follows it, and dropped if that message continues the old sequence
-// instead, so that one forged sequence number cannot make the real
-// publisher's batches look stale. The default is [DefaultMaxGap].
+// once (n >= 1); a longer one is held, by its number alone, until the
+// topic's next message follows it (the held batch then comes back by
+// replay, with the rest of the gap, or counts as missed), and dropped if
+// that message continues the old sequence instead, so that one forged
+// sequence number cannot make the real publisher's batches look stale.
+// The default is [DefaultMaxGap].
 func WithMaxGap(n int64) SubscriberOption {
 	return func(c *subscriberConfig) {
 		if n < 1 {
@@ -348,7 +354,7 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 			s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
 			return
 		}
-		st = &stream{}
+		st = &stream{held: -1}
 		s.streams[topic] = st
 	}
 	m := Message{Topic: topic, Seq: seq}
@@ -372,16 +378,15 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 		s.count(func(st *Stats) { st.Restarts++ })
 		m.Missed, m.Restart = s.catchUp(ctx, topic, 0, seq, true, fn)
 	case seen && seq-st.next > s.maxGap:
-		h := st.held
-		if h == nil || seq != h.seq+1 {
+		if st.held < 0 || seq != st.held+1 {
 			s.dropHeld(st)
-			st.held = &buffered{seq, payload}
+			st.held = seq
 			return
 		}
-		// The held jump is confirmed: deliver it, then this message.
-		st.held = nil
-		missed, _ := s.catchUp(ctx, topic, st.next, h.seq, false, fn)
-		s.deliver(Message{Topic: topic, Seq: h.seq, Missed: missed}, h.payload, fn)
+		// The held jump is confirmed: catch up to this message, the held
+		// one included.
+		st.held = -1
+		m.Missed, _ = s.catchUp(ctx, topic, st.next, seq, false, fn)
 	default:
 		// A first message (a join: what came before it is missed unless
 		// replay has it) or a jump forward within maxGap: a gap.
@@ -427,8 +432,8 @@ func checksum(payload []byte) uint64 {
 // dropHeld drops st's held jump, if any, as refused: the topic's sequence
 // went on without it.
 func (s *Subscriber) dropHeld(st *stream) {
-	if st.held != nil {
-		st.held = nil
+	if st.held >= 0 {
+		st.held = -1
 		s.refuse(errJump)
 	}
 }
