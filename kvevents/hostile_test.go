@@ -369,8 +369,12 @@ func TestPublisherUnderAttack(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Stats(); len(st.Subscribers) != 1 || st.Sent != 100 {
-		t.Errorf("stats %+v, want the one healthy subscriber sent all 100", st)
+	st := p.Stats()
+	for deadline := time.Now().Add(testTimeout); st.RefusedSubscribers < 2 && time.Now().Before(deadline); st = p.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(st.Subscribers) != 1 || st.Sent != 100 || st.RefusedSubscribers != 2 {
+		t.Errorf("stats %+v, want the one healthy subscriber sent all 100, two refused", st)
 	}
 	logMu.Lock()
 	got := logs.String()

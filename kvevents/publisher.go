@@ -90,6 +90,10 @@ type PublisherStats struct {
 	// those malformed, or whose client did not take the answer within
 	// the deadline and was dropped.
 	ReplayRequests, ReplayFailures int64
+	// RefusedSubscribers counts subscriber connections closed for breaking
+	// the protocol or a limit (a frame too long, too many subscriptions,
+	// too many subscribers).
+	RefusedSubscribers int64
 }
 
 // SubscriberStats counts one subscriber connection's batches.
@@ -209,7 +213,10 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
 		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1, Queue: c.hwm, MaxPeers: maxPeers},
 		OnViolation: func(err error) {
-			p.warnOnce("subscriber", "kvevents: dropping a subscriber that broke the protocol", err)
+			p.mu.Lock()
+			p.stats.RefusedSubscribers++
+			p.mu.Unlock()
+			p.warnOnce("subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit", err)
 		},
 	})
 	var err error
