@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -58,10 +59,8 @@ func TestSequenceRules(t *testing.T) {
 			[]out{{0, 0, false}, {1, 0, false}, {0, 0, true}}, Stats{Delivered: 3, Restarts: 1}},
 		{"a forged jump, then the real publisher goes on", []in{{"a", 0}, {"a", 1 << 40}, {"a", 1}, {"a", 2}},
 			[]out{{0, 0, false}, {1, 0, false}, {2, 0, false}}, Stats{Delivered: 3, Refused: 1}},
-		// Without replay the held message itself is lost: its payload is
-		// not kept, so that forged jumps cost no memory.
 		{"a jump the next message confirms", []in{{"a", 0}, {"a", 500}, {"a", 501}},
-			[]out{{0, 0, false}, {501, 500, false}}, Stats{Delivered: 2, Missed: 500, Gaps: 1}},
+			[]out{{0, 0, false}, {500, 499, false}, {501, 0, false}}, Stats{Delivered: 3, Missed: 499, Gaps: 1}},
 		{"a gap within the limit", []in{{"a", 0}, {"a", 50}},
 			[]out{{0, 0, false}, {50, 49, false}}, Stats{Delivered: 2, Missed: 49, Gaps: 1}},
 		{"sequence numbers no publisher sends", []in{{"a", -1}, {"a", math.MaxInt64}, {"a", 0}},
@@ -132,5 +131,37 @@ func TestParseReplay(t *testing.T) {
 		if err != nil || gotTopic != tc.topic || seq != tc.seq || !bytes.Equal(p, tc.payload) {
 			t.Errorf("%s: topic %q seq %d payload %x err %v; want %q %d %x", tc.name, gotTopic, seq, p, err, tc.topic, tc.seq, tc.payload)
 		}
+	}
+}
+
+// TestHeldPayloadsBounded forges a jump on each of 50 topics with a 1 MiB
+// payload: the payloads held stay within the budget, and a confirmed jump
+// whose payload was not kept counts its batch as missed (without replay)
+// instead of delivering it.
+func TestHeldPayloadsBounded(t *testing.T) {
+	s := newSequenceSubscriber(100, 100)
+	small, err := Encode(&EventBatch{TS: 1}, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := append([]byte(nil), small...)
+	big = append(big, make([]byte, 1<<20)...) // undecodable, but only held
+	var got []Message
+	fn := func(m Message) { got = append(got, m) }
+	for i := range 50 {
+		topic := []byte(fmt.Sprint("t", i))
+		s.handle(context.Background(), [][]byte{topic, seqBytes(0), small}, 1, fn)
+		s.handle(context.Background(), [][]byte{topic, seqBytes(1 << 20), big}, 1, fn)
+		if s.heldBytes > heldBudget {
+			t.Fatalf("after %d topics, %d bytes held, budget %d", i+1, s.heldBytes, heldBudget)
+		}
+	}
+	if s.heldBytes == 0 || s.streams["t49"].heldPayload != nil {
+		t.Fatalf("held %d bytes; the last topic's payload kept: %v", s.heldBytes, s.streams["t49"].heldPayload != nil)
+	}
+	got = got[:0]
+	s.handle(context.Background(), [][]byte{[]byte("t49"), seqBytes(1<<20 + 1), small}, 1, fn)
+	if len(got) != 1 || got[0].Seq != 1<<20+1 || got[0].Missed != 1<<20 {
+		t.Errorf("confirmed jump without its payload: delivered %+v, want seq %d with %d missed", got, 1<<20+1, 1<<20)
 	}
 }

@@ -103,7 +103,8 @@ type Subscriber struct {
 	maxGap     int64
 	log        *slog.Logger
 
-	streams map[string]*stream // per topic; Run's goroutine only
+	streams   map[string]*stream // per topic; Run's goroutine only
+	heldBytes int                // of the streams' held payloads
 
 	mu     sync.Mutex
 	stats  Stats
@@ -116,11 +117,16 @@ type stream struct {
 	last uint64 // the checksum of the payload numbered next-1, to tell a duplicate from a restart
 	conn uint64 // the connection the last message came on
 	// held is the number of a jump past maxGap, waiting for the next
-	// message to confirm it, or -1. Its payload is not kept: a topic of
-	// forged jumps must cost no memory; replay brings it back once the
-	// jump is confirmed.
-	held int64
+	// message to confirm it, or -1; heldPayload is its payload while the
+	// subscriber's budget for held payloads has room, else nil, and replay
+	// brings the batch back once the jump is confirmed.
+	held        int64
+	heldPayload []byte
 }
+
+// heldBudget bounds the bytes of held payloads over all topics, so that
+// forged jumps on many topics cannot pin a payload each.
+const heldBudget = 16 << 20
 
 // SubscriberOption configures a [Subscriber] made by [NewSubscriber].
 type SubscriberOption func(*subscriberConfig)
@@ -197,11 +203,12 @@ func WithMaxTopics(n int) SubscriberOption {
 }
 
 // WithMaxGap sets the longest forward jump of a topic's sequence taken at
-// once (n >= 1); a longer one is held, by its number alone, until the
-// topic's next message follows it (the held batch then comes back by
-// replay, with the rest of the gap, or counts as missed), and dropped if
-// that message continues the old sequence instead, so that one forged
-// sequence number cannot make the real publisher's batches look stale.
+// once (n >= 1); a longer one is held until the topic's next message
+// follows it, and dropped if that message continues the old sequence
+// instead, so that one forged sequence number cannot make the real
+// publisher's batches look stale. Held payloads take at most 16 MiB over
+// all topics; past that only the number is held, and the batch comes back
+// by replay once confirmed, or counts as missed.
 // The default is [DefaultMaxGap].
 func WithMaxGap(n int64) SubscriberOption {
 	return func(c *subscriberConfig) {
@@ -381,12 +388,22 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 		if st.held < 0 || seq != st.held+1 {
 			s.dropHeld(st)
 			st.held = seq
+			if s.heldBytes+len(payload) <= heldBudget {
+				st.heldPayload = payload
+				s.heldBytes += len(payload)
+			}
 			return
 		}
-		// The held jump is confirmed: catch up to this message, the held
-		// one included.
-		st.held = -1
-		m.Missed, _ = s.catchUp(ctx, topic, st.next, seq, false, fn)
+		// The held jump is confirmed: deliver it, then this message. A
+		// held batch whose payload was not kept comes back by replay.
+		held, heldPayload := st.held, st.heldPayload
+		s.release(st)
+		if heldPayload == nil {
+			m.Missed, _ = s.catchUp(ctx, topic, st.next, seq, false, fn)
+			break
+		}
+		missed, _ := s.catchUp(ctx, topic, st.next, held, false, fn)
+		s.deliver(Message{Topic: topic, Seq: held, Missed: missed}, heldPayload, fn)
 	default:
 		// A first message (a join: what came before it is missed unless
 		// replay has it) or a jump forward within maxGap: a gap.
@@ -433,9 +450,16 @@ func checksum(payload []byte) uint64 {
 // went on without it.
 func (s *Subscriber) dropHeld(st *stream) {
 	if st.held >= 0 {
-		st.held = -1
+		s.release(st)
 		s.refuse(errJump)
 	}
+}
+
+// release forgets st's held jump and gives its payload's bytes back to the
+// budget.
+func (s *Subscriber) release(st *stream) {
+	s.heldBytes -= len(st.heldPayload)
+	st.held, st.heldPayload = -1, nil
 }
 
 // errJump keys the one log line of unconfirmed jumps.
