@@ -237,7 +237,10 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSubscriber(ctx, addr, WithSubscriberLogger(slog.New(slog.DiscardHandler)))
+	// The mirror falls far behind and loses long runs: any length of gap
+	// is taken at once, so that the last batch it hears is delivered, not
+	// held for a successor that never comes.
+	s, err := NewSubscriber(ctx, addr, WithSubscriberLogger(slog.New(slog.DiscardHandler)), WithMaxGap(1<<40))
 	if err != nil {
 		t.Fatal(err)
 	}
