@@ -200,22 +200,29 @@ func gapSetup(ctx context.Context, t *testing.T, buffer, want int) ([]Message, S
 	t.Helper()
 	batches := testBatches(false)[:4]
 	sopts := []SubscriberOption{WithSubscriberLogger(slog.New(slog.DiscardHandler))}
+	var p *Publisher
 	if buffer > 0 {
 		sink := sinkSub(t)
-		p, err := NewPublisher(ctx, "tcp://"+sink.Addr().String(), WithReplay("tcp://127.0.0.1:0", buffer), WithLinger(0))
+		var err error
+		p, err = NewPublisher(ctx, "tcp://"+sink.Addr().String(), WithReplay("tcp://127.0.0.1:0", buffer), WithLinger(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer p.Close()
+		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
+	}
+	s, c, addr := listeningSubscriber(ctx, t, sopts...)
+	// The subscription reaches the live socket once the subscriber's
+	// start-up replay has found the buffer empty; the batches go into it
+	// after that, so only the gap can bring them.
+	live := rawPub(ctx, t, addr)
+	if p != nil {
 		for i := range batches {
 			if _, err := p.Publish(&batches[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
-		sopts = append(sopts, WithReplayEndpoint("tcp://"+p.ReplayAddr().String(), testTimeout))
 	}
-	s, c, addr := listeningSubscriber(ctx, t, sopts...)
-	live := rawPub(ctx, t, addr)
 	for i := range batches {
 		batches[i].DataParallelRank = ptr(int64(0)) // as Publish filled it in
 	}

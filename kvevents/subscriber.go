@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,6 +104,7 @@ type Subscriber struct {
 	maxGap     int64
 	log        *slog.Logger
 
+	topics    []string           // the subscriptions
 	streams   map[string]*stream // per topic; Run's goroutine only
 	heldBytes int                // of the streams' held payloads
 
@@ -285,11 +287,19 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	if len(c.topics) == 0 {
 		c.topics = []string{""}
 	}
-	for _, t := range c.topics {
-		s.sub.Subscribe(t)
+	s.topics = c.topics
+	if s.replay == "" {
+		s.subscribe()
 	}
 	context.AfterFunc(ctx, func() { _ = s.sub.Close() })
 	return s, nil
+}
+
+// subscribe sends the subscriptions; from then on the publishers send.
+func (s *Subscriber) subscribe() {
+	for _, t := range s.topics {
+		s.sub.Subscribe(t)
+	}
 }
 
 // firstDialWait is how long NewSubscriber waits for a publisher to answer
@@ -331,6 +341,10 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 // goroutine, one call at a time. Call Run once.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 	defer s.sub.Close()
+	if s.replay != "" {
+		s.bootstrap(ctx, fn)
+		s.subscribe()
+	}
 	for {
 		frames, conn, err := s.sub.RecvFrom(ctx)
 		if err != nil {
@@ -338,6 +352,43 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 		}
 		s.handle(ctx, frames, conn, fn)
 	}
+}
+
+// bootstrap delivers what the replay socket holds before the subscriber
+// subscribes, so that a mirror that joins an engine catches up even if the
+// engine sends nothing more. The live stream starts after the answer was
+// read, so it holds only later batches; what was published in between is
+// a gap, filled by replay as any other. An answer without the topic frame
+// (vLLM's first layout) cannot be told apart by topic and is passed over;
+// the first live message then catches up as a join.
+func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
+	err := s.ask(ctx, 0, func(topic []byte, seq int64, payload []byte) error {
+		if topic == nil || !s.wants(topic) {
+			return nil
+		}
+		s.handle(ctx, [][]byte{topic, seqBytes(seq), payload}, 0, func(m Message) {
+			if !m.Replayed { // a join's own catch-up is counted already
+				m.Replayed = true
+				s.count(func(st *Stats) { st.Replayed++ })
+			}
+			fn(m)
+		})
+		return nil
+	})
+	if err != nil {
+		s.count(func(st *Stats) { st.ReplayFailures++ })
+		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+	}
+}
+
+// wants reports whether topic matches a subscription.
+func (s *Subscriber) wants(topic []byte) bool {
+	for _, t := range s.topics {
+		if strings.HasPrefix(string(topic), t) {
+			return true
+		}
+	}
+	return false
 }
 
 // handle checks one message's frames and sequence, fills a gap by replay,
@@ -501,16 +552,31 @@ func (s *Subscriber) lost(topic string, from, before int64) int64 {
 	return n
 }
 
+// requestReplay asks the replay socket for every buffered batch of topic
+// from start on and calls each with those that arrive before the end
+// marker or a timeout. An answer may carry the topic frame (as current
+// vLLM sends it) or not (as vLLM first did); one for another topic means
+// the endpoint replays another publisher, and fails the request.
+func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) error {
+	return s.ask(ctx, start, func(got []byte, seq int64, payload []byte) error {
+		if got != nil && string(got) != topic {
+			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", got, topic)
+		}
+		each(seq, payload)
+		return nil
+	})
+}
+
 // replayStretch is how many times the per-message timeout a whole replay
 // answer may take: an answer that keeps coming is not cut short, nor can a
 // trickle hold up the live stream for long.
 const replayStretch = 30
 
-// requestReplay asks the replay socket for every buffered batch from
-// start on and calls each with those that arrive before the end marker or
-// a timeout. An answer may carry the topic
-// frame (as current vLLM sends it) or not (as vLLM first did).
-func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) error {
+// ask sends the replay socket a request from start and calls each with
+// every batch of the answer, its topic nil when the answer has no topic
+// frame, until the end marker, a timeout, or an error from each. The
+// answer is read to its end, as the publisher expects.
+func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
 	ctx, cancel := context.WithTimeout(ctx, replayStretch*s.replayWait)
 	defer cancel()
 	last, _ := ctx.Deadline()
@@ -540,19 +606,16 @@ func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int6
 		if err != nil {
 			return err
 		}
-		gotTopic, seq, payload, err := parseReplay(f)
+		topic, seq, payload, err := parseReplay(f)
 		if err != nil {
 			return err
-		}
-		if gotTopic != nil && string(gotTopic) != topic {
-			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", gotTopic, topic)
 		}
 		if seq == endSeq {
 			return nil
 		}
-		// Batches from before on came live and are passed over; the answer
-		// is read to its end all the same, as the publisher expects.
-		each(seq, payload)
+		if err := each(topic, seq, payload); err != nil {
+			return err
+		}
 		c.SetDeadline(wait())
 	}
 }
