@@ -144,21 +144,21 @@ func (c *Conn) WriteMsg(frames [][]byte) error {
 func (c *Conn) writeBatch(msgs [][][]byte) (whole int, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	// ends[i] is where message i ends in the bytes handed to the writer;
-	// after a failed write, those the connection took are them less what
-	// the writer still buffers, and the messages within them arrived whole.
 	var accepted int
-	ends := make([]int, 0, len(msgs))
 	for _, m := range msgs {
 		accepted += writeMsg(c.w, m)
-		ends = append(ends, accepted)
 	}
 	if err = c.w.Flush(); err == nil {
 		return len(msgs), nil
 	}
+	// After a failed write, the bytes the connection took are those handed
+	// to the writer less what it still buffers; the messages within them
+	// arrived whole.
 	written := accepted - c.w.Buffered()
-	for whole < len(ends) && ends[whole] <= written {
-		whole++
+	for end := 0; whole < len(msgs); whole++ {
+		if end += wireSize(msgs[whole]); end > written {
+			break
+		}
 	}
 	return whole, err
 }
@@ -492,11 +492,10 @@ func writeMsg(w *bufio.Writer, frames [][]byte) int {
 		if i < len(frames)-1 {
 			h[0] = flagMore
 		}
-		n := 2
-		if len(f) > 255 {
+		n := frameHeader(len(f))
+		if n == 9 {
 			h[0] |= flagLong
 			binary.BigEndian.PutUint64(h[1:], uint64(len(f)))
-			n = 9
 		} else {
 			h[1] = byte(len(f))
 		}
@@ -505,4 +504,22 @@ func writeMsg(w *bufio.Writer, frames [][]byte) int {
 		took += k + m
 	}
 	return took
+}
+
+// wireSize is the length of a message on the wire, as writeMsg writes it.
+func wireSize(frames [][]byte) int {
+	n := 0
+	for _, f := range frames {
+		n += frameHeader(len(f)) + len(f)
+	}
+	return n
+}
+
+// frameHeader is the length of a frame's flags and size: a short frame's
+// size takes one byte, a long one's eight.
+func frameHeader(size int) int {
+	if size > 255 {
+		return 9
+	}
+	return 2
 }
