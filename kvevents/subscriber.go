@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"net"
@@ -362,7 +363,7 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 // (vLLM's first layout) cannot be told apart by topic and is passed over;
 // the first live message then catches up as a join.
 func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
-	err := s.ask(ctx, 0, func(topic []byte, seq int64, payload []byte) error {
+	s.ask(ctx, 0, func(topic []byte, seq int64, payload []byte) error {
 		if topic == nil || !s.wants(topic) {
 			return nil
 		}
@@ -375,10 +376,6 @@ func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
 		})
 		return nil
 	})
-	if err != nil {
-		s.count(func(st *Stats) { st.ReplayFailures++ })
-		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-	}
 }
 
 // wants reports whether topic matches a subscription.
@@ -475,27 +472,21 @@ func (s *Subscriber) replaced(ctx context.Context, topic string, st *stream) boo
 	}
 	want := st.next - 1
 	found, differs := false, false
-	err := s.requestReplay(ctx, topic, want, func(seq int64, payload []byte) {
+	s.requestReplay(ctx, topic, want, func(seq int64, payload []byte) {
 		if seq == want {
 			found, differs = true, checksum(payload) != st.last
 		}
 	})
-	if err != nil {
-		s.count(func(st *Stats) { st.ReplayFailures++ })
-		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-	}
 	return found && differs
 }
 
-// checksum is FNV-1a over payload: two payloads of one sequence number
-// that differ are two publishers', not a duplicate.
-func checksum(payload []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, b := range payload {
-		h = (h ^ uint64(b)) * 1099511628211
-	}
-	return h
-}
+// checksum hashes payload: two payloads of one sequence number that
+// differ are two publishers', not a duplicate. It runs on every message,
+// so it is maphash's, which reads words rather than bytes.
+func checksum(payload []byte) uint64 { return maphash.Bytes(payloadSeed, payload) }
+
+// payloadSeed seeds checksum; checksums are compared within a process only.
+var payloadSeed = maphash.MakeSeed()
 
 // dropHeld drops st's held jump, if any, as refused: the topic's sequence
 // went on without it.
@@ -524,7 +515,7 @@ var errJump = errors.New("kvevents: a sequence jump that the next message did no
 func (s *Subscriber) catchUp(ctx context.Context, topic string, from, before int64, restart bool, fn func(Message)) (missed int64, stillRestart bool) {
 	expect := from
 	if s.replay != "" && from < before {
-		err := s.requestReplay(ctx, topic, from, func(seq int64, payload []byte) {
+		s.requestReplay(ctx, topic, from, func(seq int64, payload []byte) {
 			if seq < expect || seq >= before {
 				return // delivered already, or past the gap: the live stream has those
 			}
@@ -533,10 +524,6 @@ func (s *Subscriber) catchUp(ctx context.Context, topic string, from, before int
 			s.deliver(m, payload, fn)
 			expect = seq + 1
 		})
-		if err != nil {
-			s.count(func(st *Stats) { st.ReplayFailures++ })
-			s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-		}
 	}
 	return s.lost(topic, expect, before), restart
 }
@@ -557,8 +544,8 @@ func (s *Subscriber) lost(topic string, from, before int64) int64 {
 // marker or a timeout. An answer may carry the topic frame (as current
 // vLLM sends it) or not (as vLLM first did); one for another topic means
 // the endpoint replays another publisher, and fails the request.
-func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) error {
-	return s.ask(ctx, start, func(got []byte, seq int64, payload []byte) error {
+func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) {
+	s.ask(ctx, start, func(got []byte, seq int64, payload []byte) error {
 		if got != nil && string(got) != topic {
 			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", got, topic)
 		}
@@ -575,8 +562,16 @@ const replayStretch = 30
 // ask sends the replay socket a request from start and calls each with
 // every batch of the answer, its topic nil when the answer has no topic
 // frame, until the end marker, a timeout, or an error from each. The
-// answer is read to its end, as the publisher expects.
-func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
+// answer is read to its end, as the publisher expects. A request that
+// fails is counted and logged here, once for every caller.
+func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) {
+	if err := s.askOnce(ctx, start, each); err != nil {
+		s.count(func(st *Stats) { st.ReplayFailures++ })
+		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+	}
+}
+
+func (s *Subscriber) askOnce(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
 	ctx, cancel := context.WithTimeout(ctx, replayStretch*s.replayWait)
 	defer cancel()
 	last, _ := ctx.Deadline()
