@@ -149,11 +149,19 @@ func (x *decoder) mismatch(name string, c byte, want string) error {
 	if err := x.skip(0); err != nil {
 		return err
 	}
-	if x.mistypedSeen {
+	if x.again(&x.mistypedSeen) {
 		return errMistyped
 	}
-	x.mistypedSeen = true
 	return fmt.Errorf("%w: %s is msgpack 0x%02x, want %s", ErrFieldType, name, c, want)
+}
+
+// again reports whether an error of the kind seen flags was made already
+// in this decode, and flags it: only the first of a kind is worth the
+// allocation of its details.
+func (x *decoder) again(seen *bool) bool {
+	was := *seen
+	*seen = true
+	return was
 }
 
 func isInt(c byte) bool {
@@ -595,10 +603,9 @@ func (x *decoder) build(u *union) (Event, error) {
 	case TypeAllBlocksCleared:
 		return &AllBlocksCleared{}, nil
 	default:
-		if x.unknownSeen {
+		if x.again(&x.unknownSeen) {
 			return nil, errUnknownTag
 		}
-		x.unknownSeen = true
 		return nil, fmt.Errorf("%w: an event whose tag is none of %q", ErrUnknownEventType, tags)
 	}
 	if err := x.charge(costEvent); err != nil {
@@ -613,10 +620,9 @@ func (x *decoder) build(u *union) (Event, error) {
 
 // missing reports a required field left out of what.
 func (x *decoder) missing(what, field string) error {
-	if x.mistypedSeen {
+	if x.again(&x.mistypedSeen) {
 		return errMistyped
 	}
-	x.mistypedSeen = true
 	return fmt.Errorf("%w: %s without %s", ErrFieldType, what, field)
 }
 
@@ -656,6 +662,9 @@ func (x *decoder) field(name string, u *union) error {
 		}
 		n, err := x.int64(name)
 		if err == nil && n < 0 {
+			if x.again(&x.mistypedSeen) {
+				return errMistyped
+			}
 			return fmt.Errorf("%w: %s %d, want >= 0", ErrFieldType, name, n)
 		}
 		s.BlockSize = n
