@@ -97,16 +97,16 @@ type TopicStats struct {
 	RefusedEvents    int64 // events of a (group, medium) pair past MaxGroups, not applied
 }
 
-// maxMirrorCapacity bounds a mirror's capacity so that the slots of a
+// MaxMirrorCapacity bounds a mirror's capacity so that the slots of a
 // topic's blocks, resident and removed parents kept for their children (no
 // more than the resident ones), fit an int32.
-const maxMirrorCapacity = 1 << 29
+const MaxMirrorCapacity = 1 << 29
 
 // NewMirror returns an empty mirror holding at most capacity blocks per
-// topic (1 <= capacity <= 2^29).
+// topic (1 <= capacity <= [MaxMirrorCapacity]).
 func NewMirror(capacity int) (*Mirror, error) {
-	if capacity < 1 || capacity > maxMirrorCapacity {
-		return nil, fmt.Errorf("kvevents: mirror capacity %d, want 1 to %d", capacity, maxMirrorCapacity)
+	if capacity < 1 || capacity > MaxMirrorCapacity {
+		return nil, fmt.Errorf("kvevents: mirror capacity %d, want 1 to %d", capacity, MaxMirrorCapacity)
 	}
 	return &Mirror{capacity: capacity, topics: make(map[string]*topicIndex)}, nil
 }

@@ -401,8 +401,8 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	if o.duration <= 0 {
 		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
 	}
-	if o.capacity < 1 || o.capacity > maxMirrorCapacity {
-		return nil, usagef("-capacity must be 1 to %d blocks, got %d", maxMirrorCapacity, o.capacity)
+	if o.capacity < 1 || o.capacity > kvevents.MaxMirrorCapacity {
+		return nil, usagef("-capacity must be 1 to %d blocks, got %d", kvevents.MaxMirrorCapacity, o.capacity)
 	}
 	if o.replay != "" {
 		if err := checkEndpoint(o.replay); err != nil {
@@ -414,9 +414,6 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	}
 	return o, nil
 }
-
-// maxMirrorCapacity is the largest capacity kvevents.NewMirror takes.
-const maxMirrorCapacity = 1 << 29
 
 // mirrorRow is one topic of mirror's output; -format json prints an array
 // of them.
