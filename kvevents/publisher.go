@@ -57,7 +57,7 @@ type Publisher struct {
 	topic  []byte
 	enc    Encoding
 	rank   int64
-	log    *slog.Logger
+	once   onceLog
 	linger time.Duration
 
 	mu     sync.Mutex
@@ -67,7 +67,6 @@ type Publisher struct {
 	head   int        // index of the oldest entry of buf once it is full
 	bufCap int
 	stats  PublisherStats
-	warned map[string]bool
 }
 
 // buffered is one published batch kept for replay.
@@ -203,10 +202,9 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		topic:  []byte(c.topic),
 		enc:    c.enc,
 		rank:   c.rank,
-		log:    c.log,
+		once:   onceLog{log: c.log},
 		bufCap: c.buffer,
 		linger: c.linger,
-		warned: make(map[string]bool),
 	}
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
@@ -216,7 +214,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
 			p.mu.Unlock()
-			p.warnOnce("subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit", err)
+			p.once.warn("subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit", err)
 		},
 	})
 	var err error
@@ -375,18 +373,7 @@ func (p *Publisher) replayFailed(kind string, err error) {
 	p.mu.Lock()
 	p.stats.ReplayFailures++
 	p.mu.Unlock()
-	p.warnOnce("replay "+kind, "kvevents: a replay request was not answered; later ones are only counted", err)
-}
-
-// warnOnce logs msg the first time kind occurs.
-func (p *Publisher) warnOnce(kind, msg string, err error) {
-	p.mu.Lock()
-	first := !p.warned[kind]
-	p.warned[kind] = true
-	p.mu.Unlock()
-	if first {
-		p.log.Warn(msg, "err", err)
-	}
+	p.once.warn("replay "+kind, "kvevents: a replay request was not answered; later ones are only counted", err)
 }
 
 // since returns the buffered batches numbered start or later, oldest first.

@@ -17,9 +17,8 @@ func newSequenceSubscriber(maxTopics int, maxGap int64) *Subscriber {
 	return &Subscriber{
 		maxTopics: maxTopics,
 		maxGap:    maxGap,
-		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		once:      onceLog{log: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		streams:   make(map[string]*stream),
-		logged:    make(map[error]bool),
 	}
 }
 

@@ -103,15 +103,14 @@ type Subscriber struct {
 	limits     zmtp.Limits // of the replay connection's frames
 	maxTopics  int
 	maxGap     int64
-	log        *slog.Logger
+	once       onceLog
 
 	topics    []string           // the subscriptions
 	streams   map[string]*stream // per topic; Run's goroutine only
 	heldBytes int                // of the streams' held payloads
 
-	mu     sync.Mutex
-	stats  Stats
-	logged map[error]bool
+	mu    sync.Mutex
+	stats Stats
 }
 
 // stream is what a Subscriber knows of one topic's sequence.
@@ -261,9 +260,8 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		limits:    zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
 		maxTopics: c.maxTopics,
 		maxGap:    c.maxGap,
-		log:       c.log,
+		once:      onceLog{log: c.log},
 		streams:   make(map[string]*stream),
-		logged:    make(map[error]bool),
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
 		Limits: zmtp.Limits{
@@ -713,13 +711,6 @@ func (s *Subscriber) count(f func(*Stats)) {
 // logOnce logs err the first time its kind occurs; the counts in Stats
 // tell how often it did since.
 func (s *Subscriber) logOnce(kind, err error) {
-	s.mu.Lock()
-	first := !s.logged[kind]
-	s.logged[kind] = true
-	s.mu.Unlock()
-	if !first {
-		return
-	}
 	msg := "kvevents: skipping bad input; later occurrences are only counted"
 	switch kind {
 	case ErrGap:
@@ -727,5 +718,5 @@ func (s *Subscriber) logOnce(kind, err error) {
 	case errReplay:
 		msg = "kvevents: a replay request failed; later failures are only counted"
 	}
-	s.log.Warn(msg, "err", err)
+	s.once.warn(kind, msg, err)
 }
