@@ -28,12 +28,15 @@ import (
 // when the evictable blocks cannot cover the need. For the same candidates it
 // picks the same victims as a [Policy] of the same strategy and options.
 //
-// Every key strategy works with the index, with one exception: a key that
-// depends on the current tick (FrequencyCost with [WithCostDecay] > 0)
-// changes for every candidate as time passes, which no incremental order can
-// follow; [NewIndex] rejects it. Adaptive strategies, whose order lives in
-// their own history rather than in the candidates' fields, are not supported
-// either. Both are served by [Policy] over a candidate slice.
+// Every strategy works with the index, with two exceptions, which no
+// incremental order can follow and [NewIndex] rejects: a key that depends
+// on the current tick (FrequencyCost with [WithCostDecay] > 0) changes for
+// every candidate as time passes, and [Auto] scores every candidate at each
+// selection by the pool's current turnover. Both are served by [Policy]
+// over a candidate slice. The adaptive strategies ARC, S3-FIFO and SIEVE
+// rank by a history of requests, as their Policy does: call
+// [Index.UpdateAccess] for every request, before the Evict that makes room
+// for it, and they choose from their own lists.
 //
 // # Order structure
 //
@@ -52,6 +55,10 @@ import (
 // referenced and empty candidates are in neither.
 //
 // The heap is the 4-ary indexed heap that package prefix's tree uses too.
+// An adaptive strategy keeps neither: its history's lists order the
+// candidates, and the index keeps the history's marks of which are
+// evictable between evictions, so an eviction costs the steps the
+// history takes from its lists' tails (see indexhistory.go).
 //
 // # Metrics
 //
@@ -90,6 +97,12 @@ type Index struct {
 	heap      rank.Heap
 	available int // blocks held by evictable candidates
 
+	// hist, for an adaptive strategy, orders the evictable candidates
+	// instead of the run and the heap (see indexhistory.go).
+	hist    history
+	waiting []int32 // slots whose id hist may not hold as resident: admitted at the next Evict
+	spare   []int32 // scratch: the previous waiting, and the trimmed victims of an Evict
+
 	stats stats
 }
 
@@ -99,16 +112,18 @@ type indexNode struct {
 	key     rank.Key // c's key, while the node is in the run
 	at      place    // where the candidate is kept
 	trimmed bool     // lost a tail to a partial eviction and not touched since
+	waiting bool     // in Index.waiting
 }
 
 // place is where the index keeps a slot's candidate.
 type place uint8
 
 const (
-	slotFree place = iota // the slot holds no candidate
-	held                  // held but not evictable: in neither order
-	inRun                 // evictable, in the run
-	inHeap                // evictable, in the heap
+	slotFree  place = iota // the slot holds no candidate
+	held                   // held but not evictable: in neither order
+	inRun                  // evictable, in the run
+	inHeap                 // evictable, in the heap
+	inHistory              // evictable, marked in the adaptive strategy's history when it holds the id as resident
 )
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
@@ -126,21 +141,26 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if info.history != nil {
-		return nil, fmt.Errorf("kvevict: NewIndex(%q): %w: it ranks by a history of its own, not by a key the index can keep in order; use a Policy", s, errors.ErrUnsupported)
-	}
 	params := newKeyParams(info.kind, &cfg)
 	if params.usesNow {
 		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
-	return &Index{
+	x := &Index{
 		strategy: s,
 		params:   params,
 		logger:   cfg.logger,
 		run:      dlist.Empty(),
 		stats:    newStats(s, &cfg),
 		watch:    newStopwatch(&cfg),
-	}, nil
+	}
+	if info.history != nil {
+		h := info.history(&cfg)
+		if _, scores := h.(candidateScorer); scores {
+			return nil, fmt.Errorf("kvevict: NewIndex(%q): %w: it scores every candidate at each selection by the pool's current turnover, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
+		}
+		x.follow(h)
+	}
+	return x, nil
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -186,6 +206,9 @@ func (x *Index) Add(c Candidate) error {
 		x.available += len(c.Blocks)
 		x.insert(slot)
 	}
+	if x.hist != nil {
+		x.admitIfNew(slot)
+	}
 	return nil
 }
 
@@ -205,7 +228,8 @@ func (x *Index) Remove(id uint64) bool {
 	return true
 }
 
-// release frees a slot whose node is out of the heap and the run.
+// release frees a slot whose node is out of the heap and the run (and
+// unmarked in the history).
 func (x *Index) release(slot int32) {
 	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
@@ -351,26 +375,12 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		return Result{Strategy: x.strategy}, nil
 	}
 	start := x.watch.start()
-	first, freed, partial := len(dst), 0, 0
-	for freed < requiredBlocks {
-		slot := x.first()
-		n := &x.nodes[slot]
-		id := n.c.ID
-		blocks, trimmed := take(&n.c, requiredBlocks-freed)
-		if trimmed {
-			keep := len(n.c.Blocks) - len(blocks)
-			n.c.Blocks = n.c.Blocks[:keep:keep]
-			n.trimmed = true
-			x.available -= len(blocks)
-			x.refile(slot)
-			partial++
-		} else {
-			x.available -= len(blocks)
-			x.detach(slot)
-			x.release(slot)
-		}
-		dst = append(dst, Victim{ID: id, Blocks: blocks})
-		freed += len(blocks)
+	first := len(dst)
+	var freed, partial int
+	if x.hist != nil {
+		dst, freed, partial = x.takeFromHistory(dst, requiredBlocks)
+	} else {
+		dst, freed, partial = x.takeInOrder(dst, requiredBlocks)
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
 	res.Elapsed = x.watch.elapsed(start)
@@ -379,6 +389,42 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 		logEviction(x.logger, &res)
 	}
 	return res, nil
+}
+
+// takeInOrder takes victims by key until they free required blocks, and
+// appends them to dst; the evictable blocks must cover required.
+func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, partial int) {
+	for freed < required {
+		slot := x.first()
+		blocks, trimmed := x.trim(slot, required-freed)
+		if trimmed {
+			x.refile(slot)
+			partial++
+		}
+		dst = append(dst, blocks)
+		freed += len(blocks.Blocks)
+	}
+	return dst, freed, partial
+}
+
+// trim takes up to need blocks from the evictable candidate in slot, by the
+// rules of the selection: all of them, or a tail if it allows partial
+// eviction and holds more. A candidate that loses all its blocks leaves the
+// index; one trimmed keeps its head and stays, and the caller re-files it.
+func (x *Index) trim(slot int32, need int) (v Victim, trimmed bool) {
+	n := &x.nodes[slot]
+	v.ID = n.c.ID
+	v.Blocks, trimmed = take(&n.c, need)
+	x.available -= len(v.Blocks)
+	if trimmed {
+		keep := len(n.c.Blocks) - len(v.Blocks)
+		n.c.Blocks = n.c.Blocks[:keep:keep]
+		n.trimmed = true
+		return v, true
+	}
+	x.detach(slot)
+	x.release(slot)
+	return v, false
 }
 
 // Metrics returns a snapshot of the index's counters, the same fields as
@@ -393,7 +439,7 @@ func (x *Index) Metrics() Metrics {
 // or the heap.
 func (x *Index) ordered(slot int32) bool {
 	at := x.nodes[slot].at
-	return at == inRun || at == inHeap
+	return at == inRun || at == inHeap || at == inHistory
 }
 
 // first returns the slot of the next victim: the smaller of the run's
@@ -427,6 +473,10 @@ func (x *Index) afterRun(k rank.Key, id uint64) bool {
 // nor the heap: at the run's back if its key sorts after the back's, O(1),
 // else in the heap, O(log n).
 func (x *Index) insert(slot int32) {
+	if x.hist != nil {
+		x.markHeld(slot)
+		return
+	}
 	n := &x.nodes[slot]
 	k := x.params.keyOf(&n.c)
 	if x.afterRun(k, n.c.ID) {
@@ -441,6 +491,9 @@ func (x *Index) insert(slot int32) {
 // moves there, in O(1) plus, from the heap, O(log n); one still between its
 // run neighbours stays; the rest go to the heap, O(log n).
 func (x *Index) refile(slot int32) {
+	if x.hist != nil {
+		return // the history's order does not follow the candidate's fields
+	}
 	n := &x.nodes[slot]
 	k, id := x.params.keyOf(&n.c), n.c.ID
 	if n.at == inHeap {
@@ -477,6 +530,10 @@ func (x *Index) refile(slot int32) {
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (x *Index) detach(slot int32) {
+	if x.hist != nil {
+		x.unmarkHeld(slot)
+		return
+	}
 	if x.nodes[slot].at == inHeap {
 		x.heap.Remove(slot)
 		x.nodes[slot].at = held

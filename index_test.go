@@ -33,11 +33,18 @@ func checkIndex(t testing.TB, x *Index) {
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
-		if n.c.evictable() != (n.at == inHeap || n.at == inRun) {
+		if n.c.evictable() != (n.at == inHeap || n.at == inRun || n.at == inHistory) {
 			t.Fatalf("ID %d: evictable %v but kept at %d", n.c.ID, n.c.evictable(), n.at)
 		}
 		if x.heap.Contains(int32(slot)) != (n.at == inHeap) {
 			t.Fatalf("ID %d: kept at %d, in the heap %v", n.c.ID, n.at, x.heap.Contains(int32(slot)))
+		}
+		if x.hist != nil {
+			checkHeldMark(t, x, int32(slot))
+			if n.at == inHistory {
+				available += len(n.c.Blocks)
+			}
+			continue
 		}
 		if n.at == inRun {
 			inRunCount++
@@ -76,6 +83,55 @@ func checkIndex(t testing.TB, x *Index) {
 		t.Fatal(err)
 	}
 	checkRun(t, x, inRunCount)
+	if x.hist != nil {
+		if err := x.hist.check(); err != nil {
+			t.Fatal(err)
+		}
+		marked := 0
+		tab := x.hist.nodes()
+		for n := range tab.slab {
+			if tab.marked(int32(n)) {
+				marked++
+			}
+		}
+		if evictable := countAt(x, inHistory); marked > evictable {
+			t.Fatalf("%d nodes marked, %d candidates evictable", marked, evictable)
+		}
+	}
+}
+
+// checkHeldMark verifies the rule of an adaptive index's marks for the
+// candidate in slot: its node is marked, as this candidate, exactly when the
+// history holds it as resident and it is evictable; a held id that the
+// history does not hold as resident waits for admission.
+func checkHeldMark(t testing.TB, x *Index, slot int32) {
+	t.Helper()
+	tab := x.hist.nodes()
+	c := &x.nodes[slot].c
+	k := tab.lookup(c.ID)
+	resident := k >= 0 && tab.resident(k)
+	if k >= 0 && tab.marked(k) != (resident && c.evictable()) {
+		t.Fatalf("ID %d: marked %v, resident %v, evictable %v", c.ID, tab.marked(k), resident, c.evictable())
+	}
+	if k >= 0 && tab.marked(k) && tab.slab[k].cand != slot {
+		t.Fatalf("ID %d: marked as slot %d, held in %d", c.ID, tab.slab[k].cand, slot)
+	}
+	if !resident && !x.nodes[slot].waiting {
+		t.Fatalf("ID %d: not resident in the history and not waiting for admission", c.ID)
+	}
+	if x.nodes[slot].waiting && !slices.Contains(x.waiting, slot) {
+		t.Fatalf("ID %d: waiting but not listed", c.ID)
+	}
+}
+
+func countAt(x *Index, at place) int {
+	n := 0
+	for i := range x.nodes {
+		if x.nodes[i].at == at {
+			n++
+		}
+	}
+	return n
 }
 
 // checkRun verifies the run: linked both ways from its front to its back
@@ -125,7 +181,7 @@ func indexConfigs() []struct {
 	}
 	var out []cfg
 	for _, s := range Strategies() {
-		if !s.Adaptive() {
+		if s != Auto {
 			out = append(out, cfg{string(s), s, nil})
 		}
 	}
@@ -134,6 +190,11 @@ func indexConfigs() []struct {
 		cfg{"slru/threshold=3", SLRU, []Option{WithSLRUThreshold(3)}},
 		cfg{"frequency_cost/alpha=0.5", FrequencyCost, []Option{WithCostAlpha(0.5)}},
 		cfg{"predictive/horizon", Predictive, []Option{WithLifetimeHorizon(200 * time.Nanosecond)}},
+		// Histories smaller than the pool, so that they evict inside
+		// themselves and forget what the index holds.
+		cfg{"arc/capacity=6", ARC, []Option{WithCapacity(6), WithHistoryCap(4)}},
+		cfg{"s3fifo/capacity=6", S3FIFO, []Option{WithCapacity(6), WithHistoryCap(3)}},
+		cfg{"sieve/capacity=6", SIEVE, []Option{WithCapacity(6)}},
 	)
 	return out
 }
@@ -222,7 +283,11 @@ func (r *opRunner) step(next func(int) int) {
 	t.Helper()
 	r.tick += int64(next(3))
 	pickID := func() uint64 { return uint64(next(int(r.maxID) + 2)) } // sometimes absent
-	switch op := next(10); op {
+	switch op := next(11); op {
+	case 10: // a request, for a held sequence or not
+		id := pickID()
+		x.UpdateAccess(id)
+		m.p.UpdateAccess(id)
 	case 0, 1: // add
 		r.maxID++
 		c := r.randomCandidate(r.maxID, next)
@@ -236,6 +301,7 @@ func (r *opRunner) step(next func(int) int) {
 		if err == nil {
 			m.cands = append(m.cands, c)
 			m.p.UpdateAccess(c.ID)
+			x.UpdateAccess(c.ID)
 		}
 	case 2, 3: // touch
 		id := pickID()
@@ -391,7 +457,7 @@ func TestNewIndexErrors(t *testing.T) {
 		{"unknown", "belady", nil, ErrUnknownStrategy},
 		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
 		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
-		{"adaptive", ARC, nil, errors.ErrUnsupported},
+		{"auto", Auto, nil, errors.ErrUnsupported},
 		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
 		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
 	}

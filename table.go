@@ -40,6 +40,19 @@ type table struct {
 	epoch         uint32
 	admit         []int32  // scratch: indices of the candidates a selection admits
 	victims       []Victim // scratch: a selection's victims, copied into its Result
+
+	// observer, if set, hears of every node linked into a list and every
+	// id forgotten: an [Index] keeps its marks across selections by it,
+	// where a Policy marks anew at every call.
+	observer tableObserver
+}
+
+// tableObserver follows the nodes of a table as its history moves them.
+type tableObserver interface {
+	// linked is called when node n was linked at the head of a list.
+	linked(n int32)
+	// dropped is called when id's node was forgotten.
+	dropped(id uint64)
 }
 
 // admitShrinkAbove is the scratch size above which a selection much smaller
@@ -86,9 +99,13 @@ func (t *table) add(id uint64, l uint8) int32 {
 // drop unlinks node n and forgets its id. O(1).
 func (t *table) drop(n int32) {
 	t.unlink(n)
-	t.index.del(t.slab[n].id)
+	id := t.slab[n].id
+	t.index.del(id)
 	t.slab[n] = node{}
 	t.links.Free(n)
+	if t.observer != nil {
+		t.observer.dropped(id)
+	}
 }
 
 // pushHead links unlinked node n at the head of list l.
@@ -98,6 +115,9 @@ func (t *table) pushHead(l uint8, n int32) {
 	t.links.PushBack(&ls.List, n)
 	if t.marked(n) {
 		ls.marked++
+	}
+	if t.observer != nil {
+		t.observer.linked(n)
 	}
 }
 

@@ -1,0 +1,205 @@
+package kvevict
+
+import (
+	"cmp"
+	"slices"
+)
+
+// An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE) keeps the
+// strategy's history, the same one a Policy keeps, and lets it choose the
+// victims. A Policy learns at each selection which nodes of the history are
+// its candidates, marking them in O(n); the index keeps the marks between
+// evictions instead, so an eviction costs what the history's own lists
+// cost (a few steps from their tails), whatever the number of sequences.
+//
+// The marks follow one rule: a node is marked when the history holds its id
+// as resident and the index holds it evictable. The index sets and clears
+// them as candidates change (insert, detach), and hears from the table
+// (tableObserver) when the history itself moves a node: into a ghost list,
+// out of the table, or into the cache by a request. A held id that the
+// history does not hold as resident waits, as a Policy's candidate would,
+// to be admitted at the next eviction, oldest LastAccess first.
+
+// follow makes the index rank by history h.
+func (x *Index) follow(h history) {
+	x.hist = h
+	t := h.nodes()
+	t.nextEpoch() // the one epoch of the index's marks
+	t.observer = x
+}
+
+// UpdateAccess records a request for sequence id, held or not, as
+// [Policy.UpdateAccess] does for an adaptive strategy: call it for every
+// request before the Evict that makes room for it, and before Add for a
+// sequence the index does not hold (ARC adapts to a request for a
+// sequence it evicted lately). A key strategy learns nothing from it: its
+// order follows the fields that Add, Touch and Update set. O(1).
+func (x *Index) UpdateAccess(id uint64) {
+	if x.hist != nil {
+		x.hist.access(id)
+	}
+}
+
+// takeFromHistory is Evict's choice for an adaptive strategy: as
+// selector.selectAdaptive, over the marks the index keeps. The evictable
+// blocks must cover required.
+func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, partial int) {
+	h := x.hist
+	t := h.nodes()
+	// A pending request that the index holds is resident: placed before
+	// the others are admitted, as a Policy does.
+	if id, ok := h.pendingID(); ok {
+		if _, held := x.slots.get(id); held {
+			h.commit()
+		}
+	}
+	x.admitWaiting()
+	trimmed := x.spare[:0]
+	for freed < required {
+		n := h.victim()
+		if n < 0 {
+			panic("kvevict: the index's history lost an evictable candidate")
+		}
+		slot := t.slab[n].cand
+		t.unmark(n)
+		v, part := x.trim(slot, required-freed)
+		if part {
+			partial++
+			trimmed = append(trimmed, slot)
+		} else {
+			h.evict(n)
+		}
+		dst = append(dst, v)
+		freed += len(v.Blocks)
+	}
+	h.finish()
+	// A trimmed victim keeps its head and stays evictable: a candidate of
+	// the next eviction again.
+	for _, slot := range trimmed {
+		x.markHeld(slot)
+	}
+	x.spare = trimmed[:0]
+	return dst, freed, partial
+}
+
+// admitWaiting admits into the history the held ids it does not hold as
+// resident, oldest LastAccess first (ties by ID), as a Policy admits its
+// new candidates. One without blocks keeps waiting: a Policy skips empty
+// candidates.
+func (x *Index) admitWaiting() {
+	if len(x.waiting) == 0 {
+		return
+	}
+	t := x.hist.nodes()
+	admit := x.waiting
+	x.waiting = x.spare[:0] // the observer may add to it while admit is read
+	keep := admit[:0]
+	for _, slot := range admit {
+		n := &x.nodes[slot]
+		if !n.waiting {
+			continue // released since, or listed twice
+		}
+		if len(n.c.Blocks) == 0 {
+			x.waiting = append(x.waiting, slot)
+			continue
+		}
+		n.waiting = false
+		if k := t.lookup(n.c.ID); k >= 0 && t.resident(k) {
+			continue
+		}
+		keep = append(keep, slot)
+	}
+	slices.SortFunc(keep, func(a, b int32) int {
+		ca, cb := &x.nodes[a].c, &x.nodes[b].c
+		if c := cmp.Compare(ca.LastAccess, cb.LastAccess); c != 0 {
+			return c
+		}
+		return cmp.Compare(ca.ID, cb.ID)
+	})
+	for _, slot := range keep {
+		x.hist.admit(x.nodes[slot].c.ID) // the observer marks it
+	}
+	x.spare = keep[:0]
+}
+
+// wait lists slot for admission at the next eviction, once.
+func (x *Index) wait(slot int32) {
+	n := &x.nodes[slot]
+	if n.waiting {
+		return
+	}
+	n.waiting = true
+	x.waiting = append(x.waiting, slot)
+	// Released slots leave stale entries behind; keep the list within a
+	// constant factor of the index between evictions.
+	if len(x.waiting) > 2*len(x.nodes)+16 {
+		x.compactWaiting()
+	}
+}
+
+// compactWaiting drops the stale and repeated entries of the waiting list.
+func (x *Index) compactWaiting() {
+	live := x.waiting[:0]
+	for _, slot := range x.waiting {
+		if n := &x.nodes[slot]; n.waiting {
+			n.waiting = false // so a repeat is dropped
+			live = append(live, slot)
+		}
+	}
+	for _, slot := range live {
+		x.nodes[slot].waiting = true
+	}
+	x.waiting = live
+}
+
+// admitIfNew lists a just added slot for admission unless the history
+// holds its id as resident already (a request it placed).
+func (x *Index) admitIfNew(slot int32) {
+	t := x.hist.nodes()
+	if n := t.lookup(x.nodes[slot].c.ID); n < 0 || !t.resident(n) {
+		x.wait(slot)
+	}
+}
+
+// markHeld files the evictable candidate in slot: marked if the history
+// holds it as resident; otherwise it waits for admission, which marks it.
+func (x *Index) markHeld(slot int32) {
+	x.nodes[slot].at = inHistory
+	t := x.hist.nodes()
+	if n := t.lookup(x.nodes[slot].c.ID); n >= 0 && t.resident(n) {
+		t.mark(n, slot)
+	}
+}
+
+// unmarkHeld takes the candidate in slot out of the possible victims.
+func (x *Index) unmarkHeld(slot int32) {
+	x.nodes[slot].at = held
+	t := x.hist.nodes()
+	if n := t.lookup(x.nodes[slot].c.ID); n >= 0 {
+		t.unmark(n)
+	}
+}
+
+// linked keeps node n's mark true to the rule when the history moved it.
+func (x *Index) linked(n int32) {
+	t := x.hist.nodes()
+	slot, ok := x.slots.get(t.slab[n].id)
+	if !ok {
+		return
+	}
+	if t.resident(n) {
+		if x.nodes[slot].at == inHistory {
+			t.mark(n, slot)
+		}
+		return
+	}
+	t.unmark(n)
+	x.wait(slot)
+}
+
+// dropped lists a held id whose node the history forgot for admission.
+func (x *Index) dropped(id uint64) {
+	if slot, ok := x.slots.get(id); ok {
+		x.wait(slot)
+	}
+}
