@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/unitcache"
 	"github.com/sagellm/kvevict/prefix"
 )
 
@@ -82,13 +83,14 @@ func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Repor
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newReplayer(w, p, cfg.Capacity)
+	c, err := unitcache.New(p, cfg.Capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &replayer{w: w, cache: c}
 	tl := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
-		if err := r.request(i, tl); err != nil {
+		if _, err := r.request(i, tl); err != nil {
 			t.Fatalf("%s, request %d: %v", s, i, err)
 		}
 		if err := r.cache.Check(); err != nil {

@@ -17,6 +17,11 @@ type Config struct {
 	// Progress, if set, is called every so often with the requests done and
 	// the total, for a progress bar. It must be cheap.
 	Progress func(done, total int)
+
+	// contract makes a replay hand every resident to Policy.SelectVictims
+	// even where an Index would pick the same victims faster: the path the
+	// tests compare the fast one with.
+	contract bool
 }
 
 // progressEvery is how many requests pass between Progress calls.
@@ -65,8 +70,14 @@ func (c *Config) progress(done, total int) {
 //     Candidate.LastBlockPartial when the prompt ends inside it.
 //
 // A request with more distinct blocks than the capacity keeps only the
-// first Capacity. The cost is dominated by SelectVictims: O(Capacity) per
-// request that evicts.
+// first Capacity.
+//
+// The victims are those a Policy's SelectVictims picks over every resident
+// block, but a replay asks a [kvevict.Index] of the same strategy and
+// options where one exists, which picks the same victims in O(log n) per
+// block reference instead of O(Capacity) per eviction: every strategy but
+// Auto, FrequencyCost with cost decay and sampled selection
+// ([kvevict.WithSampling]), which take the Policy's path.
 func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 	return replay(w, s, cfg, nil)
 }
@@ -87,17 +98,14 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
 	}
 	opts = append(opts, cfg.Options...)
-	p, err := kvevict.New(s, opts...)
+	cache, err := newUnitCache(s, opts, cfg.Capacity, cfg.contract)
 	if err != nil {
 		return Report{}, err
 	}
-	r, err := newReplayer(w, p, cfg.Capacity)
-	if err != nil {
-		return Report{}, err
-	}
+	r := &replayer{w: w, cache: cache}
 	t := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
-		if err := r.request(i, t); err != nil {
+		if _, err := r.request(i, t); err != nil {
 			return Report{}, fmt.Errorf("sim: %s, request %d: %w", s, i, err)
 		}
 		t.utilization(r.cache.Len(), cfg.Capacity)
@@ -140,12 +148,20 @@ type replayer struct {
 	cache *unitcache.Cache
 }
 
-func newReplayer(w *Workload, p kvevict.Policy, capacity int) (*replayer, error) {
-	c, err := unitcache.New(p, capacity)
+// newUnitCache returns the resident set of a replay under strategy s: kept
+// in an Index when s and opts allow one and contract is false, else handed
+// to a Policy at each eviction.
+func newUnitCache(s kvevict.Strategy, opts []kvevict.Option, capacity int, contract bool) (*unitcache.Cache, error) {
+	if !contract {
+		if x, err := kvevict.NewIndex(s, opts...); err == nil {
+			return unitcache.NewIndexed(x, capacity)
+		}
+	}
+	p, err := kvevict.New(s, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &replayer{w: w, cache: c}, nil
+	return unitcache.New(p, capacity)
 }
 
 // prefixHits is the length of the longest prefix of hashes for which
@@ -160,8 +176,8 @@ func prefixHits(hashes []uint64, resident func(uint64) bool) int {
 
 // request replays request i: its prefix hits, the re-prefills of blocks
 // evicted earlier, then the cache request that makes all its blocks
-// resident.
-func (r *replayer) request(i int, t *tally) error {
+// resident, whose outcome it returns.
+func (r *replayer) request(i int, t *tally) (unitcache.Outcome, error) {
 	req := &r.w.Requests[i]
 	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {
@@ -171,7 +187,7 @@ func (r *replayer) request(i int, t *tally) error {
 	}
 	out, err := r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
 	if err != nil {
-		return err
+		return out, err
 	}
 	if out.Selected {
 		t.latencies = append(t.latencies, out.Elapsed)
@@ -184,5 +200,5 @@ func (r *replayer) request(i int, t *tally) error {
 		r.cache.MarkPartial(req.HashIDs[last])
 	}
 	t.loads += int64(out.Loaded)
-	return nil
+	return out, nil
 }

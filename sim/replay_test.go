@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // sharedTrace is the full conversation trace, beside the repository.
@@ -282,13 +283,14 @@ func TestMemoryFollowsWorkload(t *testing.T) {
 // Replay does, and returns the replayer and its tally for inspection.
 func replayAll(t *testing.T, w *Workload, p kvevict.Policy, capacity int) (*replayer, *tally) {
 	t.Helper()
-	r, err := newReplayer(w, p, capacity)
+	c, err := unitcache.New(p, capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &replayer{w: w, cache: c}
 	tl := newTally(w, computeCeiling(w))
 	for i := range w.Requests {
-		if err := r.request(i, tl); err != nil {
+		if _, err := r.request(i, tl); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,39 +26,74 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
-// Cache is a cache of unit-size entries whose evictions a policy chooses.
-// It is not safe for concurrent use.
+// Cache is a cache of unit-size entries whose evictions a policy, or an
+// index, chooses. It is not safe for concurrent use.
 type Cache struct {
-	policy   kvevict.Policy
+	store    store
 	capacity int
 	tick     int64
 	hits     uint64
 	misses   uint64
 
-	cands []kvevict.Candidate // the residents, in no order
-	index map[uint64]int      // resident id -> index in cands
 	slots []int               // slots[i] = i, for the slots used so far; a resident's Blocks is its slot's element
+	owner []uint64            // owner[i]: the id in slot i, if it is not free
 	free  []int               // used slots no resident holds now
 	ids   []uint64            // scratch: one request's distinct ids
+	hit   []bool              // scratch: whether ids[i] was resident
 	one   [1]uint64           // scratch: Access's request
 	seen  map[uint64]struct{} // scratch for Distinct
 }
 
-// New returns an empty cache of capacity entries driven by p. Capacity must
+// A store holds the residents as candidates and has them ranked: by a
+// Policy over a slice ([New]), the contract path, or by an Index ([NewIndexed]),
+// which makes a request O(log n) instead of O(n).
+type store interface {
+	access(id uint64)
+	// reference marks resident id as in use by the request, or reports
+	// that it is not resident.
+	reference(id uint64) bool
+	unreference(id uint64)
+	// evict frees need entries among the unreferenced residents and
+	// returns the victims, valid until the next call.
+	evict(need int) ([]kvevict.Victim, time.Duration, error)
+	// enter adds id, referenced, holding block.
+	enter(id uint64, block []int, created int64) error
+	// touch sets a referenced resident's request fields and unreferences
+	// it.
+	touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error
+	markPartial(id uint64) bool
+	contains(id uint64) bool
+	len() int
+	// check verifies the store against c's slots, for tests.
+	check(c *Cache, free []bool) error
+}
+
+// New returns an empty cache of capacity entries driven by p, through
+// Policy.SelectVictims over every resident at each eviction. Capacity must
 // be at least 1. Memory grows with the residents, not with the capacity.
 func New(p kvevict.Policy, capacity int) (*Cache, error) {
 	if p == nil {
 		return nil, errors.New("unitcache: nil policy")
 	}
+	return newCache(&sliceStore{policy: p, index: make(map[uint64]int)}, capacity)
+}
+
+// NewIndexed returns an empty cache of capacity entries kept in x, which
+// must be empty: the same requests pick the same victims as [New] with a
+// Policy of x's strategy and options (an Index picks as SelectVictims
+// does), in O(log n) per id instead of O(n) per eviction.
+func NewIndexed(x *kvevict.Index, capacity int) (*Cache, error) {
+	if x == nil || x.Len() != 0 {
+		return nil, errors.New("unitcache: nil or non-empty index")
+	}
+	return newCache(&indexStore{x: x}, capacity)
+}
+
+func newCache(s store, capacity int) (*Cache, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("unitcache: capacity must be at least 1, got %d", capacity)
 	}
-	return &Cache{
-		policy:   p,
-		capacity: capacity,
-		index:    make(map[uint64]int),
-		seen:     make(map[uint64]struct{}),
-	}, nil
+	return &Cache{store: s, capacity: capacity, seen: make(map[uint64]struct{})}, nil
 }
 
 // Access requests the single id and reports whether it was resident: a
@@ -87,72 +122,70 @@ type Outcome struct {
 // distinct ids missing do not fit the free slots, asks the policy in one
 // SelectVictims over the residents (the request's own referenced) for the
 // rest and removes the victims; then the missing ids enter, and every id is
-// touched, last first, taking prio and losing any partial mark. A request of more distinct ids than the
-// capacity keeps the first Capacity. An error from the policy, or victims
-// that are not resident or free too little, is returned with the cache
-// unchanged but for the policy's own state. O(len(ids)) plus the selection.
+// touched, last first, taking prio and losing any partial mark. A request
+// of more distinct ids than the capacity keeps the first Capacity. An error
+// from the policy, or victims that are not resident or free too little, is
+// returned with the cache unchanged but for the policy's own state.
+// O(len(ids)) plus the selection: O(n) for n residents with [New],
+// O(len(ids) log n) with [NewIndexed].
 func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	for _, id := range ids {
-		c.policy.UpdateAccess(id)
+		c.store.access(id)
 	}
 	c.ids = Distinct(ids, c.capacity, c.ids, c.seen)
+	c.hit = c.hit[:0]
 	missing := 0
 	for _, id := range c.ids {
-		if k, ok := c.index[id]; ok {
-			c.cands[k].RefCount = 1 // in use by this request
-		} else {
+		hit := c.store.reference(id)
+		c.hit = append(c.hit, hit)
+		if !hit {
 			missing++
 		}
 	}
 	var out Outcome
-	if need := missing - (c.capacity - len(c.cands)); need > 0 {
-		res, err := c.policy.SelectVictims(c.cands, need)
-		if err == nil {
-			err = c.checkVictims(res.Victims, need)
-		}
+	if need := missing - (c.capacity - c.store.len()); need > 0 {
+		victims, elapsed, err := c.store.evict(need)
 		if err != nil {
-			c.unreference()
+			for i, id := range c.ids {
+				if c.hit[i] {
+					c.store.unreference(id)
+				}
+			}
 			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
 		}
-		for _, v := range res.Victims {
-			c.remove(v.ID)
+		for _, v := range victims {
+			c.free = append(c.free, v.Blocks[0])
 		}
-		out = Outcome{Victims: res.Victims, Selected: true, Elapsed: res.Elapsed}
+		out = Outcome{Victims: victims, Selected: true, Elapsed: elapsed}
 	}
 	out.Loaded = missing
 	c.misses += uint64(missing)
 	c.hits += uint64(len(c.ids) - missing)
 	created := c.tick + 1
-	for _, id := range c.ids {
-		if k, ok := c.index[id]; ok {
-			c.cands[k].AccessCount++
+	for i, id := range c.ids {
+		if c.hit[i] {
 			continue
 		}
 		slot := c.slot()
-		c.index[id] = len(c.cands)
-		c.cands = append(c.cands, kvevict.Candidate{ID: id, Blocks: c.slots[slot : slot+1 : slot+1], CreatedAt: created})
+		c.owner[slot] = id
+		if err := c.store.enter(id, c.slots[slot:slot+1:slot+1], created); err != nil {
+			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
+		}
 	}
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
-		cand := &c.cands[c.index[c.ids[j]]]
-		cand.LastAccess = c.tick
-		cand.RefCount = 0
-		cand.Priority = prio // of the latest request to use it
-		cand.LastBlockPartial = false
+		if err := c.store.touch(c.ids[j], c.tick, prio, c.hit[j]); err != nil {
+			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
+		}
 	}
 	return out, nil
 }
 
 // MarkPartial marks resident id as the partial last block of the request
 // that just touched it (Candidate.LastBlockPartial), until a request touches
-// it again. It reports whether id is resident. O(1).
-func (c *Cache) MarkPartial(id uint64) bool {
-	k, ok := c.index[id]
-	if ok {
-		c.cands[k].LastBlockPartial = true
-	}
-	return ok
-}
+// it again. It reports whether id is resident. O(1) with [New], O(log n)
+// with [NewIndexed].
+func (c *Cache) MarkPartial(id uint64) bool { return c.store.markPartial(id) }
 
 // slot returns a slot no resident holds: a freed one, or a new one. The
 // residents' Blocks keep pointing into the old array when slots grows; its
@@ -165,106 +198,53 @@ func (c *Cache) slot() int {
 	}
 	s := len(c.slots)
 	c.slots = append(c.slots, s)
+	c.owner = append(c.owner, 0)
 	return s
 }
 
-// checkVictims returns an error unless victims are distinct unreferenced
-// residents, at least need of them. It marks each victim referenced (a
-// second mention is then caught) and clears the marks if it fails; the
-// caller removes the victims if it succeeds. O(len(victims)).
-func (c *Cache) checkVictims(victims []kvevict.Victim, need int) error {
-	var err error
-	checked := 0
-	for _, v := range victims {
-		k, ok := c.index[v.ID]
-		if !ok || c.cands[k].RefCount != 0 {
-			err = fmt.Errorf("victim %d is not an unreferenced resident, or chosen twice", v.ID)
-			break
-		}
-		c.cands[k].RefCount = 1
-		checked++
-	}
-	if err == nil && checked < need {
-		err = fmt.Errorf("selection freed %d entries, %d needed", checked, need)
-	}
-	if err != nil {
-		for _, v := range victims[:checked] {
-			c.cands[c.index[v.ID]].RefCount = 0
-		}
-	}
-	return err
-}
-
-// unreference clears the references a failed request set.
-func (c *Cache) unreference() {
-	for _, id := range c.ids {
-		if k, ok := c.index[id]; ok {
-			c.cands[k].RefCount = 0
-		}
-	}
-}
-
-// remove drops resident id, moving the last resident into its place and
-// freeing its slot. O(1).
-func (c *Cache) remove(id uint64) {
-	k := c.index[id]
-	c.free = append(c.free, c.cands[k].Blocks[0])
-	last := len(c.cands) - 1
-	if k != last {
-		c.cands[k] = c.cands[last]
-		c.index[c.cands[k].ID] = k
-	}
-	c.cands[last] = kvevict.Candidate{}
-	c.cands = c.cands[:last]
-	delete(c.index, id)
-}
-
 // Check verifies the cache's bookkeeping, for tests: at most capacity
-// residents, each indexed at its position, unreferenced, holding one slot
-// of its own; every slot used so far held by one resident or free. O(n).
+// residents, each holding one slot of its own, unreferenced; every slot
+// used so far held by one resident or free. O(n).
 func (c *Cache) Check() error {
-	if len(c.cands) > c.capacity || len(c.index) != len(c.cands) {
-		return fmt.Errorf("unitcache: %d residents, %d indexed, capacity %d", len(c.cands), len(c.index), c.capacity)
+	n := c.store.len()
+	if n > c.capacity {
+		return fmt.Errorf("unitcache: %d residents, capacity %d", n, c.capacity)
 	}
-	held := make([]bool, len(c.slots))
-	for i := range c.cands {
-		cand := &c.cands[i]
-		if k, ok := c.index[cand.ID]; !ok || k != i || cand.RefCount != 0 || len(cand.Blocks) != 1 {
-			return fmt.Errorf("unitcache: resident %d at %d: index %d, %d references, %d blocks",
-				cand.ID, i, k, cand.RefCount, len(cand.Blocks))
-		}
-		s := cand.Blocks[0]
-		if s < 0 || s >= len(held) || held[s] {
-			return fmt.Errorf("unitcache: resident %d holds slot %d, out of range or shared", cand.ID, s)
-		}
-		held[s] = true
-	}
+	free := make([]bool, len(c.slots))
 	for _, s := range c.free {
-		if s < 0 || s >= len(held) || held[s] {
-			return fmt.Errorf("unitcache: free slot %d is out of range, held or free twice", s)
+		if s < 0 || s >= len(free) || free[s] {
+			return fmt.Errorf("unitcache: free slot %d is out of range or free twice", s)
 		}
-		held[s] = true
+		free[s] = true
 	}
-	if len(c.cands)+len(c.free) != len(c.slots) {
-		return fmt.Errorf("unitcache: %d residents + %d free slots != %d slots", len(c.cands), len(c.free), len(c.slots))
+	if n+len(c.free) != len(c.slots) {
+		return fmt.Errorf("unitcache: %d residents + %d free slots != %d slots", n, len(c.free), len(c.slots))
 	}
-	return nil
+	for s := range c.slots {
+		if !free[s] && !c.store.contains(c.owner[s]) {
+			return fmt.Errorf("unitcache: slot %d: its owner %d is not resident", s, c.owner[s])
+		}
+	}
+	return c.store.check(c, free)
 }
 
 // Contains reports whether id is resident. O(1).
-func (c *Cache) Contains(id uint64) bool {
-	_, ok := c.index[id]
-	return ok
-}
+func (c *Cache) Contains(id uint64) bool { return c.store.contains(id) }
 
 // Len returns how many entries are resident.
-func (c *Cache) Len() int { return len(c.cands) }
+func (c *Cache) Len() int { return c.store.len() }
 
-// Residents returns the resident ids, in no particular order.
+// Residents returns the resident ids, in no particular order. O(slots).
 func (c *Cache) Residents() []uint64 {
-	ids := make([]uint64, len(c.cands))
-	for i := range c.cands {
-		ids[i] = c.cands[i].ID
+	free := make(map[int]bool, len(c.free))
+	for _, s := range c.free {
+		free[s] = true
+	}
+	ids := make([]uint64, 0, c.store.len())
+	for s := range c.slots {
+		if !free[s] {
+			ids = append(ids, c.owner[s])
+		}
 	}
 	return ids
 }

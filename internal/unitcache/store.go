@@ -1,0 +1,196 @@
+package unitcache
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+// sliceStore is the contract path: the residents as a candidate slice,
+// handed whole to Policy.SelectVictims at each eviction.
+type sliceStore struct {
+	policy kvevict.Policy
+	cands  []kvevict.Candidate // the residents, in no order
+	index  map[uint64]int      // resident id -> index in cands
+}
+
+func (s *sliceStore) access(id uint64) { s.policy.UpdateAccess(id) }
+
+func (s *sliceStore) reference(id uint64) bool {
+	k, ok := s.index[id]
+	if ok {
+		s.cands[k].RefCount = 1
+	}
+	return ok
+}
+
+func (s *sliceStore) unreference(id uint64) { s.cands[s.index[id]].RefCount = 0 }
+
+func (s *sliceStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
+	res, err := s.policy.SelectVictims(s.cands, need)
+	if err == nil {
+		err = s.checkVictims(res.Victims, need)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, v := range res.Victims {
+		s.remove(v.ID)
+	}
+	return res.Victims, res.Elapsed, nil
+}
+
+func (s *sliceStore) enter(id uint64, block []int, created int64) error {
+	s.index[id] = len(s.cands)
+	s.cands = append(s.cands, kvevict.Candidate{ID: id, Blocks: block, CreatedAt: created, RefCount: 1})
+	return nil
+}
+
+func (s *sliceStore) touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error {
+	c := &s.cands[s.index[id]]
+	if hit {
+		c.AccessCount++
+	}
+	c.LastAccess = tick
+	c.RefCount = 0
+	c.Priority = prio // of the latest request to use it
+	c.LastBlockPartial = false
+	return nil
+}
+
+func (s *sliceStore) markPartial(id uint64) bool {
+	k, ok := s.index[id]
+	if ok {
+		s.cands[k].LastBlockPartial = true
+	}
+	return ok
+}
+
+func (s *sliceStore) contains(id uint64) bool {
+	_, ok := s.index[id]
+	return ok
+}
+
+func (s *sliceStore) len() int { return len(s.cands) }
+
+// checkVictims returns an error unless victims are distinct unreferenced
+// residents, at least need of them. It marks each victim referenced (a
+// second mention is then caught) and clears the marks if it fails; the
+// caller removes the victims if it succeeds. O(len(victims)).
+func (s *sliceStore) checkVictims(victims []kvevict.Victim, need int) error {
+	var err error
+	checked := 0
+	for _, v := range victims {
+		k, ok := s.index[v.ID]
+		if !ok || s.cands[k].RefCount != 0 {
+			err = fmt.Errorf("victim %d is not an unreferenced resident, or chosen twice", v.ID)
+			break
+		}
+		s.cands[k].RefCount = 1
+		checked++
+	}
+	if err == nil && checked < need {
+		err = fmt.Errorf("selection freed %d entries, %d needed", checked, need)
+	}
+	if err != nil {
+		for _, v := range victims[:checked] {
+			s.cands[s.index[v.ID]].RefCount = 0
+		}
+	}
+	return err
+}
+
+// remove drops resident id, moving the last resident into its place. O(1).
+func (s *sliceStore) remove(id uint64) {
+	k := s.index[id]
+	last := len(s.cands) - 1
+	if k != last {
+		s.cands[k] = s.cands[last]
+		s.index[s.cands[k].ID] = k
+	}
+	s.cands[last] = kvevict.Candidate{}
+	s.cands = s.cands[:last]
+	delete(s.index, id)
+}
+
+func (s *sliceStore) check(c *Cache, _ []bool) error {
+	if len(s.index) != len(s.cands) {
+		return fmt.Errorf("unitcache: %d residents, %d indexed", len(s.cands), len(s.index))
+	}
+	for i := range s.cands {
+		cand := &s.cands[i]
+		if k, ok := s.index[cand.ID]; !ok || k != i || cand.RefCount != 0 || len(cand.Blocks) != 1 ||
+			c.owner[cand.Blocks[0]] != cand.ID {
+			return fmt.Errorf("unitcache: resident %d at %d: index %d, %d references, blocks %v",
+				cand.ID, i, k, cand.RefCount, cand.Blocks)
+		}
+	}
+	return nil
+}
+
+// indexStore keeps the residents in a kvevict.Index, ordered between
+// evictions.
+type indexStore struct {
+	x       *kvevict.Index
+	victims []kvevict.Victim // the latest eviction's, reused
+}
+
+func (s *indexStore) access(id uint64) { s.x.UpdateAccess(id) }
+
+func (s *indexStore) reference(id uint64) bool { return s.x.Acquire(id) == nil }
+
+func (s *indexStore) unreference(id uint64) { _ = s.x.Release(id) } // held and referenced: cannot fail
+
+func (s *indexStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
+	res, err := s.x.EvictAppend(s.victims[:0], need)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.victims = res.Victims
+	return res.Victims, res.Elapsed, nil
+}
+
+func (s *indexStore) enter(id uint64, block []int, created int64) error {
+	return s.x.Add(kvevict.Candidate{ID: id, Blocks: block, CreatedAt: created, RefCount: 1})
+}
+
+func (s *indexStore) touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error {
+	c, _ := s.x.Get(id)
+	if hit {
+		c.AccessCount++
+	}
+	c.LastAccess = tick
+	c.RefCount = 0
+	c.Priority = prio
+	c.LastBlockPartial = false
+	return s.x.Update(c)
+}
+
+func (s *indexStore) markPartial(id uint64) bool {
+	c, ok := s.x.Get(id)
+	if ok {
+		c.LastBlockPartial = true
+		_ = s.x.Update(c) // held, and its fields valid: cannot fail
+	}
+	return ok
+}
+
+func (s *indexStore) contains(id uint64) bool {
+	_, ok := s.x.Get(id)
+	return ok
+}
+
+func (s *indexStore) len() int { return s.x.Len() }
+
+func (s *indexStore) check(c *Cache, free []bool) error {
+	for slot := range c.slots {
+		if free[slot] {
+			continue
+		}
+		if cand, _ := s.x.Get(c.owner[slot]); cand.RefCount != 0 || len(cand.Blocks) != 1 || cand.Blocks[0] != slot {
+			return fmt.Errorf("unitcache: resident %d: %d references, blocks %v, slot %d", cand.ID, cand.RefCount, cand.Blocks, slot)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+// TestFastPathMatchesContract: a replay keeps its residents in an Index
+// where the strategy allows one; the victims must be those a Policy's
+// SelectVictims picks over every resident, the contract's path. Both paths
+// run side by side, request for request, on the conversation trace (its
+// excerpt, and the whole trace beside the repository when present) and
+// on every synthetic workload, at a pool that evicts at nearly every
+// request and at one that holds a tenth of the distinct blocks: the same
+// victims in the same order, the same blocks loaded, and the same report.
+func TestFastPathMatchesContract(t *testing.T) {
+	ex, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workloads := []*Workload{ex}
+	for _, name := range WorkloadNames() {
+		w, err := Synthetic(name, 3, 600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workloads = append(workloads, w)
+	}
+	if !reduced() {
+		if w := loadOrSkip(t, sharedTrace); w != nil {
+			workloads = append(workloads, w)
+		}
+	}
+	for _, w := range workloads {
+		distinct := distinctBlocks(w)
+		for _, capacity := range []int{64, max(64, distinct/10)} {
+			for _, s := range kvevict.Strategies() {
+				if s == kvevict.Auto {
+					continue // no Index takes it: a replay of Auto is the contract path
+				}
+				compareReplayPaths(t, w, s, capacity)
+			}
+		}
+	}
+}
+
+// compareReplayPaths replays w under s at capacity by the fast path and the
+// contract path in lockstep and fails at the first request they disagree on.
+func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity int) {
+	t.Helper()
+	var opts []kvevict.Option
+	if s.Adaptive() {
+		opts = append(opts, kvevict.WithCapacity(capacity+longestRequest(w, capacity)))
+	}
+	fastCache, err := newUnitCache(s, opts, capacity, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowCache, err := newUnitCache(s, opts, capacity, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, slow := &replayer{w: w, cache: fastCache}, &replayer{w: w, cache: slowCache}
+	ceiling := computeCeiling(w)
+	tf, ts := newTally(w, ceiling), newTally(w, ceiling)
+	var victims []uint64
+	for i := range w.Requests {
+		want, err := slow.request(i, ts)
+		if err != nil {
+			t.Fatalf("%s %s at %d, request %d, contract path: %v", w.Name, s, capacity, i, err)
+		}
+		victims = victims[:0]
+		for _, v := range want.Victims {
+			victims = append(victims, v.ID)
+		}
+		out, err := fast.request(i, tf)
+		if err != nil {
+			t.Fatalf("%s %s at %d, request %d: %v", w.Name, s, capacity, i, err)
+		}
+		got := out.Victims
+		if !slices.EqualFunc(got, victims, func(v kvevict.Victim, id uint64) bool { return v.ID == id }) ||
+			tf.loads != ts.loads {
+			t.Fatalf("%s %s at %d, request %d: victims %v, contract path %v; loads %d, %d",
+				w.Name, s, capacity, i, got, victims, tf.loads, ts.loads)
+		}
+	}
+	a, b := tf.report(string(s), "replay", capacity), ts.report(string(s), "replay", capacity)
+	a.SelectP50, a.SelectP99, b.SelectP50, b.SelectP99 = 0, 0, 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("%s %s at %d: report %+v, contract path %+v", w.Name, s, capacity, a, b)
+	}
+}
+
+// distinctBlocks counts the distinct block hashes of w.
+func distinctBlocks(w *Workload) int {
+	seen := make(map[uint64]struct{})
+	for i := range w.Requests {
+		for _, h := range w.Requests[i].HashIDs {
+			seen[h] = struct{}{}
+		}
+	}
+	return len(seen)
+}
