@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -59,4 +60,76 @@ func BenchmarkServe(b *testing.B) {
 			b.ReportMetric(float64(rep.Preemptions), "preemptions")
 		})
 	}
+}
+
+// BenchmarkReplayScale replays the chat workload of 20,000 requests
+// (701,186 block references over 137,239 distinct blocks) under every
+// strategy at pools of 4,000, 16,000 and 64,000 blocks, and reports the
+// CPU per block reference: a replay's cost should not grow with the pool.
+// Run it with -benchtime 1x; each iteration is a whole replay.
+func BenchmarkReplayScale(b *testing.B) {
+	w, err := Synthetic("chat", 1, 20_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs := blockRefs(w)
+	for _, s := range kvevict.Strategies() {
+		for _, n := range []int{4_000, 16_000, 64_000} {
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
+				var rep Report
+				for b.Loop() {
+					if rep, err = Replay(w, s, Config{Capacity: n}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(refs), "ns/ref")
+				b.ReportMetric(rep.HitRatio, "hit-ratio")
+			})
+		}
+	}
+}
+
+// BenchmarkReplayDay replays a day of one engine's traffic: the multiturn
+// workload of 17,500 requests (about 10^7 block references over 10^6
+// distinct blocks) under every strategy, at pools of 10^5 and 10^6
+// blocks. It reports references per second and the largest heap seen
+// during the run, which follows the blocks resident, at most the distinct
+// ones, not the capacity. Run it with -benchtime 1x.
+func BenchmarkReplayDay(b *testing.B) {
+	w, err := Synthetic("multiturn", 1, 17_500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs := blockRefs(w)
+	for _, s := range kvevict.Strategies() {
+		for _, n := range []int{100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("strategy=%s/n=%d", s, n), func(b *testing.B) {
+				var peak uint64
+				var ms runtime.MemStats
+				sample := func(int, int) {
+					runtime.ReadMemStats(&ms)
+					peak = max(peak, ms.HeapInuse)
+				}
+				var rep Report
+				for b.Loop() {
+					runtime.GC()
+					if rep, err = Replay(w, s, Config{Capacity: n, Progress: sample}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(refs)*float64(b.N)/b.Elapsed().Seconds(), "refs/s")
+				b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
+				b.ReportMetric(rep.HitRatio, "hit-ratio")
+			})
+		}
+	}
+}
+
+// blockRefs counts w's block references.
+func blockRefs(w *Workload) int {
+	n := 0
+	for i := range w.Requests {
+		n += len(w.Requests[i].HashIDs)
+	}
+	return n
 }

@@ -93,7 +93,9 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	// request whose accesses precede the one selection that makes room for
 	// them, so that the history never evicts on its own a block the cache
 	// still holds. cfg.Options may override it.
-	var opts []kvevict.Option
+	// The report counts re-prefills itself: the policy's own count is
+	// memory and time spent for nothing.
+	opts := []kvevict.Option{kvevict.WithEvictionHistory(false)}
 	if s.Adaptive() {
 		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
 	}

@@ -138,7 +138,12 @@ type indexStore struct {
 
 func (s *indexStore) access(id uint64) { s.x.UpdateAccess(id) }
 
-func (s *indexStore) reference(id uint64) bool { return s.x.Acquire(id) == nil }
+func (s *indexStore) reference(id uint64) bool {
+	if !s.contains(id) {
+		return false // a miss: no error to build
+	}
+	return s.x.Acquire(id) == nil
+}
 
 func (s *indexStore) unreference(id uint64) { _ = s.x.Release(id) } // held and referenced: cannot fail
 
