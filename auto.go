@@ -69,7 +69,10 @@ type auto struct {
 
 	weights autoWeights // the miniature caches that choose the weight
 
-	cands []Candidate // the selection's candidates, between rank and finish
+	// The selection's candidates, between rank and finish: a Policy's
+	// slice, or the slots of the Index that follows this history.
+	cands []Candidate
+	index *Index
 
 	sel    selector // the greedy selection over this call's scores
 	ranked []entry  // this selection's victims, in the order victim returns them
@@ -164,13 +167,16 @@ func (a *auto) decayReuse() {
 	}
 }
 
-// addNode adds id at the head of list l with no requests counted.
+// addNode adds id at the head of list l with no requests counted. The
+// count is set before the node is linked: an Index files a linked node by
+// it.
 func (a *auto) addNode(id uint64, l uint8) int32 {
-	n := a.add(id, l)
+	n := a.alloc(id)
 	if int(n) == len(a.info) {
 		a.info = append(a.info, autoInfo{})
 	}
 	a.info[n] = autoInfo{}
+	a.pushHead(l, n)
 	return n
 }
 
@@ -259,13 +265,21 @@ func (a *auto) victim() int32 {
 // evict moves victim n to the ghost list: its requests outlive its blocks.
 func (a *auto) evict(n int32) {
 	k := autoFull
-	if lonePartial(&a.cands[a.slab[n].cand]) {
+	if lonePartial(a.candidate(n)) {
 		k = autoPartial
 	}
 	a.info[n].evicted = uint8(1 + k)
 	a.evictedAs[k]++
 	a.moveHead(autoGhost, n)
 	a.trimGhost()
+}
+
+// candidate returns the candidate that marked node n stands for.
+func (a *auto) candidate(n int32) *Candidate {
+	if a.index != nil {
+		return &a.index.nodes[a.slab[n].cand].c
+	}
+	return &a.cands[a.slab[n].cand]
 }
 
 // trimGhost forgets the least recently used ghosts beyond ghostCap.
@@ -284,7 +298,7 @@ func (a *auto) finish() {
 	a.trimGhost()
 	a.ranked = nil // a view of sel's buffer, which the next selection reuses
 	a.next = 0
-	a.cands = nil
+	a.cands, a.index = nil, nil
 }
 
 func (a *auto) check() error {

@@ -100,8 +100,9 @@ type Index struct {
 	// hist, for an adaptive strategy, orders the evictable candidates
 	// instead of the run and the heap (see indexhistory.go).
 	hist    history
-	waiting []int32 // slots whose id hist may not hold as resident: admitted at the next Evict
-	spare   []int32 // scratch: the previous waiting, and the trimmed victims of an Evict
+	waiting []int32     // slots whose id hist may not hold as resident: admitted at the next Evict
+	spare   []int32     // scratch: the previous waiting, and the trimmed victims of an Evict
+	groups  *autoGroups // Auto's order (see indexauto.go); nil for other strategies
 
 	stats stats
 }
@@ -113,6 +114,7 @@ type indexNode struct {
 	at      place    // where the candidate is kept
 	trimmed bool     // lost a tail to a partial eviction and not touched since
 	waiting bool     // in Index.waiting
+	group   int32    // Auto: 1 + the group that holds the candidate, or 0
 }
 
 // place is where the index keeps a slot's candidate.
@@ -155,8 +157,8 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	if info.history != nil {
 		h := info.history(&cfg)
-		if _, scores := h.(candidateScorer); scores {
-			return nil, fmt.Errorf("kvevict: NewIndex(%q): %w: it scores every candidate at each selection by the pool's current turnover, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
+		if _, ok := h.(*auto); ok {
+			x.groups = newAutoGroups()
 		}
 		x.follow(h)
 	}
@@ -201,6 +203,9 @@ func (x *Index) Add(c Candidate) error {
 	}
 	x.nodes[slot] = indexNode{c: c, at: held}
 	x.slots.put(c.ID, slot)
+	if x.groups != nil {
+		x.groups.seen(math.MinInt64, c.LastAccess)
+	}
 	x.stats.access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
@@ -231,6 +236,9 @@ func (x *Index) Remove(id uint64) bool {
 // release frees a slot whose node is out of the heap and the run (and
 // unmarked in the history).
 func (x *Index) release(slot int32) {
+	if x.groups != nil {
+		x.groups.gone(x.nodes[slot].c.LastAccess)
+	}
 	x.slots.del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
 	x.links.Free(slot)
@@ -248,6 +256,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 		return unknownSequence(id)
 	}
 	n := &x.nodes[slot]
+	if x.groups != nil {
+		x.groups.seen(n.c.LastAccess, tick)
+	}
 	n.c.LastAccess = tick
 	if n.c.AccessCount < math.MaxInt {
 		n.c.AccessCount++
@@ -332,8 +343,11 @@ func unknownSequence(id uint64) error {
 // within the heap as its evictability and key require.
 func (x *Index) change(slot int32, f func(*Candidate)) {
 	n := &x.nodes[slot]
-	was, oldBlocks := x.ordered(slot), len(n.c.Blocks)
+	was, oldBlocks, oldTick := x.ordered(slot), len(n.c.Blocks), n.c.LastAccess
 	f(&n.c)
+	if x.groups != nil {
+		x.groups.seen(oldTick, n.c.LastAccess)
+	}
 	now := n.c.evictable()
 	switch {
 	case was && now:
@@ -396,22 +410,24 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, partial int) {
 	for freed < required {
 		slot := x.first()
-		blocks, trimmed := x.trim(slot, required-freed)
+		v, trimmed := x.cut(slot, required-freed)
 		if trimmed {
 			x.refile(slot)
 			partial++
+		} else {
+			x.drop(slot)
 		}
-		dst = append(dst, blocks)
-		freed += len(blocks.Blocks)
+		dst = append(dst, v)
+		freed += len(v.Blocks)
 	}
 	return dst, freed, partial
 }
 
-// trim takes up to need blocks from the evictable candidate in slot, by the
+// cut takes up to need blocks from the evictable candidate in slot, by the
 // rules of the selection: all of them, or a tail if it allows partial
-// eviction and holds more. A candidate that loses all its blocks leaves the
-// index; one trimmed keeps its head and stays, and the caller re-files it.
-func (x *Index) trim(slot int32, need int) (v Victim, trimmed bool) {
+// eviction and holds more. One trimmed keeps its head and stays, and the
+// caller re-files it; one that lost all its blocks the caller drops.
+func (x *Index) cut(slot int32, need int) (v Victim, trimmed bool) {
 	n := &x.nodes[slot]
 	v.ID = n.c.ID
 	v.Blocks, trimmed = take(&n.c, need)
@@ -420,11 +436,14 @@ func (x *Index) trim(slot int32, need int) (v Victim, trimmed bool) {
 		keep := len(n.c.Blocks) - len(v.Blocks)
 		n.c.Blocks = n.c.Blocks[:keep:keep]
 		n.trimmed = true
-		return v, true
 	}
+	return v, trimmed
+}
+
+// drop removes a victim that lost all its blocks from the index.
+func (x *Index) drop(slot int32) {
 	x.detach(slot)
 	x.release(slot)
-	return v, false
 }
 
 // Metrics returns a snapshot of the index's counters, the same fields as
@@ -492,7 +511,10 @@ func (x *Index) insert(slot int32) {
 // run neighbours stays; the rest go to the heap, O(log n).
 func (x *Index) refile(slot int32) {
 	if x.hist != nil {
-		return // the history's order does not follow the candidate's fields
+		if x.groups != nil {
+			x.regroup(slot) // Auto's groups follow LastAccess and partial blocks
+		}
+		return // the history's lists do not follow the candidate's fields
 	}
 	n := &x.nodes[slot]
 	k, id := x.params.keyOf(&n.c), n.c.ID

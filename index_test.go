@@ -97,6 +97,57 @@ func checkIndex(t testing.TB, x *Index) {
 		if evictable := countAt(x, inHistory); marked > evictable {
 			t.Fatalf("%d nodes marked, %d candidates evictable", marked, evictable)
 		}
+		if x.groups != nil {
+			checkAutoGroups(t, x, marked)
+		}
+	}
+}
+
+// checkAutoGroups verifies an Index of Auto's groups: each live group holds
+// candidates of its key in ascending (LastAccess, ID), every candidate in
+// a group is marked, and every marked one is in a group or waits to be
+// filed again.
+func checkAutoGroups(t testing.TB, x *Index, marked int) {
+	t.Helper()
+	g, a, tab := x.groups, x.hist.(*auto), x.hist.nodes()
+	grouped := 0
+	for i, gi := range g.live {
+		grp := &g.groups[gi]
+		if grp.at != int32(i) || grp.list.Len == 0 || g.byKey[grp.key] != gi {
+			t.Fatalf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, grp.list.Len, g.byKey[grp.key])
+		}
+		prev := dlist.None
+		err := g.links.Check(&grp.list, func(slot int32) error {
+			nd := &x.nodes[slot]
+			n := tab.lookup(nd.c.ID)
+			switch {
+			case nd.group != gi+1:
+				return fmt.Errorf("ID %d in group %d says %d", nd.c.ID, gi+1, nd.group)
+			case n < 0 || !tab.marked(n):
+				return fmt.Errorf("ID %d in a group is not marked", nd.c.ID)
+			case (autoGroupKey{lonePartial(&nd.c), a.info[n].log2Requests}) != grp.key:
+				return fmt.Errorf("ID %d in group %+v belongs elsewhere", nd.c.ID, grp.key)
+			case prev != dlist.None && !x.sortsBefore(prev, slot):
+				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, nd.c.ID, x.nodes[prev].c.ID)
+			}
+			prev = slot
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grouped += grp.list.Len
+	}
+	if len(g.byKey) != len(g.live) {
+		t.Fatalf("%d group keys, %d live groups", len(g.byKey), len(g.live))
+	}
+	for _, slot := range g.refile {
+		if x.nodes[slot].at != slotFree && x.nodes[slot].group == 0 {
+			grouped++ // counted once: filed again at the next eviction
+		}
+	}
+	if grouped < marked {
+		t.Fatalf("%d candidates grouped or waiting, %d marked", grouped, marked)
 	}
 }
 
@@ -181,9 +232,7 @@ func indexConfigs() []struct {
 	}
 	var out []cfg
 	for _, s := range Strategies() {
-		if s != Auto {
-			out = append(out, cfg{string(s), s, nil})
-		}
+		out = append(out, cfg{string(s), s, nil})
 	}
 	out = append(out,
 		cfg{"lfu/halflife", LFU, []Option{WithLFUHalfLife(50 * time.Nanosecond)}},
@@ -195,6 +244,7 @@ func indexConfigs() []struct {
 		cfg{"arc/capacity=6", ARC, []Option{WithCapacity(6), WithHistoryCap(4)}},
 		cfg{"s3fifo/capacity=6", S3FIFO, []Option{WithCapacity(6), WithHistoryCap(3)}},
 		cfg{"sieve/capacity=6", SIEVE, []Option{WithCapacity(6)}},
+		cfg{"auto/capacity=6", Auto, []Option{WithCapacity(6), WithHistoryCap(5)}},
 	)
 	return out
 }
@@ -457,7 +507,6 @@ func TestNewIndexErrors(t *testing.T) {
 		{"unknown", "belady", nil, ErrUnknownStrategy},
 		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
 		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
-		{"auto", Auto, nil, errors.ErrUnsupported},
 		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
 		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
 	}

@@ -38,6 +38,9 @@ func (x *Index) UpdateAccess(id uint64) {
 	if x.hist != nil {
 		x.hist.access(id)
 	}
+	if x.groups != nil {
+		x.requested(id)
+	}
 }
 
 // takeFromHistory is Evict's choice for an adaptive strategy: as
@@ -54,6 +57,9 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 		}
 	}
 	x.admitWaiting()
+	if x.groups != nil {
+		x.rankAuto(required)
+	}
 	trimmed := x.spare[:0]
 	for freed < required {
 		n := h.victim()
@@ -61,13 +67,14 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 			panic("kvevict: the index's history lost an evictable candidate")
 		}
 		slot := t.slab[n].cand
-		t.unmark(n)
-		v, part := x.trim(slot, required-freed)
+		x.clearMark(n)
+		v, part := x.cut(slot, required-freed)
 		if part {
 			partial++
 			trimmed = append(trimmed, slot)
 		} else {
-			h.evict(n)
+			h.evict(n) // before the slot is freed: Auto reads the candidate
+			x.drop(slot)
 		}
 		dst = append(dst, v)
 		freed += len(v.Blocks)
@@ -167,7 +174,7 @@ func (x *Index) markHeld(slot int32) {
 	x.nodes[slot].at = inHistory
 	t := x.hist.nodes()
 	if n := t.lookup(x.nodes[slot].c.ID); n >= 0 && t.resident(n) {
-		t.mark(n, slot)
+		x.setMark(n, slot)
 	}
 }
 
@@ -176,7 +183,7 @@ func (x *Index) unmarkHeld(slot int32) {
 	x.nodes[slot].at = held
 	t := x.hist.nodes()
 	if n := t.lookup(x.nodes[slot].c.ID); n >= 0 {
-		t.unmark(n)
+		x.clearMark(n)
 	}
 }
 
@@ -189,12 +196,32 @@ func (x *Index) linked(n int32) {
 	}
 	if t.resident(n) {
 		if x.nodes[slot].at == inHistory {
-			t.mark(n, slot)
+			x.setMark(n, slot)
 		}
 		return
 	}
-	t.unmark(n)
+	x.clearMark(n)
 	x.wait(slot)
+}
+
+// setMark marks node n as the evictable candidate in slot.
+func (x *Index) setMark(n, slot int32) {
+	x.hist.nodes().mark(n, slot)
+	if x.groups != nil {
+		x.join(slot, n)
+	}
+}
+
+// clearMark takes node n out of the possible victims.
+func (x *Index) clearMark(n int32) {
+	t := x.hist.nodes()
+	if !t.marked(n) {
+		return
+	}
+	if x.groups != nil {
+		x.leave(t.slab[n].cand)
+	}
+	t.unmark(n)
 }
 
 // dropped lists a held id whose node the history forgot for admission.

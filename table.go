@@ -86,13 +86,20 @@ func (t *table) resident(n int32) bool {
 
 // add makes a node for id at the head of list l and returns it. O(1).
 func (t *table) add(id uint64, l uint8) int32 {
+	n := t.alloc(id)
+	t.pushHead(l, n)
+	return n
+}
+
+// alloc makes a node for id in no list, for a history that sets what it
+// keeps beside the node before linking it. O(1).
+func (t *table) alloc(id uint64) int32 {
 	n, grown := t.links.Alloc()
 	if grown {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
 	t.index.put(id, n)
-	t.pushHead(l, n)
 	return n
 }
 

@@ -38,9 +38,6 @@ func TestFastPathMatchesContract(t *testing.T) {
 		distinct := distinctBlocks(w)
 		for _, capacity := range []int{64, max(64, distinct/10)} {
 			for _, s := range kvevict.Strategies() {
-				if s == kvevict.Auto {
-					continue // no Index takes it: a replay of Auto is the contract path
-				}
 				compareReplayPaths(t, w, s, capacity)
 			}
 		}

@@ -61,6 +61,28 @@ func (s Links) PushFront(l *List, n int32) {
 	l.Len++
 }
 
+// InsertAfter links slot n, which is in no list, right after slot at of l,
+// or at the front of l if at is None. O(1).
+func (s Links) InsertAfter(l *List, at, n int32) {
+	if at == None {
+		s.PushFront(l, n)
+		return
+	}
+	next := s[at].Next
+	if next == None {
+		s.PushBack(l, n)
+		return
+	}
+	s[n] = Link{Prev: at, Next: next}
+	s[at].Next = n
+	s[next].Prev = n
+	l.Len++
+}
+
+// Prev returns the neighbour of slot n toward the front of its list, or
+// None.
+func (s Links) Prev(n int32) int32 { return s[n].Prev }
+
 // Remove unlinks slot n from l, which holds it, and leaves both its links
 // None. O(1).
 func (s Links) Remove(l *List, n int32) {

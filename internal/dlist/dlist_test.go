@@ -32,7 +32,7 @@ func checkAll(t *testing.T, s Links, lists []List, m model) {
 }
 
 // TestRandomOperations threads three lists through one slab and checks
-// them against the model after each push and remove.
+// them against the model after each push, insertion and remove.
 func TestRandomOperations(t *testing.T) {
 	const slots, nLists = 50, 3
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -54,12 +54,20 @@ func TestRandomOperations(t *testing.T) {
 			}
 		} else {
 			l := rng.IntN(nLists)
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
 				s.PushBack(&lists[l], n)
 				m[l] = append(m[l], n)
-			} else {
+			case 1:
 				s.PushFront(&lists[l], n)
 				m[l] = slices.Insert(m[l], 0, n)
+			default: // after a random member, or at the front
+				at, i := None, 0
+				if k := rng.IntN(len(m[l]) + 1); k > 0 {
+					at, i = m[l][k-1], k
+				}
+				s.InsertAfter(&lists[l], at, n)
+				m[l] = slices.Insert(m[l], i, n)
 			}
 			in[n] = l
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
-// TestIndexedMatchesPolicy: for every strategy an Index takes, a cache kept
+// TestIndexedMatchesPolicy: for every strategy, a cache kept
 // in an Index gives, request for request, the outcome of the contract path
 // (a Policy's SelectVictims over every resident): the same ids loaded, the
 // same victims in the same order. The requests are random multi-id prompts
@@ -17,9 +17,6 @@ import (
 // that nearly every request evicts.
 func TestIndexedMatchesPolicy(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
-		if s == kvevict.Auto {
-			continue // NewIndex refuses it
-		}
 		t.Run(string(s), func(t *testing.T) {
 			for seed := range uint64(4) {
 				var opts []kvevict.Option
