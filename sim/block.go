@@ -83,8 +83,8 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	if need < 0 {
 		return Eviction{}, fmt.Errorf("%w: evict %d blocks", kvevict.ErrInvalidArgument, need)
 	}
-	if need > len(s.Cached) {
-		return Eviction{}, &kvevict.InsufficientBlocksError{Required: need, Available: len(s.Cached)}
+	if need > s.CachedLen() {
+		return Eviction{}, &kvevict.InsufficientBlocksError{Required: need, Available: s.CachedLen()}
 	}
 	start := time.Now()
 	clear(e.taken)
@@ -94,7 +94,7 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 		if k == 0 {
 			// Every cached block has an unlocked node, so this means the
 			// pool and the tree disagree: a bug, reported rather than hidden.
-			return Eviction{}, fmt.Errorf("block evictor: %d cached blocks but no evictable block in the tree", len(s.Cached))
+			return Eviction{}, fmt.Errorf("block evictor: %d cached blocks but no evictable block in the tree", s.CachedLen())
 		}
 		hashes, err := e.tree.Evict(k)
 		if err != nil {
@@ -112,3 +112,9 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	out.Elapsed = time.Since(start)
 	return out, nil
 }
+
+// The tree follows the pool through Admit and Release: the pool need not
+// list its cached blocks for it.
+func (e *BlockEvictor) running(*sequence, kvevict.Priority) {}
+func (e *BlockEvictor) stopped(uint64, *owner)              {}
+func (e *BlockEvictor) owner(uint64, *owner)                {}

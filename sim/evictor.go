@@ -51,8 +51,36 @@ type EvictionState struct {
 	// Running are the sequences that hold references: never evictable.
 	Running []RunningSequence
 
-	// lookup, if set, is the pool's index of cached blocks by hash.
-	lookup func(hash uint64) (block int, ok bool)
+	// lookup, if set, is the pool's index of cached blocks by hash, and
+	// cachedLen its count of cached blocks.
+	lookup    func(hash uint64) (block int, ok bool)
+	cachedLen int
+}
+
+// CachedLen returns how many blocks are cached: len(Cached), which the
+// pool leaves empty for an evictor that keeps its own view of the pool.
+func (s *EvictionState) CachedLen() int {
+	if s.lookup != nil {
+		return s.cachedLen
+	}
+	return len(s.Cached)
+}
+
+// A watcher is an [Evictor] that keeps its own view of the pool's
+// candidates from the calls below, so that [Serve] need not list them at
+// every eviction, an O(cached blocks) pass: its Evict reads only Now,
+// CachedLen and Lookup.
+type watcher interface {
+	// running says that sequence s was admitted, or advanced (its tokens,
+	// blocks and latest tick); prio is its request's priority.
+	running(s *sequence, prio kvevict.Priority)
+	// stopped says that sequence id finished or was preempted; o is what
+	// it left cached, or nil.
+	stopped(id uint64, o *owner)
+	// owner says that owner id lost a cached block to a request that
+	// reuses it; o is what it has left, or nil. Blocks the evictor chose
+	// are not reported: it took them from its view itself.
+	owner(id uint64, o *owner)
 }
 
 // Lookup returns the cached block that holds hash, if there is one. O(1) on

@@ -101,3 +101,85 @@ func distinctBlocks(w *Workload) int {
 	}
 	return len(seen)
 }
+
+// TestServeFastPathMatchesContract: Serve at sequence and tail granularity
+// keeps its candidates in an Index where the strategy allows one; the pool
+// must go through the same states as with a Policy's SelectVictims over
+// every candidate: after every event the same cached blocks, and in the
+// end the same report. The conversation excerpt and every synthetic
+// workload, at a pool that preempts and at one that rarely evicts.
+func TestServeFastPathMatchesContract(t *testing.T) {
+	ex, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workloads := []*Workload{ex}
+	names := WorkloadNames()
+	if reduced() {
+		names = names[:2] // the race detector's tenfold cost
+	}
+	for _, name := range names {
+		w, err := Synthetic(name, 5, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workloads = append(workloads, w)
+	}
+	for _, w := range workloads {
+		distinct := distinctBlocks(w)
+		for _, capacity := range []int{max(longestRequest(w, 1<<30)+8, 128), max(distinct/4, 256)} {
+			for _, g := range []Granularity{GranularitySequence, GranularityTail} {
+				for _, s := range kvevict.Strategies() {
+					fast, fastSteps := serveFingerprints(t, w, s, capacity, g, false)
+					slow, slowSteps := serveFingerprints(t, w, s, capacity, g, true)
+					if i := firstDifference(fastSteps, slowSteps); i >= 0 {
+						t.Fatalf("%s %s %s at %d: the pools differ after event %d of %d", w.Name, g, s, capacity, i, len(slowSteps))
+					}
+					fast.SelectP50, fast.SelectP99, slow.SelectP50, slow.SelectP99 = 0, 0, 0, 0
+					if !reflect.DeepEqual(fast, slow) {
+						t.Fatalf("%s %s %s at %d: report %+v, contract path %+v", w.Name, g, s, capacity, fast, slow)
+					}
+				}
+			}
+		}
+	}
+}
+
+// serveFingerprints serves w and returns the report and, after every event,
+// a fingerprint of the cached blocks: their number and the sum of a mix of
+// their hashes, independent of the order the pool holds them in.
+func serveFingerprints(t *testing.T, w *Workload, s kvevict.Strategy, capacity int, g Granularity, contract bool) (Report, [][2]uint64) {
+	t.Helper()
+	var steps [][2]uint64
+	cfg := ServeConfig{Config: Config{Capacity: capacity, contract: contract}, Granularity: g}
+	cfg.afterStep = func(p *pool) {
+		var sum uint64
+		for _, o := range p.owners {
+			for _, b := range o.blocks {
+				if b >= 0 {
+					h := p.blocks[b].hash * 0x9e3779b97f4a7c15
+					sum += h ^ h>>29
+				}
+			}
+		}
+		steps = append(steps, [2]uint64{uint64(p.cached), sum})
+	}
+	rep, err := Serve(w, s, cfg)
+	if err != nil {
+		t.Fatalf("%s %s %s at %d (contract %v): %v", w.Name, g, s, capacity, contract, err)
+	}
+	return rep, steps
+}
+
+// firstDifference returns the first index where a and b differ, or -1.
+func firstDifference(a, b [][2]uint64) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}

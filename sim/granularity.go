@@ -55,7 +55,7 @@ func ParseGranularity(name string) (Granularity, error) {
 // newEvictor returns the evictor of granularity g over strategy s, whose
 // ticks are the pool's microseconds, for a pool of capacity blocks.
 // options come last, so they may override what newEvictor sets.
-func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevict.Option) (Evictor, error) {
+func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevict.Option, contract bool) (Evictor, error) {
 	opts := []kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}
 	if g == GranularityBlock && s.Adaptive() {
 		// The tree's candidates are blocks, so Auto's capacity is the
@@ -65,6 +65,10 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 	opts = append(opts, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
+		// An Index picks what the Policy would, without listing the pool.
+		if x, err := kvevict.NewIndex(s, opts...); err == nil && !contract {
+			return newIndexEvictor(x, g == GranularityTail), nil
+		}
 		p, err := kvevict.New(s, opts...)
 		if err != nil {
 			return nil, err

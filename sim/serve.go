@@ -102,7 +102,7 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 			g = DefaultGranularity
 		}
 		var err error
-		if ev, err = newEvictor(g, s, cfg.Capacity, cfg.Options); err != nil {
+		if ev, err = newEvictor(g, s, cfg.Capacity, cfg.Options, cfg.contract); err != nil {
 			return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 		}
 	}
@@ -132,6 +132,7 @@ type poolBlock struct {
 	refs   int
 	owner  uint64 // cached: the sequence that released it
 	pos    int    // cached: its index in the owner's prompt
+	at     int    // cached: its index in the owner's blocks
 }
 
 // sequence is an admitted request.
@@ -154,7 +155,22 @@ type owner struct {
 	hits               int
 	priority           kvevict.Priority
 	seqLen, maxLen     int
-	blocks             []int // the cached blocks it owns, head first
+	// blocks are the cached blocks it owns, head first, with -1 where a
+	// block left: a request reuses blocks from the middle, and removing
+	// them in place would cost the owner's length each. live counts the
+	// others.
+	blocks []int
+	live   int
+}
+
+// held appends the cached blocks of o, head first, to dst.
+func (o *owner) held(dst []int) []int {
+	for _, b := range o.blocks {
+		if b >= 0 {
+			dst = append(dst, b)
+		}
+	}
+	return dst
 }
 
 // pool is the paged KV pool of Serve.
@@ -205,6 +221,7 @@ type pool struct {
 	preemptions, rejected, truncated int
 	scratch                          []uint64
 	state                            EvictionState // reused by evictionState
+	watcher                          watcher       // p.ev, if it keeps its own view
 	ownerIDs                         []uint64
 	seen                             map[uint64]struct{}
 }
@@ -230,6 +247,7 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		seen:        make(map[uint64]struct{}),
 	}
 	p.state.lookup = p.lookupCached
+	p.watcher, _ = ev.(watcher)
 	if w.GroupKind == "session" {
 		p.linkSessions()
 	}
@@ -377,6 +395,7 @@ func (p *pool) step(s *sequence) error {
 		p.finish(s)
 		return nil
 	}
+	p.runningChanged(s)
 	for s.alive {
 		ok, err := p.allocate(1)
 		if err != nil {
@@ -385,6 +404,7 @@ func (p *pool) step(s *sequence) error {
 		if ok {
 			b := p.take()
 			s.blocks = append(s.blocks, b)
+			p.runningChanged(s)
 			p.schedule(s)
 			return nil
 		}
@@ -502,6 +522,7 @@ func (p *pool) admit(r int) (bool, error) {
 				p.ev.Access(blk.owner)
 			}
 			p.uncache(b)
+			p.ownerChanged(blk.owner)
 			blk.state = blockUsed
 			p.used++
 		}
@@ -530,6 +551,7 @@ func (p *pool) admit(r int) (bool, error) {
 		s.tokens += blockTokens(req, i, p.w.BlockTokens)
 	}
 	p.running = append(p.running, s)
+	p.runningChanged(s)
 	p.schedule(s)
 	return true, nil
 }
@@ -563,8 +585,7 @@ func (p *pool) allocate(n int) (bool, error) {
 	if need > p.cached {
 		return false, nil
 	}
-	st := p.evictionState()
-	res, err := p.ev.Evict(st, need)
+	res, err := p.ev.Evict(p.evictionState(), need)
 	if errors.Is(err, kvevict.ErrInsufficientBlocks) {
 		return false, nil
 	}
@@ -579,7 +600,7 @@ func (p *pool) allocate(n int) (bool, error) {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
 		p.tally.evict(p.blocks[b].hash, p.blocks[b].owner)
-		p.uncache(b)
+		p.uncache(b) // a watcher took the blocks from its own view already
 		p.release(b)
 	}
 	p.tally.latencies = append(p.tally.latencies, res.Elapsed)
@@ -588,10 +609,13 @@ func (p *pool) allocate(n int) (bool, error) {
 
 // evictionState is the pool as the evictor sees it, valid until the next
 // call. O(C + R + O log O) for C cached blocks, R running sequences and O
-// owners.
+// owners; O(1) for a watcher, which gets no lists.
 func (p *pool) evictionState() *EvictionState {
 	st := &p.state
-	st.Now, st.Cached, st.Running = p.now, st.Cached[:0], st.Running[:0]
+	st.Now, st.Cached, st.Running, st.cachedLen = p.now, st.Cached[:0], st.Running[:0], p.cached
+	if p.watcher != nil {
+		return st
+	}
 	ids := p.ownerIDs[:0]
 	for id := range p.owners {
 		ids = append(ids, id)
@@ -601,6 +625,9 @@ func (p *pool) evictionState() *EvictionState {
 	for _, id := range ids {
 		o := p.owners[id]
 		for _, b := range o.blocks {
+			if b < 0 {
+				continue
+			}
 			blk := &p.blocks[b]
 			st.Cached = append(st.Cached, CachedBlock{
 				Block: b, Hash: blk.hash, Owner: id, Pos: blk.pos,
@@ -643,9 +670,16 @@ func (p *pool) take() int {
 func (p *pool) uncache(b int) {
 	blk := &p.blocks[b]
 	o := p.owners[blk.owner]
-	o.blocks = slices.DeleteFunc(o.blocks, func(x int) bool { return x == b })
-	if len(o.blocks) == 0 {
+	o.blocks[blk.at] = -1
+	o.live--
+	switch {
+	case o.live == 0:
 		delete(p.owners, blk.owner)
+	case o.live < len(o.blocks)/2: // compact, amortized O(1) per block
+		o.blocks = o.held(o.blocks[:0])
+		for i, x := range o.blocks {
+			p.blocks[x].at = i
+		}
 	}
 	p.cached--
 }
@@ -667,6 +701,7 @@ func (p *pool) release(b int) {
 // cached, owned by s; generated blocks are freed.
 func (p *pool) drop(s *sequence) {
 	s.alive = false
+	defer p.dropped(s)
 	p.ev.Release(s.id, p.now)
 	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
 	req := &p.w.Requests[s.req]
@@ -686,8 +721,9 @@ func (p *pool) drop(s *sequence) {
 				priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
 			p.owners[s.id] = o
 		}
-		blk.state, blk.owner, blk.pos = blockCached, s.id, i
+		blk.state, blk.owner, blk.pos, blk.at = blockCached, s.id, i, len(o.blocks)
 		o.blocks = append(o.blocks, b) // in s.blocks order: head first
+		o.live++
 		p.used--
 		p.cached++
 	}
@@ -719,4 +755,28 @@ func (p *pool) preempt(s *sequence) {
 	p.preemptions++
 	p.paused = true
 	p.waiting = slices.Insert(p.waiting, 0, s.req)
+}
+
+// runningChanged tells a watcher that running sequence s was admitted or
+// advanced.
+func (p *pool) runningChanged(s *sequence) {
+	if p.watcher != nil {
+		p.watcher.running(s, kvevict.Priority(p.w.Requests[s.req].Priority))
+	}
+}
+
+// dropped tells a watcher that s stopped running, leaving the cached blocks
+// of its owner record, if any.
+func (p *pool) dropped(s *sequence) {
+	if p.watcher != nil {
+		p.watcher.stopped(s.id, p.owners[s.id])
+	}
+}
+
+// ownerChanged tells a watcher that owner id lost a cached block to a
+// request that reuses it.
+func (p *pool) ownerChanged(id uint64) {
+	if p.watcher != nil {
+		p.watcher.owner(id, p.owners[id])
+	}
 }

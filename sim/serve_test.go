@@ -64,7 +64,7 @@ func checkPool(t *testing.T, p *pool) {
 		t.Fatalf("%d references, but running sequences hold %d blocks", refs, held)
 	}
 	for id, n := range ownerCounts {
-		if o := p.owners[id]; o == nil || len(o.blocks) != n {
+		if o := p.owners[id]; o == nil || o.live != n || len(o.held(nil)) != n {
 			t.Fatalf("owner %d owns %d cached blocks, pool says %v", id, n, o)
 		}
 	}
