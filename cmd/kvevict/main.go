@@ -37,7 +37,8 @@
 //
 // -format csv and -format json carry every field of sim.Report under its
 // JSON name, plus sampling (K on the rows that ran sampled, else 0) and best
-// (the best online hit ratio at that capacity). -h explains every column.
+// (the best online hit ratio at that capacity). -h explains every flag and
+// column on stdout, exit status 0, so that `kvevict compare -h | less` works.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
@@ -109,7 +110,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "mirror":
 		return mirror(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
+		fmt.Fprintln(stdout, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])
@@ -130,7 +131,9 @@ type options struct {
 	sampling        int // WithSampling's k; 0: exact selection
 }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
+// parseFlags parses compare's flags; -h prints the usage and the columns'
+// explanation to help, stdout, so that it pages and pipes.
+func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
@@ -149,10 +152,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: kvevict compare [flags]")
+			fs.SetOutput(help)
+			fmt.Fprintln(help, "usage: kvevict compare [flags]")
 			fs.PrintDefaults()
-			fmt.Fprint(stderr, columnHelp)
+			fmt.Fprint(help, columnHelp)
 			return nil, err
 		}
 		return nil, usagef("%v", err)
@@ -330,7 +333,7 @@ func loadWorkload(o *options) (*sim.Workload, error) {
 }
 
 func compare(args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}

@@ -202,10 +202,24 @@ func TestCompareErrors(t *testing.T) {
 	}
 }
 
-func TestCompareHelp(t *testing.T) {
-	code, _, errOut := runArgs(t, "compare", "-h")
-	if code != 0 || !strings.Contains(errOut, "-strategies") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
+// TestHelp: -h prints to stdout and exits 0, so that it pages and pipes,
+// for the command and for each subcommand.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "kvevict compare|publish|mirror"},
+		{[]string{"help"}, "kvevict compare|publish|mirror"},
+		{[]string{"compare", "-h"}, "-strategies"},
+		{[]string{"compare", "-help"}, "Table columns"},
+		{[]string{"publish", "-h"}, "-endpoint"},
+		{[]string{"mirror", "-h"}, "-duration"},
+	} {
+		code, out, errOut := runArgs(t, tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tc.args, code, errOut, tc.want, out)
+		}
 	}
 }
 
@@ -385,7 +399,7 @@ func TestCompareTableLayout(t *testing.T) {
 // TestCompareColumnsExplained: every column of the table, CSV and JSON is
 // explained in -h and in docs/simulator.md.
 func TestCompareColumnsExplained(t *testing.T) {
-	_, _, help := runArgs(t, "compare", "-h")
+	_, help, _ := runArgs(t, "compare", "-h")
 	doc, err := os.ReadFile("../../docs/simulator.md")
 	if err != nil {
 		t.Fatal(err)
