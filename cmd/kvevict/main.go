@@ -51,6 +51,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,14 +89,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	// The library's errors name it already; the line names it once.
-	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
+	msg := "kvevict: " + userMessage(err)
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
 	}
 	fmt.Fprintln(stderr, msg)
 	return 1
+}
+
+// packageNames matches the names of this module's packages where they
+// begin an error or a wrapped cause ("sim: lru, request 5: unitcache: ..."):
+// the user ran kvevict, and the line names it once.
+var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix|unitcache): )+`)
+
+// userMessage is err's text without the package names it passed through.
+func userMessage(err error) string {
+	return packageNames.ReplaceAllString(err.Error(), "$1")
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {

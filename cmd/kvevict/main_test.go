@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -195,7 +196,8 @@ func TestCompareErrors(t *testing.T) {
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
-			strings.Count(errOut, "kvevict: ") != 1 || strings.Count(errOut, "\n") != 1 || out != "" {
+			strings.Count(errOut, "kvevict: ") != 1 || strings.Count(errOut, "\n") != 1 || out != "" ||
+			strings.Contains(errOut, "sim: ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and a line with %q",
 				tc.args, code, out, errOut, tc.code, tc.want)
 		}
@@ -219,6 +221,24 @@ func TestHelp(t *testing.T) {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tc.args, code, errOut, tc.want, out)
+		}
+	}
+}
+
+// TestUserMessage: the error line drops the names of the packages an error
+// passed through, wherever they begin a cause, and keeps the rest.
+func TestUserMessage(t *testing.T) {
+	for _, tc := range []struct{ err, want string }{
+		{`sim: unknown granularity "page" (known: sequence, tail, block)`, `unknown granularity "page" (known: sequence, tail, block)`},
+		{"sim: lru, request 5: unitcache: request at tick 6: kvevict: insufficient evictable blocks",
+			"lru, request 5: request at tick 6: insufficient evictable blocks"},
+		{"sim: kvevict: capacity must be in [1, 100]", "capacity must be in [1, 100]"},
+		{"open x.jsonl: no such file or directory", "open x.jsonl: no such file or directory"},
+		{"x.jsonl: trace line 2: unexpected end of JSON input", "x.jsonl: trace line 2: unexpected end of JSON input"},
+		{"plot: nothing to draw", "plot: nothing to draw"},
+	} {
+		if got := userMessage(errors.New(tc.err)); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }
