@@ -31,7 +31,6 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
-	"github.com/sagellm/kvevict/sim"
 )
 
 // Defaults of the cluster commands.
@@ -102,7 +101,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	o := &publishOptions{}
 	var strategy string
 	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
@@ -215,7 +214,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w, err := sim.LoadTrace(o.trace)
+	w, err := loadTrace(o.trace)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"flag"
 	"fmt"
@@ -148,7 +151,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
 	var capacity, strategies, granularity string
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay (format: docs/simulator.md)")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
 	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
@@ -327,9 +330,41 @@ func strategyNames() string {
 	return strings.Join(names, ", ")
 }
 
+// gzipMagic are the first two bytes of every gzip stream (RFC 1952).
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// loadTrace reads a Mooncake JSONL trace as sim.LoadTrace does, through
+// gzip when the file is gzip-compressed, as traces are often shipped.
+func loadTrace(path string) (*sim.Workload, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	if magic, _ := r.Peek(len(gzipMagic)); !bytes.Equal(magic, gzipMagic) {
+		return sim.LoadTrace(path)
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	reqs, err := sim.ReadTrace(zr)
+	if err == nil && len(reqs) == 0 {
+		err = errors.New("no requests")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s (gzip): %w", path, err)
+	}
+	// The workload sim.LoadTrace makes of the same lines uncompressed
+	// (TestCompareGzipTrace checks that the two agree).
+	return &sim.Workload{Name: filepath.Base(path), BlockTokens: sim.MooncakeBlockTokens,
+		GroupKind: "session", Requests: reqs}, nil
+}
+
 func loadWorkload(o *options) (*sim.Workload, error) {
 	if o.trace != "" {
-		return sim.LoadTrace(o.trace)
+		return loadTrace(o.trace)
 	}
 	name := o.workload
 	if name == "" {

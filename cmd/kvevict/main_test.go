@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -222,6 +224,51 @@ func TestHelp(t *testing.T) {
 		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tc.args, code, errOut, tc.want, out)
 		}
+	}
+}
+
+// TestCompareGzipTrace: a gzip-compressed trace reads as the same workload
+// as the plain file, under its own name, and runs; a truncated one fails
+// with a line naming the file.
+func TestCompareGzipTrace(t *testing.T) {
+	plain, err := os.ReadFile(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(plain)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "excerpt.jsonl.gz")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := sim.LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "excerpt.jsonl.gz" {
+		t.Errorf("workload named %q, want the file's base name", got.Name)
+	}
+	got.Name = want.Name
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the gzip-compressed excerpt reads as another workload than the plain one")
+	}
+	if code, _, errOut := runArgs(t, "compare", "-trace", path, "-capacity", "400", "-strategies", "lru"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runArgs(t, "compare", "-trace", path)
+	if code != 1 || !strings.HasPrefix(errOut, "kvevict: "+path+" (gzip): ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("truncated gzip: exit %d, stderr %q", code, errOut)
 	}
 }
 
