@@ -36,7 +36,8 @@
 // strategy names and -plot's extension ignore case.
 //
 // -format csv and -format json carry every field of sim.Report under its
-// JSON name, plus sampling (K on the rows that ran sampled, else 0) and best
+// JSON name, plus workload (the trace's file name or the synthetic
+// workload's), sampling (K on the rows that ran sampled, else 0) and best
 // (the best online hit ratio at that capacity). -h explains every flag and
 // column on stdout, exit status 0, so that `kvevict compare -h | less` works.
 //

@@ -46,7 +46,7 @@ func TestCompareJSON(t *testing.T) {
 	if len(rows) != 6 {
 		t.Fatalf("%d rows, want 2 capacities x (2 strategies + belady)", len(rows))
 	}
-	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
+	fields := []string{"workload", "strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
 		"reprefill_tokens", "prefill_tokens", "utilization", "hit_fairness", "preemptions",
 		"select_p50_ns", "select_p99_ns"}
 	var order []string
@@ -57,6 +57,9 @@ func TestCompareJSON(t *testing.T) {
 			}
 		}
 		order = append(order, row["strategy"].(string))
+		if row["workload"] != filepath.Base(excerpt) {
+			t.Errorf("%v row: workload %v, want the trace's file name", row["strategy"], row["workload"])
+		}
 	}
 	if got := strings.Join(order, " "); got != "lru slru belady lru slru belady" {
 		t.Errorf("strategies in order %q", got)
@@ -90,8 +93,8 @@ func TestCompareTableCSVServe(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "strategy,mode,granularity,capacity_blocks,hit_ratio") ||
-		!strings.HasPrefix(lines[1], "lfu,replay,block,100,") || !strings.HasPrefix(lines[2], "belady,") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "workload,strategy,mode,granularity,capacity_blocks,hit_ratio") ||
+		!strings.HasPrefix(lines[1], "documents,lfu,replay,block,100,") || !strings.HasPrefix(lines[2], "documents,belady,") {
 		t.Errorf("csv:\n%s", out)
 	}
 }
@@ -362,7 +365,7 @@ func TestCompareCase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hits.PNG")
 	code, out, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "LRU",
 		"-format", "CSV", "-mode", "Replay", "-plot", path)
-	if code != 0 || !strings.HasPrefix(out, "strategy,") {
+	if code != 0 || !strings.HasPrefix(out, "workload,strategy,") {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 	if data, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {

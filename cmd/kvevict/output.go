@@ -56,20 +56,22 @@ fairness groups, the sampling, and in replay mode that nothing is preempted,
 rejected or truncated.
 
 -format csv and json carry every field of sim.Report under its JSON name, plus
-sampling (the k a row ran with, 0 for exact) and best (the * above).
+workload (the trace's file name or the synthetic workload's), sampling (the k
+a row ran with, 0 for exact) and best (the * above).
 `
 
-// row is one line of the output: a report, the sample size it ran with,
-// and whether it is the best online hit ratio at its capacity.
+// row is one line of the output: the workload, a report, the sample size
+// it ran with, and whether it is the best online hit ratio at its capacity.
 type row struct {
+	Workload string `json:"workload"` // the trace's file name or the synthetic workload's
 	sim.Report
 	Sampling int  `json:"sampling"`
 	Best     bool `json:"best"`
 }
 
-// rows pairs each report with its sampling and marks, per capacity, the
-// online strategies with the highest hit ratio.
-func rows(reports []sim.Report, sampling int) []row {
+// rows pairs each report with its workload and sampling and marks, per
+// capacity, the online strategies with the highest hit ratio.
+func rows(reports []sim.Report, workload string, sampling int) []row {
 	best := map[int]float64{}
 	for _, r := range reports {
 		if r.Strategy == sim.BeladyName {
@@ -81,7 +83,7 @@ func rows(reports []sim.Report, sampling int) []row {
 	}
 	out := make([]row, len(reports))
 	for i, r := range reports {
-		out[i].Report = r
+		out[i].Workload, out[i].Report = workload, r
 		if r.Strategy != sim.BeladyName {
 			out[i].Sampling = sampling
 			out[i].Best = r.HitRatio == best[r.CapacityBlocks]
@@ -92,7 +94,7 @@ func rows(reports []sim.Report, sampling int) []row {
 
 // write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
-	rs := rows(reports, o.sampling)
+	rs := rows(reports, w.Name, o.sampling)
 	switch o.format {
 	case "json":
 		enc := json.NewEncoder(out)
