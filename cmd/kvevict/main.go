@@ -41,6 +41,14 @@
 // (the best online hit ratio at that capacity). -h explains every flag and
 // column on stdout, exit status 0, so that `kvevict compare -h | less` works.
 //
+// The runs (each strategy at each capacity, and Belady at each) go in
+// parallel, one per core (GOMAXPROCS); the output is the same as one at a
+// time but for the measured latencies. Progress goes to stderr: a bar on a
+// terminal, else a line every few seconds. Ctrl-C (SIGINT) stops starting
+// runs, abandons those in progress, writes the capacities whose runs all
+// finished (leaving the others out, and saying which on stderr) and exits
+// with status 130.
+//
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
 package main
@@ -54,8 +62,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +104,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	msg := "kvevict: " + userMessage(err)
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintln(stderr, msg)
+		return 130
+	}
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
@@ -387,35 +401,18 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgress(stderr, len(o.capacities)*(len(o.strategies)+1)*len(w.Requests))
-	var reports []sim.Report
-	for _, capacity := range o.capacities {
-		for _, s := range o.strategies {
-			cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
-			if o.sampling > 0 { // parseStrategies admits only key strategies then
-				cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
-			}
-			var rep sim.Report
-			if o.mode == "serve" {
-				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
-			} else {
-				rep, err = sim.Replay(w, s, cfg)
-			}
-			if err != nil {
-				bar.done()
-				return err
-			}
-			reports = append(reports, rep)
-		}
-		rep, err := sim.Belady(w, sim.Config{Capacity: capacity, Progress: bar.callback()})
-		if err != nil {
-			bar.done()
-			return err
-		}
-		reports = append(reports, rep)
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt)
+	// Each run only reads the workload: one per core at once.
+	reports, err := runAll(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)
+	signal.Stop(interrupt) // from here a second Ctrl-C ends the command as usual
+	if err != nil && !errors.Is(err, errInterrupted) {
+		return err
 	}
-	bar.done()
-	if err := write(stdout, o, w, reports); err != nil {
+	if werr := write(stdout, o, w, reports); werr != nil {
+		return werr
+	}
+	if err != nil { // interrupted: what finished is written, and that is all
 		return err
 	}
 	if o.plot != "" {
