@@ -6,7 +6,7 @@
 //	kvevict compare [-trace FILE | -workload NAME [-requests N] [-seed S]]
 //	                [-mode replay|serve] [-granularity sequence|tail|block]
 //	                [-token-time D] [-capacity LIST] [-strategies LIST]
-//	                [-sampling K] [-format table|csv|json] [-plot FILE.svg|.png]
+//	                [-sampling K] [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
 //	                [-warmup D] [-format table|json]
 //	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
@@ -34,6 +34,11 @@
 // with one a prefix tree cannot rank by (arc, s3fifo, sieve).
 // A strategy or capacity named twice is refused too. -format, -mode, the
 // strategy names and -plot's extension ignore case.
+//
+// The table fits 100 columns: the decisive ones, in one block per capacity
+// closed by a line naming its best online strategy and the margin over the
+// next; -wide shows every column (and is refused with csv and json, which
+// carry them all).
 //
 // -format csv and -format json carry every field of sim.Report under its
 // JSON name, plus workload (the trace's file name or the synthetic
@@ -154,6 +159,7 @@ type options struct {
 	capacities      []int
 	strategies      []kvevict.Strategy
 	format          string
+	wide            bool // the table's every column
 	plot            string
 	tokenTime       time.Duration
 	sampling        int // WithSampling's k; 0: exact selection
@@ -175,6 +181,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks, each once (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, each once, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
+	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
@@ -208,6 +215,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-token-time needs -mode serve: a replay has no decode")
 	case o.format != "table" && o.format != "csv" && o.format != "json":
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
+	case o.wide && o.format != "table":
+		return nil, usagef("-wide widens the table: -format %s carries every column already", o.format)
 	case o.requests < 1:
 		return nil, usagef("-requests must be at least 1, got %d", o.requests)
 	case o.sampling < 0:
