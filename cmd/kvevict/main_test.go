@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -612,6 +613,40 @@ func TestPlotCurves(t *testing.T) {
 	}
 	if want := []string{"lru = qos_aware", "mru", "belady"}; !slices.Equal(got, want) {
 		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// TestPlotStyles: every strategy has a look of its own in the plot: no two
+// share a colour and a dash, nor a colour and a glyph, and none is Belady's
+// black.
+func TestPlotStyles(t *testing.T) {
+	type look struct {
+		color  color.Color
+		dashed bool
+	}
+	seen := map[look]string{}
+	glyphs := map[string]string{}
+	for _, s := range kvevict.Strategies() {
+		st, ok := styles[string(s)]
+		if !ok {
+			t.Errorf("%s has no style of its own", s)
+			continue
+		}
+		if other, dup := seen[look{st.color, st.dashed}]; dup {
+			t.Errorf("%s and %s share a colour and a dash", s, other)
+		}
+		seen[look{st.color, st.dashed}] = string(s)
+		g := fmt.Sprintf("%v %T", st.color, st.glyph)
+		if other, dup := glyphs[g]; dup {
+			t.Errorf("%s and %s share a colour and a glyph", s, other)
+		}
+		glyphs[g] = string(s)
+		if r, g, b, _ := st.color.RGBA(); r == 0 && g == 0 && b == 0 {
+			t.Errorf("%s is drawn in Belady's black", s)
+		}
+	}
+	if len(styles) != len(kvevict.Strategies()) {
+		t.Errorf("%d styles for %d strategies", len(styles), len(kvevict.Strategies()))
 	}
 }
 
