@@ -138,7 +138,10 @@ func runAll(o *options, w *sim.Workload, stderr io.Writer, workers int, interrup
 			kept = append(kept, reports[c*per:(c+1)*per]...)
 		}
 	}
-	msg := "left out capacity " + strings.Join(left, ", ") + ", whose runs had not all finished"
+	msg := "left out capacity " + left[0] + ", whose runs had not all finished"
+	if len(left) > 1 {
+		msg = "left out capacities " + strings.Join(left, ", ") + ", whose runs had not all finished"
+	}
 	if o.plot != "" {
 		msg += "; no plot drawn"
 	}
