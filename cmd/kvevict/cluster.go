@@ -31,7 +31,6 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
-	"github.com/sagellm/kvevict/sim"
 )
 
 // Defaults of the cluster commands.
@@ -50,12 +49,12 @@ func newClusterFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parseCluster parses args, printing usage on -h.
-func parseCluster(fs *flag.FlagSet, args []string, usage string, stderr io.Writer) error {
+// parseCluster parses args, printing usage to help on -h.
+func parseCluster(fs *flag.FlagSet, args []string, usage string, help io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: "+usage)
+			fs.SetOutput(help)
+			fmt.Fprintln(help, "usage: "+usage)
 			fs.PrintDefaults()
 			return err
 		}
@@ -97,12 +96,12 @@ type publishOptions struct {
 	warmup, linger                         time.Duration
 }
 
-func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
+func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs := newClusterFlags("publish")
 	o := &publishOptions{}
 	var strategy string
 	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
@@ -114,7 +113,7 @@ func parsePublish(args []string, stderr io.Writer) (*publishOptions, error) {
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseCluster(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", stderr); err != nil {
+	if err := parseCluster(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
 	}
 	if err := checkEndpoint(o.endpoint); err != nil {
@@ -211,11 +210,11 @@ func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (
 }
 
 func publish(args []string, stdout, stderr io.Writer) error {
-	o, err := parsePublish(args, stderr)
+	o, err := parsePublish(args, stdout)
 	if err != nil {
 		return err
 	}
-	w, err := sim.LoadTrace(o.trace)
+	w, err := loadTrace(o.trace)
 	if err != nil {
 		return err
 	}
@@ -384,7 +383,7 @@ type mirrorOptions struct {
 	capacity                 int
 }
 
-func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
+func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	fs := newClusterFlags("mirror")
 	o := &mirrorOptions{}
 	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ SUB `endpoint`; binds if it holds * or :: (publishers connect to it), else connects (to a publisher that binds)")
@@ -392,7 +391,7 @@ func parseMirror(args []string, stderr io.Writer) (*mirrorOptions, error) {
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
 	fs.StringVar(&o.replay, "replay-endpoint", "", "the publisher's replay (ROUTER) `endpoint`, asked for missed batches after a gap, a late join or a restart")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseCluster(fs, args, "kvevict mirror -endpoint E -duration D [flags]", stderr); err != nil {
+	if err := parseCluster(fs, args, "kvevict mirror -endpoint E -duration D [flags]", help); err != nil {
 		return nil, err
 	}
 	if err := checkEndpoint(o.endpoint); err != nil {
@@ -427,7 +426,7 @@ type mirrorRow struct {
 }
 
 func mirror(args []string, stdout, stderr io.Writer) error {
-	o, err := parseMirror(args, stderr)
+	o, err := parseMirror(args, stdout)
 	if err != nil {
 		return err
 	}

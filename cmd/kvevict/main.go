@@ -6,7 +6,7 @@
 //	kvevict compare [-trace FILE | -workload NAME [-requests N] [-seed S]]
 //	                [-mode replay|serve] [-granularity sequence|tail|block]
 //	                [-token-time D] [-capacity LIST] [-strategies LIST]
-//	                [-sampling K] [-format table|csv|json] [-plot FILE.svg|.png]
+//	                [-sampling K] [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
 //	                [-warmup D] [-format table|json]
 //	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
@@ -35,21 +35,42 @@
 // A strategy or capacity named twice is refused too. -format, -mode, the
 // strategy names and -plot's extension ignore case.
 //
+// The table fits 100 columns: the decisive ones, in one block per capacity
+// closed by a line naming its best online strategy and the margin over the
+// next; -wide shows every column (and is refused with csv and json, which
+// carry them all).
+//
 // -format csv and -format json carry every field of sim.Report under its
-// JSON name, plus sampling (K on the rows that ran sampled, else 0) and best
-// (the best online hit ratio at that capacity). -h explains every column.
+// JSON name, plus workload (the trace's file name or the synthetic
+// workload's), sampling (K on the rows that ran sampled, else 0) and best
+// (the best online hit ratio at that capacity). -h explains every flag and
+// column on stdout, exit status 0, so that `kvevict compare -h | less` works.
+//
+// The runs (each strategy at each capacity, and Belady at each) go in
+// parallel, one per core (GOMAXPROCS); the output is the same as one at a
+// time but for the measured latencies. Progress goes to stderr: a bar on a
+// terminal, else a line every few seconds. Ctrl-C (SIGINT) stops starting
+// runs, abandons those in progress, writes the capacities whose runs all
+// finished (leaving the others out, and saying which on stderr) and exits
+// with status 130.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
 // usage, 1 for a failed run.
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,14 +108,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	// The library's errors name it already; the line names it once.
-	msg := "kvevict: " + strings.TrimPrefix(err.Error(), "kvevict: ")
+	msg := "kvevict: " + userMessage(err)
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintln(stderr, msg)
+		return 130
+	}
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))
 		return 2
 	}
 	fmt.Fprintln(stderr, msg)
 	return 1
+}
+
+// packageNames matches the names of this module's packages where they
+// begin an error or a wrapped cause ("sim: lru, request 5: unitcache: ..."):
+// the user ran kvevict, and the line names it once.
+var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix|unitcache): )+`)
+
+// userMessage is err's text without the package names it passed through.
+func userMessage(err error) string {
+	return packageNames.ReplaceAllString(err.Error(), "$1")
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {
@@ -109,7 +143,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "mirror":
 		return mirror(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stderr, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
+		fmt.Fprintln(stdout, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])
@@ -125,17 +159,20 @@ type options struct {
 	capacities      []int
 	strategies      []kvevict.Strategy
 	format          string
+	wide            bool // the table's every column
 	plot            string
 	tokenTime       time.Duration
 	sampling        int // WithSampling's k; 0: exact selection
 }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
+// parseFlags parses compare's flags; -h prints the usage and the columns'
+// explanation to help, stdout, so that it pages and pipes.
+func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
 	var capacity, strategies, granularity string
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay (format: docs/simulator.md)")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
 	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
@@ -144,15 +181,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks, each once (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, each once, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
+	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: kvevict compare [flags]")
+			fs.SetOutput(help)
+			fmt.Fprintln(help, "usage: kvevict compare [flags]")
 			fs.PrintDefaults()
-			fmt.Fprint(stderr, columnHelp)
+			fmt.Fprint(help, columnHelp)
 			return nil, err
 		}
 		return nil, usagef("%v", err)
@@ -177,6 +215,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, usagef("-token-time needs -mode serve: a replay has no decode")
 	case o.format != "table" && o.format != "csv" && o.format != "json":
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
+	case o.wide && o.format != "table":
+		return nil, usagef("-wide widens the table: -format %s carries every column already", o.format)
 	case o.requests < 1:
 		return nil, usagef("-requests must be at least 1, got %d", o.requests)
 	case o.sampling < 0:
@@ -314,9 +354,41 @@ func strategyNames() string {
 	return strings.Join(names, ", ")
 }
 
+// gzipMagic are the first two bytes of every gzip stream (RFC 1952).
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// loadTrace reads a Mooncake JSONL trace as sim.LoadTrace does, through
+// gzip when the file is gzip-compressed, as traces are often shipped.
+func loadTrace(path string) (*sim.Workload, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	if magic, _ := r.Peek(len(gzipMagic)); !bytes.Equal(magic, gzipMagic) {
+		return sim.LoadTrace(path)
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	reqs, err := sim.ReadTrace(zr)
+	if err == nil && len(reqs) == 0 {
+		err = errors.New("no requests")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s (gzip): %w", path, err)
+	}
+	// The workload sim.LoadTrace makes of the same lines uncompressed
+	// (TestCompareGzipTrace checks that the two agree).
+	return &sim.Workload{Name: filepath.Base(path), BlockTokens: sim.MooncakeBlockTokens,
+		GroupKind: "session", Requests: reqs}, nil
+}
+
 func loadWorkload(o *options) (*sim.Workload, error) {
 	if o.trace != "" {
-		return sim.LoadTrace(o.trace)
+		return loadTrace(o.trace)
 	}
 	name := o.workload
 	if name == "" {
@@ -330,7 +402,7 @@ func loadWorkload(o *options) (*sim.Workload, error) {
 }
 
 func compare(args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
@@ -338,35 +410,18 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgress(stderr, len(o.capacities)*(len(o.strategies)+1)*len(w.Requests))
-	var reports []sim.Report
-	for _, capacity := range o.capacities {
-		for _, s := range o.strategies {
-			cfg := sim.Config{Capacity: capacity, Progress: bar.callback()}
-			if o.sampling > 0 { // parseStrategies admits only key strategies then
-				cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
-			}
-			var rep sim.Report
-			if o.mode == "serve" {
-				rep, err = sim.Serve(w, s, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
-			} else {
-				rep, err = sim.Replay(w, s, cfg)
-			}
-			if err != nil {
-				bar.done()
-				return err
-			}
-			reports = append(reports, rep)
-		}
-		rep, err := sim.Belady(w, sim.Config{Capacity: capacity, Progress: bar.callback()})
-		if err != nil {
-			bar.done()
-			return err
-		}
-		reports = append(reports, rep)
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt)
+	// Each run only reads the workload: one per core at once.
+	reports, err := runAll(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)
+	signal.Stop(interrupt) // from here a second Ctrl-C ends the command as usual
+	if err != nil && !errors.Is(err, errInterrupted) {
+		return err
 	}
-	bar.done()
-	if err := write(stdout, o, w, reports); err != nil {
+	if werr := write(stdout, o, w, reports); werr != nil {
+		return werr
+	}
+	if err != nil { // interrupted: what finished is written, and that is all
 		return err
 	}
 	if o.plot != "" {

@@ -2,14 +2,21 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/sim"
@@ -33,8 +40,8 @@ func TestCompareJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if errOut != "" {
-		t.Errorf("stderr is not a terminal, yet got %q", errOut)
+	if strings.Contains(errOut, "\r") {
+		t.Errorf("stderr is not a terminal, yet got a bar: %q", errOut)
 	}
 	var rows []map[string]any
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
@@ -43,7 +50,7 @@ func TestCompareJSON(t *testing.T) {
 	if len(rows) != 6 {
 		t.Fatalf("%d rows, want 2 capacities x (2 strategies + belady)", len(rows))
 	}
-	fields := []string{"strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
+	fields := []string{"workload", "strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
 		"reprefill_tokens", "prefill_tokens", "utilization", "hit_fairness", "preemptions",
 		"select_p50_ns", "select_p99_ns"}
 	var order []string
@@ -54,6 +61,9 @@ func TestCompareJSON(t *testing.T) {
 			}
 		}
 		order = append(order, row["strategy"].(string))
+		if row["workload"] != filepath.Base(excerpt) {
+			t.Errorf("%v row: workload %v, want the trace's file name", row["strategy"], row["workload"])
+		}
 	}
 	if got := strings.Join(order, " "); got != "lru slru belady lru slru belady" {
 		t.Errorf("strategies in order %q", got)
@@ -87,8 +97,8 @@ func TestCompareTableCSVServe(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "strategy,mode,granularity,capacity_blocks,hit_ratio") ||
-		!strings.HasPrefix(lines[1], "lfu,replay,block,100,") || !strings.HasPrefix(lines[2], "belady,") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "workload,strategy,mode,granularity,capacity_blocks,hit_ratio") ||
+		!strings.HasPrefix(lines[1], "documents,lfu,replay,block,100,") || !strings.HasPrefix(lines[2], "documents,belady,") {
 		t.Errorf("csv:\n%s", out)
 	}
 }
@@ -192,20 +202,99 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-capacity", "100,200,100"}, 2, "capacity 100 is named twice"},
 		{[]string{"compare", "-capacity", "100000001"}, 2, `bad capacity "100000001"`},
 		{[]string{"compare", "-plot", "/does/not/exist/hits.png"}, 2, "-plot /does/not/exist/hits.png: cannot write there"},
+		{[]string{"compare", "-wide", "-format", "csv"}, 2, "-wide widens the table: -format csv carries every column already"},
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
-			strings.Count(errOut, "kvevict: ") != 1 || strings.Count(errOut, "\n") != 1 || out != "" {
+			strings.Count(errOut, "kvevict: ") != 1 || strings.Count(errOut, "\n") != 1 || out != "" ||
+			strings.Contains(errOut, "sim: ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and a line with %q",
 				tc.args, code, out, errOut, tc.code, tc.want)
 		}
 	}
 }
 
-func TestCompareHelp(t *testing.T) {
-	code, _, errOut := runArgs(t, "compare", "-h")
-	if code != 0 || !strings.Contains(errOut, "-strategies") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
+// TestHelp: -h prints to stdout and exits 0, so that it pages and pipes,
+// for the command and for each subcommand.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "kvevict compare|publish|mirror"},
+		{[]string{"help"}, "kvevict compare|publish|mirror"},
+		{[]string{"compare", "-h"}, "-strategies"},
+		{[]string{"compare", "-help"}, "Table columns"},
+		{[]string{"publish", "-h"}, "-endpoint"},
+		{[]string{"mirror", "-h"}, "-duration"},
+	} {
+		code, out, errOut := runArgs(t, tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tc.args, code, errOut, tc.want, out)
+		}
+	}
+}
+
+// TestCompareGzipTrace: a gzip-compressed trace reads as the same workload
+// as the plain file, under its own name, and runs; a truncated one fails
+// with a line naming the file.
+func TestCompareGzipTrace(t *testing.T) {
+	plain, err := os.ReadFile(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(plain)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "excerpt.jsonl.gz")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := sim.LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "excerpt.jsonl.gz" {
+		t.Errorf("workload named %q, want the file's base name", got.Name)
+	}
+	got.Name = want.Name
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the gzip-compressed excerpt reads as another workload than the plain one")
+	}
+	if code, _, errOut := runArgs(t, "compare", "-trace", path, "-capacity", "400", "-strategies", "lru"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runArgs(t, "compare", "-trace", path)
+	if code != 1 || !strings.HasPrefix(errOut, "kvevict: "+path+" (gzip): ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("truncated gzip: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestUserMessage: the error line drops the names of the packages an error
+// passed through, wherever they begin a cause, and keeps the rest.
+func TestUserMessage(t *testing.T) {
+	for _, tc := range []struct{ err, want string }{
+		{`sim: unknown granularity "page" (known: sequence, tail, block)`, `unknown granularity "page" (known: sequence, tail, block)`},
+		{"sim: lru, request 5: unitcache: request at tick 6: kvevict: insufficient evictable blocks",
+			"lru, request 5: request at tick 6: insufficient evictable blocks"},
+		{"sim: kvevict: capacity must be in [1, 100]", "capacity must be in [1, 100]"},
+		{"open x.jsonl: no such file or directory", "open x.jsonl: no such file or directory"},
+		{"x.jsonl: trace line 2: unexpected end of JSON input", "x.jsonl: trace line 2: unexpected end of JSON input"},
+		{"plot: nothing to draw", "plot: nothing to draw"},
+	} {
+		if got := userMessage(errors.New(tc.err)); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
 
@@ -281,7 +370,7 @@ func TestCompareCase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hits.PNG")
 	code, out, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "LRU",
 		"-format", "CSV", "-mode", "Replay", "-plot", path)
-	if code != 0 || !strings.HasPrefix(out, "strategy,") {
+	if code != 0 || !strings.HasPrefix(out, "workload,strategy,") {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 	if data, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
@@ -332,74 +421,164 @@ func TestCompareRejected(t *testing.T) {
 		t.Errorf("csv lacks rejected = 20 or truncated:\n%s", out)
 	}
 	_, out, _ = runArgs(t, args...)
-	if !strings.Contains(out, "rejected") || !strings.Contains(out, "truncated") || !strings.Contains(out, "belady (replay bound)") {
+	if !strings.Contains(out, "rejected") || !strings.Contains(out, "truncated") || !strings.Contains(out, "belady (bound)") {
 		t.Errorf("serve table lacks rejected, truncated or the bound's label:\n%s", out)
 	}
 }
 
-// TestCompareTableLayout: constant columns are in the header, the best
-// online hit ratio at each capacity is marked, and each latency column
-// uses one unit.
-func TestCompareTableLayout(t *testing.T) {
-	code, out, errOut := runArgs(t, "compare", "-requests", "300", "-capacity", "50,200", "-strategies", "lru,mru,lfu",
-		"-format", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rows []sim.Report
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
-	_, table, _ := runArgs(t, "compare", "-requests", "300", "-capacity", "50,200", "-strategies", "lru,mru,lfu")
-	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if !strings.Contains(lines[1], "mode replay") || !strings.Contains(lines[1], "no preemptions, rejections or truncations") {
-		t.Errorf("header lacks the mode's constants: %q", lines[1])
-	}
-	head := lines[2]
-	for _, gone := range []string{"preempt", "rejected", "mode", "granularity"} {
-		if strings.Contains(head, gone) {
-			t.Errorf("replay table has a constant column %q: %s", gone, head)
+// tableRows returns the table's column names and, per row, its cells
+// split on runs of two spaces or more, and its "best at" lines.
+func tableRows(t *testing.T, table string) (head []string, rows [][]string, best []string) {
+	t.Helper()
+	cells := regexp.MustCompile(`\S+( \S+)*`)
+	for _, line := range strings.Split(table, "\n") {
+		switch {
+		case strings.HasPrefix(line, "best at "):
+			best = append(best, line)
+		case strings.Contains(line, "  capacity  strategy"):
+			head = cells.FindAllString(line, -1)
+		case head != nil && strings.TrimSpace(line) != "":
+			rows = append(rows, cells.FindAllString(line, -1))
 		}
 	}
-	// Hand-check the marks against the JSON's hit ratios.
-	for c := range 2 {
-		group, body := rows[4*c:4*c+4], lines[3+4*c:3+4*c+4]
-		best := max(group[0].HitRatio, group[1].HitRatio, group[2].HitRatio)
-		for i, r := range group {
-			want := r.Strategy != sim.BeladyName && r.HitRatio == best
-			if got := strings.Contains(body[i], "*"); got != want {
-				t.Errorf("capacity %d %s (hit %.4f, best %.4f): marked %v", r.CapacityBlocks, r.Strategy, r.HitRatio, best, got)
+	if head == nil {
+		t.Fatalf("no header row in\n%s", table)
+	}
+	return head, rows, best
+}
+
+// TestCompareTableLayout: the table fits 100 columns, its header names the
+// constants, the best online hit ratio at each capacity is marked and
+// named with its margin over the runner-up, and two hit ratios that print
+// alike are equal.
+func TestCompareTableLayout(t *testing.T) {
+	for _, args := range [][]string{
+		{"-requests", "300", "-capacity", "50,200"},
+		{"-requests", "300", "-capacity", "50,200", "-mode", "serve"},
+		{"-workload", "documents", "-requests", "20", "-capacity", "2", "-mode", "serve", "-strategies", "lru,fifo"},
+		{"-requests", "300", "-capacity", "50", "-mode", "serve", "-granularity", "block"},
+	} {
+		code, out, errOut := runArgs(t, append([]string{"compare", "-format", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var reports []sim.Report
+		if err := json.Unmarshal([]byte(out), &reports); err != nil {
+			t.Fatal(err)
+		}
+		_, table, _ := runArgs(t, append([]string{"compare"}, args...)...)
+		for _, line := range strings.Split(table, "\n") {
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("%v: a line of %d columns:\n%s", args, n, line)
+			}
+		}
+		head, rows, best := tableRows(t, table)
+		if len(rows) != len(reports) {
+			t.Fatalf("%v: %d rows in the table, %d in the JSON", args, len(rows), len(reports))
+		}
+		hit := slices.Index(head, "hit ratio")
+		for _, gone := range []string{"mode", "granularity", "select p50 µs"} {
+			if slices.Contains(head, gone) {
+				t.Errorf("%v: the default table has the column %q: %v", args, gone, head)
+			}
+		}
+		// Hand-check the marks and the best lines against the JSON.
+		byCapacity := map[int][]int{}
+		for i, r := range reports {
+			byCapacity[r.CapacityBlocks] = append(byCapacity[r.CapacityBlocks], i)
+		}
+		for c, idx := range byCapacity {
+			var top, next float64 = -1, -1
+			var winners []string
+			for _, i := range idx {
+				if r := reports[i]; r.Strategy != sim.BeladyName {
+					switch {
+					case r.HitRatio > top:
+						top, next, winners = r.HitRatio, top, []string{r.Strategy}
+					case r.HitRatio == top:
+						winners = append(winners, r.Strategy)
+					case r.HitRatio > next:
+						next = r.HitRatio
+					}
+				}
+			}
+			line := ""
+			for _, b := range best {
+				if strings.HasPrefix(b, fmt.Sprintf("best at %d blocks: %s ", c, strings.Join(winners, ", "))) {
+					line = b
+				}
+			}
+			if line == "" {
+				t.Errorf("%v: no line names %v best at %d blocks: %q", args, winners, c, best)
+			}
+			for _, i := range idx {
+				r, cell := reports[i], rows[i][hit]
+				want := r.Strategy != sim.BeladyName && r.HitRatio == top
+				if got := strings.HasSuffix(cell, "*"); got != want {
+					t.Errorf("%v: %d blocks, %s (hit %v, best %v): marked %v", args, c, r.Strategy, r.HitRatio, top, got)
+				}
+				if printed, _ := strconv.ParseFloat(strings.TrimSuffix(cell, "*"), 64); math.Abs(printed-r.HitRatio) > 1e-4 {
+					t.Errorf("%v: %s prints %s for %v", args, r.Strategy, cell, r.HitRatio)
+				}
+				for _, j := range idx {
+					if other := rows[j][hit]; r.HitRatio != reports[j].HitRatio && r.HitRatio == top &&
+						strings.TrimSuffix(cell, "*") == strings.TrimSuffix(other, "*") {
+						t.Errorf("%v: %d blocks: best %s and %s print alike, %s", args, c, r.Strategy, reports[j].Strategy, cell)
+					}
+				}
+			}
+			if next >= 0 {
+				_, margin, _ := strings.Cut(line, ", +")
+				m, _ := strconv.ParseFloat(strings.Fields(margin)[0], 64)
+				if m <= 0 || math.Abs(m-(top-next)) > 1e-4 {
+					t.Errorf("%v: %q: margin %v, want %v", args, line, m, top-next)
+				}
 			}
 		}
 	}
-	for _, unit := range []string{"ns", "us", "ms"} {
-		if strings.Contains(strings.Join(lines[3:], "\n"), unit) {
-			t.Errorf("a latency cell carries its unit %q; the header should", unit)
-		}
+	_, table, _ := runArgs(t, "compare", "-requests", "300", "-capacity", "50,200", "-strategies", "lru,mru,lfu")
+	lines := strings.Split(table, "\n")
+	if !strings.Contains(lines[1], "mode replay") || !strings.Contains(lines[1], "no preemptions, rejections or truncations") {
+		t.Errorf("header lacks the mode's constants: %q", lines[1])
 	}
-	if !strings.Contains(head, "select p50 ") || !strings.Contains(head, "select p99 ") {
-		t.Errorf("header lacks the latency columns with their unit: %s", head)
+}
+
+// TestCompareWide: -wide shows every column, the latencies in microseconds
+// whatever their size.
+func TestCompareWide(t *testing.T) {
+	for mode, want := range map[string][]string{
+		"replay": {"capacity", "strategy", "hit ratio", "token hits", "block re-prefill", "re-prefill tokens",
+			"extra prefill", "util", "hit fairness", "select p50 µs", "select p99 µs"},
+		"serve": {"capacity", "strategy", "hit ratio", "token hits", "block re-prefill", "re-prefill tokens",
+			"extra prefill", "util", "hit fairness", "preempt", "rejected", "truncated", "returning p50",
+			"returning p99", "select p50 µs", "select p99 µs"},
+	} {
+		_, table, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "lru",
+			"-mode", mode, "-wide")
+		head, rows, _ := tableRows(t, table)
+		if !slices.Equal(head, want) || len(rows) != 2 {
+			t.Errorf("%s -wide: columns %q, want %q; %d rows; stderr %q", mode, head, want, len(rows), errOut)
+		}
 	}
 }
 
 // TestCompareColumnsExplained: every column of the table, CSV and JSON is
 // explained in -h and in docs/simulator.md.
 func TestCompareColumnsExplained(t *testing.T) {
-	_, _, help := runArgs(t, "compare", "-h")
+	_, help, _ := runArgs(t, "compare", "-h")
 	doc, err := os.ReadFile("../../docs/simulator.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"replay", "serve"} {
-		_, out, _ := runArgs(t, "compare", "-requests", "50", "-capacity", "50", "-strategies", "lru", "-mode", mode)
-		head := strings.Split(out, "\n")[2]
-		for _, col := range regexp.MustCompile(`\S+( \S+)*`).FindAllString(strings.TrimSpace(head), -1) {
-			col = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(col, " ns"), " us"), " ms")
+	for _, args := range [][]string{{"-mode", "replay"}, {"-mode", "serve"}, {"-mode", "replay", "-wide"}, {"-mode", "serve", "-wide"}} {
+		_, out, _ := runArgs(t, append([]string{"compare", "-requests", "50", "-capacity", "50", "-strategies", "lru"}, args...)...)
+		head, _, _ := tableRows(t, out)
+		for _, col := range head {
 			if !strings.Contains(help, "\n  "+col) {
-				t.Errorf("-h does not explain the %s table's column %q", mode, col)
+				t.Errorf("-h does not explain the %v table's column %q", args, col)
 			}
 			if !strings.Contains(string(doc), col) {
-				t.Errorf("docs/simulator.md does not explain the %s table's column %q", mode, col)
+				t.Errorf("docs/simulator.md does not explain the %v table's column %q", args, col)
 			}
 		}
 	}
@@ -437,6 +616,40 @@ func TestPlotCurves(t *testing.T) {
 	}
 }
 
+// TestPlotStyles: every strategy has a look of its own in the plot: no two
+// share a colour and a dash, nor a colour and a glyph, and none is Belady's
+// black.
+func TestPlotStyles(t *testing.T) {
+	type look struct {
+		color  color.Color
+		dashed bool
+	}
+	seen := map[look]string{}
+	glyphs := map[string]string{}
+	for _, s := range kvevict.Strategies() {
+		st, ok := styles[string(s)]
+		if !ok {
+			t.Errorf("%s has no style of its own", s)
+			continue
+		}
+		if other, dup := seen[look{st.color, st.dashed}]; dup {
+			t.Errorf("%s and %s share a colour and a dash", s, other)
+		}
+		seen[look{st.color, st.dashed}] = string(s)
+		g := fmt.Sprintf("%v %T", st.color, st.glyph)
+		if other, dup := glyphs[g]; dup {
+			t.Errorf("%s and %s share a colour and a glyph", s, other)
+		}
+		glyphs[g] = string(s)
+		if r, g, b, _ := st.color.RGBA(); r == 0 && g == 0 && b == 0 {
+			t.Errorf("%s is drawn in Belady's black", s)
+		}
+	}
+	if len(styles) != len(kvevict.Strategies()) {
+		t.Errorf("%d styles for %d strategies", len(styles), len(kvevict.Strategies()))
+	}
+}
+
 // TestPlotYRange: the y axis ends just above the data (on a multiple of
 // 0.05), not where a legend would need room, and leaves 0 only for data far
 // above it.
@@ -455,30 +668,35 @@ func TestPlotYRange(t *testing.T) {
 	}
 }
 
-// TestLatencyUnit: one unit per column, chosen so the smallest value keeps
-// two significant digits (the issue's 4478ns beside 10us).
-func TestLatencyUnit(t *testing.T) {
+// TestHitDecimals: 4 decimals, or as many more as print each capacity's
+// best apart from the runner-up with a margin that is not zero; equal
+// ratios are ties and need none.
+func TestHitDecimals(t *testing.T) {
+	rep := func(s string, c int, h float64) row {
+		return row{Report: sim.Report{Strategy: s, CapacityBlocks: c, HitRatio: h}}
+	}
 	for _, tc := range []struct {
-		ns   []int64
-		unit string
-		want []string
+		rows []row
+		want int
 	}{
-		{[]int64{4478, 10_000, 0}, "us", []string{"4.5", "10.0", "-"}},
-		{[]int64{480, 31_100_000}, "ns", []string{"480", "31100000"}},
-		{[]int64{100_000, 31_100_000}, "us", []string{"100", "31100"}},
-		{[]int64{2_500_000, 31_100_000}, "ms", []string{"2.5", "31.1"}},
+		{[]row{rep("lru", 10, 0.211), rep("fifo", 10, 0.211), rep("belady", 10, 0.3)}, 4},
+		{[]row{rep("lru", 10, 0.21131), rep("fifo", 10, 0.2112), rep("belady", 10, 0.21131)}, 4},
+		{[]row{rep("lru", 10, 0.211049), rep("fifo", 10, 0.211041)}, 5},
+		{[]row{rep("lru", 10, 0.3), rep("fifo", 10, 0.2), rep("lru", 20, 0.4000001), rep("fifo", 20, 0.4)}, 7},
+		{[]row{rep("lru", 10, 0.5), rep("belady", 10, 0.50000001)}, 4}, // Belady is no rival
 	} {
-		var rs []row
-		for _, ns := range tc.ns {
-			rs = append(rs, row{Report: sim.Report{SelectP50: ns}})
+		if got := hitDecimals(tc.rows); got != tc.want {
+			t.Errorf("%v: %d decimals, want %d", tc.rows, got, tc.want)
 		}
-		u := latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP50 })
-		var got []string
-		for _, ns := range tc.ns {
-			got = append(got, u.format(ns))
-		}
-		if u.name != tc.unit || !slices.Equal(got, tc.want) {
-			t.Errorf("%v: %s %q, want %s %q", tc.ns, u.name, got, tc.unit, tc.want)
+	}
+}
+
+// TestMicros: a latency prints in microseconds whatever its size, so that
+// a column keeps its unit from run to run.
+func TestMicros(t *testing.T) {
+	for ns, want := range map[int64]string{0: "-", 480: "0.48", 4478: "4.48", 10_000: "10.00", 31_100_000: "31100.00"} {
+		if got := micros(ns); got != want {
+			t.Errorf("micros(%d) = %q, want %q", ns, got, want)
 		}
 	}
 }

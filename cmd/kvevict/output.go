@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,16 +19,22 @@ import (
 // columnHelp explains every column of the output; -h prints it, and
 // docs/simulator.md carries the same text.
 const columnHelp = `
-Table columns (one row per strategy and capacity, then Belady):
+Table columns, in one block per capacity: each strategy's row, Belady's, then
+a line naming the best online strategy and its margin over the next. The
+default table shows capacity, strategy, hit ratio, token hits, extra prefill,
+and block re-prefill (replay) or preempt, rejected and truncated (serve);
+-wide shows them all:
   capacity           pool size in blocks
   strategy           the eviction strategy; belady is Belady's MIN, the fewest
                      block loads of a plain replay at that capacity: the customary
                      bound on hit ratio, though an order that evicts leaves first
-                     can pass it on small pools (in serve mode "belady (replay
-                     bound)": a reference, not a peer of the rows above)
+                     can pass it on small pools (in serve mode "belady (bound)":
+                     a reference, not a peer of the rows above)
   hit ratio          prompt blocks found cached (the longest resident prefix) /
-                     prompt blocks; * marks the best online strategy at that
-                     capacity (highest hit ratio, Belady excluded; ties all marked)
+                     prompt blocks, to 4 decimals or as many more as set each
+                     capacity's best apart from the rest; * marks the best online
+                     strategy at that capacity (Belady excluded; equal ratios are
+                     ties, all marked)
   token hits         prompt tokens in hit blocks / prompt tokens
   block re-prefill   re-prefilled blocks / evicted blocks: the share of evictions
                      whose block was needed again and computed twice
@@ -48,28 +57,30 @@ Table columns (one row per strategy and capacity, then Belady):
                      its previous turn (sim.Report.RePrefillTokensP50 says which
                      requests exactly); - when none returned
   returning p99      its 99th percentile, likewise
-  select p50         median of Policy.SelectVictims' latency, in the unit the
-                     header names; - for Belady and for runs that never evicted
-  select p99         its 99th percentile, likewise
-The header names what is constant: the workload, the mode and granularity, the
-fairness groups, the sampling, and in replay mode that nothing is preempted,
-rejected or truncated.
+  select p50 µs      median of Policy.SelectVictims' latency in microseconds, in
+                     every run; - for Belady and for runs that never evicted
+  select p99 µs      its 99th percentile, likewise
+The header names what is constant: the workload, the mode and granularity,
+the sampling, with -wide the fairness groups, and in replay mode that nothing
+is preempted, rejected or truncated.
 
 -format csv and json carry every field of sim.Report under its JSON name, plus
-sampling (the k a row ran with, 0 for exact) and best (the * above).
+workload (the trace's file name or the synthetic workload's), sampling (the k
+a row ran with, 0 for exact) and best (the * above).
 `
 
-// row is one line of the output: a report, the sample size it ran with,
-// and whether it is the best online hit ratio at its capacity.
+// row is one line of the output: the workload, a report, the sample size
+// it ran with, and whether it is the best online hit ratio at its capacity.
 type row struct {
+	Workload string `json:"workload"` // the trace's file name or the synthetic workload's
 	sim.Report
 	Sampling int  `json:"sampling"`
 	Best     bool `json:"best"`
 }
 
-// rows pairs each report with its sampling and marks, per capacity, the
-// online strategies with the highest hit ratio.
-func rows(reports []sim.Report, sampling int) []row {
+// rows pairs each report with its workload and sampling and marks, per
+// capacity, the online strategies with the highest hit ratio.
+func rows(reports []sim.Report, workload string, sampling int) []row {
 	best := map[int]float64{}
 	for _, r := range reports {
 		if r.Strategy == sim.BeladyName {
@@ -81,7 +92,7 @@ func rows(reports []sim.Report, sampling int) []row {
 	}
 	out := make([]row, len(reports))
 	for i, r := range reports {
-		out[i].Report = r
+		out[i].Workload, out[i].Report = workload, r
 		if r.Strategy != sim.BeladyName {
 			out[i].Sampling = sampling
 			out[i].Best = r.HitRatio == best[r.CapacityBlocks]
@@ -92,7 +103,7 @@ func rows(reports []sim.Report, sampling int) []row {
 
 // write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
-	rs := rows(reports, o.sampling)
+	rs := rows(reports, w.Name, o.sampling)
 	switch o.format {
 	case "json":
 		enc := json.NewEncoder(out)
@@ -160,92 +171,230 @@ func csvValue(v reflect.Value) string {
 	return v.String()
 }
 
+// Where a column of the table appears: its modes, and whether the default
+// table shows it or only -wide.
+const (
+	inReplay = 1 << iota
+	inServe
+	inBoth = inReplay | inServe
+)
+
+// column is one column of the table: its header, the modes it exists in,
+// those whose default table shows it, and its cell for a row.
+type column struct {
+	name         string
+	modes, brief int
+	cell         func(r *row, t *tableFormat) string
+}
+
+// tableFormat is what a cell's text depends on beyond its row.
+type tableFormat struct {
+	hitDecimals int // enough to tell each capacity's best from the rest
+	nameWidth   int // the longest strategy name: names align left
+	serve       bool
+}
+
+// columns are the table's columns, in order: the decisive ones first.
+var columns = []column{
+	{"capacity", inBoth, inBoth, func(r *row, _ *tableFormat) string { return strconv.Itoa(r.CapacityBlocks) }},
+	{"strategy", inBoth, inBoth, func(r *row, t *tableFormat) string {
+		return fmt.Sprintf("%-*s", t.nameWidth, strategyLabel(r.Strategy, t.serve))
+	}},
+	{"hit ratio", inBoth, inBoth, func(r *row, t *tableFormat) string {
+		mark := " "
+		if r.Best {
+			mark = "*"
+		}
+		return strconv.FormatFloat(r.HitRatio, 'f', t.hitDecimals, 64) + mark
+	}},
+	{"token hits", inBoth, inBoth, func(r *row, _ *tableFormat) string { return ratioCell(r.TokenHitRatio) }},
+	{"block re-prefill", inBoth, inReplay, func(r *row, _ *tableFormat) string { return ratioCell(r.BlockRePrefillRate) }},
+	{"re-prefill tokens", inBoth, 0, func(r *row, _ *tableFormat) string { return strconv.FormatInt(r.RePrefillTokens, 10) }},
+	{"extra prefill", inBoth, inBoth, func(r *row, _ *tableFormat) string {
+		return fmt.Sprintf("%+.1f%%", 100*r.ThroughputImpact)
+	}},
+	{"util", inBoth, 0, func(r *row, _ *tableFormat) string { return ratioCell(r.Utilization) }},
+	{"hit fairness", inBoth, 0, func(r *row, _ *tableFormat) string { return ratioCell(r.HitFairness) }},
+	{"preempt", inServe, inServe, serveCell(func(r *row) string { return strconv.Itoa(r.Preemptions) })},
+	{"rejected", inServe, inServe, serveCell(func(r *row) string { return strconv.Itoa(r.Rejected) })},
+	{"truncated", inServe, inServe, serveCell(func(r *row) string { return strconv.Itoa(r.Truncated) })},
+	{"returning p50", inServe, 0, serveCell(func(r *row) string { return returningTokens(&r.Report, r.RePrefillTokensP50) })},
+	{"returning p99", inServe, 0, serveCell(func(r *row) string { return returningTokens(&r.Report, r.RePrefillTokensP99) })},
+	{"select p50 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.SelectP50) }},
+	{"select p99 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.SelectP99) }},
+}
+
+// serveCell is a serve-mode column's cell: "-" on Belady's row, a replay.
+func serveCell(cell func(r *row) string) func(r *row, _ *tableFormat) string {
+	return func(r *row, _ *tableFormat) string {
+		if r.Strategy == sim.BeladyName {
+			return "-"
+		}
+		return cell(r)
+	}
+}
+
+func ratioCell(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+
+// strategyLabel names a row's strategy; in serve mode Belady's row is a
+// plain replay's, a bound rather than a peer.
+func strategyLabel(name string, serve bool) string {
+	if serve && name == sim.BeladyName {
+		return name + " (bound)"
+	}
+	return name
+}
+
+// writeTable writes the table: a header naming what is constant, then one
+// block of rows per capacity, each closed by a line naming its best online
+// strategy and its margin over the runner-up. The default table shows the
+// decisive columns; -wide every column.
 func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	serve := o.mode == "serve"
-	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks; fairness over %ss\n",
-		w.Name, len(w.Requests), w.BlockTokens, w.GroupKind)
+	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks", w.Name, len(w.Requests), w.BlockTokens)
+	if o.wide {
+		fmt.Fprintf(out, "; hit fairness over %ss", w.GroupKind)
+	}
+	fmt.Fprintln(out)
 	if serve {
-		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token; belady is a plain replay: a bound, not a peer\n",
-			o.granularity, o.tokenTime)
+		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token\n", o.granularity, o.tokenTime)
+		fmt.Fprintln(out, "belady (bound) is Belady's MIN of a plain replay: a bound, not a peer")
 	} else {
-		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations; belady is Belady's MIN (fewest block loads)")
+		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations")
+		fmt.Fprintln(out, "belady is Belady's MIN: the fewest block loads")
 	}
 	if o.sampling > 0 {
 		fmt.Fprintf(out, "sampled selection, k=%d\n", o.sampling)
 	}
-	p50, p99 := latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP50 }),
-		latencyUnit(rs, func(r *sim.Report) int64 { return r.SelectP99 })
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "capacity\tstrategy\thit ratio\ttoken hits\tblock re-prefill\tre-prefill tokens\textra prefill\tutil\thit fairness\t"
+	mode := inReplay
 	if serve {
-		head += "preempt\trejected\ttruncated\treturning p50\treturning p99\t"
+		mode = inServe
 	}
-	fmt.Fprintf(tw, "%sselect p50 %s\tselect p99 %s\t\n", head, p50.name, p99.name)
-	for _, r := range rs {
-		name, mark := r.Strategy, " "
-		if r.Best {
-			mark = "*"
+	t := &tableFormat{hitDecimals: hitDecimals(rs), serve: serve, nameWidth: len("strategy")}
+	for i := range rs {
+		t.nameWidth = max(t.nameWidth, len(strategyLabel(rs[i].Strategy, serve)))
+	}
+	var cols []column
+	for _, c := range columns {
+		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0) {
+			cols = append(cols, c)
 		}
-		if serve && name == sim.BeladyName {
-			name = "belady (replay bound)"
+	}
+	// One tabwriter for every row, so that the blocks share their widths;
+	// the lines between the blocks go in afterwards.
+	var grid bytes.Buffer
+	tw := tabwriter.NewWriter(&grid, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, c := range cols {
+		name := c.name
+		if c.name == "strategy" {
+			name = fmt.Sprintf("%-*s", t.nameWidth, name)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.3f%s\t%.3f\t%.3f\t%d\t%+.1f%%\t%.3f\t%.3f\t",
-			r.CapacityBlocks, name, r.HitRatio, mark, r.TokenHitRatio, r.BlockRePrefillRate,
-			r.RePrefillTokens, 100*r.ThroughputImpact, r.Utilization, r.HitFairness)
-		if serve {
-			if r.Strategy == sim.BeladyName {
-				fmt.Fprint(tw, "-\t-\t-\t-\t-\t")
-			} else {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t", r.Preemptions, r.Rejected, r.Truncated,
-					returningTokens(&r.Report, r.RePrefillTokensP50), returningTokens(&r.Report, r.RePrefillTokensP99))
-			}
+		fmt.Fprint(tw, name+"\t")
+	}
+	fmt.Fprintln(tw)
+	for i := range rs {
+		for _, c := range cols {
+			fmt.Fprint(tw, c.cell(&rs[i], t)+"\t")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", p50.format(r.SelectP50), p99.format(r.SelectP99))
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(out, "* the best online hit ratio at that capacity")
-	return err
-}
-
-// unit is one latency column's unit: every value in the column is printed
-// in it.
-type unit struct {
-	name string
-	ns   int64 // nanoseconds per unit
-}
-
-// latencyUnit picks the column's unit from its smallest measurement, so
-// that every value keeps at least two significant digits: ns below a
-// microsecond, us below a millisecond, else ms.
-func latencyUnit(rs []row, get func(*sim.Report) int64) unit {
-	var least int64
+	lines := strings.SplitAfter(grid.String(), "\n")
+	fmt.Fprint(out, "\n"+lines[0])
 	for i := range rs {
-		if v := get(&rs[i].Report); v > 0 && (least == 0 || v < least) {
-			least = v
+		fmt.Fprint(out, lines[1+i])
+		if i+1 == len(rs) || rs[i+1].CapacityBlocks != rs[i].CapacityBlocks {
+			fmt.Fprintf(out, "%s\n", bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals))
+			if i+1 < len(rs) {
+				fmt.Fprintln(out)
+			}
 		}
 	}
-	switch {
-	case least < 1_000:
-		return unit{"ns", 1}
-	case least < 1_000_000:
-		return unit{"us", 1_000}
-	}
-	return unit{"ms", 1_000_000}
+	return nil
 }
 
-// format prints ns in u, with one decimal below 100 units, "-" when there
-// is no measurement.
-func (u unit) format(ns int64) string {
+// onlineAt returns the rows of the online strategies at capacity c, best
+// hit ratio first (ties in the order run).
+func onlineAt(rs []row, c int) []row {
+	var out []row
+	for _, r := range rs {
+		if r.CapacityBlocks == c && r.Strategy != sim.BeladyName {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.HitRatio, a.HitRatio) })
+	return out
+}
+
+// bestLine names capacity c's best online strategies (those tied for the
+// highest hit ratio) and their margin over the next.
+func bestLine(rs []row, c, decimals int) string {
+	online := onlineAt(rs, c)
+	if len(online) == 0 {
+		return fmt.Sprintf("at %d blocks: no online strategy", c)
+	}
+	// tied takes the leading strategies with the first's hit ratio off online.
+	tied := func() (names []string, ratio float64) {
+		ratio = online[0].HitRatio
+		for len(online) > 0 && online[0].HitRatio == ratio {
+			names, online = append(names, online[0].Strategy), online[1:]
+		}
+		return names, ratio
+	}
+	names, best := tied()
+	line := fmt.Sprintf("best at %d blocks: %s %.*f", c, strings.Join(names, ", "), decimals, best)
+	if len(names) > 1 {
+		line += " (tied)"
+	}
+	if len(online) == 0 {
+		return line + ", no other online strategy run"
+	}
+	next, ratio := tied()
+	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", "))
+}
+
+// hitDecimals is how many decimals the hit ratios need, at least 4: at
+// every capacity the best prints apart from every other online strategy,
+// and its margin over the runner-up is not zero. Equal ratios print alike:
+// they are ties, marked alike.
+func hitDecimals(rs []row) int {
+	const least, most = 4, 12 // a ratio of block counts differs from another in fewer
+	fits := func(d int) bool {
+		for i, r := range rs {
+			if i > 0 && rs[i-1].CapacityBlocks == r.CapacityBlocks {
+				continue // rows come in blocks per capacity
+			}
+			online := onlineAt(rs, r.CapacityBlocks)
+			for _, o := range online[1:] {
+				if o.HitRatio == online[0].HitRatio {
+					continue
+				}
+				f := func(v float64) string { return strconv.FormatFloat(v, 'f', d, 64) }
+				if f(o.HitRatio) == f(online[0].HitRatio) || f(online[0].HitRatio-o.HitRatio) == f(0) {
+					return false
+				}
+				break // the runner-up differs most narrowly
+			}
+		}
+		return true
+	}
+	d := least
+	for d < most && !fits(d) {
+		d++
+	}
+	return d
+}
+
+// micros prints a latency in nanoseconds as microseconds with two
+// decimals, one unit for every run so that scripts can read the column;
+// "-" when there is no measurement.
+func micros(ns int64) string {
 	if ns == 0 {
 		return "-"
 	}
-	v := float64(ns) / float64(u.ns)
-	if u.ns == 1 || v >= 100 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64)
+	return strconv.FormatFloat(float64(ns)/1e3, 'f', 2, 64)
 }
 
 // returningTokens formats a percentile of the returning requests'

@@ -18,27 +18,56 @@ import (
 	"github.com/sagellm/kvevict/sim"
 )
 
-// palette is the Okabe-Ito colour set without its black (Belady's) and its
-// yellow (too faint on white), seven hues that stay apart for colour-blind
-// readers too, then three darker ones from Paul Tol's muted set. Past ten
-// lines the dashes and glyphs tell lines apart.
-var palette = []color.Color{
-	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
-	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
-	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
-	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
-	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
-	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
-	color.RGBA{0x88, 0x88, 0x88, 0xff}, // grey
-	color.RGBA{0x88, 0x22, 0x55, 0xff}, // wine
-	color.RGBA{0x99, 0x99, 0x33, 0xff}, // olive
-	color.RGBA{0x33, 0x22, 0x88, 0xff}, // indigo
+// Paul Tol's "bright" colour scheme, seven hues that stay apart for
+// colour-blind readers too, its grey darkened to hold on white; black is
+// Belady's.
+var (
+	tolBlue   = color.RGBA{0x44, 0x77, 0xaa, 0xff}
+	tolCyan   = color.RGBA{0x66, 0xcc, 0xee, 0xff}
+	tolGreen  = color.RGBA{0x22, 0x88, 0x33, 0xff}
+	tolYellow = color.RGBA{0xcc, 0xbb, 0x44, 0xff}
+	tolRed    = color.RGBA{0xee, 0x66, 0x77, 0xff}
+	tolPurple = color.RGBA{0xaa, 0x33, 0x77, 0xff}
+	tolGrey   = color.RGBA{0x88, 0x88, 0x88, 0xff}
+)
+
+// lineStyle is how a strategy's line looks.
+type lineStyle struct {
+	color  color.Color
+	dashed bool
+	glyph  draw.GlyphDrawer
 }
 
-// glyphs mark each line's points; a glyph and a colour together name a line.
-var glyphs = []draw.GlyphDrawer{
-	draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.SquareGlyph{}, draw.PlusGlyph{},
-	draw.CrossGlyph{}, draw.RingGlyph{}, draw.PyramidGlyph{},
+// styles gives each strategy a look of its own, the same in every plot:
+// no two share a colour and a dash, and the two of a colour have other
+// glyphs. A solid line has small filled glyphs and a dashed one large
+// hollow glyphs, so that where two lines meet both glyphs show. The
+// strategies whose hit ratios often lie close (the frequency ones;
+// recency and its variants; the adaptive ones) differ in colour, and
+// mostly in dash too.
+var styles = map[string]lineStyle{
+	"lru":            {tolBlue, false, draw.CircleGlyph{}},
+	"slru":           {tolBlue, true, draw.TriangleGlyph{}},
+	"qos_aware":      {tolYellow, false, draw.PyramidGlyph{}},
+	"mru":            {tolYellow, true, draw.RingGlyph{}},
+	"frequency_cost": {tolCyan, false, draw.CircleGlyph{}},
+	"predictive":     {tolCyan, true, draw.RingGlyph{}},
+	"auto":           {tolRed, false, draw.BoxGlyph{}},
+	"filo":           {tolRed, true, draw.RingGlyph{}},
+	"arc":            {tolGreen, false, draw.PyramidGlyph{}},
+	"sieve":          {tolGreen, true, draw.SquareGlyph{}},
+	"lfu":            {tolPurple, false, draw.PyramidGlyph{}},
+	"s3fifo":         {tolPurple, true, draw.SquareGlyph{}},
+	"fifo":           {tolGrey, false, draw.CrossGlyph{}},
+}
+
+// styleOf returns strategy name's look; a strategy without one in styles
+// (TestPlotStyles requires one of every strategy) gets a grey dotted line.
+func styleOf(name string) lineStyle {
+	if st, ok := styles[name]; ok {
+		return st
+	}
+	return lineStyle{tolGrey, true, draw.BoxGlyph{}}
 }
 
 // curve is one line of the plot: the strategies whose hit ratios agree at
@@ -85,14 +114,16 @@ const (
 )
 
 // plotHitRatio draws block hit ratio against capacity, one line per group
-// of strategies with identical results and a thick dashed black one for
-// Belady, to path (.svg or .png, any case). The legend is beside the data.
+// of strategies with identical results, in the style of the first, and a
+// thick dashed black one for Belady, to path (.svg or .png, any case). The
+// legend is beside the data.
 func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Prefix hit ratio, %s (%s)", workload, mode)
+	// The y axis names the quantity; the title, what was run.
+	p.Title.Text = fmt.Sprintf("%s, %s mode", workload, mode)
 	p.X.Label.Text = "capacity (blocks, log scale)"
 	p.Y.Label.Text = "block hit ratio"
 	p.X.Scale = plot.LogScale{}
@@ -114,7 +145,6 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 		ticks = append(ticks, plot.Tick{Value: xy.X, Label: fmt.Sprint(xy.X)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks) // the capacities run
-	i := 0
 	for _, c := range cs {
 		line, points, err := plotter.NewLinePoints(c.xys)
 		if err != nil {
@@ -126,21 +156,18 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 			line.Width = vg.Points(2)
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			points.Shape = draw.BoxGlyph{}
-			if mode == "serve" {
-				label += " (replay bound)"
-			}
+			label = strategyLabel(label, mode == "serve")
 		} else {
-			col := palette[i%len(palette)]
-			line.Color, points.Color = col, col
+			st := styleOf(c.names[0])
+			line.Color, points.Color = st.color, st.color
 			line.Width = vg.Points(1.5)
-			if i >= 7 { // past the Okabe-Ito hues, dashed too
-				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			if st.dashed {
+				line.Dashes = []vg.Length{vg.Points(5), vg.Points(2.5)}
 			}
-			// A second round of colours also shifts the glyphs, so that
-			// no two lines share a colour and a glyph.
-			points.Shape = glyphs[(i+3*(i/len(palette)))%len(glyphs)]
-			points.Radius = vg.Points(3)
-			i++
+			points.Shape, points.Radius = st.glyph, vg.Points(3)
+			if st.dashed {
+				points.Radius = vg.Points(4.5)
+			}
 		}
 		p.Add(line, points)
 		legend.Add(label, line, points)

@@ -5,23 +5,42 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
+	"time"
 )
 
-// progress draws a bar on stderr when stderr is a terminal, and nothing
-// otherwise, so that scripts and logs get only the results.
+// progress reports compare's runs on stderr: a bar redrawn in place when
+// stderr is a terminal, else a plain line every progressInterval, so that
+// a log or CI shows a long run alive without filling up, and a short one
+// prints nothing. The runs report from their own goroutines: its methods
+// are safe for concurrent use.
 type progress struct {
-	w       io.Writer // nil: not a terminal
-	total   int
-	base    int // work finished by earlier runs
-	last    int // latest done within the current run
-	percent int // last percentage drawn
+	mu       sync.Mutex
+	w        io.Writer
+	terminal bool
+	now      func() time.Time
+	start    time.Time
+	next     time.Time // when the next line is due (not a terminal)
+	runs     int
+	runsDone int
+	total    int // requests over all runs
+	done     int
+	percent  int  // last percentage the bar drew
+	stopped  bool // nothing more is drawn
 }
 
-func newProgress(stderr io.Writer, total int) *progress {
-	p := &progress{total: max(total, 1), percent: -1}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		p.w = stderr
-	}
+// progressInterval is the time between two lines on a stderr that is not
+// a terminal.
+const progressInterval = 5 * time.Second
+
+// newProgress returns the progress of runs runs of requests requests in
+// all, on stderr.
+func newProgress(stderr io.Writer, runs, requests int) *progress {
+	f, ok := stderr.(*os.File)
+	p := &progress{w: stderr, terminal: ok && isTerminal(f), now: time.Now,
+		runs: runs, total: max(requests, 1), percent: -1}
+	p.start = p.now()
+	p.next = p.start.Add(progressInterval)
 	return p
 }
 
@@ -31,39 +50,58 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// callback returns the sim.Config.Progress of one run.
+// callback returns the sim.Config.Progress of one run, to be called from
+// that run's goroutine only.
 func (p *progress) callback() func(done, total int) {
-	if p.w == nil {
-		return nil
+	last := 0 // the run's requests counted so far
+	return func(done, _ int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.done += done - last
+		last = done
+		p.report()
 	}
-	return func(done, total int) {
-		if done < p.last { // a new run started
-			p.base += p.last
-		}
-		p.last = done
-		p.draw(p.base + done)
-		if done == total {
-			p.base += total
-			p.last = 0
-		}
-	}
+}
+
+// finished counts a run that ended.
+func (p *progress) finished() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runsDone++
+	p.report()
 }
 
 const barWidth = 40
 
-func (p *progress) draw(done int) {
-	pct := min(100*done/p.total, 100)
-	if pct == p.percent {
+// report draws the bar when its percentage moved, or prints a line when
+// one is due. The caller holds mu.
+func (p *progress) report() {
+	if p.stopped {
 		return
 	}
-	p.percent = pct
-	n := barWidth * pct / 100
-	fmt.Fprintf(p.w, "\r[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(" ", barWidth-n), pct)
+	pct := min(100*p.done/p.total, 100)
+	if p.terminal {
+		if pct != p.percent {
+			p.percent = pct
+			n := barWidth * pct / 100
+			fmt.Fprintf(p.w, "\r[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(" ", barWidth-n), pct)
+		}
+		return
+	}
+	if now := p.now(); !now.Before(p.next) {
+		p.next = now.Add(progressInterval)
+		fmt.Fprintf(p.w, "kvevict: %d/%d runs finished, %d%%, %v elapsed\n",
+			p.runsDone, p.runs, pct, now.Sub(p.start).Round(time.Second))
+	}
 }
 
-// done clears the bar.
-func (p *progress) done() {
-	if p.w != nil && p.percent >= 0 {
+// stop clears the bar; nothing is drawn after it, though abandoned runs
+// may still report.
+func (p *progress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.terminal && p.percent >= 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", barWidth+8))
 	}
+	p.stopped = true
 }

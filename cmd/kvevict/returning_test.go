@@ -31,7 +31,7 @@ func TestCompareReturningColumns(t *testing.T) {
 	if header, _, _ := strings.Cut(out, "\n"); !strings.Contains(header, "reprefill_tokens_p50,reprefill_tokens_p99,returning_requests") {
 		t.Errorf("CSV header %q", header)
 	}
-	_, out, _ = runArgs(t, append(args, "table")...)
+	_, out, _ = runArgs(t, append(args, "table", "-wide")...)
 	if !strings.Contains(out, "returning p50") || !strings.Contains(out, "returning p99") {
 		t.Errorf("table lacks the returning columns:\n%s", out)
 	}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict/sim"
+)
+
+// TestCompareParallel: runs on several workers at once write the same
+// table, CSV and JSON as runs one at a time, but for the latencies, which
+// are measurements; under -race this also checks that the runs of one
+// workload share nothing they write.
+func TestCompareParallel(t *testing.T) {
+	for _, args := range [][]string{
+		{"-requests", "300", "-capacity", "50,200"},
+		{"-requests", "300", "-capacity", "100,400", "-mode", "serve"},
+		{"-workload", "agentic", "-requests", "200", "-capacity", "300", "-mode", "serve", "-granularity", "block"},
+	} {
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := loadWorkload(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outputs []string
+		for _, workers := range []int{1, 4} {
+			reports, err := runAll(o, w, io.Discard, workers, nil)
+			if err != nil {
+				t.Fatalf("%v, %d workers: %v", args, workers, err)
+			}
+			for i := range reports {
+				reports[i].SelectP50, reports[i].SelectP99 = 0, 0
+			}
+			var out bytes.Buffer
+			for _, format := range []string{"table", "csv", "json"} {
+				o.format = format
+				if err := write(&out, o, w, reports); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outputs = append(outputs, out.String())
+		}
+		if outputs[0] != outputs[1] {
+			t.Errorf("%v: one worker wrote\n%s\nfour wrote\n%s", args, outputs[0], outputs[1])
+		}
+	}
+}
+
+// TestRunJobsInterrupt: an interrupt keeps the runs that finished and
+// returns without waiting for the one in progress, which never ends.
+func TestRunJobsInterrupt(t *testing.T) {
+	interrupt := make(chan os.Signal, 1)
+	hang := make(chan struct{})
+	defer close(hang)
+	reports, finished, err := runJobs(6, 1, func(i int) (sim.Report, error) {
+		if i == 3 { // one worker: runs 0-2 are recorded before 3 starts
+			interrupt <- os.Interrupt
+			<-hang
+		}
+		return sim.Report{CapacityBlocks: i}, nil
+	}, interrupt)
+	if !errors.Is(err, errInterrupted) {
+		t.Fatalf("err %v, want errInterrupted", err)
+	}
+	want := []bool{true, true, true, false, false, false}
+	if !reflect.DeepEqual(finished, want) || reports[2].CapacityBlocks != 2 {
+		t.Errorf("finished %v, want %v; reports %v", finished, want, reports)
+	}
+}
+
+// TestRunJobsError: whatever the workers and their timing, the error
+// returned is the first failed run's in order, as one worker's would be.
+func TestRunJobsError(t *testing.T) {
+	for _, workers := range []int{1, 2, 8} {
+		_, _, err := runJobs(8, workers, func(i int) (sim.Report, error) {
+			if i >= 2 {
+				time.Sleep(time.Duration(8-i) * time.Millisecond) // later runs fail sooner
+				return sim.Report{}, fmt.Errorf("run %d failed", i)
+			}
+			return sim.Report{}, nil
+		}, nil)
+		if err == nil || err.Error() != "run 2 failed" {
+			t.Errorf("%d workers: %v, want run 2's error", workers, err)
+		}
+	}
+}
+
+// TestCompareInterrupt sends SIGINT to the command as a terminal's Ctrl-C
+// does: it exits with status 130 and writes the capacities whose runs all
+// finished, each with all its rows, and says which it left out.
+func TestCompareInterrupt(t *testing.T) {
+	// Catch SIGINT here too, so that one sent before compare listens
+	// cannot end the test binary; send it until compare answers.
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, os.Interrupt)
+	defer signal.Stop(caught)
+	capacities := "20,40,60,80,100,120,140,160,180,200,220,240,260,280,300,320,340,360,380,400"
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"compare", "-requests", "5000", "-capacity", capacities, "-format", "json"}, &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
+	}()
+	var r result
+	for sent := false; !sent; {
+		select {
+		case r = <-done:
+			sent = true
+		case <-time.After(20 * time.Millisecond):
+			syscall.Kill(os.Getpid(), syscall.SIGINT)
+		}
+	}
+	said := regexp.MustCompile(`^kvevict: interrupted: left out capacit(y|ies) ([0-9, ]+), whose runs had not all finished\n$`).
+		FindStringSubmatch(r.errOut)
+	if r.code != 130 || said == nil {
+		t.Fatalf("exit %d, stderr %q; want 130 and the capacities left out", r.code, r.errOut)
+	}
+	var rows []row
+	if err := json.Unmarshal([]byte(r.out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, r.out)
+	}
+	perCapacity := map[string]int{}
+	for _, rw := range rows {
+		perCapacity[strconv.Itoa(rw.CapacityBlocks)]++
+	}
+	left := strings.Split(said[2], ", ")
+	for _, c := range strings.Split(capacities, ",") {
+		switch n := perCapacity[c]; {
+		case slices.Contains(left, c) == (n > 0):
+			t.Errorf("capacity %s: %d rows written, and said left out: %v", c, n, slices.Contains(left, c))
+		case n > 0 && n != len(strings.Split(strategyNames(), ", "))+1:
+			t.Errorf("capacity %s: %d rows, want every strategy and belady", c, n)
+		}
+	}
+}
+
+// TestProgressLines: on a stderr that is not a terminal, a line every
+// progressInterval of runs finished, percent and time elapsed, and none
+// for a run shorter than that; the counts stay right when the runs report
+// from goroutines of their own.
+func TestProgressLines(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, 4, 400)
+	clock := p.start
+	p.now = func() time.Time { return clock }
+	a, b := p.callback(), p.callback()
+	a(100, 100)
+	p.finished()
+	if out.Len() != 0 {
+		t.Fatalf("a line before %v: %q", progressInterval, out.String())
+	}
+	clock = clock.Add(progressInterval + time.Second)
+	b(50, 100)
+	clock = clock.Add(time.Second)
+	b(100, 100) // the next line is due a whole interval after the first
+	if want := "kvevict: 1/4 runs finished, 37%, 6s elapsed\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+
+	out.Reset()
+	p = newProgress(&out, 8, 8*1000)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb := p.callback()
+			for done := 1; done <= 1000; done++ {
+				cb(done, 1000)
+			}
+			p.finished()
+		}()
+	}
+	wg.Wait()
+	p.stop()
+	if p.done != p.total || p.runsDone != 8 {
+		t.Errorf("counted %d of %d requests, %d of 8 runs", p.done, p.total, p.runsDone)
+	}
+}
