@@ -85,8 +85,10 @@ type Report struct {
 	RePrefillTokensP99 int64 `json:"reprefill_tokens_p99"`
 	ReturningRequests  int   `json:"returning_requests"`
 
-	// SelectP50 and SelectP99 are percentiles of Policy.SelectVictims'
-	// latency in nanoseconds; zero for Belady.
+	// SelectP50 and SelectP99 are percentiles of the latency of one
+	// eviction's choice in nanoseconds: Index.Evict's, or
+	// Policy.SelectVictims' where no Index serves (see Replay); zero for
+	// Belady.
 	SelectP50 int64 `json:"select_p50_ns"`
 	SelectP99 int64 `json:"select_p99_ns"`
 }

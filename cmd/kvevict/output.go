@@ -57,8 +57,10 @@ and block re-prefill (replay) or preempt, rejected and truncated (serve);
                      its previous turn (sim.Report.RePrefillTokensP50 says which
                      requests exactly); - when none returned
   returning p99      its 99th percentile, likewise
-  select p50 µs      median of Policy.SelectVictims' latency in microseconds, in
-                     every run; - for Belady and for runs that never evicted
+  select p50 µs      median latency of choosing one eviction's victims, in
+                     microseconds: an Index's Evict, the prefix tree's at
+                     -granularity block, or SelectVictims with -sampling; - for
+                     Belady and for runs that never evicted
   select p99 µs      its 99th percentile, likewise
 The header names what is constant: the workload, the mode and granularity,
 the sampling, with -wide the fairness groups, and in replay mode that nothing
