@@ -28,15 +28,13 @@ import (
 // when the evictable blocks cannot cover the need. For the same candidates it
 // picks the same victims as a [Policy] of the same strategy and options.
 //
-// Every strategy works with the index, with two exceptions, which no
+// Every strategy works with the index, with one exception, which no
 // incremental order can follow and [NewIndex] rejects: a key that depends
 // on the current tick (FrequencyCost with [WithCostDecay] > 0) changes for
-// every candidate as time passes, and [Auto] scores every candidate at each
-// selection by the pool's current turnover. Both are served by [Policy]
-// over a candidate slice. The adaptive strategies ARC, S3-FIFO and SIEVE
-// rank by a history of requests, as their Policy does: call
-// [Index.UpdateAccess] for every request, before the Evict that makes room
-// for it, and they choose from their own lists.
+// every candidate as time passes; a [Policy] over a candidate slice serves
+// it. The adaptive strategies (ARC, S3-FIFO, SIEVE, Auto) rank by a history
+// of requests, as their Policy does: call [Index.UpdateAccess] for every
+// request, before the Evict that makes room for it.
 //
 // # Order structure
 //
@@ -58,7 +56,9 @@ import (
 // An adaptive strategy keeps neither: its history's lists order the
 // candidates, and the index keeps the history's marks of which are
 // evictable between evictions, so an eviction costs the steps the
-// history takes from its lists' tails (see indexhistory.go).
+// history takes from its lists' tails (see indexhistory.go); Auto's
+// candidates are kept in groups of equal request count, each in
+// (LastAccess, ID) order (see indexauto.go).
 //
 // # Metrics
 //
@@ -132,12 +132,12 @@ const (
 // positions fit an int32.
 const maxIndexLen = math.MaxInt32
 
-// NewIndex returns an empty index ranking by key strategy s, configured by
-// the same options as [New] but [WithSampling]. It returns an error matching
+// NewIndex returns an empty index ranking by strategy s, configured by the
+// same options as [New] but [WithSampling]. It returns an error matching
 // [ErrUnknownStrategy] for an unregistered strategy, one matching
-// [errors.ErrUnsupported] for a strategy it cannot keep in order (an
-// adaptive one, or FrequencyCost with [WithCostDecay]), and one matching
-// [ErrInvalidArgument] for an invalid or inapplicable option.
+// [errors.ErrUnsupported] for FrequencyCost with [WithCostDecay], which it
+// cannot keep in order, and one matching [ErrInvalidArgument] for an
+// invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	info, cfg, err := resolve(s, opts, forIndex)
 	if err != nil {

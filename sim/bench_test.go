@@ -89,14 +89,39 @@ func BenchmarkReplayScale(b *testing.B) {
 	}
 }
 
-// BenchmarkReplayDay replays a day of one engine's traffic: the multiturn
-// workload of 17,500 requests (about 10^7 block references over 10^6
-// distinct blocks) under every strategy, at pools of 10^5 and 10^6
-// blocks. It reports references per second and the largest heap seen
-// during the run, which follows the blocks resident, at most the distinct
-// ones, not the capacity. Run it with -benchtime 1x.
+// BenchmarkReplayRequests replays the chat workload at 2,500 to 20,000
+// requests on a pool of 16,000 blocks, for one strategy of each kind (a
+// key, a history's lists, Auto's groups): a replay's cost should grow with
+// the block references, not faster. Run it with -benchtime 1x.
+func BenchmarkReplayRequests(b *testing.B) {
+	for _, n := range []int{2_500, 5_000, 10_000, 20_000} {
+		w, err := Synthetic("chat", 1, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs := blockRefs(w)
+		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {
+			b.Run(fmt.Sprintf("strategy=%s/requests=%d", s, n), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Replay(w, s, Config{Capacity: 16_000}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(refs), "ns/ref")
+				b.ReportMetric(float64(refs), "refs")
+			})
+		}
+	}
+}
+
+// BenchmarkReplayDay replays a day of one engine's traffic: the chat
+// workload of 285,000 requests (10,021,664 block references over 1,958,786
+// distinct blocks) under every strategy, at pools of 10^5 and 10^6 blocks.
+// It reports references per second and the largest heap seen during the
+// run, which follows the blocks resident, at most the distinct ones, not
+// the capacity. Run it with -benchtime 1x.
 func BenchmarkReplayDay(b *testing.B) {
-	w, err := Synthetic("multiturn", 1, 17_500)
+	w, err := Synthetic("chat", 1, 285_000)
 	if err != nil {
 		b.Fatal(err)
 	}
