@@ -184,8 +184,22 @@ func (m *idMap[V]) len() int {
 }
 
 // grow doubles the slots and reinserts every id.
-func (m *idMap[V]) grow() {
-	size := max(idMapMinSize, 2*len(m.keys))
+func (m *idMap[V]) grow() { m.rehash(max(idMapMinSize, 2*len(m.keys))) }
+
+// reserve makes room for n more ids without growing, at a load of at most
+// 1/2. O(ids held), once.
+func (m *idMap[V]) reserve(n int) {
+	size := max(idMapMinSize, len(m.keys))
+	for size < 2*(m.count+n) {
+		size *= 2
+	}
+	if size > len(m.keys) {
+		m.rehash(size)
+	}
+}
+
+// rehash moves every id into a table of size slots, a power of two.
+func (m *idMap[V]) rehash(size int) {
 	keys, vals := m.keys, m.vals
 	m.keys, m.vals = make([]uint64, size), make([]V, size)
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
@@ -163,6 +164,28 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		x.follow(h)
 	}
 	return x, nil
+}
+
+// Grow makes room for n more sequences, so that the next n Adds do not
+// reallocate the index's tables, as [slices.Grow] does for a slice: for an
+// allocator that knows how many sequences its pool holds at most, which
+// saves the copies of a table that doubles as it fills. n <= 0 does
+// nothing. O(sequences held + n), once.
+func (x *Index) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	n = min(n, maxIndexLen-x.slots.len())
+	x.nodes = slices.Grow(x.nodes, n)
+	x.links.Links = slices.Grow(x.links.Links, n)
+	x.slots.reserve(n)
+	if x.hist != nil {
+		x.waiting = slices.Grow(x.waiting, n)
+		x.hist.nodes().reserve(n)
+		if a, ok := x.hist.(*auto); ok {
+			a.info = slices.Grow(a.info, n)
+		}
+	}
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).

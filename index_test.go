@@ -758,3 +758,38 @@ func TestIndexSoak(t *testing.T) {
 	t.Logf("%d ops: %d live, %d blocks used, %d selections, %d victims (%d partial)",
 		ops, x.Len(), used, m.Selections, m.TotalEvictions, m.PartialEvictions)
 }
+
+// TestIndexGrow: after Grow(n), n Adds leave the index's tables where Grow
+// put them (no table reallocated), for a key strategy and adaptive ones;
+// Grow of zero or less does nothing.
+func TestIndexGrow(t *testing.T) {
+	for _, s := range []Strategy{LRU, ARC, Auto} {
+		x, err := NewIndex(s, WithEvictionHistory(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Grow(-1)
+		x.Grow(0)
+		if cap(x.nodes) != 0 {
+			t.Fatalf("%s: Grow(<= 0) allocated %d slots", s, cap(x.nodes))
+		}
+		const n = 1000
+		x.Grow(n)
+		// A table that grows moves to a larger array: its capacity changes.
+		tables := func() [4]int {
+			return [4]int{cap(x.nodes), cap(x.links.Links), len(x.slots.keys), cap(x.waiting)}
+		}
+		before := tables()
+		blocks := []int{1}
+		for id := range uint64(n) {
+			x.UpdateAccess(id)
+			if err := x.Add(Candidate{ID: id, Blocks: blocks, RefCount: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if after := tables(); after != before {
+			t.Errorf("%s: %d Adds after Grow(%d) grew the tables from %v to %v", s, n, n, before, after)
+		}
+		checkIndex(t, x)
+	}
+}

@@ -3,6 +3,7 @@ package kvevict
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
 )
@@ -69,6 +70,13 @@ func newTable(residentLists ...uint8) table {
 		t.residentLists |= 1 << l
 	}
 	return t
+}
+
+// reserve makes room for n more nodes without reallocating.
+func (t *table) reserve(n int) {
+	t.slab = slices.Grow(t.slab, n)
+	t.links.Links = slices.Grow(t.links.Links, n)
+	t.index.reserve(n)
 }
 
 // lookup returns id's node, or -1. O(1).

@@ -100,12 +100,13 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
 	}
 	opts = append(opts, cfg.Options...)
-	cache, err := newUnitCache(s, opts, cfg.Capacity, cfg.contract)
+	ceil := computeCeiling(w)
+	cache, err := newUnitCache(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
 	if err != nil {
 		return Report{}, err
 	}
 	r := &replayer{w: w, cache: cache}
-	t := newTally(w, computeCeiling(w))
+	t := newTally(w, ceil)
 	for i := range w.Requests {
 		if _, err := r.request(i, t); err != nil {
 			return Report{}, fmt.Errorf("sim: %s, request %d: %w", s, i, err)
@@ -151,11 +152,12 @@ type replayer struct {
 }
 
 // newUnitCache returns the resident set of a replay under strategy s: kept
-// in an Index when s and opts allow one and contract is false, else handed
-// to a Policy at each eviction.
-func newUnitCache(s kvevict.Strategy, opts []kvevict.Option, capacity int, contract bool) (*unitcache.Cache, error) {
+// in an Index when s and opts allow one and contract is false, sized for
+// peak blocks, else handed to a Policy at each eviction.
+func newUnitCache(s kvevict.Strategy, opts []kvevict.Option, capacity, peak int, contract bool) (*unitcache.Cache, error) {
 	if !contract {
 		if x, err := kvevict.NewIndex(s, opts...); err == nil {
+			x.Grow(peak)
 			return unitcache.NewIndexed(x, capacity)
 		}
 	}

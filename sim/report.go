@@ -214,6 +214,7 @@ type ceiling struct {
 	hits      int64
 	prefill   int64
 	groupHits map[uint64]int64
+	distinct  int // distinct blocks referenced: the most a pool ever holds
 }
 
 func computeCeiling(w *Workload) *ceiling {
@@ -237,5 +238,6 @@ func computeCeiling(w *Workload) *ceiling {
 			seen[h] = struct{}{}
 		}
 	}
+	c.distinct = len(seen)
 	return c
 }
