@@ -32,10 +32,12 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 	}
 	capacity := cfg.Capacity
 	uniq, next := nextUses(w, capacity)
-	t := newTally(w, computeCeiling(w))
+	ceil := computeCeiling(w)
+	t := newTally(w, ceil)
 	// The resident blocks, in the one indexed heap, keyed so that the
-	// smallest is the furthest next use (ties: the smaller hash).
-	resident := make(map[uint64]int32, residentBound(w, capacity)) // hash -> its slot in h
+	// smallest is the furthest next use (ties: the smaller hash); sized for
+	// the most the pool can hold, which keeps memory with the workload.
+	resident := make(map[uint64]int32, min(capacity, ceil.distinct)) // hash -> its slot in h
 	var h rank.Heap
 	var slots dlist.Slots
 	isResident := func(b uint64) bool { _, ok := resident[b]; return ok }

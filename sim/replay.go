@@ -130,20 +130,6 @@ func longestRequest(w *Workload, limit int) int {
 	return min(n, limit)
 }
 
-// residentBound is the most blocks a replay of w can hold at capacity:
-// the capacity, or the workload's block references if fewer. Sizing by it
-// keeps memory proportional to the workload when the capacity is far
-// larger.
-func residentBound(w *Workload, capacity int) int {
-	refs := 0
-	for i := range w.Requests {
-		if refs += len(w.Requests[i].HashIDs); refs >= capacity {
-			return capacity
-		}
-	}
-	return refs
-}
-
 // replayer is a plain replay's resident set: a unit cache of one block per
 // candidate, named by hash, that the policy drives.
 type replayer struct {
