@@ -60,6 +60,16 @@ type history interface {
 	check() error
 }
 
+// byRecency orders candidates oldest LastAccess first, ties by ID: the
+// order in which a history admits candidates it does not hold, and Auto's
+// order among candidates requested as often.
+func byRecency(a, b *Candidate) int {
+	if c := cmp.Compare(a.LastAccess, b.LastAccess); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
+}
+
 // selectAdaptive is the selection of an adaptive strategy: the same
 // validation, atomicity and Result as selectVictims, with the victims chosen
 // by h. A failed or empty selection leaves h unchanged.
@@ -99,13 +109,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 			t.mark(n, int32(i))
 		}
 	}
-	slices.SortFunc(admit, func(a, b int32) int {
-		ca, cb := &cands[a], &cands[b]
-		if c := cmp.Compare(ca.LastAccess, cb.LastAccess); c != 0 {
-			return c
-		}
-		return cmp.Compare(ca.ID, cb.ID)
-	})
+	slices.SortFunc(admit, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
 	for _, i := range admit {
 		c := &cands[i]
 		h.admit(c.ID)

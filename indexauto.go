@@ -82,11 +82,7 @@ func (x *Index) join(slot, n int32) {
 // sortsBefore reports whether the candidate in slot a sorts before the one
 // in slot b within a group: by LastAccess, then ID.
 func (x *Index) sortsBefore(a, b int32) bool {
-	ca, cb := &x.nodes[a].c, &x.nodes[b].c
-	if ca.LastAccess != cb.LastAccess {
-		return ca.LastAccess < cb.LastAccess
-	}
-	return ca.ID < cb.ID
+	return byRecency(&x.nodes[a].c, &x.nodes[b].c) < 0
 }
 
 // leave takes the candidate in slot out of its group, if it is in one.

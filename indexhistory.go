@@ -1,9 +1,6 @@
 package kvevict
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE) keeps the
 // strategy's history, the same one a Policy keeps, and lets it choose the
@@ -116,13 +113,7 @@ func (x *Index) admitWaiting() {
 		}
 		keep = append(keep, slot)
 	}
-	slices.SortFunc(keep, func(a, b int32) int {
-		ca, cb := &x.nodes[a].c, &x.nodes[b].c
-		if c := cmp.Compare(ca.LastAccess, cb.LastAccess); c != 0 {
-			return c
-		}
-		return cmp.Compare(ca.ID, cb.ID)
-	})
+	slices.SortFunc(keep, func(a, b int32) int { return byRecency(&x.nodes[a].c, &x.nodes[b].c) })
 	for _, slot := range keep {
 		x.hist.admit(x.nodes[slot].c.ID) // the observer marks it
 	}
