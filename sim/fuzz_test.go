@@ -36,9 +36,10 @@ func workloadFromBytes(data []byte) (*Workload, int) {
 }
 
 // FuzzPool replays and serves arbitrary small workloads under every
-// strategy (serving at every granularity): no errors, the pool's accounting holds after every step, no
-// strategy loads fewer blocks than Belady's MIN, and nothing beats an
-// unbounded cache.
+// strategy (serving at every granularity): no errors, the pool's
+// accounting holds after every step, no strategy loads fewer blocks than
+// Belady's MIN, nothing beats an unbounded cache, and the Index's path
+// picks what the Policy's does, in a replay and in a serve run.
 func FuzzPool(f *testing.F) {
 	f.Add([]byte{3, 0x21, 0x13, 0x44, 0x7f, 0x02, 0x09, 0x33, 0x14, 0x50})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0x07, 0x01, 0x00})
@@ -60,6 +61,15 @@ func FuzzPool(f *testing.F) {
 				t.Fatalf("%s hits %d, Belady %d, above the unbounded %d", s, rep.BlockHits, opt.BlockHits, ceil.hits)
 			}
 			checkReport(t, &rep)
+			compareReplayPaths(t, w, s, capacity)
+			for _, g := range []Granularity{GranularitySequence, GranularityTail} {
+				fast, fastSteps := serveFingerprints(t, w, s, capacity, g, false)
+				slow, slowSteps := serveFingerprints(t, w, s, capacity, g, true)
+				fast.SelectP50, fast.SelectP99, slow.SelectP50, slow.SelectP99 = 0, 0, 0, 0
+				if firstDifference(fastSteps, slowSteps) >= 0 || fast != slow {
+					t.Fatalf("serve %s at %s granularity: the Index's path and the Policy's differ", s, g)
+				}
+			}
 			for _, g := range Granularities() {
 				if g == GranularityBlock && !prefix.Supports(s) {
 					continue // ARC, S3-FIFO, SIEVE: lists of sequences, no tree
