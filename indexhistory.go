@@ -2,9 +2,9 @@ package kvevict
 
 import "slices"
 
-// An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE) keeps the
+// An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE, Auto) keeps the
 // strategy's history, the same one a Policy keeps, and lets it choose the
-// victims. A Policy learns at each selection which nodes of the history are
+// victims (Auto through groups that the index keeps: indexauto.go). A Policy learns at each selection which nodes of the history are
 // its candidates, marking them in O(n); the index keeps the marks between
 // evictions instead, so an eviction costs what the history's own lists
 // cost (a few steps from their tails), whatever the number of sequences.
@@ -30,7 +30,9 @@ func (x *Index) follow(h history) {
 // request before the Evict that makes room for it, and before Add for a
 // sequence the index does not hold (ARC adapts to a request for a
 // sequence it evicted lately). A key strategy learns nothing from it: its
-// order follows the fields that Add, Touch and Update set. O(1).
+// order follows the fields that Add, Touch and Update set. It costs what
+// Policy.UpdateAccess costs: O(1), and for Auto O(log s) when the request
+// falls in its miniature caches' sample of s ids.
 func (x *Index) UpdateAccess(id uint64) {
 	if x.hist != nil {
 		x.hist.access(id)
