@@ -485,7 +485,7 @@ func byMedium(counts map[string]int) string {
 
 // helpFor names the command whose -h explains a usage error in args.
 func helpFor(args []string) string {
-	if len(args) > 0 && (args[0] == "publish" || args[0] == "mirror") {
+	if len(args) > 0 && (args[0] == "publish" || args[0] == "mirror" || args[0] == "cluster") {
 		return args[0]
 	}
 	return "compare"

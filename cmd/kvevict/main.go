@@ -10,6 +10,15 @@
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
 //	                [-warmup D] [-format table|json]
 //	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
+//	kvevict cluster [-trace FILE | -workload NAME] [-engines LIST] [-capacity LIST]
+//	                [-strategy LIST] [-router LIST] [-guess F] [-load-weight W]
+//	                [-format table|csv|json] [-plot FILE.svg|.png]
+//
+// cluster replays a workload over N engines behind a router (round-robin,
+// least-loaded, prefix on a mirror fed by KV events, approx on an
+// approximate index, oracle), each engine a pool evicting by a strategy,
+// and reports the hit ratio, prefill, load balance and mispredicted blocks
+// of each, beside Belady's MIN on one pooled cache (docs/cluster.md).
 //
 // publish and mirror speak vLLM's KV events (package kvevents): publish
 // replays a Mooncake trace through a pool of N blocks and publishes its
@@ -142,8 +151,10 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return publish(args[1:], stdout, stderr)
 	case "mirror":
 		return mirror(args[1:], stdout, stderr)
+	case "cluster":
+		return clusterCommand(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, "usage: kvevict compare|publish|mirror [flags]; kvevict <command> -h lists the flags")
+		fmt.Fprintln(stdout, "usage: kvevict compare|cluster|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
 	}
 	return usagef("unknown command %q: try kvevict compare", args[0])

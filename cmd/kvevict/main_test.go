@@ -221,12 +221,13 @@ func TestHelp(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-h"}, "kvevict compare|publish|mirror"},
-		{[]string{"help"}, "kvevict compare|publish|mirror"},
+		{[]string{"-h"}, "kvevict compare|cluster|publish|mirror"},
+		{[]string{"help"}, "kvevict compare|cluster|publish|mirror"},
 		{[]string{"compare", "-h"}, "-strategies"},
 		{[]string{"compare", "-help"}, "Table columns"},
 		{[]string{"publish", "-h"}, "-endpoint"},
 		{[]string{"mirror", "-h"}, "-duration"},
+		{[]string{"cluster", "-h"}, "mispredicted"},
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
@@ -588,7 +589,7 @@ func TestCompareColumnsExplained(t *testing.T) {
 	if !strings.Contains(string(doc), cols) {
 		t.Errorf("docs/simulator.md lacks -h's column explanations as printed:\n%s", cols)
 	}
-	names, _ := csvFields()
+	names, _ := csvFields[row]()
 	for _, name := range names {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("docs/simulator.md does not explain the CSV and JSON field %q", name)
@@ -616,37 +617,43 @@ func TestPlotCurves(t *testing.T) {
 	}
 }
 
-// TestPlotStyles: every strategy has a look of its own in the plot: no two
-// share a colour and a dash, nor a colour and a glyph, and none is Belady's
-// black.
+// TestPlotStyles: every strategy, and every router of kvevict cluster, has
+// a look of its own among those drawn with it: no two share a colour and a
+// dash, nor a colour and a glyph, and none is Belady's black.
 func TestPlotStyles(t *testing.T) {
 	type look struct {
 		color  color.Color
 		dashed bool
 	}
-	seen := map[look]string{}
-	glyphs := map[string]string{}
+	var strategies []string
 	for _, s := range kvevict.Strategies() {
-		st, ok := styles[string(s)]
-		if !ok {
-			t.Errorf("%s has no style of its own", s)
-			continue
-		}
-		if other, dup := seen[look{st.color, st.dashed}]; dup {
-			t.Errorf("%s and %s share a colour and a dash", s, other)
-		}
-		seen[look{st.color, st.dashed}] = string(s)
-		g := fmt.Sprintf("%v %T", st.color, st.glyph)
-		if other, dup := glyphs[g]; dup {
-			t.Errorf("%s and %s share a colour and a glyph", s, other)
-		}
-		glyphs[g] = string(s)
-		if r, g, b, _ := st.color.RGBA(); r == 0 && g == 0 && b == 0 {
-			t.Errorf("%s is drawn in Belady's black", s)
+		strategies = append(strategies, string(s))
+	}
+	for _, names := range [][]string{strategies, routers} {
+		seen := map[look]string{}
+		glyphs := map[string]string{}
+		for _, s := range names {
+			st, ok := styles[s]
+			if !ok {
+				t.Errorf("%s has no style of its own", s)
+				continue
+			}
+			if other, dup := seen[look{st.color, st.dashed}]; dup {
+				t.Errorf("%s and %s share a colour and a dash", s, other)
+			}
+			seen[look{st.color, st.dashed}] = s
+			g := fmt.Sprintf("%v %T", st.color, st.glyph)
+			if other, dup := glyphs[g]; dup {
+				t.Errorf("%s and %s share a colour and a glyph", s, other)
+			}
+			glyphs[g] = s
+			if r, g, b, _ := st.color.RGBA(); r == 0 && g == 0 && b == 0 {
+				t.Errorf("%s is drawn in Belady's black", s)
+			}
 		}
 	}
-	if len(styles) != len(kvevict.Strategies()) {
-		t.Errorf("%d styles for %d strategies", len(styles), len(kvevict.Strategies()))
+	if len(styles) != len(strategies)+len(routers) {
+		t.Errorf("%d styles for %d strategies and %d routers", len(styles), len(strategies), len(routers))
 	}
 }
 

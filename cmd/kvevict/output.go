@@ -106,20 +106,26 @@ func rows(reports []sim.Report, workload string, sampling int) []row {
 // write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
 	rs := rows(reports, w.Name, o.sampling)
-	switch o.format {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rs)
-	case "csv":
-		return writeCSV(out, rs)
+	if o.format == "table" {
+		return writeTable(out, o, w, rs)
 	}
-	return writeTable(out, o, w, rs)
+	return writeRecords(out, o.format, rs)
 }
 
-// csvFields are the fields of row in order, by their JSON names: the CSV
+// writeRecords writes rs as a JSON array or as CSV, the formats that carry
+// every field.
+func writeRecords[T any](out io.Writer, format string, rs []T) error {
+	if format == "csv" {
+		return writeCSV(out, rs)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rs)
+}
+
+// csvFields are the fields of T in order, by their JSON names: the CSV
 // columns are the JSON object's keys, so the two formats cannot drift apart.
-func csvFields() (names []string, index [][]int) {
+func csvFields[T any]() (names []string, index [][]int) {
 	var walk func(t reflect.Type, prefix []int)
 	walk = func(t reflect.Type, prefix []int) {
 		for i := range t.NumField() {
@@ -137,12 +143,13 @@ func csvFields() (names []string, index [][]int) {
 			index = append(index, at)
 		}
 	}
-	walk(reflect.TypeFor[row](), nil)
+	walk(reflect.TypeFor[T](), nil)
 	return names, index
 }
 
-func writeCSV(out io.Writer, rs []row) error {
-	names, index := csvFields()
+// writeCSV writes rs as CSV, a header of csvFields and a record per row.
+func writeCSV[T any](out io.Writer, rs []T) error {
+	names, index := csvFields[T]()
 	cw := csv.NewWriter(out)
 	if err := cw.Write(names); err != nil {
 		return err

@@ -59,6 +59,12 @@ var styles = map[string]lineStyle{
 	"lfu":            {tolPurple, false, draw.PyramidGlyph{}},
 	"s3fifo":         {tolPurple, true, draw.SquareGlyph{}},
 	"fifo":           {tolGrey, false, draw.CrossGlyph{}},
+	// kvevict cluster's routers.
+	routeRoundRobin:  {tolGrey, false, draw.CrossGlyph{}},
+	routeLeastLoaded: {tolYellow, true, draw.RingGlyph{}},
+	routePrefix:      {tolBlue, false, draw.CircleGlyph{}},
+	routeApprox:      {tolPurple, true, draw.SquareGlyph{}},
+	routeOracle:      {tolGreen, true, draw.PyramidGlyph{}},
 }
 
 // styleOf returns strategy name's look; a strategy without one in styles
@@ -70,11 +76,13 @@ func styleOf(name string) lineStyle {
 	return lineStyle{tolGrey, true, draw.BoxGlyph{}}
 }
 
-// curve is one line of the plot: the strategies whose hit ratios agree at
-// every capacity, drawn once.
+// curve is one line of the plot: the strategies (or routers) whose hit
+// ratios agree at every point, drawn once in the style of style.
 type curve struct {
 	names []string
-	xys   plotter.XYs // by capacity
+	style string      // a key of styles, or sim.BeladyName
+	color string      // if set, a key of styles whose colour replaces style's
+	xys   plotter.XYs // by capacity, or by engines
 }
 
 // curves groups reports by strategy, in order of first appearance, and
@@ -87,15 +95,21 @@ func curves(reports []sim.Report) []curve {
 		if !ok {
 			i = len(out)
 			byName[r.Strategy] = i
-			out = append(out, curve{names: []string{r.Strategy}})
+			out = append(out, curve{names: []string{r.Strategy}, style: r.Strategy})
 		}
 		out[i].xys = append(out[i].xys, plotter.XY{X: float64(r.CapacityBlocks), Y: r.HitRatio})
 	}
+	return merge(out)
+}
+
+// merge sorts each curve by x and draws curves with identical points once,
+// Belady's apart.
+func merge(out []curve) []curve {
 	merged := out[:0]
 	for _, c := range out {
 		slices.SortFunc(c.xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
 		j := slices.IndexFunc(merged, func(m curve) bool {
-			return m.names[0] != sim.BeladyName && c.names[0] != sim.BeladyName && slices.Equal(m.xys, c.xys)
+			return m.style != sim.BeladyName && c.style != sim.BeladyName && slices.Equal(m.xys, c.xys)
 		})
 		if j < 0 {
 			merged = append(merged, c)
@@ -121,17 +135,34 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
+	cs := curves(reports)
+	for i := range cs {
+		if cs[i].style == sim.BeladyName {
+			cs[i].names[0] = strategyLabel(cs[i].names[0], mode == "serve")
+		}
+	}
+	return drawCurves(path, fmt.Sprintf("%s, %s mode", workload, mode), "capacity (blocks, log scale)", true, cs)
+}
+
+// drawCurves draws block hit ratio against x, one line per curve in its
+// style and a thick dashed black one for Belady's, to path (.svg or .png,
+// any case), titled title. The legend is beside the data.
+func drawCurves(path, title, xLabel string, logX bool, cs []curve) error {
 	p := plot.New()
 	// The y axis names the quantity; the title, what was run.
-	p.Title.Text = fmt.Sprintf("%s, %s mode", workload, mode)
-	p.X.Label.Text = "capacity (blocks, log scale)"
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
 	p.Y.Label.Text = "block hit ratio"
-	p.X.Scale = plot.LogScale{}
+	if logX {
+		p.X.Scale = plot.LogScale{}
+	}
 	p.Add(plotter.NewGrid())
 
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, r := range reports {
-		lo, hi = min(lo, r.HitRatio), max(hi, r.HitRatio)
+	for _, c := range cs {
+		for _, xy := range c.xys {
+			lo, hi = min(lo, xy.Y), max(hi, xy.Y)
+		}
 	}
 	p.Y.Min, p.Y.Max = yRange(lo, hi)
 	p.Y.Tick.Marker = plot.ConstantTicks(yTicks(p.Y.Min, p.Y.Max))
@@ -139,26 +170,27 @@ func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = vg.Points(10)
-	cs := curves(reports)
 	var ticks []plot.Tick
 	for _, xy := range cs[0].xys {
 		ticks = append(ticks, plot.Tick{Value: xy.X, Label: fmt.Sprint(xy.X)})
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks) // the capacities run
+	p.X.Tick.Marker = plot.ConstantTicks(ticks) // the points run
 	for _, c := range cs {
 		line, points, err := plotter.NewLinePoints(c.xys)
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
 		label := strings.Join(c.names, " = ")
-		if c.names[0] == sim.BeladyName {
+		if c.style == sim.BeladyName {
 			line.Color, points.Color = color.Black, color.Black
 			line.Width = vg.Points(2)
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			points.Shape = draw.BoxGlyph{}
-			label = strategyLabel(label, mode == "serve")
 		} else {
-			st := styleOf(c.names[0])
+			st := styleOf(c.style)
+			if c.color != "" {
+				st.color = styleOf(c.color).color
+			}
 			line.Color, points.Color = st.color, st.color
 			line.Width = vg.Points(1.5)
 			if st.dashed {
@@ -231,4 +263,54 @@ func yRange(lo, hi float64) (float64, float64) {
 		top = bottom + step
 	}
 	return math.Max(bottom, 0), top
+}
+
+// plotCluster draws the cluster's hit ratio against its engines, one line
+// per router (and strategy and capacity, when there are several), and the
+// pooled Belady bound per capacity.
+func plotCluster(path, workload string, rs []clusterReport) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("plot: nothing to draw")
+	}
+	strategies, capacities := map[string]bool{}, map[int]bool{}
+	for _, r := range rs {
+		strategies[r.Strategy], capacities[r.CapacityBlocks] = true, true
+	}
+	name := func(first string, r *clusterReport) string {
+		if len(strategies) > 1 && first != sim.BeladyName {
+			first += " " + r.Strategy
+		}
+		if len(capacities) > 1 {
+			first += fmt.Sprintf(" %d", r.CapacityBlocks)
+		}
+		return first
+	}
+	var cs []curve
+	at := map[string]int{}
+	// A router's dash and glyph; with several strategies, the strategy's
+	// colour.
+	add := func(n, style, color string, x int, y float64) {
+		i, ok := at[n]
+		if !ok {
+			i = len(cs)
+			at[n] = i
+			cs = append(cs, curve{names: []string{n}, style: style, color: color})
+		}
+		if !slices.ContainsFunc(cs[i].xys, func(xy plotter.XY) bool { return xy.X == float64(x) }) {
+			cs[i].xys = append(cs[i].xys, plotter.XY{X: float64(x), Y: y})
+		}
+	}
+	for i := range rs {
+		r := &rs[i]
+		color := ""
+		if len(strategies) > 1 {
+			color = r.Strategy
+		}
+		add(name(r.Router, r), r.Router, color, r.Engines, r.HitRatio)
+	}
+	for i := range rs {
+		r := &rs[i]
+		add(name(sim.BeladyName, r)+" (pooled)", sim.BeladyName, "", r.Engines, r.PooledBelady)
+	}
+	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, merge(cs))
 }

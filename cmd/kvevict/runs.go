@@ -59,14 +59,14 @@ var errInterrupted = errors.New("interrupted")
 // one a run of one worker returns. A value on interrupt stops it at once:
 // it keeps the runs that have finished, abandons those in progress (their
 // goroutines end unread) and returns errInterrupted.
-func runJobs(n, workers int, run func(i int) (sim.Report, error), interrupt <-chan os.Signal) ([]sim.Report, []bool, error) {
+func runJobs[R any](n, workers int, run func(i int) (R, error), interrupt <-chan os.Signal) ([]R, []bool, error) {
 	type result struct {
 		i   int
-		rep sim.Report
+		rep R
 		err error
 	}
 	results := make(chan result, n) // an abandoned run never blocks
-	reports, finished := make([]sim.Report, n), make([]bool, n)
+	reports, finished := make([]R, n), make([]bool, n)
 	failed, failedAt := error(nil), n
 	record := func(r result) {
 		switch {
@@ -76,7 +76,7 @@ func runJobs(n, workers int, run func(i int) (sim.Report, error), interrupt <-ch
 			failed, failedAt = r.err, r.i
 		}
 	}
-	interrupted := func() ([]sim.Report, []bool, error) {
+	interrupted := func() ([]R, []bool, error) {
 		for {
 			select {
 			case r := <-results:
