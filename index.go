@@ -116,6 +116,7 @@ type indexNode struct {
 	trimmed bool     // lost a tail to a partial eviction and not touched since
 	waiting bool     // in Index.waiting
 	group   int32    // Auto: 1 + the group that holds the candidate, or 0
+	refile  bool     // Auto: in autoGroups.refile
 }
 
 // place is where the index keeps a slot's candidate.

@@ -793,3 +793,40 @@ func TestIndexGrow(t *testing.T) {
 		checkIndex(t, x)
 	}
 }
+
+// TestIndexListsBounded: an allocator may add, request and remove sequences
+// for a long time without evicting; the lists an adaptive index keeps
+// until the next eviction (candidates to admit, Auto's candidates to file
+// again) stay within a constant factor of the index.
+func TestIndexListsBounded(t *testing.T) {
+	for _, s := range []Strategy{ARC, Auto} {
+		x, err := NewIndex(s, WithCapacity(64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := []int{1}
+		for i := range uint64(20_000) {
+			id := i % 50
+			x.UpdateAccess(id)
+			if _, held := x.Get(id); held {
+				if err := x.Touch(id, int64(i)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := x.Add(Candidate{ID: id, Blocks: blocks, LastAccess: int64(i)}); err != nil {
+				t.Fatal(err)
+			}
+			if i%7 == 0 {
+				x.Remove((i / 7) % 50)
+			}
+			limit := 2*len(x.nodes) + 17
+			if len(x.waiting) > limit || (x.groups != nil && len(x.groups.refile) > limit) {
+				t.Fatalf("%s after %d requests: %d waiting, lists for %d slots", s, i, len(x.waiting), len(x.nodes))
+			}
+		}
+		checkIndex(t, x)
+		if _, err := x.Evict(5); err != nil {
+			t.Fatal(err)
+		}
+		checkIndex(t, x)
+	}
+}

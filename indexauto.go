@@ -144,7 +144,10 @@ func (x *Index) requested(id uint64) {
 		return
 	}
 	x.leave(slot)
-	x.groups.refile = append(x.groups.refile, slot)
+	if !x.nodes[slot].refile { // once per slot between evictions
+		x.nodes[slot].refile = true
+		x.groups.refile = x.listSlot(x.groups.refile, slot, func(n *indexNode) *bool { return &n.refile })
+	}
 }
 
 // seen notes LastAccess of a candidate added or changed, and old, its
@@ -186,7 +189,8 @@ func (x *Index) now() int64 {
 func (x *Index) rankAuto(required int) {
 	g, a, t := x.groups, x.hist.(*auto), x.hist.nodes()
 	for _, slot := range g.refile {
-		if x.nodes[slot].at != slotFree {
+		if x.nodes[slot].refile { // not released since
+			x.nodes[slot].refile = false
 			x.regroup(slot)
 		}
 	}

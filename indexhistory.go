@@ -129,27 +129,29 @@ func (x *Index) wait(slot int32) {
 		return
 	}
 	n.waiting = true
-	x.waiting = append(x.waiting, slot)
-	// Released slots leave stale entries behind; keep the list within a
-	// constant factor of the index between evictions.
-	if len(x.waiting) > 2*len(x.nodes)+16 {
-		x.compactWaiting()
-	}
+	x.waiting = x.listSlot(x.waiting, slot, func(n *indexNode) *bool { return &n.waiting })
 }
 
-// compactWaiting drops the stale and repeated entries of the waiting list.
-func (x *Index) compactWaiting() {
-	live := x.waiting[:0]
-	for _, slot := range x.waiting {
-		if n := &x.nodes[slot]; n.waiting {
-			n.waiting = false // so a repeat is dropped
-			live = append(live, slot)
+// listSlot appends slot to list, a list of slots whose nodes have their
+// flag set, and keeps the list within a constant factor of the index:
+// released slots leave stale entries behind, which a compaction drops,
+// with the repeats of a slot reused since.
+func (x *Index) listSlot(list []int32, slot int32, flag func(*indexNode) *bool) []int32 {
+	list = append(list, slot)
+	if len(list) <= 2*len(x.nodes)+16 {
+		return list
+	}
+	live := list[:0]
+	for _, s := range list {
+		if f := flag(&x.nodes[s]); *f {
+			*f = false // so a repeat is dropped
+			live = append(live, s)
 		}
 	}
-	for _, slot := range live {
-		x.nodes[slot].waiting = true
+	for _, s := range live {
+		*flag(&x.nodes[s]) = true
 	}
-	x.waiting = live
+	return live
 }
 
 // admitIfNew lists a just added slot for admission unless the history
