@@ -61,8 +61,9 @@ func lookup(s Strategy) (strategyInfo, bool) {
 // Adaptive reports whether s ranks by the history of accesses it keeps
 // (ARC, S3-FIFO, SIEVE, Auto) rather than by a key over each candidate's
 // fields.
-// An adaptive strategy takes [WithCapacity], and works with [Policy] but not
-// with [Index]. False for an unknown strategy.
+// An adaptive strategy takes [WithCapacity] and works with [Policy] and
+// [Index] (there, through [Index.UpdateAccess]); a prefix tree takes Auto
+// only. False for an unknown strategy.
 func (s Strategy) Adaptive() bool {
 	info, ok := lookup(s)
 	return ok && info.history != nil
