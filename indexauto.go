@@ -21,10 +21,12 @@ import (
 // unmarked, and moves when its fields change (LastAccess, a partial last
 // block) or the history counts a request for it. A move lands in its
 // place by a walk from the group's back: one step under a clock that only
-// grows, as a touch always lands last. A request counted by UpdateAccess
-// takes the candidate out of its group until the next eviction, because
-// the allocator touches or acquires a requested sequence before then, and
-// both file it again at once.
+// grows, as a touch always lands last; a candidate added or updated with
+// an older LastAccess walks further. A request counted by UpdateAccess
+// takes the candidate out of its group until the next eviction files it
+// again, because the allocator usually acquires or touches a requested
+// sequence before then: acquiring keeps it out, and touching files it at
+// its group's back, one step.
 
 // autoGroups are the groups of an Index of Auto.
 type autoGroups struct {
