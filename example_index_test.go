@@ -74,3 +74,31 @@ func ExampleWithSampling() {
 	// Output:
 	// 10 10
 }
+
+// An Index of an adaptive strategy hears every request through
+// UpdateAccess, as a Policy does, before the Evict that makes room for it.
+// ARC keeps sequence 1, requested twice, and evicts 2, requested once,
+// though 1 was touched before 2 arrived: LRU would evict 1.
+func ExampleIndex_UpdateAccess() {
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.LRU} {
+		idx, err := kvevict.NewIndex(s)
+		if err != nil {
+			panic(err)
+		}
+		request := func(id uint64, tick int64) {
+			idx.UpdateAccess(id)
+			if idx.Touch(id, tick) != nil { // not held: it gets a block
+				_ = idx.Add(kvevict.Candidate{ID: id, Blocks: []int{int(id)}, LastAccess: tick})
+			}
+		}
+		request(1, 1)
+		request(1, 2)
+		request(2, 3)
+		request(3, 4)
+		res, _ := idx.Evict(1)
+		fmt.Println(s, "evicts", res.Victims[0].ID)
+	}
+	// Output:
+	// arc evicts 2
+	// lru evicts 1
+}
