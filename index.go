@@ -150,11 +150,11 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	x := &Index{
-		strategy: s,
+		strategy: info.name,
 		params:   params,
 		logger:   cfg.logger,
 		run:      dlist.Empty(),
-		stats:    newStats(s, &cfg),
+		stats:    newStats(info.name, &cfg),
 		watch:    newStopwatch(&cfg),
 	}
 	if info.history != nil {

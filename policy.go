@@ -40,8 +40,9 @@ type Policy interface {
 	Metrics() Metrics
 }
 
-// New returns a Policy for strategy s. It returns an error matching
-// [ErrUnknownStrategy] for an unregistered strategy and one matching
+// New returns a Policy for strategy s, whose name matches ignoring case
+// and surrounding spaces, as [ParseStrategy] reads it. It returns an error
+// matching [ErrUnknownStrategy] for an unregistered strategy and one matching
 // [ErrInvalidArgument] for an invalid option or one that does not tune s
 // (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
@@ -50,9 +51,9 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 		return nil, err
 	}
 	p := &policy{
-		strategy: s,
+		strategy: info.name,
 		params:   newKeyParams(info.kind, &cfg),
-		stats:    newStats(s, &cfg),
+		stats:    newStats(info.name, &cfg),
 		logger:   cfg.logger,
 		watch:    newStopwatch(&cfg),
 	}

@@ -859,3 +859,30 @@ func TestSelectionInAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestStrategyNamesIgnoreCase: New, NewIndex and a prefix tree's strategy
+// take a name in any case with spaces around, as ParseStrategy and the
+// command do, and report it by its registered name.
+func TestStrategyNamesIgnoreCase(t *testing.T) {
+	p, err := kvevict.New("LRU")
+	if err != nil {
+		t.Fatalf("New(%q): %v", "LRU", err)
+	}
+	res, err := p.SelectVictims([]kvevict.Candidate{{ID: 1, Blocks: []int{1}}}, 1)
+	if err != nil || res.Strategy != kvevict.LRU || p.Metrics().Strategy != kvevict.LRU {
+		t.Fatalf("New(%q): result strategy %q, metrics %q, %v", "LRU", res.Strategy, p.Metrics().Strategy, err)
+	}
+	x, err := kvevict.NewIndex(" Arc ")
+	if err != nil {
+		t.Fatalf("NewIndex(%q): %v", " Arc ", err)
+	}
+	if m := x.Metrics(); m.Strategy != kvevict.ARC {
+		t.Fatalf("NewIndex(%q) reports %q", " Arc ", m.Strategy)
+	}
+	if !kvevict.Strategy("AUTO").Adaptive() {
+		t.Fatal(`Strategy("AUTO").Adaptive() = false`)
+	}
+	if _, err := kvevict.New("lru2"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Fatalf("New(%q): %v, want ErrUnknownStrategy", "lru2", err)
+	}
+}

@@ -55,6 +55,14 @@ func lookup(s Strategy) (strategyInfo, bool) {
 			return info, true
 		}
 	}
+	// A name as a person writes it: any case, spaces around (ParseStrategy's
+	// rule), so that New("LRU") takes what the command and ParseStrategy do.
+	name := strings.TrimSpace(string(s))
+	for _, info := range registry {
+		if strings.EqualFold(string(info.name), name) {
+			return info, true
+		}
+	}
 	return strategyInfo{}, false
 }
 

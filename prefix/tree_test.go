@@ -673,3 +673,13 @@ func TestEventsReadTheTree(t *testing.T) {
 		t.Errorf("events say %d blocks resident, the tree holds %d", got, tree.Len())
 	}
 }
+
+// TestNewIgnoresCase: a tree takes a strategy's name in any case, as
+// kvevict.New and ParseStrategy do.
+func TestNewIgnoresCase(t *testing.T) {
+	for _, s := range []kvevict.Strategy{"LRU", " Auto "} {
+		if _, err := New(s); err != nil {
+			t.Errorf("New(%q): %v", s, err)
+		}
+	}
+}
