@@ -17,7 +17,7 @@ const (
 	defaultLifetimeHorizon = 30 * time.Second
 	// defaultHistoryCap is how many recent evictions a policy remembers for
 	// re-prefill detection and fairness, unless WithHistoryCap says
-	// otherwise. About 40 bytes each.
+	// otherwise.
 	defaultHistoryCap = 1 << 16
 )
 
@@ -147,8 +147,7 @@ func WithLifetimeHorizon(d time.Duration) Option {
 }
 
 // WithHistoryCap bounds how many recent evictions the policy remembers for
-// re-prefill detection and fairness. Default 65,536 (about 40 bytes each).
-// Must be >= 1.
+// re-prefill detection and fairness. Default 65,536. Must be >= 1.
 func WithHistoryCap(n int) Option {
 	return func(c *config) {
 		if n < 1 {
