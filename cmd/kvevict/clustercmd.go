@@ -185,20 +185,17 @@ func parseRouters(list string) ([]string, error) {
 	return out, nil
 }
 
-// clusterJob is one run of cluster: a cluster and a router, or (router
-// empty) the pooled Belady bound of its engines and capacity.
-type clusterJob struct{ run clusterRun }
-
 // jobs lists the runs in the order of the output: per engine count and
-// capacity, the pooled bound, then each strategy's routers.
-func (o *clusterOptions) jobs() []clusterJob {
-	var out []clusterJob
+// capacity, the pooled bound (a run without a router), then each
+// strategy's routers.
+func (o *clusterOptions) jobs() []clusterRun {
+	var out []clusterRun
 	for _, n := range o.engines {
 		for _, c := range o.capacities {
-			out = append(out, clusterJob{clusterRun{engines: n, capacity: c}})
+			out = append(out, clusterRun{engines: n, capacity: c})
 			for _, s := range o.strategies {
 				for _, r := range o.routers {
-					out = append(out, clusterJob{clusterRun{n, c, s, r}})
+					out = append(out, clusterRun{n, c, s, r})
 				}
 			}
 		}
@@ -243,12 +240,12 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
 	results, _, err := runJobs(len(js), workers, func(i int) (clusterReport, error) {
 		defer bar.finished()
-		run := js[i].run
+		run := js[i]
 		if run.router == "" {
 			rep, err := sim.Belady(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
 			return clusterReport{PooledBelady: rep.HitRatio}, err
 		}
-		return simulateCluster(w, run, o.guess, o.loadWeight, 0, bar.callback())
+		return simulateCluster(w, run, o.guess, o.loadWeight, bar.callback())
 	}, interrupt)
 	bar.stop()
 	if err != nil {
@@ -256,8 +253,8 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 	}
 	var out []clusterReport
 	var bound float64
-	for i, j := range js {
-		if j.run.router == "" {
+	for i, run := range js {
+		if run.router == "" {
 			bound = results[i].PooledBelady
 			continue
 		}

@@ -246,7 +246,8 @@ func (c *cluster) publish(e *engine) error {
 	return nil
 }
 
-func (c *cluster) report(bound float64) clusterReport {
+// report is the run's report, its pooled bound left for the caller.
+func (c *cluster) report() clusterReport {
 	var sum, sumSq float64
 	most := 0
 	for _, n := range c.received {
@@ -259,7 +260,7 @@ func (c *cluster) report(bound float64) clusterReport {
 		Workload: c.w.Name, Router: c.run.router, Engines: c.run.engines,
 		CapacityBlocks: c.run.capacity, Strategy: string(c.run.strategy),
 		BlockHits: c.hits, BlockRefs: c.refs, PrefillTokens: c.prefill,
-		Jain: stat.Jain(sum, sumSq, len(c.received)), PooledBelady: bound,
+		Jain: stat.Jain(sum, sumSq, len(c.received)),
 	}
 	if c.refs > 0 {
 		rep.HitRatio = float64(c.hits) / float64(c.refs)
@@ -274,8 +275,8 @@ func (c *cluster) report(bound float64) clusterReport {
 }
 
 // simulateCluster replays w in arrival order over run's cluster and
-// returns its report, bound being the pooled Belady hit ratio.
-func simulateCluster(w *sim.Workload, run clusterRun, guess, weight, bound float64, progress func(done, total int)) (clusterReport, error) {
+// returns its report.
+func simulateCluster(w *sim.Workload, run clusterRun, guess, weight float64, progress func(done, total int)) (clusterReport, error) {
 	c, err := newCluster(w, run, guess, weight)
 	if err != nil {
 		return clusterReport{}, err
@@ -289,7 +290,7 @@ func simulateCluster(w *sim.Workload, run clusterRun, guess, weight, bound float
 			progress(r+1, len(w.Requests))
 		}
 	}
-	return c.report(bound), nil
+	return c.report(), nil
 }
 
 // approxIndex is a router's guess of one engine's cache: an LRU of block
