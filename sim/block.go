@@ -116,5 +116,4 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 // The tree follows the pool through Admit and Release: the pool need not
 // list its cached blocks for it.
 func (e *BlockEvictor) running(*sequence, kvevict.Priority) {}
-func (e *BlockEvictor) stopped(uint64, *owner)              {}
 func (e *BlockEvictor) owner(uint64, *owner)                {}

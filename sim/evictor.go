@@ -74,12 +74,10 @@ type watcher interface {
 	// running says that sequence s was admitted, or advanced (its tokens,
 	// blocks and latest tick); prio is its request's priority.
 	running(s *sequence, prio kvevict.Priority)
-	// stopped says that sequence id finished or was preempted; o is what
-	// it left cached, or nil.
-	stopped(id uint64, o *owner)
-	// owner says that owner id lost a cached block to a request that
-	// reuses it; o is what it has left, or nil. Blocks the evictor chose
-	// are not reported: it took them from its view itself.
+	// owner says what sequence id holds cached now, o (nil: nothing): it
+	// finished or was preempted, leaving o, or a request reused one of
+	// its cached blocks. Blocks the evictor chose are not reported: it
+	// took them from its view itself.
 	owner(id uint64, o *owner)
 }
 

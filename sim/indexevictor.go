@@ -39,7 +39,7 @@ func (e *indexEvictor) Evict(_ *EvictionState, need int) (Eviction, error) {
 // Policy.UpdateAccess.
 func (e *indexEvictor) Access(owner uint64) { e.x.UpdateAccess(owner) }
 
-// Admit and Release do nothing: running, stopped and owner follow the pool.
+// Admit and Release do nothing: running and owner follow the pool.
 func (e *indexEvictor) Admit(uint64, []uint64, int64, kvevict.Priority) {}
 func (e *indexEvictor) Release(uint64, int64)                           {}
 
@@ -53,14 +53,6 @@ func (e *indexEvictor) running(s *sequence, prio kvevict.Priority) {
 	} else {
 		must(e.x.Add(c)) // admitted: a new id
 	}
-}
-
-func (e *indexEvictor) stopped(id uint64, o *owner) {
-	if o == nil {
-		e.x.Remove(id)
-		return
-	}
-	must(e.x.Update(e.cached(id, o)))
 }
 
 func (e *indexEvictor) owner(id uint64, o *owner) {

@@ -701,7 +701,7 @@ func (p *pool) release(b int) {
 // cached, owned by s; generated blocks are freed.
 func (p *pool) drop(s *sequence) {
 	s.alive = false
-	defer p.dropped(s)
+	defer p.ownerChanged(s.id)
 	p.ev.Release(s.id, p.now)
 	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
 	req := &p.w.Requests[s.req]
@@ -765,16 +765,8 @@ func (p *pool) runningChanged(s *sequence) {
 	}
 }
 
-// dropped tells a watcher that s stopped running, leaving the cached blocks
-// of its owner record, if any.
-func (p *pool) dropped(s *sequence) {
-	if p.watcher != nil {
-		p.watcher.stopped(s.id, p.owners[s.id])
-	}
-}
-
-// ownerChanged tells a watcher that owner id lost a cached block to a
-// request that reuses it.
+// ownerChanged tells a watcher what sequence id holds cached now: it
+// stopped running, or lost a cached block to a request that reuses it.
 func (p *pool) ownerChanged(id uint64) {
 	if p.watcher != nil {
 		p.watcher.owner(id, p.owners[id])
