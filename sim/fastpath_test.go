@@ -35,7 +35,7 @@ func TestFastPathMatchesContract(t *testing.T) {
 		}
 	}
 	for _, w := range workloads {
-		distinct := distinctBlocks(w)
+		distinct := computeCeiling(w).distinct
 		for _, capacity := range []int{64, max(64, distinct/10)} {
 			for _, s := range kvevict.Strategies() {
 				compareReplayPaths(t, w, s, capacity)
@@ -91,17 +91,6 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 	}
 }
 
-// distinctBlocks counts the distinct block hashes of w.
-func distinctBlocks(w *Workload) int {
-	seen := make(map[uint64]struct{})
-	for i := range w.Requests {
-		for _, h := range w.Requests[i].HashIDs {
-			seen[h] = struct{}{}
-		}
-	}
-	return len(seen)
-}
-
 // TestServeFastPathMatchesContract: Serve at sequence and tail granularity
 // keeps its candidates in an Index where the strategy allows one; the pool
 // must go through the same states as with a Policy's SelectVictims over
@@ -126,7 +115,7 @@ func TestServeFastPathMatchesContract(t *testing.T) {
 		workloads = append(workloads, w)
 	}
 	for _, w := range workloads {
-		distinct := distinctBlocks(w)
+		distinct := computeCeiling(w).distinct
 		for _, capacity := range []int{max(longestRequest(w, 1<<30)+8, 128), max(distinct/4, 256)} {
 			for _, g := range []Granularity{GranularitySequence, GranularityTail} {
 				for _, s := range kvevict.Strategies() {
