@@ -210,12 +210,9 @@ func (c *Cache) Check() error {
 	if n > c.capacity {
 		return fmt.Errorf("unitcache: %d residents, capacity %d", n, c.capacity)
 	}
-	free := make([]bool, len(c.slots))
-	for _, s := range c.free {
-		if s < 0 || s >= len(free) || free[s] {
-			return fmt.Errorf("unitcache: free slot %d is out of range or free twice", s)
-		}
-		free[s] = true
+	free, err := c.freeSlots()
+	if err != nil {
+		return err
 	}
 	if n+len(c.free) != len(c.slots) {
 		return fmt.Errorf("unitcache: %d residents + %d free slots != %d slots", n, len(c.free), len(c.slots))
@@ -228,6 +225,22 @@ func (c *Cache) Check() error {
 	return c.store.check(c, free)
 }
 
+// freeSlots marks the free slots among those used so far, and reports the
+// first free slot out of range or listed twice. O(slots).
+func (c *Cache) freeSlots() (free []bool, err error) {
+	free = make([]bool, len(c.slots))
+	for _, s := range c.free {
+		if s < 0 || s >= len(free) || free[s] {
+			if err == nil {
+				err = fmt.Errorf("unitcache: free slot %d is out of range or free twice", s)
+			}
+			continue
+		}
+		free[s] = true
+	}
+	return free, err
+}
+
 // Contains reports whether id is resident. O(1).
 func (c *Cache) Contains(id uint64) bool { return c.store.contains(id) }
 
@@ -236,10 +249,7 @@ func (c *Cache) Len() int { return c.store.len() }
 
 // Residents returns the resident ids, in no particular order. O(slots).
 func (c *Cache) Residents() []uint64 {
-	free := make(map[int]bool, len(c.free))
-	for _, s := range c.free {
-		free[s] = true
-	}
+	free, _ := c.freeSlots() // Check reports a broken free list
 	ids := make([]uint64, 0, c.store.len())
 	for s := range c.slots {
 		if !free[s] {
