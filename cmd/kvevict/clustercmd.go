@@ -80,10 +80,7 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs := newClusterFlags("cluster")
 	o := &clusterOptions{}
 	var engines, capacity, strategies, routerList string
-	fs.StringVar(&o.source.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
-	fs.StringVar(&o.source.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
-	fs.IntVar(&o.source.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
-	fs.Uint64Var(&o.source.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
+	sourceFlags(fs, &o.source)
 	fs.StringVar(&engines, "engines", defaultClusterEngines, "comma-separated engine counts, each once")
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes per engine in blocks, each once (default "+defaultClusterCapacity+", or "+defaultClusterTraceCapacity+" with -trace)")
 	fs.StringVar(&strategies, "strategy", string(kvevict.LRU), "comma-separated eviction strategies a prefix tree ranks by, each once, or all")
@@ -101,15 +98,10 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.format = strings.ToLower(strings.TrimSpace(o.format))
+	if err := checkSource(&o.source, set); err != nil {
+		return nil, err
+	}
 	switch {
-	case o.source.trace != "" && o.source.workload != "":
-		return nil, usagef("-trace and -workload are exclusive")
-	case o.source.trace != "" && set["requests"]:
-		return nil, usagef("-requests sizes a synthetic workload: a trace has its own requests")
-	case o.source.trace != "" && set["seed"]:
-		return nil, usagef("-seed seeds a synthetic workload: a trace has no seed")
-	case o.source.requests < 1:
-		return nil, usagef("-requests must be at least 1, got %d", o.source.requests)
 	case o.format != "table" && o.format != "csv" && o.format != "json":
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
 	case !(o.guess > 0 && o.guess <= 100):

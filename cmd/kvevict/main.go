@@ -183,10 +183,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
 	var capacity, strategies, granularity string
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
-	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
-	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
+	sourceFlags(fs, o)
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
 	fs.StringVar(&granularity, "granularity", "", "serve mode: what one eviction victim is: sequence, tail or block (default "+string(sim.DefaultGranularity)+"; replay is block by construction)")
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes in blocks, each once (default "+defaultCapacities+", or "+traceCapacities+" with -trace)")
@@ -213,13 +210,10 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.mode = strings.ToLower(strings.TrimSpace(o.mode))
 	o.format = strings.ToLower(strings.TrimSpace(o.format))
+	if err := checkSource(o, set); err != nil {
+		return nil, err
+	}
 	switch {
-	case o.trace != "" && o.workload != "":
-		return nil, usagef("-trace and -workload are exclusive")
-	case o.trace != "" && set["requests"]:
-		return nil, usagef("-requests sizes a synthetic workload: a trace has its own requests")
-	case o.trace != "" && set["seed"]:
-		return nil, usagef("-seed seeds a synthetic workload: a trace has no seed")
 	case o.mode != "replay" && o.mode != "serve":
 		return nil, usagef("-mode must be replay or serve, got %q", o.mode)
 	case o.mode == "replay" && set["token-time"]:
@@ -228,8 +222,6 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
 	case o.wide && o.format != "table":
 		return nil, usagef("-wide widens the table: -format %s carries every column already", o.format)
-	case o.requests < 1:
-		return nil, usagef("-requests must be at least 1, got %d", o.requests)
 	case o.sampling < 0:
 		return nil, usagef("-sampling must be 0 (exact) or a sample size of at least 1, got %d", o.sampling)
 	case o.tokenTime <= 0:
@@ -261,6 +253,31 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// sourceFlags defines the flags that choose the workload, as compare and
+// cluster read them: -trace, or -workload with -requests and -seed.
+func sourceFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
+	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
+	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
+}
+
+// checkSource refuses a choice of workload that cannot apply; set names
+// the flags given.
+func checkSource(o *options, set map[string]bool) error {
+	switch {
+	case o.trace != "" && o.workload != "":
+		return usagef("-trace and -workload are exclusive")
+	case o.trace != "" && set["requests"]:
+		return usagef("-requests sizes a synthetic workload: a trace has its own requests")
+	case o.trace != "" && set["seed"]:
+		return usagef("-seed seeds a synthetic workload: a trace has no seed")
+	case o.requests < 1:
+		return usagef("-requests must be at least 1, got %d", o.requests)
+	}
+	return nil
 }
 
 // checkPlotPath checks -plot before the run: its extension names a format
