@@ -6,31 +6,6 @@ import (
 	"slices"
 )
 
-// The adaptive strategies. They rank by what the policy remembers between
-// calls (which sequences were used once or again, which were evicted
-// lately) rather than by a key over a candidate's fields: an [Index] lets
-// their history choose (indexhistory.go). Each keeps the cache of
-// [WithCapacity] sequences that its
-// paper describes: UpdateAccess is the paper's access, and a selection is
-// the paper's eviction, repeated until the victims' blocks cover the need,
-// taking only this call's evictable candidates.
-//
-// They depend on the access protocol (see the package documentation): the
-// eviction may depend on the request it makes room for (ARC adapts to a
-// request for a sequence it evicted lately). A candidate the history does
-// not hold, because the allocator never reported its first access, enters
-// as new, oldest LastAccess first.
-//
-// A selection costs O(n + c) for n candidates and capacity c in the worst
-// case, O(n + k) when the victims sit where the algorithm looks first, plus
-// O(a log a) to admit a candidates the history does not hold; UpdateAccess
-// is O(1) (amortized: the history's index grows while it fills).
-const (
-	ARC    Strategy = "arc"    // Adaptive Replacement Cache (Megiddo and Modha, FAST'03)
-	S3FIFO Strategy = "s3fifo" // small, main and ghost FIFOs (Yang et al., SOSP'23)
-	SIEVE  Strategy = "sieve"  // one FIFO with a visited bit and a hand (Zhang et al., NSDI'24)
-)
-
 // history is the state of an adaptive strategy. The policy's mutex guards
 // it. The selection engine (selector.selectAdaptive) validates candidates,
 // admits and marks them in the table, then asks victim for one victim at a

@@ -7,37 +7,6 @@ import (
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
-// Auto is the strategy to pick when the traffic is unknown. It ranks a
-// candidate by its recency plus a reuse horizon for every doubling of the
-// requests that used it:
-//
-//	score = LastAccess + W x log2(requests)
-//
-// smallest first, ties by LastAccess then ID. requests counts the
-// UpdateAccess calls for the candidate's id, remembered across its
-// evictions in a bounded ghost table. W is the pool's turnover, the time
-// in which as many ids enter the pool as the call has candidates (how long
-// an id used once stays, as in LRU), times a weight that Auto chooses by
-// simulation: miniature caches, one per weight from 0 (LRU) to 16, rank a
-// hash-sampled share of the requests by the same score, and the weight of
-// the one with the most hits lately wins. Where frequency predicts reuse
-// the requests an id had count against its age; where it does not, Auto
-// ranks by recency alone, as LRU. An id requested once is ranked by
-// recency alone.
-//
-// A one-block candidate whose block is partial
-// ([Candidate.LastBlockPartial]) goes before every full one, LRU among
-// them, since no longer prompt can reuse a block whose content ends early,
-// unless the victims whose block was partial come back more often than
-// the others: a pool that extends partial blocks in place reuses them.
-//
-// Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
-// selection costs O(n + k log k) for n candidates and k victims, through
-// the same engine as the key strategies; UpdateAccess O(log s) for
-// miniature caches of s ids when the request is in their sample, else
-// O(1). See docs/auto.md for the reasons and the measurements.
-const Auto Strategy = "auto"
-
 // auto is the history of [Auto]: every id it remembers, with the requests
 // counted for it, in two LRU lists. resident holds the ids that were
 // candidates and were not evicted since, ghost the others (evicted, or

@@ -23,6 +23,62 @@ const (
 	FrequencyCost Strategy = "frequency_cost" // AccessCount x len(Blocks)^alpha / (1 + decay x age)
 )
 
+// The adaptive strategies. They rank by what the policy remembers between
+// calls (which sequences were used once or again, which were evicted
+// lately) rather than by a key over a candidate's fields: an [Index] lets
+// their history choose (indexhistory.go). Each keeps the cache of
+// [WithCapacity] sequences that its
+// paper describes: UpdateAccess is the paper's access, and a selection is
+// the paper's eviction, repeated until the victims' blocks cover the need,
+// taking only this call's evictable candidates.
+//
+// They depend on the access protocol (see the package documentation): the
+// eviction may depend on the request it makes room for (ARC adapts to a
+// request for a sequence it evicted lately). A candidate the history does
+// not hold, because the allocator never reported its first access, enters
+// as new, oldest LastAccess first.
+//
+// A selection costs O(n + c) for n candidates and capacity c in the worst
+// case, O(n + k) when the victims sit where the algorithm looks first, plus
+// O(a log a) to admit a candidates the history does not hold; UpdateAccess
+// is O(1) (amortized: the history's index grows while it fills).
+const (
+	ARC    Strategy = "arc"    // Adaptive Replacement Cache (Megiddo and Modha, FAST'03)
+	S3FIFO Strategy = "s3fifo" // small, main and ghost FIFOs (Yang et al., SOSP'23)
+	SIEVE  Strategy = "sieve"  // one FIFO with a visited bit and a hand (Zhang et al., NSDI'24)
+)
+
+// Auto is the strategy to pick when the traffic is unknown. It ranks a
+// candidate by its recency plus a reuse horizon for every doubling of the
+// requests that used it:
+//
+//	score = LastAccess + W x log2(requests)
+//
+// smallest first, ties by LastAccess then ID. requests counts the
+// UpdateAccess calls for the candidate's id, remembered across its
+// evictions in a bounded ghost table. W is the pool's turnover, the time
+// in which as many ids enter the pool as the call has candidates (how long
+// an id used once stays, as in LRU), times a weight that Auto chooses by
+// simulation: miniature caches, one per weight from 0 (LRU) to 16, rank a
+// hash-sampled share of the requests by the same score, and the weight of
+// the one with the most hits lately wins. Where frequency predicts reuse
+// the requests an id had count against its age; where it does not, Auto
+// ranks by recency alone, as LRU. An id requested once is ranked by
+// recency alone.
+//
+// A one-block candidate whose block is partial
+// ([Candidate.LastBlockPartial]) goes before every full one, LRU among
+// them, since no longer prompt can reuse a block whose content ends early,
+// unless the victims whose block was partial come back more often than
+// the others: a pool that extends partial blocks in place reuses them.
+//
+// Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
+// selection costs O(n + k log k) for n candidates and k victims, through
+// the same engine as the key strategies; UpdateAccess O(log s) for
+// miniature caches of s ids when the request is in their sample, else
+// O(1). See docs/auto.md for the reasons and the measurements.
+const Auto Strategy = "auto"
+
 // strategyInfo is one registered strategy: a key kind, or for an adaptive
 // strategy a constructor of the history that ranks instead of a key.
 type strategyInfo struct {
