@@ -52,7 +52,7 @@ func fingerprint(p Policy) string {
 // the fuzz target share one checker: every operation is followed by the
 // history's invariants and every selection by the contract's.
 func ops(t testing.TB, s Strategy, c int, data []byte) {
-	p, err := New(s, WithCapacity(c), WithHistoryCap(max(1, c)))
+	p, err := New(s, withGhosts(s, max(1, c), WithCapacity(c))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestAdaptiveBoundedMemory(t *testing.T) {
 	}
 	for _, s := range adaptiveStrategies {
 		t.Run(string(s), func(t *testing.T) {
-			p, err := New(s, WithCapacity(c), WithHistoryCap(c))
+			p, err := New(s, withGhosts(s, c, WithCapacity(c))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,4 +371,13 @@ func TestAdaptiveConcurrent(t *testing.T) {
 			t.Errorf("%s: %d selections counted, want 1200", s, m.Selections)
 		}
 	}
+}
+
+// withGhosts appends WithGhostCap(n) to opts for a strategy that keeps
+// ghosts: every adaptive one but SIEVE, which refuses it.
+func withGhosts(s Strategy, n int, opts ...Option) []Option {
+	if s == SIEVE {
+		return opts
+	}
+	return append(opts, WithGhostCap(n))
 }

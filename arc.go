@@ -55,7 +55,7 @@ func newARC(cfg *config) history {
 	return &arc{
 		table:    newTable(arcT1, arcT2),
 		c:        cfg.capacity,
-		ghostCap: cfg.historyCap,
+		ghostCap: cfg.ghostCap,
 		cursor:   [2]int32{-1, -1},
 	}
 }

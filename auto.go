@@ -81,7 +81,7 @@ func newAuto(cfg *config) history {
 	return &auto{
 		table:    newTable(autoResident),
 		c:        cfg.capacity,
-		ghostCap: cfg.historyCap,
+		ghostCap: cfg.ghostCap,
 		weights:  newAutoWeights(cfg.capacity),
 	}
 }

@@ -3,11 +3,11 @@ package kvevict
 import "testing"
 
 // TestAutoBoundedGhosts: a million distinct ids through UpdateAccess and
-// selections leave at most c resident and WithHistoryCap ghost ids, the
+// selections leave at most c resident and WithGhostCap ghost ids, the
 // ghosts outnumbering the cache as Auto's default does.
 func TestAutoBoundedGhosts(t *testing.T) {
 	const c, ghosts = 100, 300
-	p, err := New(Auto, WithCapacity(c), WithHistoryCap(ghosts))
+	p, err := New(Auto, WithCapacity(c), WithGhostCap(ghosts))
 	if err != nil {
 		t.Fatal(err)
 	}

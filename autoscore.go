@@ -70,9 +70,9 @@ func autoScore(lastAccess int64, log2r float32, w float64) int64 {
 // treeAuto is Auto's [rank.History] for package prefix's tree: the
 // measurements [auto] makes over a policy's ids, made over the tree's
 // blocks. The tree keeps each block's request count and remembers the
-// counts of evicted blocks ([WithHistoryCap] of them); treeAuto counts the
+// counts of evicted blocks ([WithGhostCap] of them); treeAuto counts the
 // blocks entering, feeds every request to the miniature caches by the
-// block's hash, sized for a pool of [WithCapacity] blocks, and keys blocks
+// block's hash, sized for the tree's capacity in blocks, and keys blocks
 // by autoScore. Keys are computed when a block is touched, with the weight
 // of that moment.
 type treeAuto struct {
@@ -82,20 +82,23 @@ type treeAuto struct {
 	horizons  [len(autoSimWeights)]float64 // Horizons' answer
 }
 
-// newTreeHistory returns the History of strategy s for a prefix tree,
-// configured by the options of [New] that apply to a tree: WithCapacity is
-// the pool's size in blocks, which sizes the miniature caches, and
-// WithSampling is refused. A strategy other than Auto returns an error
-// matching [errors.ErrUnsupported].
-func newTreeHistory(s string, opts ...Option) (rank.History, error) {
+// newTreeHistory returns the History of strategy s for a prefix tree of
+// capacity blocks (0: [WithCapacity]'s default), which sizes the miniature
+// caches, configured by the options of [New] that apply to a tree. A
+// strategy other than Auto returns an error matching
+// [errors.ErrUnsupported].
+func newTreeHistory(s string, capacity int, opts ...Option) (rank.History, error) {
 	info, cfg, err := resolve(Strategy(s), opts, forRanker)
 	if err != nil {
 		return nil, err
 	}
+	if capacity > 0 {
+		cfg.capacity = capacity
+	}
 	if info.name != Auto {
 		return nil, fmt.Errorf("kvevict: a tree history of %q: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", s, errors.ErrUnsupported, s)
 	}
-	return &treeAuto{weights: newAutoWeights(cfg.capacity), memoryCap: cfg.historyCap}, nil
+	return &treeAuto{weights: newAutoWeights(cfg.capacity), memoryCap: cfg.ghostCap}, nil
 }
 
 // Request counts a request for one block, as [auto.access] counts one for

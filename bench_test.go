@@ -176,9 +176,9 @@ func BenchmarkFloor(b *testing.B) {
 
 // BenchmarkSelectVictimsLean is the seed scenario under LRU with the
 // metrics that cost per call turned off (WithTiming(false),
-// WithEvictionHistory(false)): the selection engine beside BenchmarkFloor,
+// WithEvictionHistory(0)): the selection engine beside BenchmarkFloor,
 // without the clock reads and the per-victim eviction history.
 func BenchmarkSelectVictimsLean(b *testing.B) {
 	cands := seedScenario(1000, 10, 42)
-	b.Run("strategy=lru/n=1000", selectLoop(kvevict.LRU, cands, kvevict.WithTiming(false), kvevict.WithEvictionHistory(false)))
+	b.Run("strategy=lru/n=1000", selectLoop(kvevict.LRU, cands, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0)))
 }

@@ -61,8 +61,9 @@
 // Policies are safe for concurrent use, start no goroutines, read no clock
 // to decide (time comes in on the candidates; the clock only times the
 // selection for metrics, and [WithTiming](false) turns that off) and keep
-// bounded history ([WithHistoryCap]; [WithEvictionHistory](false) keeps
-// none for the metrics).
+// bounded history: [WithEvictionHistory] evictions for the metrics, and an
+// adaptive strategy's [WithCapacity] resident and [WithGhostCap] evicted
+// sequences.
 //
 // # Scale
 //

@@ -76,8 +76,9 @@ import (
 // (not a copy of the blocks): the caller must not modify a Blocks slice while
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
 // O(peak number of sequences) (docs/index.md gives the bytes), plus the
-// bounded eviction history of [WithHistoryCap] (none with
-// [WithEvictionHistory](false)) and an adaptive strategy's history. An Index is not safe for concurrent use:
+// bounded eviction history of [WithEvictionHistory] and an adaptive
+// strategy's history ([WithCapacity], [WithGhostCap]). An Index is not safe
+// for concurrent use:
 // the allocator guards it with the lock that guards its pool.
 type Index struct {
 	strategy Strategy

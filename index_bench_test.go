@@ -21,7 +21,7 @@ import (
 //
 // impl=index times each eviction and keeps its metrics, eviction history
 // included; impl=index-lean is the same index with WithTiming(false) and
-// WithEvictionHistory(false), which still counts selections, victims and
+// WithEvictionHistory(0), which still counts selections, victims and
 // blocks. simplelru keeps no metrics and supports neither pinning,
 // reference counts nor other strategies.
 func BenchmarkIndex(b *testing.B) {
@@ -77,7 +77,7 @@ func BenchmarkIndex(b *testing.B) {
 				opts []kvevict.Option
 			}{
 				{"index", nil},
-				{"index-lean", []kvevict.Option{kvevict.WithTiming(false), kvevict.WithEvictionHistory(false)}},
+				{"index-lean", []kvevict.Option{kvevict.WithTiming(false), kvevict.WithEvictionHistory(0)}},
 			} {
 				b.Run(fmt.Sprintf("impl=%s/op=%s/n=%d", impl.name, name, n), func(b *testing.B) {
 					x := newIndex(b, impl.opts)

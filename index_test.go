@@ -241,10 +241,10 @@ func indexConfigs() []struct {
 		cfg{"predictive/horizon", Predictive, []Option{WithLifetimeHorizon(200 * time.Nanosecond)}},
 		// Histories smaller than the pool, so that they evict inside
 		// themselves and forget what the index holds.
-		cfg{"arc/capacity=6", ARC, []Option{WithCapacity(6), WithHistoryCap(4)}},
-		cfg{"s3fifo/capacity=6", S3FIFO, []Option{WithCapacity(6), WithHistoryCap(3)}},
+		cfg{"arc/capacity=6", ARC, []Option{WithCapacity(6), WithGhostCap(4)}},
+		cfg{"s3fifo/capacity=6", S3FIFO, []Option{WithCapacity(6), WithGhostCap(3)}},
 		cfg{"sieve/capacity=6", SIEVE, []Option{WithCapacity(6)}},
-		cfg{"auto/capacity=6", Auto, []Option{WithCapacity(6), WithHistoryCap(5)}},
+		cfg{"auto/capacity=6", Auto, []Option{WithCapacity(6), WithGhostCap(5)}},
 	)
 	return out
 }
@@ -505,7 +505,7 @@ func TestNewIndexErrors(t *testing.T) {
 		want error
 	}{
 		{"unknown", "belady", nil, ErrUnknownStrategy},
-		{"bad option", LRU, []Option{WithHistoryCap(0)}, ErrInvalidArgument},
+		{"bad option", LRU, []Option{WithEvictionHistory(-1)}, ErrInvalidArgument},
 		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
 		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
 		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
@@ -618,8 +618,8 @@ func TestIndexRePrefill(t *testing.T) {
 // TestIndexZeroAllocs checks that Touch, EvictAppend with a reused dst, and
 // re-adding an evicted sequence allocate nothing in steady state.
 func TestIndexZeroAllocs(t *testing.T) {
-	t.Run("metrics", func(t *testing.T) { testIndexZeroAllocs(t, WithHistoryCap(64)) })
-	t.Run("lean", func(t *testing.T) { testIndexZeroAllocs(t, WithEvictionHistory(false), WithTiming(false)) })
+	t.Run("metrics", func(t *testing.T) { testIndexZeroAllocs(t, WithEvictionHistory(64)) })
+	t.Run("lean", func(t *testing.T) { testIndexZeroAllocs(t, WithEvictionHistory(0), WithTiming(false)) })
 }
 
 func testIndexZeroAllocs(t *testing.T, opts ...Option) {
@@ -685,7 +685,7 @@ func TestIndexSoak(t *testing.T) {
 	if testing.Short() {
 		ops, poolBlocks = 20_000, 2048 // a smaller pool still fills and evicts
 	}
-	x, err := NewIndex(QoSAware, WithHistoryCap(1024))
+	x, err := NewIndex(QoSAware, WithEvictionHistory(1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,7 +764,7 @@ func TestIndexSoak(t *testing.T) {
 // Grow of zero or less does nothing.
 func TestIndexGrow(t *testing.T) {
 	for _, s := range []Strategy{LRU, ARC, Auto} {
-		x, err := NewIndex(s, WithEvictionHistory(false))
+		x, err := NewIndex(s, WithEvictionHistory(0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,7 @@ type Metrics struct {
 	// RePrefills counts evictions followed by an UpdateAccess of the same
 	// sequence: prefill work the server had to redo. Each eviction counts
 	// at most once, and only while it is among the remembered evictions
-	// (see [WithHistoryCap]).
+	// (see [WithEvictionHistory]).
 	RePrefills uint64
 	// RePrefillRate is RePrefills / TotalEvictions, 0 when nothing was
 	// evicted. Lower is better: evicted sequences were rarely needed again.
@@ -113,10 +113,7 @@ type evictionRecord struct {
 // newStats returns the stats of strategy s configured by cfg; without
 // eviction history, historyCap is 0 and no eviction is remembered.
 func newStats(s Strategy, cfg *config) stats {
-	st := stats{strategy: s, historyCap: cfg.historyCap}
-	if cfg.noHistory {
-		st.historyCap = 0
-	}
+	st := stats{strategy: s, historyCap: cfg.evictionHistory}
 	return st
 }
 

@@ -15,10 +15,13 @@ const (
 	defaultSLRUThreshold   = 2
 	defaultCostAlpha       = 2.0
 	defaultLifetimeHorizon = 30 * time.Second
-	// defaultHistoryCap is how many recent evictions a policy remembers for
-	// re-prefill detection and fairness, unless WithHistoryCap says
-	// otherwise.
-	defaultHistoryCap = 1 << 16
+	// defaultEvictionHistory is how many recent evictions a policy
+	// remembers for re-prefill detection and fairness, unless
+	// WithEvictionHistory says otherwise.
+	defaultEvictionHistory = 1 << 16
+	// defaultGhostCap is how many evicted sequences an adaptive strategy
+	// remembers, unless WithGhostCap says otherwise.
+	defaultGhostCap = 1 << 16
 )
 
 // config is what the options set.
@@ -29,8 +32,8 @@ type config struct {
 	costAlpha       float64
 	costDecay       float64 // per second
 	lifetimeHorizon time.Duration
-	historyCap      int
-	noHistory       bool // WithEvictionHistory(false)
+	evictionHistory int // 0: no eviction is remembered
+	ghostCap        int
 	noTiming        bool // WithTiming(false)
 	sampleK         int  // 0: exact selection
 	capacity        int  // adaptive strategies' cache size, in sequences
@@ -45,7 +48,8 @@ func defaultConfig() config {
 		slruThreshold:   defaultSLRUThreshold,
 		costAlpha:       defaultCostAlpha,
 		lifetimeHorizon: defaultLifetimeHorizon,
-		historyCap:      defaultHistoryCap,
+		evictionHistory: defaultEvictionHistory,
+		ghostCap:        defaultGhostCap,
 		capacity:        defaultCapacity,
 	}
 }
@@ -146,27 +150,40 @@ func WithLifetimeHorizon(d time.Duration) Option {
 	}
 }
 
-// WithHistoryCap bounds how many recent evictions the policy remembers for
-// re-prefill detection and fairness. Default 65,536. Must be >= 1.
-func WithHistoryCap(n int) Option {
+// WithEvictionHistory sets how many recent evictions the policy remembers
+// for Metrics.RePrefills, RePrefillRate and FairnessScore: an eviction of a
+// sequence is a re-prefill when a later UpdateAccess names it while it is
+// among the last n evicted. n = 0 remembers none, for callers that do not
+// read those three: they stay 0, 0 and 1, the rest of [Metrics] is counted
+// as before, and each victim costs a few hash-table operations less, a
+// large share of a small [Index] eviction (docs/benchmarks.md). It bounds
+// the metrics' memory only; an adaptive strategy's own memory of evicted
+// sequences is [WithGhostCap]. Default 65,536. Must be >= 0.
+func WithEvictionHistory(n int) Option {
 	return func(c *config) {
-		if n < 1 {
-			c.reject("history cap must be at least 1, got %d", n)
+		if n < 0 {
+			c.reject("eviction history must not be negative, got %d", n)
 			return
 		}
-		c.historyCap = n
+		c.evictionHistory = n
 	}
 }
 
-// WithEvictionHistory(false) stops the policy remembering which sequences
-// it evicted, for callers that do not read Metrics.RePrefills,
-// RePrefillRate or FairnessScore: those stay 0, 0 and 1, and the rest of
-// [Metrics] is counted as before. It saves a few hash-table operations per
-// victim, a large share of a small [Index] eviction (BenchmarkIndex; see
-// docs/benchmarks.md), and the history's memory. It does not change the
-// adaptive strategies' own history ([WithHistoryCap]). Default: on.
-func WithEvictionHistory(on bool) Option {
-	return func(c *config) { c.noHistory = !on }
+// WithGhostCap bounds how many evicted sequences an adaptive strategy
+// remembers as ghosts, by which it recognises a sequence that comes back:
+// ARC's lists B1 and B2 together, S3-FIFO's ghost queue (which also holds
+// at most its main queue's size) and [Auto]'s ghosts, with the requests
+// counted for each. SIEVE keeps no ghosts, and the key strategies no
+// history: they refuse it. Default 65,536. Must be >= 1.
+func WithGhostCap(n int) Option {
+	return func(c *config) {
+		c.tuned |= tuneGhostCap
+		if n < 1 {
+			c.reject("ghost cap must be at least 1, got %d", n)
+			return
+		}
+		c.ghostCap = n
+	}
 }
 
 // WithTiming(false) stops the policy reading the clock around each
@@ -245,6 +262,11 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 	if ctor != forPolicy {
 		allowed &^= tuneSampling
 	}
+	if ctor == forRanker && cfg.tuned&tuneCapacity != 0 && info.tunes&tuneCapacity != 0 {
+		// The tree's capacity is in blocks, its own option's.
+		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: use prefix.WithCapacity", ErrInvalidArgument))
+		cfg.tuned &^= tuneCapacity
+	}
 	for t := tunable(1); t != 0 && t <= cfg.tuned; t <<= 1 {
 		if cfg.tuned&t == 0 || allowed&t != 0 {
 			continue
@@ -273,6 +295,7 @@ const (
 	tuneCostAlpha
 	tuneCostDecay
 	tuneLifetimeHorizon
+	tuneGhostCap
 )
 
 // String returns the option's name.
@@ -290,6 +313,8 @@ func (t tunable) String() string {
 		return "WithCostAlpha"
 	case tuneCostDecay:
 		return "WithCostDecay"
+	case tuneGhostCap:
+		return "WithGhostCap"
 	default:
 		return "WithLifetimeHorizon"
 	}
@@ -317,18 +342,16 @@ const maxCapacity = 1 << 28
 // [S3FIFO], [SIEVE], [Auto]) in sequences, not blocks: set it to about how many
 // sequences the KV pool holds when it is full. The history remembers at
 // most c resident sequences and, for ARC and S3-FIFO, at most c evicted ones
-// (fewer if [WithHistoryCap] is smaller), so its memory is O(c) however many
+// (fewer if [WithGhostCap] is smaller), so its memory is O(c) however many
 // sequences pass through: about 80 bytes per remembered sequence. When the
 // pool holds more sequences than c, the history forgets the least valuable
 // ones early and they enter again as new when they next appear as
 // candidates: every selection then re-admits the n-c overflow, in
 // O(n log n), and the algorithm degrades toward LRU over LastAccess.
 //
-// For Auto ranking package prefix's tree, whose candidates are blocks, c is
-// the pool's size in blocks: it sizes the miniature caches that choose
-// Auto's weight, which must model a cache of the pool's size, and bounds
-// nothing else, since the tree holds the blocks its caller keeps. The key
-// strategies refuse it everywhere. Default 4096. Must be in [1, 2^28].
+// A prefix tree, whose candidates are blocks, refuses it: its capacity is
+// prefix.WithCapacity, in blocks. The key strategies refuse it everywhere.
+// Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
 	return func(c *config) {
 		c.tuned |= tuneCapacity

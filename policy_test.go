@@ -456,7 +456,7 @@ func TestMetrics(t *testing.T) {
 func TestHistoryCapBoundsMetrics(t *testing.T) {
 	// With room for two remembered evictions, the oldest is forgotten: its
 	// re-prefill is no longer detected and it leaves the fairness index.
-	p := mustNew(t, kvevict.LRU, kvevict.WithHistoryCap(2))
+	p := mustNew(t, kvevict.LRU, kvevict.WithEvictionHistory(2))
 	for id := uint64(1); id <= 3; id++ {
 		c := []kvevict.Candidate{{ID: id, Blocks: blocks(0, 1)}}
 		if _, err := p.SelectVictims(c, 1); err != nil {
@@ -478,11 +478,11 @@ func TestHistoryCapBoundsMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsOptOut: WithEvictionHistory(false) and WithTiming(false) leave
+// TestMetricsOptOut: WithEvictionHistory(0) and WithTiming(false) leave
 // re-prefills, fairness and latencies at their zero values, on a Policy and
 // on an Index, while the counters still count.
 func TestMetricsOptOut(t *testing.T) {
-	off := []kvevict.Option{kvevict.WithEvictionHistory(false), kvevict.WithTiming(false)}
+	off := []kvevict.Option{kvevict.WithEvictionHistory(0), kvevict.WithTiming(false)}
 	check := func(name string, res kvevict.Result, m kvevict.Metrics) {
 		t.Helper()
 		if res.Elapsed != 0 || m.AvgEvictionTime != 0 || m.P99EvictionTime != 0 {
@@ -583,7 +583,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		kvevict.WithCostAlpha(-1),
 		kvevict.WithCostDecay(-0.5),
 		kvevict.WithLifetimeHorizon(0),
-		kvevict.WithHistoryCap(0),
+		kvevict.WithEvictionHistory(-1),
 	}
 	for i, opt := range bad {
 		if _, err := kvevict.New(kvevict.LRU, opt); !errors.Is(err, kvevict.ErrInvalidArgument) {
@@ -633,8 +633,8 @@ func TestStrictOptions(t *testing.T) {
 		{"WithLifetimeHorizon", kvevict.WithLifetimeHorizon(time.Second), isStrategy(kvevict.Predictive), false},
 	}
 	general := []kvevict.Option{
-		kvevict.WithTickDuration(time.Millisecond), kvevict.WithHistoryCap(8), kvevict.WithLogger(nil),
-		kvevict.WithTiming(false), kvevict.WithEvictionHistory(false),
+		kvevict.WithTickDuration(time.Millisecond), kvevict.WithEvictionHistory(8), kvevict.WithLogger(nil),
+		kvevict.WithTiming(false), kvevict.WithEvictionHistory(0),
 	}
 	for _, s := range kvevict.Strategies() {
 		if _, err := kvevict.New(s, general...); err != nil {
@@ -739,7 +739,7 @@ func TestMatchesReference(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
-		p := mustNew(t, s, kvevict.WithHistoryCap(64))
+		p := mustNew(t, s, kvevict.WithEvictionHistory(64))
 		cands := seedScenario(100, 2, 3)
 		var wg sync.WaitGroup
 		for g := 0; g < 4; g++ {

@@ -58,7 +58,7 @@ func newS3FIFO(cfg *config) history {
 		table:    newTable(s3Small, s3Main),
 		c:        cfg.capacity,
 		smallCap: small,
-		ghostCap: min(cfg.historyCap, cfg.capacity-small),
+		ghostCap: min(cfg.ghostCap, cfg.capacity-small),
 		cursor:   [2]int32{-1, -1},
 	}
 }

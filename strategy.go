@@ -72,7 +72,7 @@ const (
 // unless the victims whose block was partial come back more often than
 // the others: a pool that extends partial blocks in place reuses them.
 //
-// Auto keeps [WithCapacity] resident ids and [WithHistoryCap] ghosts. A
+// Auto keeps [WithCapacity] resident ids and [WithGhostCap] ghosts. A
 // selection costs O(n + k log k) for n candidates and k victims, through
 // the same engine as the key strategies; UpdateAccess O(log s) for
 // miniature caches of s ids when the request is in their sample, else
@@ -99,10 +99,10 @@ var registry = []strategyInfo{
 	{name: QoSAware, kind: kindQoS, tunes: tuneSampling},
 	{name: Predictive, kind: kindPredictive, tunes: tuneSampling | tuneLifetimeHorizon},
 	{name: FrequencyCost, kind: kindCost, tunes: tuneSampling | tuneCostAlpha | tuneCostDecay},
-	{name: ARC, kind: kindHistory, history: newARC, tunes: tuneCapacity},
-	{name: S3FIFO, kind: kindHistory, history: newS3FIFO, tunes: tuneCapacity},
+	{name: ARC, kind: kindHistory, history: newARC, tunes: tuneCapacity | tuneGhostCap},
+	{name: S3FIFO, kind: kindHistory, history: newS3FIFO, tunes: tuneCapacity | tuneGhostCap},
 	{name: SIEVE, kind: kindHistory, history: newSIEVE, tunes: tuneCapacity},
-	{name: Auto, kind: kindHistory, history: newAuto, tunes: tuneCapacity},
+	{name: Auto, kind: kindHistory, history: newAuto, tunes: tuneCapacity | tuneGhostCap},
 }
 
 func lookup(s Strategy) (strategyInfo, bool) {

@@ -37,15 +37,15 @@ func TestAutoFrequentLeafOutlivesNewer(t *testing.T) {
 	const f, a, b, c = 1, 2, 3, 4
 	for _, tc := range []struct {
 		strategy kvevict.Strategy
-		opts     []kvevict.Option
+		opts     []Option
 		want     []uint64
 		keyF     int64
 	}{
-		{kvevict.Auto, []kvevict.Option{kvevict.WithCapacity(2)}, []uint64{b, c}, 170},
+		{kvevict.Auto, []Option{WithCapacity(2)}, []uint64{b, c}, 170},
 		{kvevict.LRU, nil, []uint64{b, f}, 50},
 	} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
-			tr := newTree(t, tc.strategy, WithStrategyOptions(tc.opts...))
+			tr := newTree(t, tc.strategy, tc.opts...)
 			match := func(tick int64) {
 				t.Helper()
 				if _, err := tr.Match([]uint64{f}, at(tick)); err != nil {
@@ -133,7 +133,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// pool: LRU loses the hot blocks to every run, a weight for
 		// frequency keeps them.
 		const c = 8
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
 		next := uint64(100)
 		for range 200 {
 			p.request(1, 2, 3, 4)
@@ -152,7 +152,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// of sessions that end: the blocks with the most requests are the
 		// dead ones, and the weight is 0.
 		const c = 16
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
 		next := uint64(0)
 		for range 200 {
 			round := make([]uint64, 12)
@@ -171,12 +171,12 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 }
 
 // TestAutoMemoryBound: the memory of evicted blocks holds at most
-// WithHistoryCap hashes however many blocks pass, a block evicted within
+// WithGhostCap hashes however many blocks pass, a block evicted within
 // the last cap evictions takes back its requests when inserted again, and
 // one evicted earlier is forgotten and starts from one.
 func TestAutoMemoryBound(t *testing.T) {
 	const limit = 8
-	tr := newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithHistoryCap(limit)))
+	tr := newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithGhostCap(limit)))
 	tick := int64(0)
 	use := func(h uint64, times int) {
 		for range times {

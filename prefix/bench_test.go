@@ -57,11 +57,11 @@ func (w *workload) access() prefix.Access {
 // tree simulates a pool of n blocks.
 func build(b *testing.B, s kvevict.Strategy, n int) (*prefix.Tree, *workload, [][]uint64) {
 	b.Helper()
-	var opts []kvevict.Option
-	if s == kvevict.Auto {
-		opts = append(opts, kvevict.WithCapacity(n))
+	var opts []prefix.Option
+	if prefix.NeedsCapacity(s) {
+		opts = append(opts, prefix.WithCapacity(n))
 	}
-	tr, err := prefix.New(s, prefix.WithStrategyOptions(opts...))
+	tr, err := prefix.New(s, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

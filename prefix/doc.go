@@ -50,13 +50,13 @@
 // [kvevict.Auto] ranks by history rather than by a key, and the tree keeps
 // that history per block: a block's requests are the Matches through it
 // plus the Insert that created it, and the requests of an evicted block
-// are remembered by hash (at most [kvevict.WithHistoryCap] hashes, the
+// are remembered by hash (at most [kvevict.WithGhostCap] hashes, the
 // least recently evicted forgotten first) and restored when the hash is
 // inserted again. The tree measures what Auto's Policy measures, over
 // blocks instead of sequences, by the same code: blocks entering
 // (inserted) as its clock, and every request for a block (Match, Insert)
 // fed by the block's hash and count to Auto's miniature caches, which
-// choose the weight by simulating a pool of [kvevict.WithCapacity] blocks.
+// choose the weight by simulating a pool of [WithCapacity] blocks.
 // It ranks a leaf by Auto's score, LastAccess + W x log2(requests),
 // computed by the same function. The caches' choice of weight may change
 // from one eviction to the next, and a leaf keyed under an earlier choice

@@ -173,11 +173,11 @@ func FuzzTree(f *testing.F) {
 		m.mru = strategy == kvevict.MRU
 		// Auto remembers few evicted blocks, so that it forgets as well,
 		// and its miniature caches are small, so that they evict too.
-		opts := []kvevict.Option{kvevict.WithHistoryCap(4)}
+		var opts []Option
 		if strategy == kvevict.Auto {
-			opts = append(opts, kvevict.WithCapacity(3))
+			opts = append(opts, WithCapacity(3), WithStrategyOptions(kvevict.WithGhostCap(4)))
 		}
-		tr := newTree(t, strategy, WithStrategyOptions(opts...))
+		tr := newTree(t, strategy, opts...)
 		ops = ops[1:]
 		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
 			tick := int64(step / 12) // four operations per tick, so keys tie

@@ -42,17 +42,18 @@ type Access struct {
 // A Tree is safe for concurrent use by multiple goroutines. Its memory is
 // one node per resident block, with the node's index entries: the caller
 // bounds it by calling Evict. Under [kvevict.Auto] it also remembers the
-// request counts of up to [kvevict.WithHistoryCap] evicted blocks, keeps
+// request counts of up to [kvevict.WithGhostCap] evicted blocks, keeps
 // its unreferenced leaves in five heaps rather than one, and Auto's
 // miniature caches a bounded few thousand hashes, however large the pool.
 // docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
 // shrink below their peak size, as Go maps do not.
 type Tree struct {
-	ranker  rank.Ranker[kvevict.Candidate] // nil when hist ranks
-	hist    rank.History                   // Auto's measurements; nil for a key strategy
-	keyOpts []kvevict.Option               // the strategy's options, until New ranks with them
-	onEvent func(Event)
-	usesNow bool
+	ranker   rank.Ranker[kvevict.Candidate] // nil when hist ranks
+	hist     rank.History                   // Auto's measurements; nil for a key strategy
+	keyOpts  []kvevict.Option               // the strategy's options, until New ranks with them
+	capacity int                            // WithCapacity's blocks; 0 when not given
+	onEvent  func(Event)
+	usesNow  bool
 	// Events are delivered in the order of their changes, one call's at a
 	// time: each call that queued events takes a ticket while it holds mu,
 	// and delivers once served reaches it, without mu, so that fn may read
@@ -120,14 +121,29 @@ func WithEvents(fn func(Event)) Option {
 // WithStrategyOptions configures the strategy that ranks the tree's leaves
 // with kvevict's options, as kvevict.New would: WithTickDuration,
 // WithLFUHalfLife and the other options of key strategies, and for a tree
-// ranked by [kvevict.Auto] WithHistoryCap, which bounds how many evicted
-// blocks' request counts it remembers, and WithCapacity, the pool's size
-// in blocks, for which Auto simulates the weights it chooses from (set it
-// to the number of blocks the caller keeps when the pool is full; the
-// tree itself holds whatever its caller keeps). WithSampling does not apply
-// to a tree, nor WithCapacity to a key strategy: [New] refuses them.
+// ranked by [kvevict.Auto] WithGhostCap, which bounds how many evicted
+// blocks' request counts it remembers (the tree's candidates are blocks).
+// WithSampling does not apply to a tree, and kvevict.WithCapacity, which
+// counts sequences, neither: a tree's capacity is [WithCapacity], in
+// blocks. [New] refuses them.
 func WithStrategyOptions(opts ...kvevict.Option) Option {
 	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
+}
+
+// WithCapacity tells a tree ranked by [kvevict.Auto] its pool's capacity:
+// the most blocks the caller keeps in it (the tree itself holds whatever
+// its caller keeps). Auto's miniature caches, which choose its weight,
+// simulate a pool of that many blocks; without it, 4,096. The key
+// strategies' order does not depend on it, so [New] refuses it for them
+// ([NeedsCapacity] tells which), and n < 1 for any, with an error matching
+// [kvevict.ErrInvalidArgument].
+func WithCapacity(n int) Option {
+	return func(t *Tree) {
+		t.capacity = n
+		if n < 1 {
+			t.capacity = -1 // refused by New
+		}
+	}
 }
 
 // New returns an empty tree that ranks leaves by the keys of key strategy s,
@@ -149,8 +165,11 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
+	if t.capacity < 0 {
+		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1", kvevict.ErrInvalidArgument)
+	}
 	if s.Adaptive() {
-		h, err := rank.NewHistory(string(s), t.keyOpts...)
+		h, err := rank.NewHistory(string(s), t.capacity, t.keyOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("prefix.New: %w", err)
 		}
@@ -163,9 +182,19 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
+	if t.capacity != 0 {
+		return nil, fmt.Errorf("prefix.New: %w: WithCapacity does not apply to %q, whose order does not depend on the pool's size", kvevict.ErrInvalidArgument, s)
+	}
 	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
+}
+
+// NeedsCapacity reports whether a tree ranked by strategy s takes
+// [WithCapacity]: [kvevict.Auto], whose history simulates a pool of that
+// size. False for the key strategies and for those [New] refuses.
+func NeedsCapacity(s kvevict.Strategy) bool {
+	return Supports(s) && s.Adaptive()
 }
 
 // Supports reports whether [New] ranks a tree by strategy s: every key

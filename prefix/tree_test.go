@@ -62,14 +62,14 @@ func TestNewRejects(t *testing.T) {
 			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
 		}
 	}
-	if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithHistoryCap(16), kvevict.WithTickDuration(time.Second))); err != nil {
-		t.Errorf("New(Auto, WithHistoryCap, WithTickDuration): %v", err)
+	if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithGhostCap(16), kvevict.WithTickDuration(time.Second))); err != nil {
+		t.Errorf("New(Auto, WithGhostCap, WithTickDuration): %v", err)
 	}
 	for name, opt := range map[string]kvevict.Option{
-		"WithCapacity(0)":   kvevict.WithCapacity(0),
-		"WithSampling":      kvevict.WithSampling(5),
-		"WithHistoryCap":    kvevict.WithHistoryCap(0),
-		"WithSLRUThreshold": kvevict.WithSLRUThreshold(3),
+		"kvevict.WithCapacity": kvevict.WithCapacity(8),
+		"WithSampling":         kvevict.WithSampling(5),
+		"WithGhostCap":         kvevict.WithGhostCap(0),
+		"WithSLRUThreshold":    kvevict.WithSLRUThreshold(3),
 	} {
 		if _, err := New(kvevict.Auto, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {
 			t.Errorf("New(Auto, %s) error %v, want ErrInvalidArgument", name, err)
@@ -77,23 +77,48 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// TestCapacityOption: WithCapacity is the pool's size in blocks for Auto,
-// which sizes its simulation, and tunes no key strategy, on a tree as in
-// a Policy; the strategies a tree does not rank by stay unsupported.
+// TestCapacityOption: a tree's capacity is prefix.WithCapacity, in blocks,
+// which Auto takes and the key strategies refuse, as NeedsCapacity says;
+// kvevict.WithCapacity, which counts sequences, is refused by every tree,
+// naming the tree's own for Auto; the strategies a tree does not rank by
+// stay unsupported.
 func TestCapacityOption(t *testing.T) {
 	for _, c := range []int{1, 100, 1 << 20} {
-		if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(c))); err != nil {
+		if _, err := New(kvevict.Auto, WithCapacity(c)); err != nil {
 			t.Errorf("New(Auto, WithCapacity(%d)): %v", c, err)
 		}
 	}
-	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.FrequencyCost} {
+	if !NeedsCapacity(kvevict.Auto) {
+		t.Error("NeedsCapacity(Auto) = false")
+	}
+	for _, s := range []kvevict.Strategy{kvevict.Auto, kvevict.LRU, kvevict.FrequencyCost} {
+		for _, c := range []int{0, -1} {
+			if _, err := New(s, WithCapacity(c)); !errors.Is(err, kvevict.ErrInvalidArgument) {
+				t.Errorf("New(%s, WithCapacity(%d)) error %v, want ErrInvalidArgument", s, c, err)
+			}
+		}
 		_, err := New(s, WithStrategyOptions(kvevict.WithCapacity(100)))
 		if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithCapacity") {
-			t.Errorf("New(%s, WithCapacity) error %v, want ErrInvalidArgument naming WithCapacity", s, err)
+			t.Errorf("New(%s, kvevict.WithCapacity) error %v, want ErrInvalidArgument naming WithCapacity", s, err)
 		}
 	}
+	for _, s := range keyStrategies {
+		if NeedsCapacity(s) {
+			t.Errorf("NeedsCapacity(%s) = true", s)
+		}
+		if _, err := New(s, WithCapacity(100)); !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("New(%s, WithCapacity) error %v, want ErrInvalidArgument", s, err)
+		}
+	}
+	_, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(100)))
+	if err == nil || !strings.Contains(err.Error(), "prefix.WithCapacity") {
+		t.Errorf("New(Auto, kvevict.WithCapacity) error %v, want one naming prefix.WithCapacity", err)
+	}
 	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
-		if _, err := New(s, WithStrategyOptions(kvevict.WithCapacity(100))); !errors.Is(err, errors.ErrUnsupported) {
+		if NeedsCapacity(s) {
+			t.Errorf("NeedsCapacity(%s) = true", s)
+		}
+		if _, err := New(s, WithCapacity(100)); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("New(%s, WithCapacity) error %v, want errors.ErrUnsupported", s, err)
 		}
 	}
@@ -409,12 +434,12 @@ func TestRandomOperations(t *testing.T) {
 	type config struct {
 		name     string
 		strategy kvevict.Strategy
-		opts     []kvevict.Option
+		opts     []Option
 	}
 	configs := []config{
 		// Keys that read the current tick: the heap is re-keyed by Evict.
-		{"frequency_cost+decay", kvevict.FrequencyCost, []kvevict.Option{kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second)}},
-		{"lfu+half-life", kvevict.LFU, []kvevict.Option{kvevict.WithLFUHalfLife(10 * time.Second), kvevict.WithTickDuration(time.Second)}},
+		{"frequency_cost+decay", kvevict.FrequencyCost, []Option{WithStrategyOptions(kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second))}},
+		{"lfu+half-life", kvevict.LFU, []Option{WithStrategyOptions(kvevict.WithLFUHalfLife(10*time.Second), kvevict.WithTickDuration(time.Second))}},
 	}
 	for _, s := range keyStrategies {
 		configs = append(configs, config{name: string(s), strategy: s})
@@ -422,10 +447,10 @@ func TestRandomOperations(t *testing.T) {
 	// Auto with a memory smaller than the alphabet's paths, so that it
 	// forgets as well as restores, and miniature caches smaller than the
 	// tree, so that they evict.
-	configs = append(configs, config{"auto", kvevict.Auto, []kvevict.Option{kvevict.WithHistoryCap(6), kvevict.WithCapacity(4)}})
+	configs = append(configs, config{"auto", kvevict.Auto, []Option{WithStrategyOptions(kvevict.WithGhostCap(6)), WithCapacity(4)}})
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
-			tr, err := New(cfg.strategy, WithStrategyOptions(cfg.opts...))
+			tr, err := New(cfg.strategy, cfg.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

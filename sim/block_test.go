@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sagellm/kvevict"
 )
@@ -12,7 +13,7 @@ import (
 // sequence's blocks go deepest first, a running sequence's never, and a
 // need it cannot cover frees nothing.
 func TestBlockEvictorLeafFirst(t *testing.T) {
-	e, err := NewBlockEvictor(kvevict.LRU)
+	e, err := NewBlockEvictor(kvevict.LRU, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 	if err != nil || !slices.Equal(res.Blocks, []int{14, 11}) {
 		t.Fatalf("evict 2 after release: %v, %v; want 14 then 11", res.Blocks, err)
 	}
-	if _, err := NewBlockEvictor(kvevict.ARC); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := NewBlockEvictor(kvevict.ARC, 0); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("adaptive strategy: err = %v", err)
 	}
 	if _, err := e.Evict(cached(), -1); !errors.Is(err, kvevict.ErrInvalidArgument) {
@@ -62,7 +63,7 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 // tree has a node per path but the pool one block; Evict still frees
 // distinct cached blocks, exactly the need.
 func TestBlockEvictorSharedHashes(t *testing.T) {
-	e, _ := NewBlockEvictor(kvevict.LRU)
+	e, _ := NewBlockEvictor(kvevict.LRU, 0)
 	e.Admit(1, []uint64{1, 9}, 100, kvevict.PriorityNormal)
 	e.Admit(2, []uint64{2, 9}, 200, kvevict.PriorityNormal)
 	e.Release(1, 300)
@@ -119,28 +120,37 @@ func TestMultiturnBlockBeatsSequence(t *testing.T) {
 
 // TestServeBlockAutoSizedByPool: at block granularity Serve gives Auto the
 // pool's capacity, which sizes the miniature caches that choose its
-// weight: a run with no options equals one told the pool's size, and
-// differs from one told the Policy's default, a pool of another size.
+// weight: a run equals one whose block evictor is told the pool's size,
+// and differs from one told another size.
 func TestServeBlockAutoSizedByPool(t *testing.T) {
 	w, err := Synthetic("scan", 1, 400)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const c = 250
-	serve := func(opts ...kvevict.Option) Report {
+	serve := func(ev Evictor) Report {
 		t.Helper()
-		rep, err := Serve(w, kvevict.Auto, ServeConfig{Config: Config{Capacity: c, Options: opts}, Granularity: GranularityBlock})
+		rep, err := Serve(w, kvevict.Auto, ServeConfig{Config: Config{Capacity: c}, Granularity: GranularityBlock, Evictor: ev})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rep.SelectP50, rep.SelectP99 = 0, 0 // wall-clock times
+		rep.Granularity = ""                // an Evictor given says none
 		return rep
 	}
-	got, told, other := serve(), serve(kvevict.WithCapacity(c)), serve(kvevict.WithCapacity(4096))
+	sized := func(capacity int) Evictor {
+		t.Helper()
+		e, err := NewBlockEvictor(kvevict.Auto, capacity, kvevict.WithTickDuration(time.Microsecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	got, told, other := serve(nil), serve(sized(c)), serve(sized(4096))
 	if got != told {
-		t.Errorf("Serve with no options %+v, told the pool's %d blocks %+v: want equal", got, c, told)
+		t.Errorf("Serve %+v, with a block evictor told the pool's %d blocks %+v: want equal", got, c, told)
 	}
 	if got == other {
-		t.Errorf("Serve with no options equals a run sized for 4096 blocks: the pool's size is not passed")
+		t.Errorf("Serve equals a run sized for 4096 blocks: the pool's size is not passed")
 	}
 }

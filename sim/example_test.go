@@ -135,7 +135,7 @@ func ExampleBlockEvictor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ev, err := sim.NewBlockEvictor(kvevict.LRU) // a key strategy: adaptive ones have no key
+	ev, err := sim.NewBlockEvictor(kvevict.LRU, 5000) // a pool of 5,000 blocks
 	if err != nil {
 		log.Fatal(err)
 	}

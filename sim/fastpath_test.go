@@ -48,7 +48,7 @@ func TestFastPathMatchesContract(t *testing.T) {
 // contract path in lockstep and fails at the first request they disagree on.
 func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity int) {
 	t.Helper()
-	opts := []kvevict.Option{kvevict.WithEvictionHistory(false)}
+	opts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
 	if s.Adaptive() {
 		opts = append(opts, kvevict.WithCapacity(capacity+longestRequest(w, capacity)))
 	}

@@ -56,13 +56,7 @@ func ParseGranularity(name string) (Granularity, error) {
 // ticks are the pool's microseconds, for a pool of capacity blocks.
 // options come last, so they may override what newEvictor sets.
 func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevict.Option, contract bool) (Evictor, error) {
-	opts := []kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}
-	if g == GranularityBlock && s.Adaptive() {
-		// The tree's candidates are blocks, so Auto's capacity is the
-		// pool's: its miniature caches simulate a pool of that size.
-		opts = append(opts, kvevict.WithCapacity(capacity))
-	}
-	opts = append(opts, options...)
+	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
 		// An Index picks what the Policy would, without listing the pool.
@@ -78,7 +72,7 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 		}
 		return NewSequenceEvictor(p), nil
 	case GranularityBlock:
-		e, err := NewBlockEvictor(s, opts...)
+		e, err := NewBlockEvictor(s, capacity, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("block granularity needs a key strategy or auto: %w", err)
 		}

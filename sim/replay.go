@@ -95,7 +95,7 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	// still holds. cfg.Options may override it.
 	// The report counts re-prefills itself: the policy's own count is
 	// memory and time spent for nothing.
-	opts := []kvevict.Option{kvevict.WithEvictionHistory(false)}
+	opts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
 	if s.Adaptive() {
 		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
 	}

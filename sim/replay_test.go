@@ -237,7 +237,7 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		}
 		_, tl := replayAll(t, w, p, 400)
 		m := p.Metrics()
-		if tl.evicted == 0 || tl.evicted >= 1<<16 /* WithHistoryCap's default */ {
+		if tl.evicted == 0 || tl.evicted >= 1<<16 /* WithEvictionHistory's default */ {
 			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
 		}
 		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {

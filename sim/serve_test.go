@@ -407,7 +407,7 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 					continue // no key
 				}
 				var err error
-				if inner, err = NewBlockEvictor(s); err != nil {
+				if inner, err = NewBlockEvictor(s, 0); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -202,9 +202,8 @@ type subscriberResult struct {
 // pool of capacity blocks.
 func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
 	opts := []prefix.Option{prefix.WithEvents(onEvent)}
-	if s.Adaptive() {
-		// Auto's miniature caches simulate a pool of the pool's size.
-		opts = append(opts, prefix.WithStrategyOptions(kvevict.WithCapacity(capacity)))
+	if prefix.NeedsCapacity(s) {
+		opts = append(opts, prefix.WithCapacity(capacity))
 	}
 	return prefix.New(s, opts...)
 }

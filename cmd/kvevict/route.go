@@ -298,7 +298,7 @@ func simulateCluster(w *sim.Workload, run clusterRun, guess, weight float64, pro
 type approxIndex struct{ cache *unitcache.Cache }
 
 func newApproxIndex(capacity int) (*approxIndex, error) {
-	x, err := kvevict.NewIndex(kvevict.LRU, kvevict.WithTiming(false), kvevict.WithEvictionHistory(false))
+	x, err := kvevict.NewIndex(kvevict.LRU, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ type History interface {
 	// requested requests times (at least 1), under horizon w. O(1).
 	Key(lastAccess int64, requests uint32, w float64) Key
 	// MemoryCap is how many evicted blocks' counts the structure may
-	// remember: kvevict's WithHistoryCap. O(1).
+	// remember: kvevict's WithGhostCap. O(1).
 	MemoryCap() int
 }
 
@@ -46,18 +46,19 @@ var historyConstructor any
 
 // RegisterHistory installs kvevict's History constructor. Package kvevict
 // calls it from init.
-func RegisterHistory[O any](f func(strategy string, opts ...O) (History, error)) {
+func RegisterHistory[O any](f func(strategy string, capacity int, opts ...O) (History, error)) {
 	historyConstructor = f
 }
 
-// NewHistory returns the History of strategy s configured by opts, as
-// kvevict's constructor does: an error matching errors.ErrUnsupported for a
-// strategy no History serves, kvevict's errors for the rest. O must be
+// NewHistory returns the History of strategy s for a structure of at most
+// capacity blocks (0: a default), configured by opts, as kvevict's
+// constructor does: an error matching errors.ErrUnsupported for a strategy
+// no History serves, kvevict's errors for the rest. O must be
 // kvevict.Option.
-func NewHistory[O any](s string, opts ...O) (History, error) {
-	f, ok := historyConstructor.(func(string, ...O) (History, error))
+func NewHistory[O any](s string, capacity int, opts ...O) (History, error) {
+	f, ok := historyConstructor.(func(string, int, ...O) (History, error))
 	if !ok {
 		panic("rank: NewHistory called before package kvevict registered its histories, or with another option type")
 	}
-	return f(s, opts...)
+	return f(s, capacity, opts...)
 }
