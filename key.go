@@ -10,9 +10,8 @@ import (
 
 func init() { rank.Register(newRanker) }
 
-// ranker is a key strategy's [rank.Ranker], for the structures outside a
-// [Policy] that keep their own order (package prefix's tree, the
-// simulator's block evictor). It is immutable.
+// ranker is a key strategy's [rank.Ranker], for package prefix's tree,
+// which keeps its own order outside a [Policy]. It is immutable.
 type ranker struct {
 	params keyParams
 }
@@ -61,8 +60,8 @@ const (
 // keyOf returns the strategy's key for an evictable candidate: a pure
 // function of the candidate and the parameters. The selection, the prefix
 // tree and the index all rank through it. A switch rather than a function
-// value keeps the per-candidate loop free of calls for the simple keys,
-// which Go would otherwise pay for by spilling the loop's registers.
+// value lets the simple keys inline, so that ranking a candidate costs no
+// call.
 func (p *keyParams) keyOf(c *Candidate) rank.Key {
 	if p.kind == kindLRU {
 		return lruKey(c, p) // inlined: the most used strategy pays no call

@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"slices"
+
+	"github.com/sagellm/kvevict"
 )
 
 // AgenticBlockTokens is the block size of the "agentic" workload: the
@@ -24,7 +26,7 @@ const (
 	agentTokenMs       = int64(20) // decode time per token the turns are spaced by: DefaultTokenTime
 	agentToolMedian    = 1000.0    // median tool result, tokens
 	agentToolSigma     = 1.0       // log-normal spread of tool results
-	agentNormal        = int8(1)   // kvevict.PriorityNormal, without importing the root for a constant
+	agentNormal        = int8(kvevict.PriorityNormal)
 )
 
 // agentSession is one running agent session: its context as blocks and

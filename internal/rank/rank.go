@@ -1,7 +1,6 @@
-// Package rank carries the key strategies' keys from package kvevict to the
-// structures that keep their own order (package prefix's tree, the
-// simulator's block evictor), so that a strategy's logic is written once,
-// without making keys part of kvevict's API.
+// Package rank carries the key strategies' keys from package kvevict to
+// package prefix's tree, which keeps its own order, so that a strategy's
+// logic is written once, without making keys part of kvevict's API.
 //
 // Package kvevict registers its ranker constructor in an init function;
 // anything that imports kvevict can then call [New].
