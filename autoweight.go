@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -46,7 +47,7 @@ type autoSim struct {
 	span  float64 // entries of protection per doubling of requests
 	clock int64   // ids that entered
 	hits  float64 // requests that found their id, decayed
-	slots idMap[int32]
+	slots idmap.Map[int32]
 	heap  rank.Heap
 }
 
@@ -108,7 +109,7 @@ func (w *autoWeights) choice() int {
 }
 
 func (s *autoSim) access(id uint64, log2r float32) {
-	slot, ok := s.slots.get(id)
+	slot, ok := s.slots.Get(id)
 	if !ok {
 		s.clock++
 	}
@@ -120,13 +121,13 @@ func (s *autoSim) access(id uint64, log2r float32) {
 	case s.heap.Len() < s.size:
 		slot = int32(s.heap.Len())
 		s.heap.Push(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
-		s.slots.put(id, slot)
+		s.slots.Put(id, slot)
 	default:
 		m := s.heap.Min()
 		slot = m.Slot
-		s.slots.del(m.ID)
+		s.slots.Del(m.ID)
 		s.heap.Replace(slot, rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
-		s.slots.put(id, slot)
+		s.slots.Put(id, slot)
 	}
 }
 
@@ -145,9 +146,9 @@ func mix64(x uint64) uint64 {
 func (w *autoWeights) check() error {
 	for i := range w.sims {
 		s := &w.sims[i]
-		if s.heap.Len() > s.size || s.slots.len() != s.heap.Len() {
+		if s.heap.Len() > s.size || s.slots.Len() != s.heap.Len() {
 			return fmt.Errorf("auto: miniature cache %d holds %d ids in its heap, %d indexed, at most %d",
-				i, s.heap.Len(), s.slots.len(), s.size)
+				i, s.heap.Len(), s.slots.Len(), s.size)
 		}
 		if err := s.heap.Check(); err != nil {
 			return fmt.Errorf("auto: miniature cache %d: %w", i, err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -86,8 +87,8 @@ type Index struct {
 	logger   *slog.Logger
 	watch    stopwatch // Result.Elapsed
 
-	nodes []indexNode  // slab of candidates
-	slots idMap[int32] // ID -> slot in nodes
+	nodes []indexNode      // slab of candidates
+	slots idmap.Map[int32] // ID -> slot in nodes
 
 	// The evictable candidates are split between the run and the heap.
 	// The run is a doubly linked list through the slots, ascending by
@@ -177,10 +178,10 @@ func (x *Index) Grow(n int) {
 	if n <= 0 {
 		return
 	}
-	n = min(n, maxIndexLen-x.slots.len())
+	n = min(n, maxIndexLen-x.slots.Len())
 	x.nodes = slices.Grow(x.nodes, n)
 	x.links.Links = slices.Grow(x.links.Links, n)
-	x.slots.reserve(n)
+	x.slots.Reserve(n)
 	if x.hist != nil {
 		x.waiting = slices.Grow(x.waiting, n)
 		x.hist.nodes().reserve(n)
@@ -191,7 +192,7 @@ func (x *Index) Grow(n int) {
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
-func (x *Index) Len() int { return x.slots.len() }
+func (x *Index) Len() int { return x.slots.Len() }
 
 // EvictableBlocks returns how many blocks the evictable (unpinned,
 // unreferenced) sequences hold: the most one Evict can free. O(1).
@@ -199,7 +200,7 @@ func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
 func (x *Index) Get(id uint64) (Candidate, bool) {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return Candidate{}, false
 	}
@@ -216,18 +217,18 @@ func (x *Index) Add(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	if _, dup := x.slots.get(c.ID); dup {
+	if _, dup := x.slots.Get(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
 	}
-	if x.slots.len() >= maxIndexLen {
-		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.len())
+	if x.slots.Len() >= maxIndexLen {
+		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.Len())
 	}
 	slot, grown := x.links.Alloc()
 	if grown {
 		x.nodes = append(x.nodes, indexNode{})
 	}
 	x.nodes[slot] = indexNode{c: c, at: held}
-	x.slots.put(c.ID, slot)
+	x.slots.Put(c.ID, slot)
 	if x.groups != nil {
 		x.groups.seen(math.MinInt64, c.LastAccess)
 	}
@@ -246,7 +247,7 @@ func (x *Index) Add(c Candidate) error {
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
 func (x *Index) Remove(id uint64) bool {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return false
 	}
@@ -264,7 +265,7 @@ func (x *Index) release(slot int32) {
 	if x.groups != nil {
 		x.groups.gone(x.nodes[slot].c.LastAccess)
 	}
-	x.slots.del(x.nodes[slot].c.ID)
+	x.slots.Del(x.nodes[slot].c.ID)
 	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
 	x.links.Free(slot)
 }
@@ -276,7 +277,7 @@ func (x *Index) release(slot int32) {
 // nothing. O(log n); O(1) when the new key sorts after every key in the run,
 // as every touch does under LRU with growing ticks (see Order structure).
 func (x *Index) Touch(id uint64, tick int64) error {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -308,7 +309,7 @@ func (x *Index) Update(c Candidate) error {
 		field, value := negativeField(&c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	slot, ok := x.slots.get(c.ID)
+	slot, ok := x.slots.Get(c.ID)
 	if !ok {
 		return unknownSequence(c.ID)
 	}
@@ -320,7 +321,7 @@ func (x *Index) Update(c Candidate) error {
 // error matching [ErrUnknownSequence] if the index does not hold id.
 // O(log n).
 func (x *Index) Pin(id uint64, pinned bool) error {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -333,7 +334,7 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
 func (x *Index) Acquire(id uint64) error {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -349,7 +350,7 @@ func (x *Index) Acquire(id uint64) error {
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
 func (x *Index) Release(id uint64) error {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)
 	}

@@ -29,7 +29,7 @@ func checkIndex(t testing.TB, x *Index) {
 			continue
 		}
 		live++
-		got, ok := x.slots.get(n.c.ID)
+		got, ok := x.slots.Get(n.c.ID)
 		if !ok || got != int32(slot) {
 			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
 		}
@@ -61,11 +61,11 @@ func checkIndex(t testing.TB, x *Index) {
 			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
 		}
 	}
-	if err := x.slots.check(); err != nil {
+	if err := x.slots.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if live != x.slots.len() {
-		t.Fatalf("%d live slots, map holds %d", live, x.slots.len())
+	if live != x.slots.Len() {
+		t.Fatalf("%d live slots, map holds %d", live, x.slots.Len())
 	}
 	if err := x.links.CheckFree(); err != nil {
 		t.Fatal(err)
@@ -777,7 +777,7 @@ func TestIndexGrow(t *testing.T) {
 		x.Grow(n)
 		// A table that grows moves to a larger array: its capacity changes.
 		tables := func() [4]int {
-			return [4]int{cap(x.nodes), cap(x.links.Links), len(x.slots.keys), cap(x.waiting)}
+			return [4]int{cap(x.nodes), cap(x.links.Links), x.slots.Slots(), cap(x.waiting)}
 		}
 		before := tables()
 		blocks := []int{1}

@@ -141,7 +141,7 @@ func (x *Index) regroup(slot int32) {
 // requested takes id's candidate out of its group after the history
 // counted a request for it, until the next eviction files it again.
 func (x *Index) requested(id uint64) {
-	slot, ok := x.slots.get(id)
+	slot, ok := x.slots.Get(id)
 	if !ok || x.nodes[slot].group == 0 {
 		return
 	}

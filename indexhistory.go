@@ -51,7 +51,7 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 	// A pending request that the index holds is resident: placed before
 	// the others are admitted, as a Policy does.
 	if id, ok := h.pendingID(); ok {
-		if _, held := x.slots.get(id); held {
+		if _, held := x.slots.Get(id); held {
 			h.commit()
 		}
 	}
@@ -185,7 +185,7 @@ func (x *Index) unmarkHeld(slot int32) {
 // linked keeps node n's mark true to the rule when the history moved it.
 func (x *Index) linked(n int32) {
 	t := x.hist.nodes()
-	slot, ok := x.slots.get(t.slab[n].id)
+	slot, ok := x.slots.Get(t.slab[n].id)
 	if !ok {
 		return
 	}
@@ -221,7 +221,7 @@ func (x *Index) clearMark(n int32) {
 
 // dropped lists a held id whose node the history forgot for admission.
 func (x *Index) dropped(id uint64) {
-	if slot, ok := x.slots.get(id); ok {
+	if slot, ok := x.slots.Get(id); ok {
 		x.wait(slot)
 	}
 }

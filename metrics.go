@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/stat"
 )
 
@@ -101,7 +102,7 @@ type stats struct {
 	historyCap  int
 	recent      []uint64
 	head        int
-	perSequence idMap[evictionRecord]
+	perSequence idmap.Map[evictionRecord]
 	sumX, sumX2 uint64
 }
 
@@ -148,7 +149,7 @@ func (s *stats) evict(id uint64) {
 		s.recent[s.head] = id
 		s.head = (s.head + 1) % s.historyCap
 	}
-	r := s.perSequence.upsert(id)
+	r := s.perSequence.Upsert(id)
 	s.sumX++
 	s.sumX2 += 2*uint64(r.count) + 1 // (c+1)^2 - c^2
 	r.count++
@@ -157,18 +158,18 @@ func (s *stats) evict(id uint64) {
 
 // forget drops one remembered eviction of id.
 func (s *stats) forget(id uint64) {
-	r := s.perSequence.ref(id) // present: every ID in recent has a record
+	r := s.perSequence.Ref(id) // present: every ID in recent has a record
 	s.sumX--
 	s.sumX2 -= 2*uint64(r.count) - 1 // c^2 - (c-1)^2
 	r.count--
 	if r.count == 0 {
-		s.perSequence.del(id)
+		s.perSequence.Del(id)
 	}
 }
 
 // access counts a re-prefill if id was evicted since its last access. O(1).
 func (s *stats) access(id uint64) {
-	r := s.perSequence.ref(id)
+	r := s.perSequence.Ref(id)
 	if r == nil || !r.pending {
 		return
 	}
@@ -196,7 +197,7 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 	if s.evictions > 0 {
 		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
 	}
-	m.FairnessScore = stat.Jain(float64(s.sumX), float64(s.sumX2), s.perSequence.len())
+	m.FairnessScore = stat.Jain(float64(s.sumX), float64(s.sumX2), s.perSequence.Len())
 	return m, window
 }
 

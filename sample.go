@@ -64,7 +64,7 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 	defer s.clearTaken()
 
 	ids := &sel.ids
-	ids.reset(samplePoolSize)
+	ids.Reset(samplePoolSize)
 	idCap := samplePoolSize
 	victims := make([]Victim, 0, 8)
 	freed, partial, misses := 0, 0, 0
@@ -95,12 +95,12 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 		c := &cands[i]
 		if len(s.picks) > idCap/2 { // keep the ID set's load factor <= 1/2
 			idCap *= 4
-			ids.reset(idCap)
+			ids.Reset(idCap)
 			for _, j := range s.picks[:len(s.picks)-1] {
-				ids.add(cands[j].ID)
+				ids.Add(cands[j].ID)
 			}
 		}
-		if ids.add(c.ID) {
+		if ids.Add(c.ID) {
 			return Result{}, duplicateID(cands, i)
 		}
 		blocks, trimmed := take(c, required-freed)

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -58,9 +59,9 @@ func sortEntries(h []entry) {
 // victims. A selector is not safe for concurrent use; the policy's lock
 // guards it.
 type selector struct {
-	ids     idMap[struct{}] // the duplicate-ID check, when IDs come out of order
-	pivots  uint64          // state of the pivot choice of cover
-	partial int             // victims of the last selection that kept a head of their blocks
+	ids     idmap.Map[struct{}] // the duplicate-ID check, when IDs come out of order
+	pivots  uint64              // state of the pivot choice of cover
+	partial int                 // victims of the last selection that kept a head of their blocks
 
 	// The candidates that may still be victims, kept by offer. A call's
 	// loop keeps only what its common case reads in registers.
@@ -472,9 +473,9 @@ func take(c *Candidate, need int) (blocks []int, partial bool) {
 // blocks that do not cover required (when covered is false).
 func (s *selector) checkCover(cands []Candidate, unordered, covered bool, required int) error {
 	if unordered {
-		s.ids.reset(len(cands))
+		s.ids.Reset(len(cands))
 		for i := range cands {
-			if s.ids.add(cands[i].ID) {
+			if s.ids.Add(cands[i].ID) {
 				return duplicateID(cands, i)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // node is one id an adaptive strategy tracks, resident or ghost, linked into
@@ -35,7 +36,7 @@ const maxLists = 4
 type table struct {
 	slab          []node
 	links         dlist.Slots // the lists' links, indexed like slab, and the free nodes
-	index         idMap[int32]
+	index         idmap.Map[int32]
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
@@ -76,12 +77,12 @@ func newTable(residentLists ...uint8) table {
 func (t *table) reserve(n int) {
 	t.slab = slices.Grow(t.slab, n)
 	t.links.Links = slices.Grow(t.links.Links, n)
-	t.index.reserve(n)
+	t.index.Reserve(n)
 }
 
 // lookup returns id's node, or -1. O(1).
 func (t *table) lookup(id uint64) int32 {
-	if n, ok := t.index.get(id); ok {
+	if n, ok := t.index.Get(id); ok {
 		return n
 	}
 	return -1
@@ -107,7 +108,7 @@ func (t *table) alloc(id uint64) int32 {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
-	t.index.put(id, n)
+	t.index.Put(id, n)
 	return n
 }
 
@@ -115,7 +116,7 @@ func (t *table) alloc(id uint64) int32 {
 func (t *table) drop(n int32) {
 	t.unlink(n)
 	id := t.slab[n].id
-	t.index.del(id)
+	t.index.Del(id)
 	t.slab[n] = node{}
 	t.links.Free(n)
 	if t.observer != nil {
@@ -223,7 +224,7 @@ func (t *table) checkTable() error {
 			if x.list != uint8(l) {
 				return fmt.Errorf("node %d (id %d) in list %d says list %d", n, x.id, l, x.list)
 			}
-			if got, _ := t.index.get(x.id); got != n {
+			if got, _ := t.index.Get(x.id); got != n {
 				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
 			}
 			if t.marked(n) {
@@ -239,8 +240,8 @@ func (t *table) checkTable() error {
 		}
 		seen += ls.Len
 	}
-	if seen != t.index.len() {
-		return fmt.Errorf("%d ids indexed, %d in lists", t.index.len(), seen)
+	if seen != t.index.Len() {
+		return fmt.Errorf("%d ids indexed, %d in lists", t.index.Len(), seen)
 	}
 	if err := t.links.CheckFree(); err != nil {
 		return err
@@ -248,7 +249,7 @@ func (t *table) checkTable() error {
 	if seen+t.links.FreeLen() != len(t.slab) {
 		return fmt.Errorf("%d nodes in lists + %d free != %d nodes", seen, t.links.FreeLen(), len(t.slab))
 	}
-	if err := t.index.check(); err != nil {
+	if err := t.index.Check(); err != nil {
 		return err
 	}
 	if len(t.slab) > math.MaxInt32 {

@@ -1,11 +1,14 @@
-package kvevict
+// Package idmap is the hash table that maps sequence IDs to values, shared
+// by kvevict's histories, metrics and Index and by the miniature caches
+// that choose Auto's weight.
+package idmap
 
 import (
 	"fmt"
 	"math/bits"
 )
 
-// idMap maps sequence IDs to values of type V: the adaptive strategies'
+// Map maps sequence IDs to values of type V: the adaptive strategies'
 // node indices, the metrics' per-sequence eviction records and the Index's
 // slots. It is an open-addressing hash table with linear probing and
 // backward-shift deletion, so that it needs no tombstones. A slot holds id+1 so that zero
@@ -13,7 +16,7 @@ import (
 // slots. It grows to keep the load at most 1/2 and never shrinks, so its
 // memory is bounded by the most ids tracked at once. The zero value is an
 // empty map.
-type idMap[V any] struct {
+type Map[V any] struct {
 	keys   []uint64 // id+1, 0 = empty
 	vals   []V
 	shift  uint
@@ -24,13 +27,13 @@ type idMap[V any] struct {
 
 const idMapMinSize = 16
 
-func (m *idMap[V]) slot(id uint64) uint64 {
+func (m *Map[V]) slot(id uint64) uint64 {
 	return (id * 0x9E3779B97F4A7C15) >> m.shift
 }
 
-// ref returns a pointer to id's value, or nil. The pointer is valid until
+// Ref returns a pointer to id's value, or nil. The pointer is valid until
 // the next put, upsert or del. O(1) expected.
-func (m *idMap[V]) ref(id uint64) *V {
+func (m *Map[V]) Ref(id uint64) *V {
 	k := id + 1
 	if k == 0 {
 		if m.lastOK {
@@ -52,22 +55,22 @@ func (m *idMap[V]) ref(id uint64) *V {
 	}
 }
 
-// get returns id's value. O(1) expected.
-func (m *idMap[V]) get(id uint64) (V, bool) {
-	if p := m.ref(id); p != nil {
+// Get returns id's value. O(1) expected.
+func (m *Map[V]) Get(id uint64) (V, bool) {
+	if p := m.Ref(id); p != nil {
 		return *p, true
 	}
 	var zero V
 	return zero, false
 }
 
-// put sets id's value. O(1) amortized.
-func (m *idMap[V]) put(id uint64, v V) { *m.upsert(id) = v }
+// Put sets id's value. O(1) amortized.
+func (m *Map[V]) Put(id uint64, v V) { *m.Upsert(id) = v }
 
-// upsert returns a pointer to id's value, adding id with the zero value if
-// it is absent. The pointer is valid until the next put, upsert or del.
+// Upsert returns a pointer to id's value, adding id with the zero value if
+// it is absent. The pointer is valid until the next put, Upsert or del.
 // O(1) amortized.
-func (m *idMap[V]) upsert(id uint64) *V {
+func (m *Map[V]) Upsert(id uint64) *V {
 	k := id + 1
 	if k == 0 {
 		if !m.lastOK {
@@ -93,9 +96,9 @@ func (m *idMap[V]) upsert(id uint64) *V {
 	}
 }
 
-// del removes id, shifting back the entries of its probe run so that every
+// Del removes id, shifting back the entries of its probe run so that every
 // entry stays reachable from its home slot. O(1) expected.
-func (m *idMap[V]) del(id uint64) {
+func (m *Map[V]) Del(id uint64) {
 	k := id + 1
 	if k == 0 {
 		m.lastOK = false
@@ -125,11 +128,11 @@ func (m *idMap[V]) del(id uint64) {
 	m.keys[i] = 0
 }
 
-// reset empties the map and sizes it for n ids at a load of at most 1/2,
+// Reset empties the map and sizes it for n ids at a load of at most 1/2,
 // for a set rebuilt on every call (the selection's duplicate-ID check). A
 // table far larger than n is freed, so that one huge call does not pin its
 // memory. O(size).
-func (m *idMap[V]) reset(n int) {
+func (m *Map[V]) Reset(n int) {
 	size := idMapMinSize
 	for size < 2*n {
 		size *= 2
@@ -151,12 +154,12 @@ func (m *idMap[V]) reset(n int) {
 // times larger than it needs.
 const idMapShrinkAbove = 1 << 16
 
-// add inserts id unless it is there, and reports whether it was: the
+// Add inserts id unless it is there, and reports whether it was: the
 // duplicate-ID check of a selection, one probe run per candidate. The map
-// must have room: reset sized it for every id added since, so add never
+// must have room: reset sized it for every id added since, so Add never
 // grows it and stays small enough to inline. Its value is left as it is.
 // O(1) expected.
-func (m *idMap[V]) add(id uint64) (had bool) {
+func (m *Map[V]) Add(id uint64) (had bool) {
 	k := id + 1
 	if k == 0 {
 		had, m.lastOK = m.lastOK, true
@@ -175,8 +178,8 @@ func (m *idMap[V]) add(id uint64) (had bool) {
 	}
 }
 
-// len returns how many ids the map holds.
-func (m *idMap[V]) len() int {
+// Len returns how many ids the map holds.
+func (m *Map[V]) Len() int {
 	if m.lastOK {
 		return m.count + 1
 	}
@@ -184,11 +187,15 @@ func (m *idMap[V]) len() int {
 }
 
 // grow doubles the slots and reinserts every id.
-func (m *idMap[V]) grow() { m.rehash(max(idMapMinSize, 2*len(m.keys))) }
+func (m *Map[V]) grow() { m.rehash(max(idMapMinSize, 2*len(m.keys))) }
 
-// reserve makes room for n more ids without growing, at a load of at most
+// Slots returns the table's size in slots, which changes only when the
+// table grows or is reset. O(1).
+func (m *Map[V]) Slots() int { return len(m.keys) }
+
+// Reserve makes room for n more ids without growing, at a load of at most
 // 1/2. O(ids held), once.
-func (m *idMap[V]) reserve(n int) {
+func (m *Map[V]) Reserve(n int) {
 	size := max(idMapMinSize, len(m.keys))
 	for size < 2*(m.count+n) {
 		size *= 2
@@ -199,28 +206,28 @@ func (m *idMap[V]) reserve(n int) {
 }
 
 // rehash moves every id into a table of size slots, a power of two.
-func (m *idMap[V]) rehash(size int) {
+func (m *Map[V]) rehash(size int) {
 	keys, vals := m.keys, m.vals
 	m.keys, m.vals = make([]uint64, size), make([]V, size)
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.count = 0
 	for i, k := range keys {
 		if k != 0 {
-			m.put(k-1, vals[i])
+			m.Put(k-1, vals[i])
 		}
 	}
 }
 
-// check verifies that every id is reachable from its home slot and the
+// Check verifies that every id is reachable from its home slot and the
 // count, for tests.
-func (m *idMap[V]) check() error {
+func (m *Map[V]) Check() error {
 	n := 0
 	for i, k := range m.keys {
 		if k == 0 {
 			continue
 		}
 		n++
-		if m.ref(k-1) != &m.vals[i] {
+		if m.Ref(k-1) != &m.vals[i] {
 			return fmt.Errorf("idMap: id %d at slot %d unreachable from its home slot", k-1, i)
 		}
 	}
