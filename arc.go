@@ -1,6 +1,10 @@
 package kvevict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // arc is the Adaptive Replacement Cache of N. Megiddo and D. S. Modha,
 // "ARC: A Self-Tuning, Low Overhead Replacement Cache", FAST'03 (Fig. 4),
@@ -51,11 +55,11 @@ const (
 	arcB2              // ghosts evicted from t2
 )
 
-func newARC(cfg *config) history {
+func newARC(cfg *rank.Config) history {
 	return &arc{
 		table:    newTable(arcT1, arcT2),
-		c:        cfg.capacity,
-		ghostCap: cfg.ghostCap,
+		c:        cfg.Capacity,
+		ghostCap: cfg.GhostCap,
 		cursor:   [2]int32{-1, -1},
 	}
 }

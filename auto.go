@@ -27,7 +27,7 @@ type auto struct {
 	// turnover counts the UpdateAccess calls for ids not resident: the ids
 	// entering the pool, the policy's own clock, their rate measured from
 	// the first selection after one.
-	turnover autoTurnover
+	turnover rank.Turnover
 
 	// reuses counts the requests for resident ids and for evicted ghosts,
 	// decayed: the span over which the victims' returns are counted.
@@ -36,7 +36,7 @@ type auto struct {
 	// decayed with the reuse counts: whether partial blocks come back.
 	evictedAs, returned [2]float64
 
-	weights autoWeights // the miniature caches that choose the weight
+	weights rank.Weights // the miniature caches that choose the weight
 
 	// The selection's candidates, between rank and finish: a Policy's
 	// slice, or the slots of the Index that follows this history.
@@ -77,12 +77,12 @@ type candidateScorer interface {
 	rank(cands []Candidate, required int)
 }
 
-func newAuto(cfg *config) history {
+func newAuto(cfg *rank.Config) history {
 	return &auto{
 		table:    newTable(autoResident),
-		c:        cfg.capacity,
-		ghostCap: cfg.ghostCap,
-		weights:  newAutoWeights(cfg.capacity),
+		c:        cfg.Capacity,
+		ghostCap: cfg.GhostCap,
+		weights:  rank.NewWeights(cfg.Capacity),
 	}
 }
 
@@ -98,7 +98,7 @@ func (a *auto) commit()                   {}
 func (a *auto) access(id uint64) {
 	n := a.lookup(id)
 	if n < 0 || a.slab[n].list != autoResident {
-		a.turnover.enter()
+		a.turnover.Enter()
 	}
 	if n < 0 {
 		n = a.addNode(id, autoGhost)
@@ -118,9 +118,9 @@ func (a *auto) access(id uint64) {
 	}
 	if x := &a.info[n]; x.requests < math.MaxUint32 {
 		x.requests++
-		x.log2Requests = autoLog2(x.requests)
+		x.log2Requests = rank.Log2Requests(x.requests)
 	}
-	a.weights.access(id, a.info[n].log2Requests)
+	a.weights.Access(id, a.info[n].log2Requests)
 }
 
 // decayReuse halves the reuse counts once they exceed the ghost table's
@@ -192,8 +192,8 @@ func (a *auto) rank(cands []Candidate, required int) {
 // the first selection after an id entered. It is 0, ranking by recency
 // alone, until the clock and the entries have both moved.
 func (a *auto) horizon(now int64, n int) float64 {
-	a.turnover.evicting(now)
-	return a.turnover.horizon(a.weights.weight(), n, now)
+	a.turnover.Evicting(now)
+	return a.turnover.Horizon(a.weights.Weight(), n, now)
 }
 
 // partialFirst reports whether lone partial blocks go first: unless the
@@ -217,7 +217,7 @@ func autoKey(c *Candidate, log2r float32, w float64, partialFirst bool) rank.Key
 	if partialFirst && lonePartial(c) {
 		return rank.Key{Major: math.MinInt64, Minor: c.LastAccess}
 	}
-	return rank.Key{Major: autoScore(c.LastAccess, log2r, w), Minor: c.LastAccess}
+	return rank.Key{Major: rank.Score(c.LastAccess, log2r, w), Minor: c.LastAccess}
 }
 
 // victim returns the node of the next ranked victim. The engine asks only
@@ -280,7 +280,7 @@ func (a *auto) check() error {
 	if g := a.size(autoGhost); g > a.ghostCap {
 		return fmt.Errorf("auto: |ghost| = %d > %d", g, a.ghostCap)
 	}
-	if err := a.weights.check(); err != nil {
+	if err := a.weights.Check(); err != nil {
 		return err
 	}
 	if len(a.info) != len(a.slab) {

@@ -3,6 +3,8 @@ package kvevict
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Errors returned by the package. Match them with [errors.Is].
@@ -14,9 +16,9 @@ var (
 	// EstimatedLifetime, SeqLen or MaxLen, or repeats another's ID.
 	ErrInvalidCandidate = errors.New("kvevict: invalid candidate")
 	// ErrInvalidArgument: a negative requiredBlocks, or an invalid option.
-	ErrInvalidArgument = errors.New("kvevict: invalid argument")
-	// ErrUnknownStrategy: a strategy name that is not registered.
-	ErrUnknownStrategy = errors.New("kvevict: unknown strategy")
+	ErrInvalidArgument = rank.ErrInvalidArgument
+	// ErrUnknownStrategy: a name that is none of [Strategies].
+	ErrUnknownStrategy = rank.ErrUnknownStrategy
 )
 
 // InsufficientBlocksError reports a selection that could not be satisfied.

@@ -143,24 +143,24 @@ const maxIndexLen = math.MaxInt32
 // cannot keep in order, and one matching [ErrInvalidArgument] for an
 // invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
-	info, cfg, err := resolve(s, opts, forIndex)
+	info, cfg, err := resolve(s, opts, rank.ForIndex)
 	if err != nil {
 		return nil, err
 	}
-	params := newKeyParams(info.kind, &cfg)
+	params := newKeyParams(info.Kind, &cfg)
 	if params.usesNow {
 		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	x := &Index{
-		strategy: info.name,
+		strategy: Strategy(info.Name),
 		params:   params,
-		logger:   cfg.logger,
+		logger:   cfg.Logger,
 		run:      dlist.Empty(),
-		stats:    newStats(info.name, &cfg),
+		stats:    newStats(Strategy(info.Name), &cfg),
 		watch:    newStopwatch(&cfg),
 	}
-	if info.history != nil {
-		h := info.history(&cfg)
+	if info.Kind.Adaptive() {
+		h := newHistory(info.Kind, &cfg)
 		if _, ok := h.(*auto); ok {
 			x.groups = newAutoGroups()
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/stat"
 )
 
@@ -55,8 +56,8 @@ type stopwatch struct {
 	on     bool
 }
 
-func newStopwatch(cfg *config) stopwatch {
-	if cfg.noTiming {
+func newStopwatch(cfg *rank.Config) stopwatch {
+	if cfg.NoTiming {
 		return stopwatch{}
 	}
 	return stopwatch{origin: time.Now(), on: true}
@@ -113,8 +114,8 @@ type evictionRecord struct {
 
 // newStats returns the stats of strategy s configured by cfg; without
 // eviction history, historyCap is 0 and no eviction is remembered.
-func newStats(s Strategy, cfg *config) stats {
-	st := stats{strategy: s, historyCap: cfg.evictionHistory}
+func newStats(s Strategy, cfg *rank.Config) stats {
+	st := stats{strategy: s, historyCap: cfg.EvictionHistory}
 	return st
 }
 

@@ -1,58 +1,12 @@
 package kvevict
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
-
-// Default tuning values.
-const (
-	defaultTickDuration    = time.Nanosecond
-	defaultSLRUThreshold   = 2
-	defaultCostAlpha       = 2.0
-	defaultLifetimeHorizon = 30 * time.Second
-	// defaultEvictionHistory is how many recent evictions a policy
-	// remembers for re-prefill detection and fairness, unless
-	// WithEvictionHistory says otherwise.
-	defaultEvictionHistory = 1 << 16
-	// defaultGhostCap is how many evicted sequences an adaptive strategy
-	// remembers, unless WithGhostCap says otherwise.
-	defaultGhostCap = 1 << 16
-)
-
-// config is what the options set.
-type config struct {
-	tickDuration    time.Duration
-	lfuHalfLife     time.Duration
-	slruThreshold   int
-	costAlpha       float64
-	costDecay       float64 // per second
-	lifetimeHorizon time.Duration
-	evictionHistory int // 0: no eviction is remembered
-	ghostCap        int
-	noTiming        bool // WithTiming(false)
-	sampleK         int  // 0: exact selection
-	capacity        int  // adaptive strategies' cache size, in sequences
-	logger          *slog.Logger
-	tuned           tunable // the strategy-specific options given
-	errs            []error
-}
-
-func defaultConfig() config {
-	return config{
-		tickDuration:    defaultTickDuration,
-		slruThreshold:   defaultSLRUThreshold,
-		costAlpha:       defaultCostAlpha,
-		lifetimeHorizon: defaultLifetimeHorizon,
-		evictionHistory: defaultEvictionHistory,
-		ghostCap:        defaultGhostCap,
-		capacity:        defaultCapacity,
-	}
-}
 
 // Option configures a policy made by [New] or an index made by [NewIndex].
 // Options that tune one kind of strategy (WithCapacity for the adaptive
@@ -62,22 +16,18 @@ func defaultConfig() config {
 // other; the rest apply everywhere. A refused option or an invalid value
 // makes the constructor return an error matching [ErrInvalidArgument] that
 // names it.
-type Option func(*config)
-
-func (c *config) reject(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
-}
+type Option func(*rank.Config)
 
 // WithTickDuration says how long one tick of Candidate.LastAccess and
 // CreatedAt is, so that durations (EstimatedLifetime, half-lives, horizons,
 // per-second decay) convert to ticks. Default: one nanosecond. Must be > 0.
 func WithTickDuration(d time.Duration) Option {
-	return func(c *config) {
+	return func(c *rank.Config) {
 		if d <= 0 {
-			c.reject("tick duration must be positive, got %v", d)
+			c.Reject("tick duration must be positive, got %v", d)
 			return
 		}
-		c.tickDuration = d
+		c.TickDuration = d
 	}
 }
 
@@ -85,26 +35,26 @@ func WithTickDuration(d time.Duration) Option {
 // for every half-life that passed since LastAccess. Default 0: no decay, pure
 // (AccessCount, LastAccess) order. Must be >= 0.
 func WithLFUHalfLife(d time.Duration) Option {
-	return func(c *config) {
-		c.tuned |= tuneLFUHalfLife
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneLFUHalfLife
 		if d < 0 {
-			c.reject("LFU half-life must not be negative, got %v", d)
+			c.Reject("LFU half-life must not be negative, got %v", d)
 			return
 		}
-		c.lfuHalfLife = d
+		c.LFUHalfLife = d
 	}
 }
 
 // WithSLRUThreshold sets how many accesses move a sequence from SLRU's
 // probationary segment to its protected one. Default 2. Must be >= 1.
 func WithSLRUThreshold(n int) Option {
-	return func(c *config) {
-		c.tuned |= tuneSLRUThreshold
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneSLRUThreshold
 		if n < 1 {
-			c.reject("SLRU threshold must be at least 1, got %d", n)
+			c.Reject("SLRU threshold must be at least 1, got %d", n)
 			return
 		}
-		c.slruThreshold = n
+		c.SLRUThreshold = n
 	}
 }
 
@@ -112,26 +62,26 @@ func WithSLRUThreshold(n int) Option {
 // alpha protects long sequences (expensive to re-prefill) more. Default 2.
 // Must be finite and >= 0.
 func WithCostAlpha(alpha float64) Option {
-	return func(c *config) {
-		c.tuned |= tuneCostAlpha
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneCostAlpha
 		if !(alpha >= 0) || math.IsInf(alpha, 0) {
-			c.reject("cost alpha must be finite and >= 0, got %v", alpha)
+			c.Reject("cost alpha must be finite and >= 0, got %v", alpha)
 			return
 		}
-		c.costAlpha = alpha
+		c.CostAlpha = alpha
 	}
 }
 
 // WithCostDecay sets FrequencyCost's decay per second of idle time: retention
 // is divided by 1 + decay x age_seconds. Default 0. Must be finite and >= 0.
 func WithCostDecay(perSecond float64) Option {
-	return func(c *config) {
-		c.tuned |= tuneCostDecay
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneCostDecay
 		if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
-			c.reject("cost decay must be finite and >= 0, got %v", perSecond)
+			c.Reject("cost decay must be finite and >= 0, got %v", perSecond)
 			return
 		}
-		c.costDecay = perSecond
+		c.CostDecay = perSecond
 	}
 }
 
@@ -140,13 +90,13 @@ func WithCostDecay(perSecond float64) Option {
 // that is a fraction f of the way to MaxLen gets (1-f) of it. Default 30s.
 // Must be > 0.
 func WithLifetimeHorizon(d time.Duration) Option {
-	return func(c *config) {
-		c.tuned |= tuneLifetimeHorizon
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneLifetimeHorizon
 		if d <= 0 {
-			c.reject("lifetime horizon must be positive, got %v", d)
+			c.Reject("lifetime horizon must be positive, got %v", d)
 			return
 		}
-		c.lifetimeHorizon = d
+		c.LifetimeHorizon = d
 	}
 }
 
@@ -160,12 +110,12 @@ func WithLifetimeHorizon(d time.Duration) Option {
 // the metrics' memory only; an adaptive strategy's own memory of evicted
 // sequences is [WithGhostCap]. Default 65,536. Must be >= 0.
 func WithEvictionHistory(n int) Option {
-	return func(c *config) {
+	return func(c *rank.Config) {
 		if n < 0 {
-			c.reject("eviction history must not be negative, got %d", n)
+			c.Reject("eviction history must not be negative, got %d", n)
 			return
 		}
-		c.evictionHistory = n
+		c.EvictionHistory = n
 	}
 }
 
@@ -176,13 +126,13 @@ func WithEvictionHistory(n int) Option {
 // counted for each. SIEVE keeps no ghosts, and the key strategies no
 // history: they refuse it. Default 65,536. Must be >= 1.
 func WithGhostCap(n int) Option {
-	return func(c *config) {
-		c.tuned |= tuneGhostCap
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneGhostCap
 		if n < 1 {
-			c.reject("ghost cap must be at least 1, got %d", n)
+			c.Reject("ghost cap must be at least 1, got %d", n)
 			return
 		}
-		c.ghostCap = n
+		c.GhostCap = n
 	}
 }
 
@@ -192,7 +142,7 @@ func WithGhostCap(n int) Option {
 // can cost more than the rest of a one-victim [Index] eviction, on virtual
 // machines whose clock is slow to read. Default: on.
 func WithTiming(on bool) Option {
-	return func(c *config) { c.noTiming = !on }
+	return func(c *rank.Config) { c.NoTiming = !on }
 }
 
 // WithSampling makes SelectVictims approximate, as Redis's eviction does:
@@ -216,127 +166,29 @@ func WithTiming(on bool) Option {
 // [ErrInsufficientBlocks]. FrequencyCost with decay still makes one O(n)
 // pass to find the current tick.
 func WithSampling(k int) Option {
-	return func(c *config) {
-		c.tuned |= tuneSampling
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneSampling
 		if k < 1 {
-			c.reject("sample size must be at least 1, got %d", k)
+			c.Reject("sample size must be at least 1, got %d", k)
 			return
 		}
-		c.sampleK = k
+		c.Sampling = k
 	}
 }
 
 // WithLogger logs every eviction at debug level: strategy, victims, freed
 // blocks and elapsed time. The policy logs after releasing its lock.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *rank.Config) { c.Logger = l }
 }
 
-// constructor names what a configuration is for: strategy-specific
-// options must tune the strategy, and WithSampling only a Policy's
-// selection.
-type constructor string
-
-const (
-	forPolicy constructor = "New"
-	forIndex  constructor = "NewIndex"
-	forRanker constructor = "prefix.New" // the rankers serve package prefix's tree
-)
-
-// resolve looks up s and applies opts to the default configuration for
-// constructor ctor. It refuses, with an error matching
-// [ErrInvalidArgument], an invalid value and an option that tunes neither s
-// nor what ctor builds, so that no option is ignored silently.
-func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config, error) {
-	info, ok := lookup(s)
-	if !ok {
-		return strategyInfo{}, config{}, unknownStrategy(string(s))
-	}
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
-	allowed := info.tunes
-	if ctor != forPolicy {
-		allowed &^= tuneSampling
-	}
-	if ctor == forRanker && cfg.tuned&tuneCapacity != 0 && info.tunes&tuneCapacity != 0 {
-		// The tree's capacity is in blocks, its own option's.
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: use prefix.WithCapacity", ErrInvalidArgument))
-		cfg.tuned &^= tuneCapacity
-	}
-	for t := tunable(1); t != 0 && t <= cfg.tuned; t <<= 1 {
-		if cfg.tuned&t == 0 || allowed&t != 0 {
-			continue
-		}
-		if info.tunes&t != 0 { // WithSampling outside New
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: %s does not apply to %s, only to New", ErrInvalidArgument, t, ctor))
-			continue
-		}
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: %s does not tune strategy %q (it tunes %s)", ErrInvalidArgument, t, s, tunedBy(t)))
-	}
-	if err := errors.Join(cfg.errs...); err != nil {
-		return strategyInfo{}, config{}, err
-	}
-	return info, cfg, nil
+// resolve looks up s and applies opts for constructor ctor: see
+// [rank.Resolve].
+func resolve(s Strategy, opts []Option, ctor rank.Constructor) (rank.Info, rank.Config, error) {
+	cfg := rank.Apply(opts)
+	info, err := rank.Resolve(string(s), &cfg, ctor)
+	return info, cfg, err
 }
-
-// tunable is one strategy-specific option, a bit of config.tuned and of
-// strategyInfo.tunes. The other options apply to every strategy.
-type tunable uint16
-
-const (
-	tuneCapacity tunable = 1 << iota
-	tuneSampling
-	tuneLFUHalfLife
-	tuneSLRUThreshold
-	tuneCostAlpha
-	tuneCostDecay
-	tuneLifetimeHorizon
-	tuneGhostCap
-)
-
-// String returns the option's name.
-func (t tunable) String() string {
-	switch t {
-	case tuneCapacity:
-		return "WithCapacity"
-	case tuneSampling:
-		return "WithSampling"
-	case tuneLFUHalfLife:
-		return "WithLFUHalfLife"
-	case tuneSLRUThreshold:
-		return "WithSLRUThreshold"
-	case tuneCostAlpha:
-		return "WithCostAlpha"
-	case tuneCostDecay:
-		return "WithCostDecay"
-	case tuneGhostCap:
-		return "WithGhostCap"
-	default:
-		return "WithLifetimeHorizon"
-	}
-}
-
-// tunedBy lists the strategies that option t tunes, for error messages.
-func tunedBy(t tunable) string {
-	var names []string
-	for _, info := range registry {
-		if info.tunes&t != 0 {
-			names = append(names, string(info.name))
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-// defaultCapacity is how many sequences an adaptive strategy's cache holds
-// unless WithCapacity says otherwise.
-const defaultCapacity = 4096
-
-// maxCapacity bounds [WithCapacity] so node indices fit an int32.
-const maxCapacity = 1 << 28
 
 // WithCapacity sets the cache size c of the adaptive strategies ([ARC],
 // [S3FIFO], [SIEVE], [Auto]) in sequences, not blocks: set it to about how many
@@ -353,12 +205,12 @@ const maxCapacity = 1 << 28
 // prefix.WithCapacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
-	return func(c *config) {
-		c.tuned |= tuneCapacity
-		if n < 1 || n > maxCapacity {
-			c.reject("capacity must be in [1, %d], got %d", maxCapacity, n)
+	return func(c *rank.Config) {
+		c.Tuned |= rank.TuneCapacity
+		if n < 1 || n > rank.MaxCapacity {
+			c.Reject("capacity must be in [1, %d], got %d", rank.MaxCapacity, n)
 			return
 		}
-		c.capacity = n
+		c.Capacity = n
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Policy chooses which sequences to evict when a KV pool runs out of blocks.
@@ -46,21 +48,21 @@ type Policy interface {
 // [ErrInvalidArgument] for an invalid option or one that does not tune s
 // (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
-	info, cfg, err := resolve(s, opts, forPolicy)
+	info, cfg, err := resolve(s, opts, rank.ForPolicy)
 	if err != nil {
 		return nil, err
 	}
 	p := &policy{
-		strategy: info.name,
-		params:   newKeyParams(info.kind, &cfg),
-		stats:    newStats(info.name, &cfg),
-		logger:   cfg.logger,
+		strategy: Strategy(info.Name),
+		params:   newKeyParams(info.Kind, &cfg),
+		stats:    newStats(Strategy(info.Name), &cfg),
+		logger:   cfg.Logger,
 		watch:    newStopwatch(&cfg),
 	}
-	if info.history != nil {
-		p.hist = info.history(&cfg)
-	} else if cfg.sampleK > 0 {
-		p.sampler = newSampler(cfg.sampleK)
+	if info.Kind.Adaptive() {
+		p.hist = newHistory(info.Kind, &cfg)
+	} else if cfg.Sampling > 0 {
+		p.sampler = newSampler(cfg.Sampling)
 	}
 	return p, nil
 }

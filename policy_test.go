@@ -46,13 +46,23 @@ func mustNew(t testing.TB, s kvevict.Strategy, opts ...kvevict.Option) kvevict.P
 // referenceSelect is the selection rule written as plainly as possible: rank
 // the evictable candidates by (key, ID) with a full sort, take them in order
 // until they cover required, trim the last to what is still needed if it
-// allows partial eviction. Keys come from a Ranker at the call's now, the
-// largest LastAccess.
+// allows partial eviction. Keys come from package rank's one dispatch at
+// the call's now, the largest LastAccess.
 func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, cands []kvevict.Candidate, required int) ([]kvevict.Victim, error) {
 	t.Helper()
-	r, err := rank.New[kvevict.Candidate](string(s), opts...)
-	if err != nil {
-		t.Fatalf("ranker of %q: %v", s, err)
+	cfg := rank.Apply(opts)
+	info, err := rank.Resolve(string(s), &cfg, rank.ForPolicy)
+	if err != nil || info.Kind.Adaptive() {
+		t.Fatalf("keys of %q: %v", s, err)
+	}
+	params := rank.NewParams(info.Kind, &cfg)
+	keyAt := func(c kvevict.Candidate, now int64) rank.Key {
+		f := rank.Fields{
+			LastAccess: c.LastAccess, CreatedAt: c.CreatedAt, AccessCount: c.AccessCount,
+			Priority: int8(c.Priority), Blocks: len(c.Blocks), EstimatedLifetime: c.EstimatedLifetime,
+			SeqLen: c.SeqLen, MaxLen: c.MaxLen,
+		}
+		return params.Key(&f, now)
 	}
 	var now int64
 	for i, c := range cands {
@@ -72,7 +82,7 @@ func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, ca
 		return nil, kvevict.ErrInsufficientBlocks
 	}
 	slices.SortFunc(order, func(a, b kvevict.Candidate) int {
-		if c := r.KeyAt(a, now).Compare(r.KeyAt(b, now)); c != 0 {
+		if c := keyAt(a, now).Compare(keyAt(b, now)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
@@ -763,28 +773,6 @@ func TestConcurrentUse(t *testing.T) {
 		if m := p.Metrics(); m.Selections != 400 {
 			t.Errorf("%s: %d selections counted, want 400", s, m.Selections)
 		}
-	}
-}
-
-func TestRankers(t *testing.T) {
-	if _, err := rank.New[kvevict.Candidate]("nope", []kvevict.Option{}...); !errors.Is(err, kvevict.ErrUnknownStrategy) {
-		t.Fatalf("err = %v", err)
-	}
-	r, err := rank.New[kvevict.Candidate](string(kvevict.FrequencyCost), kvevict.WithCostDecay(1))
-	if err != nil || !r.UsesNow() {
-		t.Fatalf("decaying FrequencyCost ranker: %v, UsesNow %v", err, r != nil && r.UsesNow())
-	}
-	r, _ = rank.New[kvevict.Candidate](string(kvevict.LRU), []kvevict.Option{}...)
-	if r.UsesNow() {
-		t.Fatal("LRU keys do not depend on now")
-	}
-	// QoSAware ranks a low priority before a high one, whatever their
-	// recency.
-	low := kvevict.Candidate{ID: 1, Priority: kvevict.PriorityLow, LastAccess: 9}
-	high := kvevict.Candidate{ID: 2, Priority: kvevict.PriorityHigh, LastAccess: 1}
-	r, _ = rank.New[kvevict.Candidate](string(kvevict.QoSAware), []kvevict.Option{}...)
-	if c := r.KeyAt(low, 9).Compare(r.KeyAt(high, 9)); c != -1 {
-		t.Fatalf("QoSAware: low compares %d to high, want -1", c)
 	}
 }
 

@@ -1,6 +1,10 @@
 package kvevict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // s3fifo is S3-FIFO, from J. Yang, Y. Zhang, Z. Qiu, Y. Yue and K. V.
 // Rashmi, "FIFO queues are all you need for cache eviction", SOSP'23
@@ -52,13 +56,13 @@ const (
 	s3fifoMoveToMain   = 1  // accesses in small that earn a place in main
 )
 
-func newS3FIFO(cfg *config) history {
-	small := max(1, cfg.capacity*s3fifoSmallPercent/100)
+func newS3FIFO(cfg *rank.Config) history {
+	small := max(1, cfg.Capacity*s3fifoSmallPercent/100)
 	return &s3fifo{
 		table:    newTable(s3Small, s3Main),
-		c:        cfg.capacity,
+		c:        cfg.Capacity,
 		smallCap: small,
-		ghostCap: min(cfg.ghostCap, cfg.capacity-small),
+		ghostCap: min(cfg.GhostCap, cfg.Capacity-small),
 		cursor:   [2]int32{-1, -1},
 	}
 }

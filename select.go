@@ -158,24 +158,24 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// against a reference that ranks through keyOf.
 		var key rank.Key
 		switch kp.kind {
-		case kindLRU:
-			key = lruKey(c, kp)
-		case kindMRU:
-			key = mruKey(c, kp)
-		case kindFIFO:
-			key = fifoKey(c, kp)
-		case kindFILO:
-			key = filoKey(c, kp)
-		case kindLFU:
-			key = orGeneral(lfuKeyFast(c, kp))
-		case kindSLRU:
-			key = slruKey(c, kp)
-		case kindQoS:
-			key = qosKey(c, kp)
-		case kindPredictive:
-			key = orGeneral(predictiveKeyFast(c, kp))
-		default: // kindCost
-			key = orGeneral(costKeyFast(c, kp))
+		case rank.KindLRU:
+			key = rank.LRUKey(c.LastAccess)
+		case rank.KindMRU:
+			key = rank.MRUKey(c.LastAccess)
+		case rank.KindFIFO:
+			key = rank.FIFOKey(c.CreatedAt)
+		case rank.KindFILO:
+			key = rank.FILOKey(c.CreatedAt)
+		case rank.KindLFU:
+			key = orGeneral(rank.LFUKeyFast(c.AccessCount, c.LastAccess, &kp.p))
+		case rank.KindSLRU:
+			key = rank.SLRUKey(c.AccessCount, c.LastAccess, &kp.p)
+		case rank.KindQoS:
+			key = rank.QoSKey(int8(c.Priority), c.LastAccess)
+		case rank.KindPredictive:
+			key = orGeneral(rank.PredictiveKeyFast(c.LastAccess, c.EstimatedLifetime, c.SeqLen, c.MaxLen, &kp.p))
+		default: // rank.KindCost
+			key = orGeneral(rank.CostKeyFast(c.AccessCount, len(c.Blocks), c.LastAccess, &kp.p))
 		}
 		if !valid(c) {
 			return Result{}, invalidField(c, i)

@@ -1,6 +1,10 @@
 package kvevict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // sieve is SIEVE, from Y. Zhang, J. Yang, Y. Yue, Y. Vigfusson and K. V.
 // Rashmi, "SIEVE is Simpler than LRU: an Efficient Turn-Key Eviction
@@ -27,8 +31,8 @@ type sieve struct {
 // sieveQueue is SIEVE's one list.
 const sieveQueue uint8 = 0
 
-func newSIEVE(cfg *config) history {
-	return &sieve{table: newTable(sieveQueue), c: cfg.capacity, hand: -1}
+func newSIEVE(cfg *rank.Config) history {
+	return &sieve{table: newTable(sieveQueue), c: cfg.Capacity, hand: -1}
 }
 
 func (s *sieve) nodes() *table { return &s.table }

@@ -1,8 +1,9 @@
 package kvevict
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Strategy names an eviction strategy. Its string form is the name used in
@@ -79,47 +80,20 @@ const (
 // O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
-// strategyInfo is one registered strategy: a key kind, or for an adaptive
-// strategy a constructor of the history that ranks instead of a key.
-type strategyInfo struct {
-	name    Strategy
-	kind    keyKind
-	history func(*config) history // nil for key strategies
-	tunes   tunable               // the strategy-specific options it takes
-}
+func lookup(s Strategy) (rank.Info, bool) { return rank.Lookup(string(s)) }
 
-// registry lists every strategy in the order [Strategies] reports them.
-var registry = []strategyInfo{
-	{name: LRU, kind: kindLRU, tunes: tuneSampling},
-	{name: MRU, kind: kindMRU, tunes: tuneSampling},
-	{name: FIFO, kind: kindFIFO, tunes: tuneSampling},
-	{name: FILO, kind: kindFILO, tunes: tuneSampling},
-	{name: LFU, kind: kindLFU, tunes: tuneSampling | tuneLFUHalfLife},
-	{name: SLRU, kind: kindSLRU, tunes: tuneSampling | tuneSLRUThreshold},
-	{name: QoSAware, kind: kindQoS, tunes: tuneSampling},
-	{name: Predictive, kind: kindPredictive, tunes: tuneSampling | tuneLifetimeHorizon},
-	{name: FrequencyCost, kind: kindCost, tunes: tuneSampling | tuneCostAlpha | tuneCostDecay},
-	{name: ARC, kind: kindHistory, history: newARC, tunes: tuneCapacity | tuneGhostCap},
-	{name: S3FIFO, kind: kindHistory, history: newS3FIFO, tunes: tuneCapacity | tuneGhostCap},
-	{name: SIEVE, kind: kindHistory, history: newSIEVE, tunes: tuneCapacity},
-	{name: Auto, kind: kindHistory, history: newAuto, tunes: tuneCapacity | tuneGhostCap},
-}
-
-func lookup(s Strategy) (strategyInfo, bool) {
-	for _, info := range registry {
-		if info.name == s {
-			return info, true
-		}
+// newHistory returns the history of adaptive strategy k.
+func newHistory(k rank.Kind, cfg *rank.Config) history {
+	switch k {
+	case rank.KindARC:
+		return newARC(cfg)
+	case rank.KindS3FIFO:
+		return newS3FIFO(cfg)
+	case rank.KindSIEVE:
+		return newSIEVE(cfg)
+	default:
+		return newAuto(cfg)
 	}
-	// A name as a person writes it: any case, spaces around (ParseStrategy's
-	// rule), so that New("LRU") takes what the command and ParseStrategy do.
-	name := strings.TrimSpace(string(s))
-	for _, info := range registry {
-		if strings.EqualFold(string(info.name), name) {
-			return info, true
-		}
-	}
-	return strategyInfo{}, false
 }
 
 // Adaptive reports whether s ranks by the history of accesses it keeps
@@ -130,14 +104,15 @@ func lookup(s Strategy) (strategyInfo, bool) {
 // only. False for an unknown strategy.
 func (s Strategy) Adaptive() bool {
 	info, ok := lookup(s)
-	return ok && info.history != nil
+	return ok && info.Kind.Adaptive()
 }
 
 // Strategies returns every registered strategy, in a fixed order.
 func Strategies() []Strategy {
-	out := make([]Strategy, len(registry))
-	for i, info := range registry {
-		out[i] = info.name
+	all := rank.Strategies()
+	out := make([]Strategy, len(all))
+	for i, info := range all {
+		out[i] = Strategy(info.Name)
 	}
 	return out
 }
@@ -148,15 +123,7 @@ func Strategies() []Strategy {
 func ParseStrategy(name string) (Strategy, error) {
 	s := Strategy(strings.ToLower(strings.TrimSpace(name)))
 	if _, ok := lookup(s); !ok {
-		return "", unknownStrategy(name)
+		return "", rank.UnknownStrategy(name)
 	}
 	return s, nil
-}
-
-func unknownStrategy(name string) error {
-	names := make([]string, len(registry))
-	for i, info := range registry {
-		names[i] = string(info.name)
-	}
-	return fmt.Errorf("%w %q (known: %s)", ErrUnknownStrategy, name, strings.Join(names, ", "))
 }

@@ -217,7 +217,7 @@ func TestAutoMemoryBound(t *testing.T) {
 	}
 }
 
-// choiceHistory is a rank.History whose choice of weight a test sets: two
+// choiceHistory is a history whose choice of weight a test sets: two
 // weights, of horizons 0 (recency alone) and 100 ticks per doubling of
 // requests, keyed as Auto keys, lastAccess + W x log2(requests).
 type choiceHistory struct{ chosen int }

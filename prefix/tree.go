@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -48,10 +49,10 @@ type Access struct {
 // docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
 // shrink below their peak size, as Go maps do not.
 type Tree struct {
-	ranker   rank.Ranker[kvevict.Candidate] // nil when hist ranks
-	hist     rank.History                   // Auto's measurements; nil for a key strategy
-	keyOpts  []kvevict.Option               // the strategy's options, until New ranks with them
-	capacity int                            // WithCapacity's blocks; 0 when not given
+	params   rank.Params      // a key strategy's; unused when hist ranks
+	hist     history          // Auto's measurements; nil for a key strategy
+	keyOpts  []kvevict.Option // the strategy's options, until New ranks with them
+	capacity int              // WithCapacity's blocks; 0 when not given
 	onEvent  func(Event)
 	usesNow  bool
 	// Events are delivered in the order of their changes, one call's at a
@@ -168,24 +169,26 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	if t.capacity < 0 {
 		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1", kvevict.ErrInvalidArgument)
 	}
-	if s.Adaptive() {
-		h, err := rank.NewHistory(string(s), t.capacity, t.keyOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("prefix.New: %w", err)
-		}
-		horizons, _ := h.Horizons(t.now, 0)
-		t.hist, t.memory, t.keyOpts = h, newMemory(h.MemoryCap()), nil
-		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
-		return t, nil
-	}
-	r, err := rank.New[kvevict.Candidate](string(s), t.keyOpts...)
+	cfg := rank.Apply(t.keyOpts)
+	t.keyOpts = nil
+	info, err := rank.Resolve(string(s), &cfg, rank.ForTree)
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
-	if t.capacity != 0 {
+	switch {
+	case info.Kind == rank.KindAuto:
+		h := newTreeAuto(cmp.Or(t.capacity, cfg.Capacity), cfg.GhostCap)
+		horizons, _ := h.Horizons(t.now, 0)
+		t.hist, t.memory = h, newMemory(h.MemoryCap())
+		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
+		return t, nil
+	case info.Kind.Adaptive():
+		return nil, fmt.Errorf("prefix.New: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
+	case t.capacity != 0:
 		return nil, fmt.Errorf("prefix.New: %w: WithCapacity does not apply to %q, whose order does not depend on the pool's size", kvevict.ErrInvalidArgument, s)
 	}
-	t.ranker, t.usesNow, t.keyOpts = r, r.UsesNow(), nil
+	t.params = rank.NewParams(info.Kind, &cfg)
+	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
 }
@@ -436,7 +439,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 // The leaves are kept in a heap between calls (under Auto, one per weight),
 // updated by every operation in O(log n), so Evict costs O(k log n) for k
 // blocks, never a rebuild.
-// The one exception is a ranker whose keys depend on the current tick
+// The one exception is a key strategy whose keys depend on the current tick
 // (FrequencyCost with decay): then the first
 // Evict after the clock moved re-keys the heap in O(n). Auto keeps a heap
 // per weight it simulates and never re-keys: see Keys in the package
@@ -536,8 +539,8 @@ func (t *Tree) unheap(n *node) {
 }
 
 // keys returns n's key in each heap: Auto's score under each horizon its
-// history simulates, at this moment, or the ranker's key of n presented as
-// a one-block candidate. The slice is t.keyBuf, valid until the next call.
+// history simulates, at this moment, or the key strategy's key of n's
+// fields, a candidate of one block. The slice is t.keyBuf, valid until the next call.
 func (t *Tree) keys(n *node) []rank.Key {
 	if t.hist != nil {
 		horizons, _ := t.hist.Horizons(t.now, t.evictable+t.protected)
@@ -546,15 +549,14 @@ func (t *Tree) keys(n *node) []rank.Key {
 		}
 		return t.keyBuf
 	}
-	c := kvevict.Candidate{
-		ID:          n.id,
-		Blocks:      oneBlock,
+	f := rank.Fields{
 		LastAccess:  n.lastAccess,
 		CreatedAt:   n.createdAt,
 		AccessCount: n.accessCount,
-		Priority:    n.priority,
+		Priority:    int8(n.priority),
+		Blocks:      1,
 	}
-	t.keyBuf[0] = t.ranker.KeyAt(c, t.keyedAt)
+	t.keyBuf[0] = t.params.Key(&f, t.keyedAt)
 	return t.keyBuf
 }
 
@@ -584,9 +586,6 @@ func (t *Tree) push(n *node) {
 		t.heaps[i].Push(entry(n, k))
 	}
 }
-
-// oneBlock gives a node's candidate its length; rankers read only len(Blocks).
-var oneBlock = []int{0}
 
 // unlockAndDeliver releases the tree's lock and delivers the pending events
 // outside it, in its ticket's turn, so that deliveries keep the order of

@@ -417,7 +417,7 @@ func TestDecayRekeys(t *testing.T) {
 	}
 }
 
-// keyStrategies are the strategies a Ranker serves.
+// keyStrategies are the strategies that rank by a key.
 var keyStrategies = []kvevict.Strategy{
 	kvevict.LRU, kvevict.MRU, kvevict.FIFO, kvevict.FILO, kvevict.LFU,
 	kvevict.SLRU, kvevict.QoSAware, kvevict.Predictive, kvevict.FrequencyCost,
@@ -505,8 +505,8 @@ func TestRandomOperations(t *testing.T) {
 	}
 }
 
-// keyNow is n's key at the tree's latest tick, from the ranker and the
-// node's fields as the package documentation presents them. Under Auto it
+// keyNow is n's key at the tree's latest tick, from the strategy's keys
+// and the node's fields as the package documentation presents them. Under Auto it
 // is the key that the heap of the weight chosen holds for leaf n: Auto keys
 // a leaf when it is touched, and checkAutoKey verifies those keys' form.
 func keyNow(tr *Tree, n *node) rank.Key {
@@ -514,13 +514,12 @@ func keyNow(tr *Tree, n *node) rank.Key {
 		_, chosen := tr.hist.Horizons(tr.now, tr.evictable+tr.protected)
 		return tr.heaps[chosen].At(n.slot).Key
 	}
-	return tr.ranker.KeyAt(kvevict.Candidate{
-		ID:          n.id,
-		Blocks:      []int{0},
+	return tr.params.Key(&rank.Fields{
 		LastAccess:  n.lastAccess,
 		CreatedAt:   n.createdAt,
 		AccessCount: n.accessCount,
-		Priority:    n.priority,
+		Priority:    int8(n.priority),
+		Blocks:      1,
 	}, tr.now)
 }
 

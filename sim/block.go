@@ -11,7 +11,7 @@ import (
 
 // BlockEvictor is the block granularity ([GranularityBlock]): it mirrors the
 // pool's prompt blocks in a [prefix.Tree] keyed by block hash and evicts
-// unreferenced leaves, smallest key of its ranker first, so an idle
+// unreferenced leaves, smallest key of its strategy first, so an idle
 // conversation loses its deepest blocks first and keeps the prefix its next
 // turn will match.
 //

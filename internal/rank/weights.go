@@ -1,26 +1,25 @@
-package kvevict
+package rank
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/sagellm/kvevict/internal/idmap"
-	"github.com/sagellm/kvevict/internal/rank"
 )
 
-// autoSimWeights are the weights Auto's miniature caches try, in
+// SimWeights are the weights Auto's miniature caches try, in
 // turnovers per doubling of requests: from recency alone (LRU) to sixteen
 // lifetimes, which for ids used hundreds of times is frequency first. The
 // steps are factors of four: the choice is of an order of magnitude, and
 // each weight simulated costs every sampled request a heap update.
-var autoSimWeights = [...]float64{0, 0.25, 1, 4, 16}
+var SimWeights = [...]float64{0, 0.25, 1, 4, 16}
 
-// autoSimSize is the most ids a miniature cache holds. A pool larger than
+// simSize is the most ids a miniature cache holds. A pool larger than
 // that is simulated on a spatial sample of its ids, the pool's size times
 // the sampling rate (SHARDS: Waldspurger et al., FAST'15).
-const autoSimSize = 1024
+const simSize = 1024
 
-// autoWeights chooses Auto's weight by simulation, as Waldspurger et al.
+// Weights chooses Auto's weight by simulation, as Waldspurger et al.
 // ("Cache Modeling and Optimization using Miniature Simulations", USENIX
 // ATC'17) tune a cache's parameters: one small cache per candidate weight,
 // each fed the same hash-sampled stream of requests, ranking by Auto's
@@ -32,55 +31,55 @@ const autoSimSize = 1024
 //
 // Each simulated request costs O(log s) per weight for caches of s ids;
 // the memory is O(s) per weight.
-type autoWeights struct {
-	sims      [len(autoSimWeights)]autoSim
+type Weights struct {
+	sims      [len(SimWeights)]sim
 	threshold uint64  // an id is sampled when its hash is at most threshold
 	seen      float64 // sampled requests since the hits were last halved
 	window    float64 // sampled requests per halving
 }
 
-// autoSim is one miniature cache: Auto's score with a fixed weight, in its
+// sim is one miniature cache: Auto's score with a fixed weight, in its
 // own clock, the count of ids that entered it. An id used once stays size
 // entries, so the weight in turnovers is span = w x size entries.
-type autoSim struct {
+type sim struct {
 	size  int
 	span  float64 // entries of protection per doubling of requests
 	clock int64   // ids that entered
 	hits  float64 // requests that found their id, decayed
 	slots idmap.Map[int32]
-	heap  rank.Heap
+	heap  Heap
 }
 
-// newAutoWeights returns the simulations for a pool of c ids.
-func newAutoWeights(c int) autoWeights {
-	size := min(c, autoSimSize)
+// NewWeights returns the simulations for a pool of c ids.
+func NewWeights(c int) Weights {
+	size := min(c, simSize)
 	rate := float64(size) / float64(c)
-	var w autoWeights
+	var w Weights
 	w.threshold = math.MaxUint64
 	if size < c {
 		w.threshold = uint64(rate * (1 << 63) * 2)
 	}
 	w.window = float64(size)
 	for i := range w.sims {
-		w.sims[i] = autoSim{size: size, span: autoSimWeights[i] * float64(size)}
+		w.sims[i] = sim{size: size, span: SimWeights[i] * float64(size)}
 	}
 	return w
 }
 
-// access feeds a request for id, used 2^log2r times, to the simulations
+// Access feeds a request for id, used 2^log2r times, to the simulations
 // if id is in the sample.
-func (w *autoWeights) access(id uint64, log2r float32) {
-	if w.samples(id) {
-		w.record(id, log2r)
+func (w *Weights) Access(id uint64, log2r float32) {
+	if w.Samples(id) {
+		w.Record(id, log2r)
 	}
 }
 
-// samples reports whether requests for id go to the simulations. O(1).
-func (w *autoWeights) samples(id uint64) bool { return mix64(id) <= w.threshold }
+// Samples reports whether requests for id go to the simulations. O(1).
+func (w *Weights) Samples(id uint64) bool { return mix64(id) <= w.threshold }
 
-// record feeds a request for id, which samples reports in the sample, to
+// Record feeds a request for id, which samples reports in the sample, to
 // the simulations: for a caller that computes log2r only for those.
-func (w *autoWeights) record(id uint64, log2r float32) {
+func (w *Weights) Record(id uint64, log2r float32) {
 	for i := range w.sims {
 		w.sims[i].access(id, log2r)
 	}
@@ -92,13 +91,13 @@ func (w *autoWeights) record(id uint64, log2r float32) {
 	}
 }
 
-// weight returns the weight, in turnovers per doubling, of the simulation
+// Weight returns the Weight, in turnovers per doubling, of the simulation
 // with the most hits, the smallest among equals: recency unless frequency
 // has shown that it pays.
-func (w *autoWeights) weight() float64 { return autoSimWeights[w.choice()] }
+func (w *Weights) Weight() float64 { return SimWeights[w.Choice()] }
 
-// choice returns the index in autoSimWeights of weight's answer.
-func (w *autoWeights) choice() int {
+// Choice returns the index in autoSimWeights of weight's answer.
+func (w *Weights) Choice() int {
 	best := 0
 	for i := range w.sims {
 		if w.sims[i].hits > w.sims[best].hits {
@@ -108,25 +107,25 @@ func (w *autoWeights) choice() int {
 	return best
 }
 
-func (s *autoSim) access(id uint64, log2r float32) {
+func (s *sim) access(id uint64, log2r float32) {
 	slot, ok := s.slots.Get(id)
 	if !ok {
 		s.clock++
 	}
-	k := rank.Key{Major: s.clock + int64(s.span*float64(log2r)), Minor: s.clock}
+	k := Key{Major: s.clock + int64(s.span*float64(log2r)), Minor: s.clock}
 	switch {
 	case ok:
 		s.hits++
 		s.heap.Fix(slot, k, 1)
 	case s.heap.Len() < s.size:
 		slot = int32(s.heap.Len())
-		s.heap.Push(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+		s.heap.Push(Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
 		s.slots.Put(id, slot)
 	default:
 		m := s.heap.Min()
 		slot = m.Slot
 		s.slots.Del(m.ID)
-		s.heap.Replace(slot, rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+		s.heap.Replace(slot, Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
 		s.slots.Put(id, slot)
 	}
 }
@@ -142,8 +141,8 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// check reports a broken invariant of the miniature caches, for tests.
-func (w *autoWeights) check() error {
+// Check reports a broken invariant of the miniature caches, for tests.
+func (w *Weights) Check() error {
 	for i := range w.sims {
 		s := &w.sims[i]
 		if s.heap.Len() > s.size || s.slots.Len() != s.heap.Len() {

@@ -1,4 +1,4 @@
-package kvevict
+package rank
 
 import (
 	"math"
@@ -6,13 +6,13 @@ import (
 )
 
 // feed requests ids from w as Auto does: counting each id's requests.
-func feed(t *testing.T, w *autoWeights, counts map[uint64]uint32, ids ...uint64) {
+func feed(t *testing.T, w *Weights, counts map[uint64]uint32, ids ...uint64) {
 	t.Helper()
 	for _, id := range ids {
 		counts[id]++
-		w.access(id, float32(math.Log2(float64(counts[id]))))
+		w.Access(id, float32(math.Log2(float64(counts[id]))))
 	}
-	if err := w.check(); err != nil {
+	if err := w.Check(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -22,7 +22,7 @@ func feed(t *testing.T, w *autoWeights, counts map[uint64]uint32, ids ...uint64)
 // weight for frequency keeps them, so the weight chosen is above 0.
 func TestAutoWeightsAgainstScans(t *testing.T) {
 	const c = 8
-	w := newAutoWeights(c)
+	w := NewWeights(c)
 	counts := map[uint64]uint32{}
 	next := uint64(100)
 	for range 200 {
@@ -32,7 +32,7 @@ func TestAutoWeightsAgainstScans(t *testing.T) {
 			feed(t, &w, counts, next)
 		}
 	}
-	if got := w.weight(); got == 0 {
+	if got := w.Weight(); got == 0 {
 		t.Errorf("weight %v, want frequency to count; hits %v", got, simHits(&w))
 	}
 }
@@ -42,7 +42,7 @@ func TestAutoWeightsAgainstScans(t *testing.T) {
 // requests are the dead ones, LRU has the most hits and the weight is 0.
 func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
 	const c = 16
-	w := newAutoWeights(c)
+	w := NewWeights(c)
 	counts := map[uint64]uint32{}
 	next := uint64(0)
 	for range 200 {
@@ -56,7 +56,7 @@ func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
 		}
 	}
 	hits := simHits(&w)
-	if got := w.weight(); got != 0 {
+	if got := w.Weight(); got != 0 {
 		t.Errorf("weight %v, want 0 (recency alone); hits %v", got, hits)
 	}
 	if hits[0] <= hits[len(hits)-1] {
@@ -69,25 +69,25 @@ func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
 // within autoSimSize ids.
 func TestAutoWeightsSample(t *testing.T) {
 	const c, n = 1 << 20, 400_000
-	w := newAutoWeights(c)
+	w := NewWeights(c)
 	for id := range uint64(n) {
-		w.access(id, 0)
+		w.Access(id, 0)
 	}
-	if err := w.check(); err != nil {
+	if err := w.Check(); err != nil {
 		t.Fatal(err)
 	}
-	want := float64(n) * autoSimSize / c
+	want := float64(n) * simSize / c
 	if got := float64(w.sims[0].clock); math.Abs(got-want) > want/4 {
 		t.Errorf("%v ids sampled of %d, want about %v", got, n, want)
 	}
 	for i := range w.sims {
-		if l := w.sims[i].heap.Len(); l > autoSimSize {
-			t.Errorf("miniature cache %d holds %d ids, more than %d", i, l, autoSimSize)
+		if l := w.sims[i].heap.Len(); l > simSize {
+			t.Errorf("miniature cache %d holds %d ids, more than %d", i, l, simSize)
 		}
 	}
 }
 
-func simHits(w *autoWeights) []float64 {
+func simHits(w *Weights) []float64 {
 	var hits []float64
 	for i := range w.sims {
 		hits = append(hits, w.sims[i].hits)
