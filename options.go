@@ -195,7 +195,7 @@ func resolve(s Strategy, opts []Option, ctor rank.Constructor) (rank.Info, rank.
 // sequences the KV pool holds when it is full. The history remembers at
 // most c resident sequences and, for ARC and S3-FIFO, at most c evicted ones
 // (fewer if [WithGhostCap] is smaller), so its memory is O(c) however many
-// sequences pass through: about 80 bytes per remembered sequence. When the
+// sequences pass through (docs/strategies.md gives the bytes). When the
 // pool holds more sequences than c, the history forgets the least valuable
 // ones early and they enter again as new when they next appear as
 // candidates: every selection then re-admits the n-c overflow, in
