@@ -1,0 +1,28 @@
+module github.com/sagellm/kvevict/interop/vllm
+
+go 1.24.0
+
+tool github.com/sagellm/kvevict/cmd/kvevict
+
+require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
+	codeberg.org/go-latex/latex v0.2.0 // indirect
+	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	git.sr.ht/~sbinet/gg v0.7.0 // indirect
+	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/sagellm/kvevict v0.0.0 // indirect
+	github.com/sagellm/kvevict/cmd/kvevict v0.0.0 // indirect
+	github.com/sagellm/kvevict/kvevents v0.0.0 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+	gonum.org/v1/plot v0.17.0 // indirect
+)
+
+replace (
+	github.com/sagellm/kvevict => ../../
+	github.com/sagellm/kvevict/cmd/kvevict => ../../cmd/kvevict
+	github.com/sagellm/kvevict/kvevents => ../../kvevents
+)
