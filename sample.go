@@ -109,6 +109,9 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 		freed += len(blocks)
 	}
 	sel.partial = partial
+	if err := sel.distinct(victims); err != nil {
+		return Result{}, err
+	}
 	return Result{Victims: victims, FreedBlocks: freed}, nil
 }
 
