@@ -13,7 +13,9 @@ var (
 	// required. The error is an [*InsufficientBlocksError] with the numbers.
 	ErrInsufficientBlocks = errors.New("kvevict: insufficient evictable blocks")
 	// ErrInvalidCandidate: a candidate has a negative RefCount, AccessCount,
-	// EstimatedLifetime, SeqLen or MaxLen, or repeats another's ID.
+	// EstimatedLifetime, SeqLen or MaxLen, or repeats another's ID, or a
+	// key strategy's selection would free a block twice (listed twice by
+	// one victim, or by two).
 	ErrInvalidCandidate = errors.New("kvevict: invalid candidate")
 	// ErrInvalidArgument: a negative requiredBlocks, or an invalid option.
 	ErrInvalidArgument = rank.ErrInvalidArgument
