@@ -29,7 +29,11 @@ import (
 // event is applied: past it the mirror evicts leaves first, oldest stored
 // first; a parent that becomes a leaf is next, so a path is shed from its
 // deepest block up. A mirror sized at or above the engine's capacity never
-// evicts. A topic keeps at most [MaxGroups] (group, medium) pairs; events
+// evicts. This is not [prefix.Tree]'s leaf-first order, and cannot be: the
+// mirror holds what vLLM reports, where a block outlives its removed parent
+// and one hash lives in several groups and media, which a tree of locked
+// paths does not represent; its bound only keeps a misbehaving engine from
+// growing it, oldest first, and ranks nothing. A topic keeps at most [MaxGroups] (group, medium) pairs; events
 // of another are refused and counted.
 //
 // A Mirror is safe for concurrent use. Its memory is O(capacity) per topic.
