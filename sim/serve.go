@@ -1,13 +1,14 @@
 package sim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
@@ -195,7 +196,7 @@ type pool struct {
 
 	running []*sequence // admission order
 	waiting []int       // request indices, first come first served
-	events  eventHeap
+	events  eventQueue
 	now     int64
 	// next is the first request of the timestamp order not yet arrived;
 	// requests that follow their session's previous one are skipped there
@@ -300,16 +301,42 @@ type event struct {
 	req int
 }
 
-type eventHeap []event
+// eventQueue holds the pending events in the order of before, on the
+// indexed heap that ranks candidates: an event's key is its time, then 0
+// for a milestone or 1 for an arrival, and its ID the sequence's or the
+// request's.
+type eventQueue struct {
+	heap   rank.Heap
+	slots  dlist.Slots
+	events []event // by the slot of the heap entry
+}
 
-func (h eventHeap) Len() int           { return len(h) }
-func (h eventHeap) Less(i, j int) bool { return h[i].before(h[j]) }
-func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (q *eventQueue) len() int { return q.heap.Len() }
+
+// min returns the earliest event; the queue must not be empty. O(1).
+func (q *eventQueue) min() event { return q.events[q.heap.Min().Slot] }
+
+// push queues e. O(log n).
+func (q *eventQueue) push(e event) {
+	slot, grown := q.slots.Alloc()
+	if grown {
+		q.events = append(q.events, event{})
+	}
+	q.events[slot] = e
+	k, id := rank.Key{Major: e.at, Minor: 1}, uint64(e.req)
+	if e.seq != nil {
+		k.Minor, id = 0, e.seq.id
+	}
+	q.heap.Push(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+}
+
+// pop removes and returns the earliest event. O(log n).
+func (q *eventQueue) pop() event {
+	slot := q.heap.Min().Slot
+	e := q.events[slot]
+	q.heap.Remove(slot)
+	q.events[slot] = event{}
+	q.slots.Free(slot)
 	return e
 }
 
@@ -348,8 +375,8 @@ func (p *pool) run() error {
 		a, arriving := p.nextArrival()
 		var e event
 		switch {
-		case p.events.Len() > 0 && (!arriving || !a.before(p.events[0])):
-			e = heap.Pop(&p.events).(event)
+		case p.events.len() > 0 && (!arriving || !a.before(p.events.min())):
+			e = p.events.pop()
 		case arriving:
 			e = a
 			p.next++
@@ -380,7 +407,7 @@ func (p *pool) run() error {
 func (p *pool) schedule(s *sequence) {
 	room := len(s.blocks)*p.w.BlockTokens - s.tokens
 	k := min(s.outLeft, room)
-	heap.Push(&p.events, event{at: p.now + int64(k)*p.tokenTime, seq: s})
+	p.events.push(event{at: p.now + int64(k)*p.tokenTime, seq: s})
 }
 
 // step advances s to its event: it generated the tokens since, and either
@@ -746,7 +773,7 @@ func (p *pool) finishRequest(r int) {
 	}
 	f := p.follower[r]
 	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
-	heap.Push(&p.events, event{at: at, req: f})
+	p.events.push(event{at: at, req: f})
 }
 
 // preempt stops s and queues its request first, to be recomputed.
