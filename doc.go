@@ -26,6 +26,39 @@
 // re-prefill). Package prefix's tree does the same per block: Match records
 // the request's hits and Insert its misses.
 //
+// # Words
+//
+// Each word below means one thing across the packages, the command's flags
+// and columns, and the JSON it writes.
+//
+//   - tick: the unit of the caller's clock, in which [Candidate.LastAccess]
+//     and CreatedAt (and a prefix tree's Access.Tick) are given: any
+//     increasing int64. [WithTickDuration] says how long one is, a
+//     nanosecond by default, so that durations convert. Each simulator says
+//     which clock its ticks count (package sim's documentation).
+//   - capacity: how many candidates a pool holds when full, in the unit of
+//     its candidates: sequences for [WithCapacity], the cache size c of an
+//     adaptive strategy's paper; blocks for a prefix tree (prefix.WithCapacity)
+//     and for the simulator's and the command's pools (-capacity).
+//   - access: a request for a sequence, resident or not ([Policy.UpdateAccess],
+//     [Index.Touch] and [Index.Add]), or for a block of a prefix tree (Match,
+//     Insert).
+//   - hit: an access that finds what it asks for resident.
+//     [Candidate.AccessCount] counts a sequence's hits.
+//   - evictable: held, with blocks, neither pinned nor referenced: what a
+//     selection may take. [Index.EvictableBlocks] and a tree's Evictable
+//     count those blocks.
+//   - reference: a running request's hold on a sequence's blocks, which makes
+//     it not evictable: [Candidate.RefCount] in a slice, [Index.Acquire] and
+//     [Index.Release] in an Index, Lock and Unlock on a tree's path.
+//   - re-prefill: an eviction followed by an access to the same sequence
+//     while the eviction is remembered ([WithEvictionHistory]): prefill work
+//     the server does again. [Metrics.RePrefills] counts them.
+//   - ghost: an evicted candidate an adaptive strategy remembers, to know it
+//     when it comes back ([WithGhostCap]).
+//   - granularity: what one candidate is in the simulator: a cached
+//     sequence, the tail of one, or a block of a prefix tree.
+//
 // # Choosing a strategy
 //
 //   - [LRU]: least recently used first. The default for chat, where a

@@ -18,6 +18,13 @@
 //     is the [Granularity]: a whole sequence, a sequence's tail, or one
 //     block of a prefix tree ([BlockEvictor]).
 //
+// Ticks, the unit of a candidate's LastAccess and CreatedAt, count what each
+// run's clock counts: in Replay, block references (each block a request
+// touches is one tick later than the last), since a replay has no time;
+// in Serve, microseconds of the simulated pool (the evictors' strategies
+// get WithTickDuration(time.Microsecond), so durations given to options
+// are real time). The command's publish numbers its batches by request.
+//
 // Both return a [Report]: hit ratios, re-prefills, prefill work against an
 // unbounded cache, utilisation, Jain fairness, preemptions and selection
 // latency.
