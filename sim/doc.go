@@ -23,7 +23,8 @@
 // touches is one tick later than the last), since a replay has no time;
 // in Serve, microseconds of the simulated pool (the evictors' strategies
 // get WithTickDuration(time.Microsecond), so durations given to options
-// are real time). The command's publish numbers its batches by request.
+// are real time). The command's publish and cluster trees tick once per
+// request.
 //
 // Both return a [Report]: hit ratios, re-prefills, prefill work against an
 // unbounded cache, utilisation, Jain fairness, preemptions and selection
