@@ -2,14 +2,14 @@ package prefix_test
 
 import (
 	"container/list"
-	"errors"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
+
+	"github.com/sagellm/kvevict/internal/tracetest"
 )
 
 // readTrace reads a Mooncake JSONL trace with sim's reader and returns each
@@ -18,12 +18,6 @@ import (
 // trace means the CI machine lost it.
 func readTrace(t *testing.T, path string) [][]uint64 {
 	t.Helper()
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("trace %s is absent, and CI=true requires it", path)
-		}
-		t.Skipf("trace %s not present", path)
-	}
 	w, err := sim.LoadTrace(path)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +124,7 @@ func TestMooncakeCrossCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 12,031 requests")
 	}
-	reqs := readTrace(t, "../../shared/traces/mooncake_conversation.jsonl")
+	reqs := readTrace(t, tracetest.Conversation(t))
 	const capacity, want, tolerance = 10_000, 0.212, 0.002
 	tree := replayTree(t, reqs, kvevict.LRU, capacity)
 	flat := replayFlatLRU(reqs, capacity)

@@ -30,7 +30,7 @@ func TestFastPathMatchesContract(t *testing.T) {
 		workloads = append(workloads, w)
 	}
 	if !reduced() {
-		if w := loadOrSkip(t, sharedTrace); w != nil {
+		if w := loadConversation(t); w != nil {
 			workloads = append(workloads, w)
 		}
 	}

@@ -3,17 +3,15 @@ package sim
 import (
 	"errors"
 	"math"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/unitcache"
-)
 
-// sharedTrace is the full conversation trace, beside the repository.
-const sharedTrace = "../../shared/traces/mooncake_conversation.jsonl"
+	"github.com/sagellm/kvevict/internal/tracetest"
+)
 
 const excerpt = "testdata/mooncake_conversation_excerpt.jsonl"
 
@@ -21,18 +19,11 @@ const excerpt = "testdata/mooncake_conversation_excerpt.jsonl"
 // number: the issue's ±0.002.
 const goldenTolerance = 0.002
 
-// loadOrSkip loads the trace at path, beside the repository: absent on a
-// fresh clone, the test skips, unless CI is "true", where a missing trace
-// means the CI machine lost it.
-func loadOrSkip(t *testing.T, path string) *Workload {
+// loadConversation loads the full conversation trace, beside the
+// repository (tracetest.Conversation skips or fails when it is absent).
+func loadConversation(t *testing.T) *Workload {
 	t.Helper()
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is absent, and CI=true requires it", path)
-		}
-		t.Skipf("%s is absent", path)
-	}
-	w, err := LoadTrace(path)
+	w, err := LoadTrace(tracetest.Conversation(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +84,7 @@ func TestReplayGoldenConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("full-trace replay in -short mode or under the race detector")
 	}
-	w := loadOrSkip(t, sharedTrace)
+	w := loadConversation(t)
 	lru, err := Replay(w, kvevict.LRU, Config{Capacity: 10_000})
 	if err != nil {
 		t.Fatal(err)

@@ -2,34 +2,22 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/sim"
+
+	"github.com/sagellm/kvevict/internal/tracetest"
 )
 
-// conversationTrace is the full Mooncake conversation trace, beside the
-// repository.
-const conversationTrace = "../../../shared/traces/mooncake_conversation.jsonl"
-
-// loadConversation loads the full trace: absent on a fresh clone, the test
-// skips, unless CI is "true", where a missing trace means the CI machine
-// lost it.
+// loadConversation loads the full Mooncake conversation trace.
 func loadConversation(t *testing.T) *sim.Workload {
 	t.Helper()
-	if _, err := os.Stat(conversationTrace); errors.Is(err, os.ErrNotExist) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is absent, and CI=true requires it", conversationTrace)
-		}
-		t.Skipf("%s is absent", conversationTrace)
-	}
-	w, err := sim.LoadTrace(conversationTrace)
+	w, err := sim.LoadTrace(tracetest.Conversation(t))
 	if err != nil {
 		t.Fatal(err)
 	}
