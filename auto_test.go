@@ -71,7 +71,7 @@ func TestAutoIsLRUWithoutRepeats(t *testing.T) {
 	for tick := int64(1); tick <= 2000; tick++ {
 		next++
 		auto.UpdateAccess(next)
-		pool = append(pool, kvevict.Candidate{ID: next, Blocks: blocks(int(next), 1+rng.IntN(3)), LastAccess: tick, AllowPartial: rng.IntN(2) == 0})
+		pool = append(pool, kvevict.Candidate{ID: next, Blocks: blocks(3*int(next), 1+rng.IntN(3)), LastAccess: tick, AllowPartial: rng.IntN(2) == 0})
 		if len(pool) < 50 {
 			continue
 		}
