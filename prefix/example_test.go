@@ -8,34 +8,23 @@ import (
 	"github.com/sagellm/kvevict/prefix"
 )
 
-// A pool allocator serves a request: match its prefix, lock it while the
-// request runs, evict to make room for the new blocks, insert them, unlock.
+// A pool of six blocks serves requests: Admit matches each request's
+// prefix, locks it while it evicts leaves to make room, inserts the rest
+// and unlocks. The events show what left the tree.
 func Example() {
-	tree, err := prefix.New(kvevict.LRU)
+	tree, err := prefix.New(kvevict.LRU, prefix.WithEvents(func(e prefix.Event) {
+		if e.Kind == prefix.Removed {
+			fmt.Println("  evicted", e.Hashes)
+		}
+	}))
 	if err != nil {
 		panic(err)
 	}
 	const capacity = 6
 	serve := func(tick int64, hashes ...uint64) {
-		a := prefix.Access{Tick: tick}
-		hit, err := tree.MatchLocked(hashes, a)
+		hit, err := tree.Admit(hashes, prefix.Access{Tick: tick}, capacity)
 		if err != nil {
 			panic(err)
-		}
-		if over := tree.Len() + len(hashes) - hit - capacity; over > 0 {
-			evicted, err := tree.Evict(over)
-			if err != nil {
-				panic(err)
-			}
-			fmt.Println("  evicted", evicted)
-		}
-		if _, err := tree.Insert(hashes, a); err != nil {
-			panic(err)
-		}
-		if hit > 0 {
-			if err := tree.Unlock(hashes[:hit]); err != nil {
-				panic(err)
-			}
 		}
 		fmt.Printf("t=%d: %d of %d blocks hit, %d resident\n", tick, hit, len(hashes), tree.Len())
 	}
@@ -43,6 +32,7 @@ func Example() {
 	serve(2, 20, 21)         // another conversation
 	serve(3, 10, 11, 12, 13, 14)
 	serve(4, 30, 31, 32)
+	serve(5, 40, 41, 42, 43, 44, 45, 46) // longer than the pool: cut short
 	// Output:
 	// t=1: 0 of 4 blocks hit, 4 resident
 	// t=2: 0 of 2 blocks hit, 6 resident
@@ -50,6 +40,8 @@ func Example() {
 	// t=3: 4 of 5 blocks hit, 6 resident
 	//   evicted [20 14 13]
 	// t=4: 0 of 3 blocks hit, 6 resident
+	//   evicted [12 11 10 32 31 30]
+	// t=5: 0 of 7 blocks hit, 6 resident
 }
 
 // Evict sheds an idle conversation from its deepest block up, keeping the

@@ -30,9 +30,8 @@ func readTrace(t *testing.T, path string) [][]uint64 {
 }
 
 // replayTree is a plain prefix-cache replay over a Tree of capacity
-// blocks: each request's longest matched prefix counts as hits, the
-// request holds it locked while the rest is inserted, and leaf-first
-// eviction keeps the tree within capacity. It returns the block hit ratio.
+// blocks, each request admitted as a pool admits it (Tree.Admit): its
+// longest resident prefix counts as hits. It returns the block hit ratio.
 func replayTree(t *testing.T, reqs [][]uint64, s kvevict.Strategy, capacity int) float64 {
 	t.Helper()
 	tr, err := prefix.New(s)
@@ -41,29 +40,12 @@ func replayTree(t *testing.T, reqs [][]uint64, s kvevict.Strategy, capacity int)
 	}
 	hits, total := 0, 0
 	for i, h := range reqs {
-		if len(h) == 0 {
-			continue
-		}
-		a := prefix.Access{Tick: int64(i)}
-		m, err := tr.MatchLocked(h, a)
+		m, err := tr.Admit(h, prefix.Access{Tick: int64(i)}, capacity)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hits += m
 		total += len(h)
-		if over := tr.Len() + len(h) - m - capacity; over > 0 {
-			if _, err := tr.Evict(min(over, tr.Evictable())); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := tr.Insert(h, a); err != nil {
-			t.Fatal(err)
-		}
-		if m > 0 {
-			if err := tr.Unlock(h[:m]); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	return float64(hits) / float64(total)
 }

@@ -255,7 +255,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	for i := range w.Requests {
 		req := &w.Requests[i]
 		hashes = chainHashes(hashes[:0], req.HashIDs)
-		if err := admit(tree, hashes, int64(i), o.capacity); err != nil {
+		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}, o.capacity); err != nil {
 			pub.Close()
 			return err
 		}
@@ -343,36 +343,6 @@ func blockTokens(hashes []uint64, blockSize int) []int64 {
 		}
 	}
 	return out
-}
-
-// admit serves one request on a pool of capacity blocks, as an engine's
-// prefix cache does: the resident prefix is locked while room is made, the
-// room comes from evicting leaves, and the rest of the prompt is stored,
-// cut short if the pool cannot hold it. So the tree never holds more than
-// capacity blocks, and every block stored hangs under a resident parent.
-func admit(tree *prefix.Tree, hashes []uint64, tick int64, capacity int) error {
-	if len(hashes) == 0 {
-		return nil
-	}
-	a := prefix.Access{Tick: tick}
-	matched, err := tree.MatchLocked(hashes, a)
-	if err != nil {
-		return err
-	}
-	if need := len(hashes) - matched - (capacity - tree.Len()); need > 0 {
-		if _, err := tree.Evict(min(need, tree.Evictable())); err != nil {
-			return err
-		}
-	}
-	if fit := matched + capacity - tree.Len(); fit > matched {
-		if _, err := tree.Insert(hashes[:min(fit, len(hashes))], a); err != nil {
-			return err
-		}
-	}
-	if matched > 0 {
-		return tree.Unlock(hashes[:matched])
-	}
-	return nil
 }
 
 // mirrorOptions are mirror's parsed flags.
