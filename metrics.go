@@ -90,7 +90,7 @@ type stats struct {
 	evictions        uint64
 	partialEvictions uint64
 	evictedBlocks    uint64
-	reprefills       uint64
+	rePrefills       uint64
 	totalTime        time.Duration
 	latencies        []time.Duration // ring of the latest selection times
 	nextLatency      int
@@ -174,7 +174,7 @@ func (s *stats) access(id uint64) {
 	if r == nil || !r.pending {
 		return
 	}
-	s.reprefills++
+	s.rePrefills++
 	r.pending = false
 }
 
@@ -189,14 +189,14 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 		TotalEvictions:   s.evictions,
 		PartialEvictions: s.partialEvictions,
 		EvictedBlocks:    s.evictedBlocks,
-		RePrefills:       s.reprefills,
+		RePrefills:       s.rePrefills,
 	}
 	if s.selections > 0 {
 		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)
 		window = slices.Clone(s.latencies)
 	}
 	if s.evictions > 0 {
-		m.RePrefillRate = float64(s.reprefills) / float64(s.evictions)
+		m.RePrefillRate = float64(s.rePrefills) / float64(s.evictions)
 	}
 	m.FairnessScore = stat.Jain(float64(s.sumX), float64(s.sumX2), s.perSequence.Len())
 	return m, window

@@ -46,7 +46,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 		t.request(r, prefixHits(req.HashIDs, isResident))
 		for j, b := range req.HashIDs {
 			if _, again := t.reference(b); again {
-				t.reprefillTokens += int64(blockTokens(req, j, w.BlockTokens))
+				t.rePrefillTokens += int64(blockTokens(req, j, w.BlockTokens))
 			}
 		}
 		missing := 0

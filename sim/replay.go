@@ -172,7 +172,7 @@ func (r *replayer) request(i int, t *tally) (unitcache.Outcome, error) {
 	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {
 		if _, again := t.reference(h); again {
-			t.reprefillTokens += int64(blockTokens(req, j, r.w.BlockTokens))
+			t.rePrefillTokens += int64(blockTokens(req, j, r.w.BlockTokens))
 		}
 	}
 	out, err := r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))

@@ -231,9 +231,9 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		if tl.evicted == 0 || tl.evicted >= 1<<16 /* WithEvictionHistory's default */ {
 			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
 		}
-		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.reprefills {
+		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.rePrefills {
 			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
-				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.reprefills)
+				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.rePrefills)
 		}
 	}
 }

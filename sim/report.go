@@ -101,7 +101,7 @@ type tally struct {
 	hitTokens, tokens int64
 	prefill           int64
 	rePrefillCounter
-	reprefillTokens int64
+	rePrefillTokens int64
 	loads           int64 // blocks made resident (replay): MIN minimises these
 	utilSum         float64
 	utilSamples     int64
@@ -145,8 +145,8 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		BlockHits:              t.hits,
 		BlockRefs:              t.refs,
 		EvictedBlocks:          t.evicted,
-		RePrefilledBlocks:      t.reprefills,
-		RePrefillTokens:        t.reprefillTokens,
+		RePrefilledBlocks:      t.rePrefills,
+		RePrefillTokens:        t.rePrefillTokens,
 		PrefillTokens:          t.prefill,
 		UnboundedPrefillTokens: t.ceil.prefill,
 		FairnessOver:           t.w.GroupKind,
@@ -157,7 +157,7 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 	}
 	rep.HitRatio = ratio(t.hits, t.refs)
 	rep.TokenHitRatio = ratio(t.hitTokens, t.tokens)
-	rep.BlockRePrefillRate = ratio(t.reprefills, t.evicted)
+	rep.BlockRePrefillRate = ratio(t.rePrefills, t.evicted)
 	if t.ceil.prefill > 0 {
 		rep.ThroughputImpact = float64(t.prefill)/float64(t.ceil.prefill) - 1
 	}

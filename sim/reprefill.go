@@ -5,7 +5,7 @@ package sim
 // is referenced again, and counts those references, the re-prefilled
 // blocks. Memory is one entry per evicted block not yet referenced again.
 type rePrefillCounter struct {
-	reprefills int64             // evicted blocks referenced again
+	rePrefills int64             // evicted blocks referenced again
 	evicted    int64             // blocks evicted
 	gone       map[uint64]uint64 // evicted hash -> the owner it was evicted from, until referenced again
 }
@@ -22,7 +22,7 @@ func (c *rePrefillCounter) evict(hash, owner uint64) {
 func (c *rePrefillCounter) reference(hash uint64) (owner uint64, again bool) {
 	owner, again = c.forget(hash)
 	if again {
-		c.reprefills++
+		c.rePrefills++
 	}
 	return owner, again
 }

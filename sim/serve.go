@@ -502,7 +502,7 @@ func (p *pool) admit(r int) (bool, error) {
 			}
 			again += int64(blockTokens(req, i, p.w.BlockTokens))
 		}
-		p.tally.reprefillTokens += again
+		p.tally.rePrefillTokens += again
 		if p.returning(r) {
 			p.tally.returning = append(p.tally.returning, again)
 		}
@@ -516,7 +516,7 @@ func (p *pool) admit(r int) (bool, error) {
 			if i >= hit {
 				n := int64(blockTokens(req, i, p.w.BlockTokens))
 				p.tally.prefill += n
-				p.tally.reprefillTokens += n
+				p.tally.rePrefillTokens += n
 			}
 		}
 	}
