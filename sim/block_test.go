@@ -134,7 +134,7 @@ func TestServeBlockAutoSizedByPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep.SelectP50, rep.SelectP99 = 0, 0 // wall-clock times
+		rep.EvictionP50, rep.EvictionP99 = 0, 0 // wall-clock times
 		rep.Granularity = ""                // an Evictor given says none
 		return rep
 	}

@@ -85,7 +85,7 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 		}
 	}
 	a, b := tf.report(string(s), "replay", capacity), ts.report(string(s), "replay", capacity)
-	a.SelectP50, a.SelectP99, b.SelectP50, b.SelectP99 = 0, 0, 0, 0
+	a.EvictionP50, a.EvictionP99, b.EvictionP50, b.EvictionP99 = 0, 0, 0, 0
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("%s %s at %d: report %+v, contract path %+v", w.Name, s, capacity, a, b)
 	}
@@ -124,7 +124,7 @@ func TestServeFastPathMatchesContract(t *testing.T) {
 					if i := firstDifference(fastSteps, slowSteps); i >= 0 {
 						t.Fatalf("%s %s %s at %d: the pools differ after event %d of %d", w.Name, g, s, capacity, i, len(slowSteps))
 					}
-					fast.SelectP50, fast.SelectP99, slow.SelectP50, slow.SelectP99 = 0, 0, 0, 0
+					fast.EvictionP50, fast.EvictionP99, slow.EvictionP50, slow.EvictionP99 = 0, 0, 0, 0
 					if !reflect.DeepEqual(fast, slow) {
 						t.Fatalf("%s %s %s at %d: report %+v, contract path %+v", w.Name, g, s, capacity, fast, slow)
 					}

@@ -85,12 +85,12 @@ type Report struct {
 	RePrefillTokensP99 int64 `json:"reprefill_tokens_p99"`
 	ReturningRequests  int   `json:"returning_requests"`
 
-	// SelectP50 and SelectP99 are percentiles of the latency of one
+	// EvictionP50 and EvictionP99 are percentiles of the latency of one
 	// eviction's choice in nanoseconds: Index.Evict's, or
 	// Policy.SelectVictims' where no Index serves (see Replay); zero for
 	// Belady.
-	SelectP50 int64 `json:"select_p50_ns"`
-	SelectP99 int64 `json:"select_p99_ns"`
+	EvictionP50 int64 `json:"eviction_p50_ns"`
+	EvictionP99 int64 `json:"eviction_p99_ns"`
 }
 
 // tally accumulates a Report's counts as a run goes.
@@ -172,8 +172,8 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 	}
 	if len(t.latencies) > 0 {
 		slices.Sort(t.latencies)
-		rep.SelectP50 = int64(stat.Percentile(t.latencies, 50))
-		rep.SelectP99 = int64(stat.Percentile(t.latencies, 99))
+		rep.EvictionP50 = int64(stat.Percentile(t.latencies, 50))
+		rep.EvictionP99 = int64(stat.Percentile(t.latencies, 99))
 	}
 	return rep
 }

@@ -52,7 +52,7 @@ func TestCompareJSON(t *testing.T) {
 	}
 	fields := []string{"workload", "strategy", "capacity_blocks", "hit_ratio", "token_hit_ratio", "block_reprefill_rate",
 		"reprefill_tokens", "prefill_tokens", "utilization", "hit_fairness", "preemptions",
-		"select_p50_ns", "select_p99_ns"}
+		"eviction_p50_ns", "eviction_p99_ns"}
 	var order []string
 	for _, row := range rows {
 		for _, f := range fields {
@@ -478,7 +478,7 @@ func TestCompareTableLayout(t *testing.T) {
 			t.Fatalf("%v: %d rows in the table, %d in the JSON", args, len(rows), len(reports))
 		}
 		hit := slices.Index(head, "hit ratio")
-		for _, gone := range []string{"mode", "granularity", "select p50 µs"} {
+		for _, gone := range []string{"mode", "granularity", "evict p50 µs"} {
 			if slices.Contains(head, gone) {
 				t.Errorf("%v: the default table has the column %q: %v", args, gone, head)
 			}
@@ -549,10 +549,10 @@ func TestCompareTableLayout(t *testing.T) {
 func TestCompareWide(t *testing.T) {
 	for mode, want := range map[string][]string{
 		"replay": {"capacity", "strategy", "hit ratio", "token hits", "block re-prefill", "re-prefill tokens",
-			"extra prefill", "util", "hit fairness", "select p50 µs", "select p99 µs"},
+			"extra prefill", "util", "hit fairness", "evict p50 µs", "evict p99 µs"},
 		"serve": {"capacity", "strategy", "hit ratio", "token hits", "block re-prefill", "re-prefill tokens",
 			"extra prefill", "util", "hit fairness", "preempt", "rejected", "truncated", "returning p50",
-			"returning p99", "select p50 µs", "select p99 µs"},
+			"returning p99", "evict p50 µs", "evict p99 µs"},
 	} {
 		_, table, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "lru",
 			"-mode", mode, "-wide")

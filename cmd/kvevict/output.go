@@ -57,11 +57,11 @@ and block re-prefill (replay) or preempt, rejected and truncated (serve);
                      its previous turn (sim.Report.RePrefillTokensP50 says which
                      requests exactly); - when none returned
   returning p99      its 99th percentile, likewise
-  select p50 µs      median latency of choosing one eviction's victims, in
+  evict p50 µs       median latency of choosing one eviction's victims, in
                      microseconds: an Index's Evict, the prefix tree's at
                      -granularity block, or SelectVictims with -sampling; - for
                      Belady and for runs that never evicted
-  select p99 µs      its 99th percentile, likewise
+  evict p99 µs       its 99th percentile, likewise
 The header names what is constant: the workload, the mode and granularity,
 the sampling, with -wide the fairness groups, and in replay mode that nothing
 is preempted, rejected or truncated.
@@ -229,8 +229,8 @@ var columns = []column{
 	{"truncated", inServe, inServe, serveCell(func(r *row) string { return strconv.Itoa(r.Truncated) })},
 	{"returning p50", inServe, 0, serveCell(func(r *row) string { return returningTokens(&r.Report, r.RePrefillTokensP50) })},
 	{"returning p99", inServe, 0, serveCell(func(r *row) string { return returningTokens(&r.Report, r.RePrefillTokensP99) })},
-	{"select p50 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.SelectP50) }},
-	{"select p99 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.SelectP99) }},
+	{"evict p50 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.EvictionP50) }},
+	{"evict p99 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.EvictionP99) }},
 }
 
 // serveCell is a serve-mode column's cell: "-" on Belady's row, a replay.

@@ -46,7 +46,7 @@ func TestCompareParallel(t *testing.T) {
 				t.Fatalf("%v, %d workers: %v", args, workers, err)
 			}
 			for i := range reports {
-				reports[i].SelectP50, reports[i].SelectP99 = 0, 0
+				reports[i].EvictionP50, reports[i].EvictionP99 = 0, 0
 			}
 			var out bytes.Buffer
 			for _, format := range []string{"table", "csv", "json"} {
