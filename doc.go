@@ -46,7 +46,7 @@
 //   - hit: an access that finds what it asks for resident.
 //     [Candidate.AccessCount] counts a sequence's hits.
 //   - evictable: held, with blocks, neither pinned nor referenced: what a
-//     selection may take. [Index.EvictableBlocks] and a tree's Evictable
+//     selection may take. [Index.EvictableBlocks] and a tree's EvictableBlocks
 //     count those blocks.
 //   - reference: a running request's hold on a sequence's blocks, which makes
 //     it not evictable: [Candidate.RefCount] in a slice, [Index.Acquire] and

@@ -30,7 +30,7 @@ func (t *Tree) Admit(hashes []uint64, a Access, capacity int) (hits int, err err
 		return 0, err
 	}
 	if need := len(hashes) - matched - (capacity - t.Len()); need > 0 {
-		if _, err := t.Evict(min(need, t.Evictable())); err != nil {
+		if _, err := t.Evict(min(need, t.EvictableBlocks())); err != nil {
 			return matched, err
 		}
 	}

@@ -28,7 +28,7 @@
 // becomes an unreferenced leaf joins the candidates at once. So an idle
 // conversation loses its deepest blocks first and keeps the recent prefix the
 // next turn will match, and a block shared by a running request is never
-// freed. Evictable and protected counts ([Tree.Evictable], [Tree.Protected])
+// freed. Evictable and protected counts ([Tree.EvictableBlocks], [Tree.Protected])
 // change only when a block's reference count crosses zero, so they are O(1).
 //
 // # Keys

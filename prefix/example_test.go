@@ -55,7 +55,7 @@ func ExampleTree_Evict() {
 
 	evicted, _ := tree.Evict(3)
 	fmt.Println("evicted", evicted)
-	fmt.Println("evictable", tree.Evictable(), "protected", tree.Protected())
+	fmt.Println("evictable", tree.EvictableBlocks(), "protected", tree.Protected())
 
 	_, err := tree.Evict(4)
 	fmt.Println(errors.Is(err, kvevict.ErrInsufficientBlocks), err)

@@ -302,8 +302,8 @@ func FuzzTree(f *testing.F) {
 			if got, want := tr.Len(), len(m.paths); got != want {
 				t.Fatalf("Len() = %d, model holds %d", got, want)
 			}
-			if got, want := tr.Evictable(), m.evictable(); got != want {
-				t.Fatalf("Evictable() = %d, model says %d", got, want)
+			if got, want := tr.EvictableBlocks(), m.evictable(); got != want {
+				t.Fatalf("EvictableBlocks() = %d, model says %d", got, want)
 			}
 			for _, p := range m.paths {
 				if got := tr.Peek(p.hashes); got != len(p.hashes) {

@@ -215,9 +215,9 @@ func (t *Tree) Len() int {
 	return t.evictable + t.protected
 }
 
-// Evictable returns the number of blocks no lock holds: Evict can free up
+// EvictableBlocks returns the number of blocks no lock holds: Evict can free up
 // to that many. O(1).
-func (t *Tree) Evictable() int {
+func (t *Tree) EvictableBlocks() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.evictable

@@ -265,8 +265,8 @@ func TestLockProtectsPath(t *testing.T) {
 	if got, want := tr.Protected(), 2; got != want {
 		t.Errorf("Protected() = %d, want %d", got, want)
 	}
-	if got, want := tr.Evictable(), 3; got != want {
-		t.Errorf("Evictable() = %d, want %d", got, want)
+	if got, want := tr.EvictableBlocks(), 3; got != want {
+		t.Errorf("EvictableBlocks() = %d, want %d", got, want)
 	}
 	// 3 hangs below the locked path but is not on it.
 	if got, want := mustEvict(t, tr, 3), []uint64{3, 5, 4}; !slices.Equal(got, want) {
@@ -307,8 +307,8 @@ func TestNestedLocks(t *testing.T) {
 		}
 		check(t, tr)
 	}
-	if got := tr.Evictable(); got != 0 {
-		t.Errorf("one lock of [1 2 3] left: Evictable() = %d, want 0", got)
+	if got := tr.EvictableBlocks(); got != 0 {
+		t.Errorf("one lock of [1 2 3] left: EvictableBlocks() = %d, want 0", got)
 	}
 	if err := tr.Unlock([]uint64{1}); !errors.Is(err, ErrNotLocked) {
 		t.Errorf("second Unlock([1]): %v, want ErrNotLocked", err)
@@ -320,8 +320,8 @@ func TestNestedLocks(t *testing.T) {
 	if err := tr.Unlock([]uint64{1, 2, 3}); !errors.Is(err, ErrNotLocked) {
 		t.Errorf("Unlock of an unlocked path: %v, want ErrNotLocked", err)
 	}
-	if got := tr.Evictable(); got != 3 {
-		t.Errorf("all unlocked: Evictable() = %d, want 3", got)
+	if got := tr.EvictableBlocks(); got != 3 {
+		t.Errorf("all unlocked: EvictableBlocks() = %d, want 3", got)
 	}
 }
 
@@ -487,7 +487,7 @@ func TestRandomOperations(t *testing.T) {
 						locked = slices.Delete(locked, i, i+1)
 					}
 				default:
-					k := min(1+rng.IntN(4), tr.Evictable())
+					k := min(1+rng.IntN(4), tr.EvictableBlocks())
 					want := bruteForceVictim(tr)
 					got := mustEvict(t, tr, k)
 					if k > 0 && got[0] != want {
@@ -593,7 +593,7 @@ func testConcurrent(t *testing.T, s kvevict.Strategy) {
 						return
 					}
 				}
-				if n := tr.Evictable(); n > 20 {
+				if n := tr.EvictableBlocks(); n > 20 {
 					if _, err := tr.Evict(1); err != nil && !errors.Is(err, kvevict.ErrInsufficientBlocks) {
 						t.Error(err)
 						return
@@ -679,7 +679,7 @@ func TestEventsReadTheTree(t *testing.T) {
 					return
 				}
 				if over := tree.Len() - 100; over > 0 {
-					if _, err := tree.Evict(min(over, tree.Evictable())); err != nil {
+					if _, err := tree.Evict(min(over, tree.EvictableBlocks())); err != nil {
 						t.Error(err)
 						return
 					}

@@ -94,7 +94,7 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	clear(e.taken)
 	out := Eviction{Blocks: make([]int, 0, need)}
 	for len(out.Blocks) < need {
-		k := min(need-len(out.Blocks), e.tree.Evictable())
+		k := min(need-len(out.Blocks), e.tree.EvictableBlocks())
 		if k == 0 {
 			// Every cached block has an unlocked node, so this means the
 			// pool and the tree disagree: a bug, reported rather than hidden.

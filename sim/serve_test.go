@@ -119,7 +119,7 @@ func checkBlockEvictor(t *testing.T, p *pool, e *BlockEvictor) {
 	if running != len(e.prompts) {
 		t.Fatalf("tree holds %d locked prompts, %d of the running sequences", len(e.prompts), running)
 	}
-	if ev := e.tree.Evictable(); ev < p.cached || (p.w.Name != "fuzz" && ev != p.cached) {
+	if ev := e.tree.EvictableBlocks(); ev < p.cached || (p.w.Name != "fuzz" && ev != p.cached) {
 		t.Fatalf("tree can evict %d blocks, pool has %d cached", ev, p.cached)
 	}
 }
