@@ -135,7 +135,7 @@ func TestServeBlockAutoSizedByPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep.EvictionP50, rep.EvictionP99 = 0, 0 // wall-clock times
-		rep.Granularity = ""                // an Evictor given says none
+		rep.Granularity = ""                    // an Evictor given says none
 		return rep
 	}
 	sized := func(capacity int) Evictor {
