@@ -5,6 +5,13 @@ import (
 	"slices"
 )
 
+// blockSet is the scratch of distinct, kept between calls so that a
+// steady-state check allocates nothing.
+type blockSet struct {
+	bits   []uint64 // a bitmap of freed blocks, all zero between calls
+	sorted []int    // a copy of freed blocks, when they are too sparse for bits
+}
+
 // distinct reports an error matching [ErrInvalidCandidate] when the
 // victims free some block twice: listed twice by one candidate, or by two.
 // An allocator that freed it twice would hand one block to two sequences.
@@ -12,7 +19,7 @@ import (
 // that is O(f) for f freed blocks, where checking the candidates would
 // be O(blocks held) on every call. A selection checks before it changes
 // anything, so a refused one evicts nothing.
-func (s *selector) distinct(victims []Victim) error {
+func (s *blockSet) distinct(victims []Victim) error {
 	lo, hi, f := 0, -1, 0
 	for i := range victims {
 		for _, b := range victims[i].Blocks {

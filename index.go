@@ -104,7 +104,8 @@ type Index struct {
 	// instead of the run and the heap (see indexhistory.go).
 	hist    history
 	waiting []int32     // slots whose id hist may not hold as resident: admitted at the next Evict
-	spare   []int32     // scratch: the previous waiting, and the trimmed victims of an Evict
+	spare   []int32     // scratch: the previous waiting, and the trimmed (or, by key, taken) victims of an Evict
+	freed   blockSet    // checks that no block is freed twice
 	groups  *autoGroups // Auto's order (see indexauto.go); nil for other strategies
 
 	stats stats
@@ -420,7 +421,10 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	if x.hist != nil {
 		dst, freed, partial = x.takeFromHistory(dst, requiredBlocks)
 	} else {
-		dst, freed, partial = x.takeInOrder(dst, requiredBlocks)
+		var err error
+		if dst, freed, partial, err = x.takeInOrder(dst, requiredBlocks); err != nil {
+			return Result{}, err
+		}
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
 	res.Elapsed = x.watch.elapsed(start)
@@ -432,21 +436,52 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 }
 
 // takeInOrder takes victims by key until they free required blocks, and
-// appends them to dst; the evictable blocks must cover required.
-func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, partial int) {
+// appends them to dst; the evictable blocks must cover required. Victims
+// that would free a block twice return an error matching
+// [ErrInvalidCandidate] and leave the index as it was: the victims are
+// taken out of the order first and released only once their blocks are
+// known to be distinct.
+func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, partial int, err error) {
+	first := len(dst)
+	taken := x.spare[:0]
+	var cutSlot int32 = -1 // the victim trimmed, the last one if any
+	var cutBlocks []int    // its blocks before the cut
+	var cutWas bool        // its trimmed flag before the cut
 	for freed < required {
 		slot := x.first()
+		n := &x.nodes[slot]
+		blocks, was := n.c.Blocks, n.trimmed
 		v, trimmed := x.cut(slot, required-freed)
 		if trimmed {
+			cutSlot, cutBlocks, cutWas = slot, blocks, was
 			x.refile(slot)
 			partial++
 		} else {
-			x.drop(slot)
+			x.detach(slot)
+			taken = append(taken, slot)
 		}
 		dst = append(dst, v)
 		freed += len(v.Blocks)
 	}
-	return dst, freed, partial
+	x.spare = taken[:0]
+	if err := x.freed.distinct(dst[first:]); err != nil {
+		for _, slot := range taken {
+			x.available += len(x.nodes[slot].c.Blocks)
+			x.insert(slot)
+		}
+		if cutSlot >= 0 {
+			n := &x.nodes[cutSlot]
+			x.available += len(cutBlocks) - len(n.c.Blocks)
+			n.c.Blocks, n.trimmed = cutBlocks, cutWas
+			x.refile(cutSlot)
+		}
+		clear(dst[first:])
+		return dst[:first], 0, 0, err
+	}
+	for _, slot := range taken {
+		x.release(slot)
+	}
+	return dst, freed, partial, nil
 }
 
 // cut takes up to need blocks from the evictable candidate in slot, by the

@@ -714,7 +714,11 @@ func TestIndexSoak(t *testing.T) {
 				used -= res.FreedBlocks
 			}
 			nextID++
-			c := Candidate{ID: nextID, Blocks: make([]int, need), LastAccess: tick,
+			blocks := make([]int, need)
+			for j := range blocks {
+				blocks[j] = int(nextID)<<8 | j // each sequence its own blocks
+			}
+			c := Candidate{ID: nextID, Blocks: blocks, LastAccess: tick,
 				Priority: Priority(rng.IntN(3)), AllowPartial: rng.IntN(4) == 0}
 			if err := x.Add(c); err != nil {
 				t.Fatal(err)

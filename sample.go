@@ -109,7 +109,7 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 		freed += len(blocks)
 	}
 	sel.partial = partial
-	if err := sel.distinct(victims); err != nil {
+	if err := sel.freed.distinct(victims); err != nil {
 		return Result{}, err
 	}
 	return Result{Victims: victims, FreedBlocks: freed}, nil

@@ -60,8 +60,7 @@ func sortEntries(h []entry) {
 // guards it.
 type selector struct {
 	ids     idmap.Map[struct{}] // the duplicate-ID check, when IDs come out of order
-	bits    []uint64            // distinct's bitmap of freed blocks, all zero between calls
-	sorted  []int               // distinct's copy of freed blocks, when they are too sparse for bits
+	freed   blockSet            // checks that no block is freed twice
 	pivots  uint64              // state of the pivot choice of cover
 	partial int                 // victims of the last selection that kept a head of their blocks
 
@@ -211,7 +210,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		res.FreedBlocks += len(blocks)
 		s.partial += b2i(partial)
 	}
-	if err := s.distinct(res.Victims); err != nil {
+	if err := s.freed.distinct(res.Victims); err != nil {
 		return Result{}, err
 	}
 	return res, nil
