@@ -64,8 +64,7 @@ type selector struct {
 	pivots  uint64              // state of the pivot choice of cover
 	partial int                 // victims of the last selection that kept a head of their blocks
 
-	// The candidates that may still be victims, kept by offer. A call's
-	// loop keeps only what its common case reads in registers.
+	// The candidates that may still be victims, kept by offer.
 	buf         []entry // a max-heap in the heap phase, unordered after it
 	sum         int     // blocks in buf
 	required    int     // the call's need
@@ -129,16 +128,15 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	// Once the buffer covers required, bound is the largest of the entries
 	// that do, and limit its key's Major: a candidate whose Major is above
 	// limit is skipped with one comparison, the common case. Until then
-	// limit is above every key and bound has no blocks. Nothing in the loop
-	// takes the address of its own state, so that it stays in registers.
+	// limit is above every key and bound has no blocks. The loop's state is
+	// local and passed by value, so that the common case touches no memory
+	// but the candidate.
 	limit := int64(math.MaxInt64)
 	var bound entry
 	var order idOrder
 	for i := range cands {
 		// idOrder.check, split: an evictable candidate's counts are checked
-		// after its key, so that the key's loads do not live across the
-		// switch (the register allocator would spill them on every
-		// iteration).
+		// after its key, so that the key is computed from fields just read.
 		c := &cands[i]
 		order = order.see(c.ID)
 		if !c.evictable() {
@@ -151,10 +149,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		// common cases of the others inline into the loop: a call per
 		// candidate costs more than most keys (BenchmarkSelectVictims).
 		// A rare case gives mayBeGeneral, and its key comes from keyOf's
-		// general path past the bound check: a call there keeps its
-		// register spills off the path of the candidates skipped, most of
-		// them in most orders; a candidate that enters the buffer pays
-		// them (BenchmarkSelectVictimsOrder, newest-first).
+		// general path past the bound check, so that the call is paid only
+		// by candidates that may enter the buffer, not by those skipped,
+		// most of them in most orders.
 		// TestMatchesReference and FuzzSelectVictims check the victims
 		// against a reference that ranks through keyOf.
 		var key rank.Key
@@ -239,8 +236,7 @@ func (s *selector) victims() []entry {
 // offer adds e, whose key is below the bound if there is one, to the
 // entries that may be victims, and reports whether they cover the need,
 // with the largest of those that do in *bound: the rare case of the
-// selection's loop, apart so that the loop's common case keeps its few
-// variables in registers.
+// selection's loop, kept apart so that the common case stays small.
 func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 	if s.appendFast(e) {
 		return bound.Blocks > 0
@@ -303,163 +299,6 @@ func (s *selector) appendFast(e entry) bool {
 	return true
 }
 
-// push adds e to the max-heap h. O(log len(h)).
-func push(h []entry, e entry) []entry {
-	h = append(h, e)
-	j := len(h) - 1
-	for j > 0 {
-		parent := (j - 1) / 2
-		if !less(&h[parent], &e) {
-			break
-		}
-		h[j] = h[parent]
-		j = parent
-	}
-	h[j] = e
-	return h
-}
-
-// pop removes the largest entry of the max-heap h. O(log len(h)).
-func pop(h []entry) []entry {
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	siftDown(h, 0)
-	return h
-}
-
-// siftDown restores the max-heap order below j, moving entries up into a
-// hole rather than swapping them.
-func siftDown(h []entry, j int) {
-	if j >= len(h) {
-		return
-	}
-	e := h[j]
-	for {
-		child := 2*j + 1
-		if child >= len(h) {
-			break
-		}
-		if r := child + 1; r < len(h) && less(&h[child], &h[r]) {
-			child = r
-		}
-		if !less(&e, &h[child]) {
-			break
-		}
-		h[j] = h[child]
-		j = child
-	}
-	h[j] = e
-}
-
-// cover reorders h so that h[:m] holds the m smallest entries by (key, ID)
-// whose blocks add up to at least need while h[:m-1]'s do not, and returns
-// m: the greedy selection's victims, in no particular order. h's blocks
-// add up to total, at least need > 0. It is a quickselect weighted by
-// blocks: each round partitions around a pivot and keeps the side that
-// holds the cut, so it costs O(len(h)) expected and never sorts what it
-// discards. On a long range the pivot is drawn from a sample, just past the
-// cut on the side that leaves less (Floyd and Rivest's idea), so that a
-// compaction of the buffer, which keeps a small share of it, costs little
-// more than one pass.
-func (s *selector) cover(h []entry, need, total int) int {
-	lo, hi := 0, len(h)
-	for hi-lo > 16 {
-		var p int
-		if hi-lo >= samplePivotAbove {
-			p = lo + s.samplePivot(h[lo:hi], need, total)
-		} else {
-			p = lo + int(s.random()%uint64(hi-lo))
-		}
-		h[p], h[hi-1] = h[hi-1], h[p]
-		pivot := h[hi-1]
-		j, below := lo, 0
-		for i := lo; i < hi-1; i++ {
-			if less(&h[i], &pivot) {
-				below += int(h[i].Blocks)
-				h[i], h[j] = h[j], h[i]
-				j++
-			}
-		}
-		h[j], h[hi-1] = h[hi-1], h[j]
-		switch {
-		case below >= need:
-			hi, total = j, below
-		case below+int(pivot.Blocks) >= need:
-			return j + 1
-		default:
-			need -= below + int(pivot.Blocks)
-			total -= below + int(pivot.Blocks)
-			lo = j + 1
-		}
-	}
-	sortEntries(h[lo:hi])
-	for i := lo; i < hi; i++ {
-		if need -= int(h[i].Blocks); need <= 0 {
-			return i + 1
-		}
-	}
-	panic("kvevict: cover was given entries that do not cover the need")
-}
-
-// samplePivotAbove is the shortest range whose pivot cover draws from a
-// sample: below it, sorting the sample costs more than a random pivot's
-// extra rounds.
-const samplePivotAbove = 1024
-
-// pivotSample is how many entries samplePivot draws.
-const pivotSample = 32
-
-// samplePivot returns the index in h, whose blocks add up to total, of a
-// pivot for a round of cover looking for the cut at need blocks: from a
-// sample of h in (key, ID) order, the entry at the cut's estimated share of
-// the blocks, moved a margin toward the larger side so that the round most
-// likely keeps the smaller. The margin is two standard deviations of the
-// estimate. A wrong guess costs a round, never a wrong cut.
-func (s *selector) samplePivot(h []entry, need, total int) int {
-	var idx [pivotSample]int32 // sorted by insertion as drawn
-	sampled := 0
-	for k := range idx {
-		i := int32(s.random() % uint64(len(h)))
-		sampled += int(h[i].Blocks)
-		j := k
-		for ; j > 0 && less(&h[i], &h[idx[j-1]]); j-- {
-			idx[j] = idx[j-1]
-		}
-		idx[j] = i
-	}
-	q := float64(need) / float64(total)
-	margin := 2*math.Sqrt(q*(1-q)/pivotSample) + 1.0/pivotSample
-	if q < 0.5 {
-		q += margin // keep the left side, about q of the range
-	} else {
-		q -= margin // take the left side as victims, keep the right
-	}
-	target := q * float64(sampled)
-	cum := 0
-	for _, i := range idx {
-		if cum += int(h[i].Blocks); float64(cum) >= target {
-			return int(i)
-		}
-	}
-	return int(idx[pivotSample-1])
-}
-
-// random is the selection's pivot sequence (xorshift): pivots no candidate
-// order can predict, the same on every run.
-func (s *selector) random() uint64 {
-	if s.pivots == 0 {
-		s.pivots = pivotSeed
-	}
-	s.pivots ^= s.pivots << 13
-	s.pivots ^= s.pivots >> 7
-	s.pivots ^= s.pivots << 17
-	return s.pivots
-}
-
-// pivotSeed starts cover's pivot sequence: any nonzero value.
-const pivotSeed = 0x9E3779B97F4A7C15
-
 // take returns the blocks a selection frees from victim c while need blocks
 // are still needed: all of them, or, when c allows partial eviction and
 // holds more than need, its last need blocks (the tail, so the head a
@@ -470,52 +309,6 @@ func take(c *Candidate, need int) (blocks []int, partial bool) {
 		return c.Blocks[len(c.Blocks)-need:], true
 	}
 	return c.Blocks, false
-}
-
-// checkCover ends a selection's pass over cands: it reports a duplicate ID
-// when the IDs did not come in increasing order (unordered), or evictable
-// blocks that do not cover required (when covered is false).
-func (s *selector) checkCover(cands []Candidate, unordered, covered bool, required int) error {
-	if unordered {
-		s.ids.Reset(len(cands))
-		for i := range cands {
-			if s.ids.Add(cands[i].ID) {
-				return duplicateID(cands, i)
-			}
-		}
-	}
-	if !covered {
-		available := 0
-		for i := range cands {
-			if cands[i].evictable() {
-				available += len(cands[i].Blocks)
-			}
-		}
-		if available < required {
-			return &InsufficientBlocksError{Required: required, Available: available}
-		}
-	}
-	return nil
-}
-
-// validate is a selection's validation pass alone, for the calls whose
-// victims come from elsewhere (an adaptive strategy's lists) or that need
-// none: it reports an invalid candidate, a duplicate ID, or evictable blocks
-// that cannot cover required.
-func (s *selector) validate(cands []Candidate, required int) error {
-	var order idOrder
-	available := 0
-	for i := range cands {
-		c := &cands[i]
-		var ok bool
-		if order, ok = order.check(c); !ok {
-			return invalidField(c, i)
-		}
-		if c.evictable() {
-			available += len(c.Blocks)
-		}
-	}
-	return s.checkCover(cands, order.unordered(cands), available >= required, required)
 }
 
 // skipped reports whether the selection's loop passes over a candidate with
@@ -550,81 +343,10 @@ func b2i(b bool) int {
 	return 0
 }
 
-// valid reports whether none of the counts a strategy reads is negative:
-// one sign test of their bitwise or, since the selection runs it n times.
-func valid(c *Candidate) bool {
-	return c.RefCount|c.AccessCount|c.SeqLen|c.MaxLen|int(c.EstimatedLifetime) >= 0
-}
-
-// invalidField describes candidate c, at index i of its call, which is not
-// valid.
-func invalidField(c *Candidate, i int) error {
-	field, value := negativeField(c)
-	return fmt.Errorf("%w: candidate %d (ID %d) has negative %s %v", ErrInvalidCandidate, i, c.ID, field, value)
-}
-
-// negativeField names the first negative field of a candidate that is not
-// valid, and its value.
-func negativeField(c *Candidate) (field string, value any) {
-	switch {
-	case c.RefCount < 0:
-		field, value = "RefCount", c.RefCount
-	case c.AccessCount < 0:
-		field, value = "AccessCount", c.AccessCount
-	case c.EstimatedLifetime < 0:
-		field, value = "EstimatedLifetime", c.EstimatedLifetime
-	case c.SeqLen < 0:
-		field, value = "SeqLen", c.SeqLen
-	default:
-		field, value = "MaxLen", c.MaxLen
-	}
-	return field, value
-}
-
-// duplicateID describes candidate i, whose ID an earlier candidate has.
-func duplicateID(cands []Candidate, i int) error {
-	id := cands[i].ID
-	j := slices.IndexFunc(cands[:i], func(c Candidate) bool { return c.ID == id })
-	return fmt.Errorf("%w: candidates %d and %d share ID %d", ErrInvalidCandidate, j, i, id)
-}
-
 func maxLastAccess(cands []Candidate) int64 {
 	now := int64(math.MinInt64)
 	for i := range cands {
 		now = max(now, cands[i].LastAccess)
 	}
 	return now
-}
-
-// idOrder is the validation pass of every selection over a slice: check
-// looks at each candidate in turn, and unordered ends the pass. While each
-// ID is above the one before, none can repeat, so a caller that lists its
-// sequences in ID order (an allocator walking them in admission order)
-// needs no duplicate table.
-type idOrder struct {
-	prev  uint64 // the last ID seen; 0 before the first
-	drops int    // IDs not above their predecessor, counting a first ID of 0
-}
-
-// check records the ID of candidate c and reports whether its fields are
-// valid; the caller describes an invalid one with invalidField. It takes
-// and returns the order by value, so that a loop keeps it in registers, and
-// counts rather than branches: shuffled IDs would mispredict every other
-// time.
-func (o idOrder) check(c *Candidate) (idOrder, bool) {
-	return o.see(c.ID), valid(c)
-}
-
-// see records id, the next candidate's ID.
-func (o idOrder) see(id uint64) idOrder {
-	o.drops += b2i(id <= o.prev)
-	o.prev = id
-	return o
-}
-
-// unordered ends the pass over cands: it reports whether some ID was not
-// above the one before it. A first ID of 0 is not above the 0 that o starts
-// from, and is the one drop that does not count.
-func (o idOrder) unordered(cands []Candidate) bool {
-	return o.drops > b2i(len(cands) > 0 && cands[0].ID == 0)
 }
