@@ -48,9 +48,10 @@
 //   - evictable: held, with blocks, neither pinned nor referenced: what a
 //     selection may take. [Index.EvictableBlocks] and a tree's EvictableBlocks
 //     count those blocks.
-//   - reference: a running request's hold on a sequence's blocks, which makes
-//     it not evictable: [Candidate.RefCount] in a slice, [Index.Acquire] and
-//     [Index.Release] in an Index, Lock and Unlock on a tree's path.
+//   - lock: a running request's reference to a sequence's blocks, which
+//     makes it not evictable until unlocked. [Candidate.RefCount] counts a
+//     sequence's locks in a slice; [Index.Lock] and [Index.Unlock] take and
+//     drop one in an Index, a prefix tree's Lock and Unlock on a path.
 //   - re-prefill: an eviction followed by an access to the same sequence
 //     while the eviction is remembered ([WithEvictionHistory]): prefill work
 //     the server does again. [Metrics.RePrefills] counts them.

@@ -19,7 +19,7 @@ func ExampleIndex() {
 		_ = idx.Add(kvevict.Candidate{ID: id, Blocks: []int{int(id) * 10, int(id)*10 + 1}, LastAccess: int64(id)})
 	}
 	_ = idx.Touch(1, 5) // sequence 1 is reused: now the most recent
-	_ = idx.Acquire(2)  // a running request holds sequence 2
+	_ = idx.Lock(2)     // a running request holds sequence 2
 	res, err := idx.Evict(3)
 	if err != nil {
 		panic(err)

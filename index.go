@@ -20,7 +20,7 @@ import (
 // allocator adds a [Candidate] when a request's sequence is not resident
 // ([Index.Add]), reports every request of a resident one with
 // [Index.Touch], other changes with [Index.Update], [Index.Pin] or
-// [Index.Acquire], and calls [Index.Evict] when it needs blocks; the index
+// [Index.Lock], and calls [Index.Evict] when it needs blocks; the index
 // removes its victims.
 //
 // Evict follows the rules of SelectVictims exactly: greedy smallest key
@@ -330,11 +330,11 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 	return nil
 }
 
-// Acquire adds one reference to sequence id: a running request uses its
-// blocks, so it is not evicted until the matching [Index.Release]. It returns
+// Lock adds one reference to sequence id: a running request uses its
+// blocks, so it is not evicted until the matching [Index.Unlock]. It returns
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
-func (x *Index) Acquire(id uint64) error {
+func (x *Index) Lock(id uint64) error {
 	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)
@@ -346,11 +346,11 @@ func (x *Index) Acquire(id uint64) error {
 	return nil
 }
 
-// Release drops one reference to sequence id; at zero references it becomes
+// Unlock drops one reference to sequence id; at zero references it becomes
 // evictable again unless pinned. It returns an error matching
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
-func (x *Index) Release(id uint64) error {
+func (x *Index) Unlock(id uint64) error {
 	slot, ok := x.slots.Get(id)
 	if !ok {
 		return unknownSequence(id)

@@ -388,15 +388,15 @@ func (r *opRunner) step(next func(int) int) {
 		id := pickID()
 		i := m.find(id)
 		if next(2) == 0 {
-			err := x.Acquire(id)
+			err := x.Lock(id)
 			if (err == nil) != (i >= 0) {
-				t.Fatalf("Acquire(%d): err %v, model index %d", id, err, i)
+				t.Fatalf("Lock(%d): err %v, model index %d", id, err, i)
 			}
 			if i >= 0 {
 				m.cands[i].RefCount++
 			}
 		} else {
-			err := x.Release(id)
+			err := x.Unlock(id)
 			if want := i >= 0 && m.cands[i].RefCount > 0; (err == nil) != want {
 				t.Fatalf("Release(%d): err %v, want success %v", id, err, want)
 			}
@@ -542,9 +542,9 @@ func TestIndexErrors(t *testing.T) {
 		{"touch absent", x.Touch(9, 1), ErrUnknownSequence},
 		{"update absent", x.Update(Candidate{ID: 9}), ErrUnknownSequence},
 		{"pin absent", x.Pin(9, true), ErrUnknownSequence},
-		{"acquire absent", x.Acquire(9), ErrUnknownSequence},
-		{"release absent", x.Release(9), ErrUnknownSequence},
-		{"release unreferenced", x.Release(1), ErrInvalidArgument},
+		{"acquire absent", x.Lock(9), ErrUnknownSequence},
+		{"release absent", x.Unlock(9), ErrUnknownSequence},
+		{"release unreferenced", x.Unlock(1), ErrInvalidArgument},
 		{"negative required", second(x.Evict(-1)), ErrInvalidArgument},
 		{"insufficient", second(x.Evict(2)), ErrInsufficientBlocks},
 	}
@@ -732,9 +732,9 @@ func TestIndexSoak(t *testing.T) {
 				used -= len(c.Blocks)
 			}
 		case r < 88:
-			_ = x.Acquire(randomID())
+			_ = x.Lock(randomID())
 		case r < 98:
-			_ = x.Release(randomID())
+			_ = x.Unlock(randomID())
 		default:
 			_ = x.Pin(randomID(), rng.IntN(4) == 0)
 		}

@@ -142,10 +142,10 @@ func (s *indexStore) reference(id uint64) bool {
 	if !s.contains(id) {
 		return false // a miss: no error to build
 	}
-	return s.x.Acquire(id) == nil
+	return s.x.Lock(id) == nil
 }
 
-func (s *indexStore) unreference(id uint64) { _ = s.x.Release(id) } // held and referenced: cannot fail
+func (s *indexStore) unreference(id uint64) { _ = s.x.Unlock(id) } // held and referenced: cannot fail
 
 func (s *indexStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
 	res, err := s.x.EvictAppend(s.victims[:0], need)
