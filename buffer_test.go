@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sagellm/kvevict/internal/rank"
 )
@@ -30,23 +31,25 @@ func heapStream(n int, order string) []entry {
 // that cover need, and returns h.
 func keepWithBuffer(h []entry, stream []entry, need int) []entry {
 	h, sum := h[:0], 0
+	var bound entry // the largest entry kept, once they cover need
 	for i := range stream {
-		e := stream[i]
-		if sum >= need && !less(&e, &h[0]) {
+		e := &stream[i]
+		if sum >= need && !less(e, &bound) {
 			continue
 		}
 		if sum >= need && sum-int(h[0].Blocks)+int(e.Blocks) >= need {
 			sum += int(e.Blocks) - int(h[0].Blocks)
-			h[0] = e
+			h[0] = *e
 			siftDown(h, 0)
 		} else {
-			h = push(h, e)
+			h = push(h, *e)
 			sum += int(e.Blocks)
 		}
 		for sum-int(h[0].Blocks) >= need {
 			sum -= int(h[0].Blocks)
 			h = pop(h)
 		}
+		bound = h[0]
 	}
 	return h
 }
@@ -62,11 +65,12 @@ func negated(e entry) entry {
 // entries. h must be empty; it is left holding the entries kept, negated.
 func keepWithRank(h *rank.Heap, stream []entry, need int) {
 	sum := 0
+	var bound entry // the largest entry kept, once they cover need
 	for i := range stream {
-		e := negated(stream[i])
-		if sum >= need && !rank.Less(h.Min(), &e) {
+		if sum >= need && !less(&stream[i], &bound) {
 			continue
 		}
+		e := negated(stream[i])
 		if sum >= need && sum-int(h.Min().Blocks)+int(e.Blocks) >= need {
 			top := h.Min()
 			sum += int(e.Blocks) - int(top.Blocks)
@@ -79,13 +83,15 @@ func keepWithRank(h *rank.Heap, stream []entry, need int) {
 			sum -= int(top.Blocks)
 			h.Remove(top.Slot)
 		}
+		bound = negated(*h.Min())
 	}
 }
 
-// emptyRank empties h, returning its entries un-negated in (key, ID)
-// order: the only way to reuse a rank.Heap, whose positions must all be
-// cleared, is to remove every entry.
-func emptyRank(h *rank.Heap, out []entry) []entry {
+// victimsFromRank empties h, which keepWithRank filled, into out: the
+// entries it kept, un-negated, smallest (key, ID) first. Removing every
+// entry is both how a rank.Heap is emptied for reuse (each slot's position
+// must be cleared) and a heap sort of the victims.
+func victimsFromRank(h *rank.Heap, out []entry) []entry {
 	for h.Len() > 0 {
 		top := h.Min()
 		out = append(out, negated(*top))
@@ -116,7 +122,7 @@ func TestSelectionHeapsAgree(t *testing.T) {
 				if err := h.Check(); err != nil {
 					t.Fatal(err)
 				}
-				viaRank := emptyRank(&h, nil)
+				viaRank := victimsFromRank(&h, nil)
 				want := slices.Clone(stream)
 				sortEntries(want)
 				for m, sum := 0, 0; m < len(want); m++ {
@@ -136,29 +142,54 @@ func TestSelectionHeapsAgree(t *testing.T) {
 
 // BenchmarkSelectionHeap is the selection's heap phase (selector.offer
 // without its budget) over a stream of n entries of 10 blocks on average,
-// keeping the smallest that cover the blocks of the given victims, on
-// buffer.go's max-heap (heap=buffer) and on rank.Heap as it is, with
-// negated keys, emptied by removing its entries for the next call
-// (heap=rank). Compare the two with benchstat -col /heap.
+// keeping the smallest that cover the blocks of the given victims and
+// returning them in (key, ID) order, on buffer.go's max-heap (sorted by
+// sortEntries, as selector.victims does) and on rank.Heap as it is, with
+// negated keys (emptied in order by removing its top). Each iteration runs
+// both, first one then the other in turn, so that the two see the same
+// load; it reports each one's time per run and their ratio.
 func BenchmarkSelectionHeap(b *testing.B) {
 	for _, order := range []string{"random", "descending"} {
 		for _, size := range []struct{ n, victims int }{{1000, 10}, {100_000, 10}, {100_000, 1000}} {
 			stream := heapStream(size.n, order)
 			need := 10 * size.victims
-			name := fmt.Sprintf("order=%s/n=%d/victims=%d", order, size.n, size.victims)
-			b.Run(name+"/heap=buffer", func(b *testing.B) {
-				var h []entry
-				for b.Loop() {
-					h = keepWithBuffer(h, stream, need)
-				}
-			})
-			b.Run(name+"/heap=rank", func(b *testing.B) {
+			b.Run(fmt.Sprintf("order=%s/n=%d/victims=%d", order, size.n, size.victims), func(b *testing.B) {
+				var buf, out []entry
 				var h rank.Heap
-				var out []entry
-				for b.Loop() {
-					keepWithRank(&h, stream, need)
-					out = emptyRank(&h, out[:0])
+				withBuffer := func() {
+					buf = keepWithBuffer(buf, stream, need)
+					sortEntries(buf)
 				}
+				withRank := func() {
+					keepWithRank(&h, stream, need)
+					out = victimsFromRank(&h, out[:0])
+				}
+				var onBuffer, onRank time.Duration
+				first := false
+				for b.Loop() {
+					first = !first
+					t0 := time.Now()
+					if first {
+						withBuffer()
+					} else {
+						withRank()
+					}
+					t1 := time.Now()
+					if first {
+						withRank()
+					} else {
+						withBuffer()
+					}
+					t2 := time.Now()
+					if first {
+						onBuffer, onRank = onBuffer+t1.Sub(t0), onRank+t2.Sub(t1)
+					} else {
+						onRank, onBuffer = onRank+t1.Sub(t0), onBuffer+t2.Sub(t1)
+					}
+				}
+				b.ReportMetric(float64(onBuffer.Nanoseconds())/float64(b.N), "buffer-ns/op")
+				b.ReportMetric(float64(onRank.Nanoseconds())/float64(b.N), "rank-ns/op")
+				b.ReportMetric(float64(onRank)/float64(onBuffer), "rank/buffer")
 			})
 		}
 	}
