@@ -7,6 +7,7 @@ import (
 // The selection's buffer of entries that may still be victims: a bounded
 // max-heap while few candidates enter, then an unordered buffer that cover,
 // a weighted quickselect, cuts to the entries that cover the need.
+// The heap is its own, not rank.Heap: see BenchmarkSelectionHeap.
 
 // push adds e to the max-heap h. O(log len(h)).
 func push(h []entry, e entry) []entry {
