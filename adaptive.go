@@ -9,8 +9,10 @@ import (
 // history is the state of an adaptive strategy. The policy's mutex guards
 // it. The selection engine (selector.selectAdaptive) validates candidates,
 // admits and marks them in the table, then asks victim for one victim at a
-// time and tells the history whether it was evicted wholly (evict) or kept
-// a head of its blocks (it stays resident); finish ends the selection.
+// time until they cover the need. Once their blocks are known to be
+// distinct it evicts those taken wholly (evict), in order; one that kept a
+// head of its blocks stays resident. finish ends the selection, refused or
+// not.
 type history interface {
 	// nodes returns the table of ids the history tracks.
 	nodes() *table
@@ -26,9 +28,13 @@ type history interface {
 	// The cache may exceed its capacity until finish.
 	admit(id uint64)
 	// victim returns the node of the next victim among the marked nodes, by
-	// the strategy's rule, or -1 if no node is marked.
+	// the strategy's rule, or -1 if no node is marked. The victims chosen
+	// before are unmarked but still in their lists: a rule that reads a
+	// list's length reads the table's live.
 	victim() int32
 	// evict removes victim node n from the cache: to a ghost list or away.
+	// A selection evicts its victims after choosing them all, in the order
+	// chosen.
 	evict(n int32)
 	// finish commits any pending request and restores the capacity bounds.
 	finish()
@@ -48,7 +54,12 @@ func byRecency(a, b *Candidate) int {
 
 // selectAdaptive is the selection of an adaptive strategy: the same
 // validation, atomicity and Result as selectVictims, with the victims chosen
-// by h. A failed or empty selection leaves h unchanged.
+// by h. A selection refused for invalid input or too few evictable blocks,
+// or an empty one, leaves h unchanged. One refused because its victims
+// would free a block twice evicts nothing from h either, but h keeps what
+// the call taught it: the candidates it admitted, and what a search
+// changes on its way (S3-FIFO's promotions, SIEVE's cleared bits and
+// hand), as any selection over those candidates would.
 func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (Result, error) {
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
@@ -114,17 +125,28 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		if partial {
 			s.partial++
 		} else {
-			h.evict(n)
+			t.choose(n)
 		}
 		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
 		freed += len(blocks)
 	}
+	err := s.freed.distinct(victims)
+	for _, n := range t.endChoice() {
+		if err == nil {
+			h.evict(n)
+		}
+	}
 	h.finish()
-	res := Result{Victims: slices.Clone(victims), FreedBlocks: freed}
+	var res Result
+	if err == nil {
+		res = Result{Victims: slices.Clone(victims), FreedBlocks: freed}
+	} else {
+		s.partial = 0
+	}
 	clear(victims) // drop the references to the caller's blocks
 	t.victims = victims[:0]
 	if cap(t.victims) > admitShrinkAbove && cap(t.victims) > 8*len(cands) {
 		t.victims = nil
 	}
-	return res, nil
+	return res, err
 }

@@ -84,7 +84,7 @@ func ops(t testing.TB, s Strategy, c int, data []byte) {
 			tick++
 			cands = append(cands, Candidate{
 				ID:           id,
-				Blocks:       make([]int, f%4),
+				Blocks:       idBlocks(id, int(f%4)),
 				LastAccess:   tick * int64(next()%3),
 				Pinned:       f&0x10 != 0,
 				RefCount:     int(f>>5) & 1,
@@ -342,4 +342,13 @@ func withGhosts(s Strategy, n int, opts ...Option) []Option {
 		return opts
 	}
 	return append(opts, WithGhostCap(n))
+}
+
+// idBlocks returns n blocks that no other id's idBlocks returns.
+func idBlocks(id uint64, n int) []int {
+	b := make([]int, n)
+	for i := range b {
+		b[i] = int(id)*8 + i
+	}
+	return b
 }

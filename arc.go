@@ -44,7 +44,7 @@ type arc struct {
 	pendingT2 bool // the pending request hit a ghost and goes to t2
 	b2Hit     bool // the latest request hit b2: REPLACE's tie goes to t1
 
-	cursor [2]int32 // per resident list, where the selection's scan resumes
+	cursor [2]int32 // per resident list, the last victim chosen: the scan resumes there (victims stay in their list until the selection ends)
 }
 
 // ARC's lists.
@@ -181,7 +181,7 @@ func (a *arc) admit(id uint64) {
 
 func (a *arc) victim() int32 {
 	first, second := arcT2, arcT1
-	if t1 := a.size(arcT1); t1 > 0 && a.replacesT1(t1) {
+	if t1 := a.live(arcT1); t1 > 0 && a.replacesT1(t1) {
 		first, second = arcT1, arcT2
 	}
 	for _, l := range [2]uint8{first, second} {
@@ -201,9 +201,7 @@ func (a *arc) victim() int32 {
 }
 
 func (a *arc) evict(n int32) {
-	l := a.slab[n].list
-	a.cursor[l] = a.newer(n)
-	if l == arcT1 {
+	if a.slab[n].list == arcT1 {
 		a.moveHead(arcB1, n)
 	} else {
 		a.moveHead(arcB2, n)

@@ -79,8 +79,9 @@ func duplicateBlock(victims []Victim, b int) error {
 			}
 		}
 	}
-	if ids[0] == ids[len(ids)-1] {
-		return fmt.Errorf("%w: candidate ID %d lists block %d twice", ErrInvalidCandidate, ids[0], b)
+	slices.Sort(ids) // the same message whatever order the victims came in
+	if ids[0] != ids[len(ids)-1] {
+		return fmt.Errorf("%w: candidates ID %d and ID %d both list block %d", ErrInvalidCandidate, ids[0], ids[len(ids)-1], b)
 	}
-	return fmt.Errorf("%w: candidates ID %d and ID %d both list block %d", ErrInvalidCandidate, ids[0], ids[1], b)
+	return fmt.Errorf("%w: candidate ID %d lists block %d twice", ErrInvalidCandidate, ids[0], b)
 }

@@ -418,13 +418,14 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	start := x.watch.start()
 	first := len(dst)
 	var freed, partial int
+	var err error
 	if x.hist != nil {
-		dst, freed, partial = x.takeFromHistory(dst, requiredBlocks)
+		dst, freed, partial, err = x.takeFromHistory(dst, requiredBlocks)
 	} else {
-		var err error
-		if dst, freed, partial, err = x.takeInOrder(dst, requiredBlocks); err != nil {
-			return Result{}, err
-		}
+		dst, freed, partial, err = x.takeInOrder(dst, requiredBlocks)
+	}
+	if err != nil {
+		return Result{}, err
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
 	res.Elapsed = x.watch.elapsed(start)

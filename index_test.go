@@ -808,7 +808,6 @@ func TestIndexListsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks := []int{1}
 		for i := range uint64(20_000) {
 			id := i % 50
 			x.UpdateAccess(id)
@@ -816,7 +815,7 @@ func TestIndexListsBounded(t *testing.T) {
 				if err := x.Touch(id, int64(i)); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := x.Add(Candidate{ID: id, Blocks: blocks, LastAccess: int64(i)}); err != nil {
+			} else if err := x.Add(Candidate{ID: id, Blocks: []int{int(id)}, LastAccess: int64(i)}); err != nil {
 				t.Fatal(err)
 			}
 			if i%7 == 0 {

@@ -45,7 +45,7 @@ func (x *Index) UpdateAccess(id uint64) {
 // takeFromHistory is Evict's choice for an adaptive strategy: as
 // selector.selectAdaptive, over the marks the index keeps. The evictable
 // blocks must cover required.
-func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, partial int) {
+func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, partial int, err error) {
 	h := x.hist
 	t := h.nodes()
 	// A pending request that the index holds is resident: placed before
@@ -59,33 +59,59 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 	if x.groups != nil {
 		x.rankAuto(required)
 	}
-	trimmed := x.spare[:0]
+	first := len(dst)
+	var cutNode int32 = -1 // the victim that keeps a head of its blocks: the last, if any
 	for freed < required {
 		n := h.victim()
 		if n < 0 {
 			panic("kvevict: the index's history lost an evictable candidate")
 		}
-		slot := t.slab[n].cand
 		x.clearMark(n)
-		v, part := x.cut(slot, required-freed)
+		c := &x.nodes[t.slab[n].cand].c
+		blocks, part := take(c, required-freed)
 		if part {
 			partial++
-			trimmed = append(trimmed, slot)
+			cutNode = n
 		} else {
-			h.evict(n) // before the slot is freed: Auto reads the candidate
-			x.drop(slot)
+			t.choose(n)
 		}
-		dst = append(dst, v)
-		freed += len(v.Blocks)
+		dst = append(dst, Victim{ID: c.ID, Blocks: blocks})
+		freed += len(blocks)
+	}
+	err = x.freed.distinct(dst[first:])
+	chosen := t.endChoice()
+	if err != nil {
+		// Nothing is evicted: the victims are possible victims again.
+		for _, n := range chosen {
+			x.setMark(n, t.slab[n].cand)
+		}
+		if cutNode >= 0 {
+			x.setMark(cutNode, t.slab[cutNode].cand)
+		}
+		h.finish()
+		clear(dst[first:])
+		return dst[:first], 0, 0, err
+	}
+	cutSlot := int32(-1)
+	if cutNode >= 0 {
+		cutSlot = t.slab[cutNode].cand
+	}
+	for _, n := range chosen {
+		slot := t.slab[n].cand
+		x.cut(slot, len(x.nodes[slot].c.Blocks))
+		h.evict(n) // before the slot is freed: Auto reads the candidate
+		x.drop(slot)
+	}
+	if cutSlot >= 0 {
+		x.cut(cutSlot, len(dst[len(dst)-1].Blocks))
 	}
 	h.finish()
 	// A trimmed victim keeps its head and stays evictable: a candidate of
 	// the next eviction again.
-	for _, slot := range trimmed {
-		x.markHeld(slot)
+	if cutSlot >= 0 {
+		x.markHeld(cutSlot)
 	}
-	x.spare = trimmed[:0]
-	return dst, freed, partial
+	return dst, freed, partial, nil
 }
 
 // admitWaiting admits into the history the held ids it does not hold as

@@ -39,7 +39,7 @@ type s3fifo struct {
 	pending uint64 // a miss not yet placed; it may be a ghost
 	hasPend bool
 
-	cursor [2]int32 // per resident list, where the selection's scan resumes
+	cursor [2]int32 // per resident list, the last victim chosen: the scan resumes there (victims stay in their list until the selection ends)
 }
 
 // S3-FIFO's lists.
@@ -125,7 +125,7 @@ func (s *s3fifo) victim() int32 { return s.step(true) }
 // there is none. restricted limits the victims, and the nodes the step
 // moves, to marked nodes. O(moved nodes + skipped nodes).
 func (s *s3fifo) step(restricted bool) int32 {
-	fromSmall := s.size(s3Small) >= s.smallCap
+	fromSmall := s.live(s3Small) >= s.smallCap
 	if restricted {
 		if s.lists[s3Small].marked == 0 {
 			fromSmall = false
@@ -151,6 +151,17 @@ func (s *s3fifo) start(l uint8, restricted bool) int32 {
 	return s.tail(l)
 }
 
+// resume notes where a restricted scan of list l stopped, n, so that the
+// selection's next scan starts there. An unrestricted scan leaves the
+// cursors alone: it runs outside the selection, and the node it stops on
+// may be evicted, forgotten and its slot reused before a selection reads
+// them.
+func (s *s3fifo) resume(l uint8, n int32, restricted bool) {
+	if restricted {
+		s.cursor[l] = n
+	}
+}
+
 func (s *s3fifo) eligible(n int32, restricted bool) bool {
 	return !restricted || s.marked(n)
 }
@@ -163,7 +174,7 @@ func (s *s3fifo) evictSmall(restricted bool) int32 {
 		next := s.newer(n)
 		if s.eligible(n, restricted) {
 			if x.bits < s3fifoMoveToMain {
-				s.cursor[s3Small] = n
+				s.resume(s3Small, n, restricted)
 				return n
 			}
 			x.bits = 0
@@ -171,7 +182,7 @@ func (s *s3fifo) evictSmall(restricted bool) int32 {
 		}
 		n = next
 	}
-	s.cursor[s3Small] = -1
+	s.resume(s3Small, -1, restricted)
 	return -1
 }
 
@@ -191,7 +202,7 @@ func (s *s3fifo) evictMain(restricted bool) int32 {
 		next := s.newer(n)
 		if s.eligible(n, restricted) {
 			if x.bits == 0 {
-				s.cursor[s3Main] = n
+				s.resume(s3Main, n, restricted)
 				return n
 			}
 			x.bits--
@@ -203,9 +214,7 @@ func (s *s3fifo) evictMain(restricted bool) int32 {
 
 func (s *s3fifo) evict(n int32) {
 	x := &s.slab[n]
-	l := x.list
-	s.cursor[l] = s.newer(n)
-	if l == s3Small {
+	if x.list == s3Small {
 		x.bits = 0
 		s.moveHead(s3Ghost, n)
 		if s.size(s3Ghost) > s.ghostCap {

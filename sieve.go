@@ -98,7 +98,9 @@ func (s *sieve) sweep(restricted bool) int32 {
 }
 
 func (s *sieve) evict(n int32) {
-	s.hand = s.newer(n)
+	if s.hand == n { // the hand stops on the last victim chosen
+		s.hand = s.newer(n)
+	}
 	s.drop(n)
 }
 

@@ -43,6 +43,14 @@ type table struct {
 	admit         []int32  // scratch: indices of the candidates a selection admits
 	victims       []Victim // scratch: a selection's victims, copied into its Result
 
+	// A selection evicts its victims from the history only once their
+	// blocks are known to be distinct, so that one refused evicts nothing.
+	// Until then chosen holds the nodes of the victims taken wholly, in
+	// order, and taken counts them per list: a strategy that chooses by
+	// its lists' lengths counts them gone (live).
+	chosen []int32
+	taken  [maxLists]int
+
 	// observer, if set, hears of every node linked into a list and every
 	// id forgotten: an [Index] keeps its marks across selections by it,
 	// where a Policy marks anew at every call.
@@ -154,6 +162,28 @@ func (t *table) moveHead(l uint8, n int32) {
 
 // size returns the length of list l.
 func (t *table) size(l uint8) int { return t.lists[l].Len }
+
+// live returns the length of list l without the victims chosen from it
+// and not yet evicted: its size as the victims chosen so far left it.
+func (t *table) live(l uint8) int { return t.lists[l].Len - t.taken[l] }
+
+// choose notes unmarked node n as a victim taken wholly, to be evicted
+// once the selection's victims are known to free distinct blocks.
+func (t *table) choose(n int32) {
+	t.chosen = append(t.chosen, n)
+	t.taken[t.slab[n].list]++
+}
+
+// endChoice returns the nodes chosen since the last call, in order, and
+// forgets them: valid until the next choose.
+func (t *table) endChoice() []int32 {
+	chosen := t.chosen
+	t.chosen, t.taken = chosen[:0], [maxLists]int{}
+	if cap(t.chosen) > admitShrinkAbove && len(chosen) < admitShrinkAbove/8 {
+		t.chosen = nil
+	}
+	return chosen
+}
 
 // tail returns the oldest node of list l, or -1 if it is empty.
 func (t *table) tail(l uint8) int32 { return t.lists[l].Front }
