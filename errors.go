@@ -14,8 +14,8 @@ var (
 	ErrInsufficientBlocks = errors.New("kvevict: insufficient evictable blocks")
 	// ErrInvalidCandidate: a candidate has a negative RefCount, AccessCount,
 	// EstimatedLifetime, SeqLen or MaxLen, or repeats another's ID, or a
-	// key strategy's selection would free a block twice (listed twice by
-	// one victim, or by two).
+	// selection would free a block twice (listed twice by one victim, or by
+	// two).
 	ErrInvalidCandidate = errors.New("kvevict: invalid candidate")
 	// ErrInvalidArgument: a negative requiredBlocks, or an invalid option.
 	ErrInvalidArgument = rank.ErrInvalidArgument
