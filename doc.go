@@ -58,7 +58,10 @@
 //   - ghost: an evicted candidate an adaptive strategy remembers, to know it
 //     when it comes back ([WithGhostCap]).
 //   - granularity: what one candidate is in the simulator: a cached
-//     sequence, the tail of one, or a block of a prefix tree.
+//     sequence, the tail of one, or a single block. A replay's candidates
+//     are single blocks by construction; a serving pool at block
+//     granularity keeps its blocks in a prefix tree, which frees leaves
+//     only: the same unit, under one more constraint.
 //
 // # Choosing a strategy
 //

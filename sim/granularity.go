@@ -8,7 +8,9 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
-// Granularity is what one eviction candidate is in the pool of [Serve].
+// Granularity is what one eviction candidate is: a sequence, a sequence's
+// tail, or a single block. [Serve] takes any; [Replay]'s candidates are
+// single blocks, and a report says so ([GranularityBlock]).
 type Granularity string
 
 // The granularities of [Serve], coarsest first.
