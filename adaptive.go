@@ -6,27 +6,39 @@ import (
 	"slices"
 )
 
-// history is the state of an adaptive strategy. The policy's mutex guards
-// it. The selection engine (selector.selectAdaptive) validates candidates,
-// admits and marks them in the table, then asks victim for one victim at a
-// time until they cover the need. Once their blocks are known to be
-// distinct it evicts those taken wholly (evict), in order; one that kept a
-// head of its blocks stays resident. finish ends the selection, refused or
-// not.
+// history is the state an adaptive strategy keeps of the ids it has seen,
+// in a table: ARC's, S3-FIFO's and SIEVE's lists ([listHistory]), and
+// Auto's request counts ([auto]). The policy's mutex guards it.
 type history interface {
 	// nodes returns the table of ids the history tracks.
 	nodes() *table
 	// access records a request for id: the paper's access. O(1).
 	access(id uint64)
+	// admit adds id, which the history does not hold as resident, as new.
+	// The cache may exceed its capacity until finish.
+	admit(id uint64)
+	// finish ends a selection, refused or not: it commits any pending
+	// request and restores the capacity bounds.
+	finish()
+	// check reports a broken invariant, for tests.
+	check() error
+}
+
+// listHistory is the history of a strategy whose lists order the victims
+// (ARC, S3-FIFO, SIEVE), rather than a key. Its selection
+// (selector.selectAdaptive) validates candidates, admits and marks them in
+// the table, then asks victim for one victim at a time until they cover
+// the need. Once their blocks are known to be distinct it evicts those
+// taken wholly (evict), in order; one that kept a head of its blocks stays
+// resident.
+type listHistory interface {
+	history
 	// pendingID returns the id of a request not yet placed in the cache: a
 	// miss waiting for the eviction that makes room for it.
 	pendingID() (uint64, bool)
 	// commit places the pending request in the cache, evicting from the
 	// history (not from the pool) if the cache is full.
 	commit()
-	// admit adds id, which the history does not hold as resident, as new.
-	// The cache may exceed its capacity until finish.
-	admit(id uint64)
 	// victim returns the node of the next victim among the marked nodes, by
 	// the strategy's rule, or -1 if no node is marked. The victims chosen
 	// before are unmarked but still in their lists: a rule that reads a
@@ -36,10 +48,6 @@ type history interface {
 	// A selection evicts its victims after choosing them all, in the order
 	// chosen.
 	evict(n int32)
-	// finish commits any pending request and restores the capacity bounds.
-	finish()
-	// check reports a broken invariant, for tests.
-	check() error
 }
 
 // byRecency orders candidates oldest LastAccess first, ties by ID: the
@@ -52,7 +60,7 @@ func byRecency(a, b *Candidate) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
-// selectAdaptive is the selection of an adaptive strategy: the same
+// selectAdaptive is the selection of a strategy whose lists order the victims: the same
 // validation, atomicity and Result as selectVictims, with the victims chosen
 // by h. A selection refused for invalid input or too few evictable blocks,
 // or an empty one, leaves h unchanged. One refused because its victims
@@ -60,7 +68,7 @@ func byRecency(a, b *Candidate) int {
 // the call taught it: the candidates it admitted, and what a search
 // changes on its way (S3-FIFO's promotions, SIEVE's cleared bits and
 // hand), as any selection over those candidates would.
-func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (Result, error) {
+func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory) (Result, error) {
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
 	}
@@ -81,37 +89,8 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 	}
 	t := h.nodes()
 	t.nextEpoch()
-	admit := t.admit[:0]
-	for i := range cands {
-		c := &cands[i]
-		if len(c.Blocks) == 0 {
-			continue
-		}
-		n := t.lookup(c.ID)
-		if n < 0 || !t.resident(n) {
-			admit = append(admit, int32(i))
-			continue
-		}
-		if c.evictable() {
-			t.mark(n, int32(i))
-		}
-	}
-	slices.SortFunc(admit, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
-	for _, i := range admit {
-		c := &cands[i]
-		h.admit(c.ID)
-		if c.evictable() {
-			t.mark(t.lookup(c.ID), i)
-		}
-	}
-	t.admit = admit[:0]
-	if cap(t.admit) > admitShrinkAbove && cap(t.admit) > 8*len(cands) {
-		t.admit = nil
-	}
+	admitCandidates(h, cands, true)
 
-	if r, ok := h.(candidateScorer); ok {
-		r.rank(cands, required)
-	}
 	victims := t.victims[:0]
 	freed := 0
 	for freed < required {
@@ -149,4 +128,40 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h history) (R
 		t.victims = nil
 	}
 	return res, err
+}
+
+// admitCandidates admits into h the candidates holding blocks that it does
+// not hold as resident, oldest LastAccess first (ties by ID), as every
+// adaptive strategy learns of the sequences a pool holds. With mark, each
+// evictable candidate, resident before or admitted, is marked as a
+// possible victim of this selection. O(n + a log a) for a admitted.
+func admitCandidates(h history, cands []Candidate, mark bool) {
+	t := h.nodes()
+	admit := t.admit[:0]
+	for i := range cands {
+		c := &cands[i]
+		if len(c.Blocks) == 0 {
+			continue
+		}
+		n := t.lookup(c.ID)
+		if n < 0 || !t.resident(n) {
+			admit = append(admit, int32(i))
+			continue
+		}
+		if mark && c.evictable() {
+			t.mark(n, int32(i))
+		}
+	}
+	slices.SortFunc(admit, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
+	for _, i := range admit {
+		c := &cands[i]
+		h.admit(c.ID)
+		if mark && c.evictable() {
+			t.mark(t.lookup(c.ID), i)
+		}
+	}
+	t.admit = admit[:0]
+	if cap(t.admit) > admitShrinkAbove && cap(t.admit) > 8*len(cands) {
+		t.admit = nil
+	}
 }

@@ -36,8 +36,10 @@ func fingerprint(p Policy) string {
 		}
 		b.WriteString("\n")
 	}
-	id, ok := h.pendingID()
-	fmt.Fprintf(&b, "pending %d %v", id, ok)
+	if l, ok := h.(listHistory); ok {
+		id, ok := l.pendingID()
+		fmt.Fprintf(&b, "pending %d %v", id, ok)
+	}
 	switch x := h.(type) {
 	case *arc:
 		fmt.Fprintf(&b, " p %v t2 %v b2 %v", x.p, x.pendingT2, x.b2Hit)

@@ -55,7 +55,7 @@ const (
 	arcB2              // ghosts evicted from t2
 )
 
-func newARC(cfg *rank.Config) history {
+func newARC(cfg *rank.Config) listHistory {
 	return &arc{
 		table:    newTable(arcT1, arcT2),
 		c:        cfg.Capacity,

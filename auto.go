@@ -14,10 +14,13 @@ import (
 // resident keeps at most c ids and ghost at most ghostCap; beyond that the
 // least recently used id goes from resident to ghost and from ghost away.
 //
-// A selection does not follow a list: rank computes every evictable
-// candidate's score and keeps the smallest that cover the need through
-// the selection engine (selector.offer), in O(n + k log k) for n
-// candidates and k victims; victim then hands them out in order. UpdateAccess costs O(1).
+// Auto is a key strategy whose key reads this history: the selection
+// engine ranks a Policy's candidates by keyOf, as it ranks LRU's by
+// LastAccess, and an Index's through the groups of indexauto.go. A
+// selection begins (begin: the horizon and the partial-block rule of this
+// call, changing nothing) and, once its victims are known to free distinct
+// blocks, ends (selected for a Policy, or evicting, evict and finish for
+// an Index). UpdateAccess costs O(1).
 type auto struct {
 	table
 	c        int        // most resident ids remembered
@@ -38,14 +41,11 @@ type auto struct {
 
 	weights rank.Weights // the miniature caches that choose the weight
 
-	// The selection's candidates, between rank and finish: a Policy's
-	// slice, or the slots of the Index that follows this history.
-	cands []Candidate
-	index *Index
-
-	sel    selector // the greedy selection over this call's scores
-	ranked []entry  // this selection's victims, in the order victim returns them
-	next   int      // index in ranked of the next victim
+	// The selection begun last: its tick, the horizon W and whether lone
+	// partial blocks go first.
+	now          int64
+	w            float64
+	partialFirst bool
 }
 
 // autoInfo is what Auto remembers of an id besides its list.
@@ -69,15 +69,7 @@ const (
 	autoGhost                 // ids remembered only for their requests
 )
 
-// candidateScorer is implemented by a history that ranks the call's
-// candidates by their fields as well as by what it remembers.
-// selectAdaptive calls rank once the evictable candidates are marked,
-// before it asks for the first victim, and only when a victim is needed.
-type candidateScorer interface {
-	rank(cands []Candidate, required int)
-}
-
-func newAuto(cfg *rank.Config) history {
+func newAuto(cfg *rank.Config) *auto {
 	return &auto{
 		table:    newTable(autoResident),
 		c:        cfg.Capacity,
@@ -87,10 +79,6 @@ func newAuto(cfg *rank.Config) history {
 }
 
 func (a *auto) nodes() *table { return &a.table }
-
-// Auto places nothing on an access, so no request waits for a selection.
-func (a *auto) pendingID() (uint64, bool) { return 0, false }
-func (a *auto) commit()                   {}
 
 // access counts a request for id: a remembered id moves to the head of its
 // list; a new one enters the ghost list, to become resident when it first
@@ -160,47 +148,55 @@ func (a *auto) admit(id uint64) {
 	a.addNode(id, autoResident)
 }
 
-// rank orders this selection's evictable candidates, which are exactly the
-// marked nodes, by score and keeps the smallest whose blocks cover
-// required, smallest first: the greedy selection's victims.
-func (a *auto) rank(cands []Candidate, required int) {
-	a.cands = cands
-	now := maxLastAccess(cands)
-	w := a.horizon(now, len(cands))
-	partialFirst := a.partialFirst()
-	a.sel.begin(required, len(cands))
-	a.next = 0
-	bounded := false
-	var bound entry
-	for n := a.tail(autoResident); n >= 0; n = a.newer(n) {
-		if !a.marked(n) {
-			continue
-		}
-		i := a.slab[n].cand
-		c := &cands[i]
-		e := newEntry(c, autoKey(c, a.info[n].log2Requests, w, partialFirst), i)
-		if bounded && !less(&e, &bound) {
-			continue
-		}
-		bounded = a.sel.offer(e, &bound)
+// begin starts a selection at tick now among n candidates: the horizon W,
+// the weight the miniature caches chose, in turnovers, times the ticks in
+// which n ids enter the pool at the rate measured since the first
+// selection after an id entered (0, ranking by recency alone, until the
+// clock and the entries have both moved), and whether lone partial blocks
+// go first. It changes nothing that outlives a refused selection.
+func (a *auto) begin(now int64, n int) {
+	a.now = now
+	a.w = a.turnover.Horizon(a.weights.Weight(), n, now)
+	a.partialFirst = a.partialFirstNow()
+}
+
+// keyOf returns Auto's key for evictable candidate c in the selection
+// begun last. O(1).
+func (a *auto) keyOf(c *Candidate) rank.Key {
+	var log2r float32 // an id never requested, as one admitted now
+	if n := a.lookup(c.ID); n >= 0 {
+		log2r = a.info[n].log2Requests
 	}
-	a.ranked = a.sel.victims()
+	return autoKey(c, log2r, a.w, a.partialFirst)
 }
 
-// horizon returns W: the weight the miniature caches chose, in turnovers,
-// times the ticks in which n ids enter the pool at the rate measured since
-// the first selection after an id entered. It is 0, ranking by recency
-// alone, until the clock and the entries have both moved.
-func (a *auto) horizon(now int64, n int) float64 {
-	a.turnover.Evicting(now)
-	return a.turnover.Horizon(a.weights.Weight(), n, now)
+// evicting notes that the selection begun last evicts: the rate at which
+// ids enter is measured from the first such selection after one entered.
+func (a *auto) evicting() { a.turnover.Evicting(a.now) }
+
+// selected ends a Policy's selection over cands whose victims are known to
+// free distinct blocks: ranked, the engine's entries for them, smallest
+// first, and res, the Result built from them. Auto admits the candidates
+// it does not hold as resident, as every adaptive strategy does, evicts
+// the victims taken wholly and restores its bounds.
+func (a *auto) selected(cands []Candidate, ranked []entry, res *Result) {
+	a.evicting()
+	admitCandidates(a, cands, false)
+	for i := range ranked {
+		c := &cands[ranked[i].Slot]
+		if len(res.Victims[i].Blocks) == len(c.Blocks) {
+			a.evict(a.lookup(c.ID), lonePartial(c))
+		}
+	}
+	a.finish()
 }
 
-// partialFirst reports whether lone partial blocks go first: unless the
-// victims whose block was partial come back more often than the others.
-// A pool whose partial blocks are extended in place, keeping their hash
-// as the prompt grows, reuses them, and then they are ranked as any other.
-func (a *auto) partialFirst() bool {
+// partialFirstNow reports whether lone partial blocks go first: unless
+// the victims whose block was partial come back more often than the
+// others. A pool whose partial blocks are extended in place, keeping their
+// hash as the prompt grows, reuses them, and then they are ranked as any
+// other.
+func (a *auto) partialFirstNow() bool {
 	return a.returned[autoPartial]*a.evictedAs[autoFull] <= a.returned[autoFull]*a.evictedAs[autoPartial]
 }
 
@@ -220,35 +216,17 @@ func autoKey(c *Candidate, log2r float32, w float64, partialFirst bool) rank.Key
 	return rank.Key{Major: rank.Score(c.LastAccess, log2r, w), Minor: c.LastAccess}
 }
 
-// victim returns the node of the next ranked victim. The engine asks only
-// while the ranked victims have not covered the need.
-func (a *auto) victim() int32 {
-	if a.next >= len(a.ranked) {
-		return -1
-	}
-	e := &a.ranked[a.next]
-	a.next++
-	return a.lookup(e.ID)
-}
-
-// evict moves victim n to the ghost list: its requests outlive its blocks.
-func (a *auto) evict(n int32) {
+// evict moves victim n to the ghost list: its requests outlive its
+// blocks. lonePartial tells its class: whether its one block was partial.
+func (a *auto) evict(n int32, lonePartial bool) {
 	k := autoFull
-	if lonePartial(a.candidate(n)) {
+	if lonePartial {
 		k = autoPartial
 	}
 	a.info[n].evicted = uint8(1 + k)
 	a.evictedAs[k]++
 	a.moveHead(autoGhost, n)
 	a.trimGhost()
-}
-
-// candidate returns the candidate that marked node n stands for.
-func (a *auto) candidate(n int32) *Candidate {
-	if a.index != nil {
-		return &a.index.nodes[a.slab[n].cand].c
-	}
-	return &a.cands[a.slab[n].cand]
 }
 
 // trimGhost forgets the least recently used ghosts beyond ghostCap.
@@ -259,15 +237,12 @@ func (a *auto) trimGhost() {
 }
 
 // finish restores the bound on resident ids, demoting the least recently
-// used, and drops the selection's scratch.
+// used.
 func (a *auto) finish() {
 	for a.size(autoResident) > a.c {
 		a.moveHead(autoGhost, a.tail(autoResident))
 	}
 	a.trimGhost()
-	a.ranked = nil // a view of sel's buffer, which the next selection reuses
-	a.next = 0
-	a.cands, a.index = nil, nil
 }
 
 func (a *auto) check() error {

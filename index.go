@@ -55,12 +55,13 @@ import (
 // referenced and empty candidates are in neither.
 //
 // The heap is the 4-ary indexed heap that package prefix's tree uses too.
-// An adaptive strategy keeps neither: its history's lists order the
-// candidates, and the index keeps the history's marks of which are
-// evictable between evictions, so an eviction costs the steps the
-// history takes from its lists' tails (see indexhistory.go); Auto's
-// candidates are kept in groups of equal request count, each in
-// (LastAccess, ID) order (see indexauto.go).
+// An adaptive strategy keeps neither. The index keeps the history's marks
+// of which candidates are evictable between evictions; ARC's, S3-FIFO's
+// and SIEVE's lists order them, so an eviction costs the steps the history
+// takes from its lists' tails (see indexhistory.go). Auto's key moves with
+// the horizon at every eviction, so its candidates are kept in groups of
+// equal request count, each in (LastAccess, ID) order, whose order no
+// horizon changes (see indexauto.go).
 //
 // # Metrics
 //
@@ -101,12 +102,16 @@ type Index struct {
 	available int // blocks held by evictable candidates
 
 	// hist, for an adaptive strategy, orders the evictable candidates
-	// instead of the run and the heap (see indexhistory.go).
+	// instead of the run and the heap (see indexhistory.go): lists, the
+	// same history as auto or lists.
 	hist    history
+	lists   listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
+	auto    *auto       // Auto's, ranked through groups; nil for the others
+	groups  *autoGroups // Auto's order (see indexauto.go); nil for the others
+	sel     selector    // Auto's selection over the groups
 	waiting []int32     // slots whose id hist may not hold as resident: admitted at the next Evict
-	spare   []int32     // scratch: the previous waiting, and the trimmed (or, by key, taken) victims of an Evict
+	spare   []int32     // scratch: the previous waiting, and the taken victims of an Evict by key
 	freed   blockSet    // checks that no block is freed twice
-	groups  *autoGroups // Auto's order (see indexauto.go); nil for other strategies
 
 	stats stats
 }
@@ -149,7 +154,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		return nil, err
 	}
 	params := newKeyParams(info.Kind, &cfg)
-	if params.usesNow {
+	if params.p.UsesNow() { // Auto reads the tick too, and its groups follow it
 		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	x := &Index{
@@ -160,12 +165,13 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		stats:    newStats(Strategy(info.Name), &cfg),
 		watch:    newStopwatch(&cfg),
 	}
-	if info.Kind.Adaptive() {
-		h := newHistory(info.Kind, &cfg)
-		if _, ok := h.(*auto); ok {
-			x.groups = newAutoGroups()
-		}
-		x.follow(h)
+	switch {
+	case info.Kind == rank.KindAuto:
+		x.auto, x.groups = newAuto(&cfg), newAutoGroups()
+		x.follow(x.auto)
+	case info.Kind.Adaptive():
+		x.lists = newListHistory(info.Kind, &cfg)
+		x.follow(x.lists)
 	}
 	return x, nil
 }
@@ -186,8 +192,8 @@ func (x *Index) Grow(n int) {
 	if x.hist != nil {
 		x.waiting = slices.Grow(x.waiting, n)
 		x.hist.nodes().reserve(n)
-		if a, ok := x.hist.(*auto); ok {
-			a.info = slices.Grow(a.info, n)
+		if x.auto != nil {
+			x.auto.info = slices.Grow(x.auto.info, n)
 		}
 	}
 }

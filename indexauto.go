@@ -59,7 +59,7 @@ func newAutoGroups() *autoGroups {
 
 // join files the candidate in slot, marked as node n, in its group.
 func (x *Index) join(slot, n int32) {
-	g, a := x.groups, x.hist.(*auto)
+	g, a := x.groups, x.auto
 	nd := &x.nodes[slot]
 	if nd.group != 0 {
 		return
@@ -185,11 +185,13 @@ func (x *Index) now() int64 {
 	return g.maxTick
 }
 
-// rankAuto is Auto's rank for an index: the candidates out of their group
-// are filed again, then each group offers its front to the selection
-// while the score stays below the bound of the victims chosen so far.
-func (x *Index) rankAuto(required int) {
-	g, a, t := x.groups, x.hist.(*auto), x.hist.nodes()
+// rankAuto is Auto's selection for an index: the candidates out of their
+// group are filed again, then each group offers its front to the
+// selection while the score stays below the bound of the victims chosen
+// so far. It returns the victims, smallest first (Slot: the index's slot),
+// valid until the next selection.
+func (x *Index) rankAuto(required int) []entry {
+	g, a := x.groups, x.auto
 	for _, slot := range g.refile {
 		if x.nodes[slot].refile { // not released since
 			x.nodes[slot].refile = false
@@ -197,23 +199,19 @@ func (x *Index) rankAuto(required int) {
 		}
 	}
 	g.refile = g.refile[:0]
-	w := a.horizon(x.now(), x.Len())
-	partialFirst := a.partialFirst()
-	a.index = x
-	a.sel.begin(required, x.Len())
-	a.next = 0
+	a.begin(x.now(), x.Len())
+	x.sel.begin(required, x.Len())
 	bounded := false
 	var bound entry
 	for _, gi := range g.live {
 		for slot := g.groups[gi].list.Front; slot != dlist.None; slot = g.links.Next(slot) {
 			c := &x.nodes[slot].c
-			n := t.lookup(c.ID)
-			e := newEntry(c, autoKey(c, a.info[n].log2Requests, w, partialFirst), slot)
+			e := newEntry(c, a.keyOf(c), slot)
 			if bounded && !less(&e, &bound) {
 				break // the rest of the group scores higher still
 			}
-			bounded = a.sel.offer(e, &bound)
+			bounded = x.sel.offer(e, &bound)
 		}
 	}
-	a.ranked = a.sel.victims()
+	return x.sel.victims()
 }

@@ -3,9 +3,11 @@ package kvevict
 import "slices"
 
 // An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE, Auto) keeps the
-// strategy's history, the same one a Policy keeps, and lets it choose the
-// victims (Auto through groups that the index keeps: indexauto.go). A Policy learns at each selection which nodes of the history are
-// its candidates, marking them in O(n); the index keeps the marks between
+// strategy's history, the same one a Policy keeps. ARC's, S3-FIFO's and
+// SIEVE's lists choose the victims; Auto's are the smallest keys, which
+// the index finds through groups of its marked candidates (indexauto.go).
+// A Policy learns at each selection which nodes of the history are its
+// candidates, marking them in O(n); the index keeps the marks between
 // evictions instead, so an eviction costs what the history's own lists
 // cost (a few steps from their tails), whatever the number of sequences.
 //
@@ -43,10 +45,14 @@ func (x *Index) UpdateAccess(id uint64) {
 }
 
 // takeFromHistory is Evict's choice for an adaptive strategy: as
-// selector.selectAdaptive, over the marks the index keeps. The evictable
+// selector.selectAdaptive, over the marks the index keeps, for ARC,
+// S3-FIFO and SIEVE, and by Auto's key over its groups. The evictable
 // blocks must cover required.
 func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, partial int, err error) {
-	h := x.hist
+	if x.auto != nil {
+		return x.takeAuto(dst, required)
+	}
+	h := x.lists
 	t := h.nodes()
 	// A pending request that the index holds is resident: placed before
 	// the others are admitted, as a Policy does.
@@ -56,9 +62,6 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 		}
 	}
 	x.admitWaiting()
-	if x.groups != nil {
-		x.rankAuto(required)
-	}
 	first := len(dst)
 	var cutNode int32 = -1 // the victim that keeps a head of its blocks: the last, if any
 	for freed < required {
@@ -99,13 +102,58 @@ func (x *Index) takeFromHistory(dst []Victim, required int) (_ []Victim, freed, 
 	for _, n := range chosen {
 		slot := t.slab[n].cand
 		x.cut(slot, len(x.nodes[slot].c.Blocks))
-		h.evict(n) // before the slot is freed: Auto reads the candidate
+		h.evict(n)
 		x.drop(slot)
 	}
 	if cutSlot >= 0 {
 		x.cut(cutSlot, len(dst[len(dst)-1].Blocks))
 	}
 	h.finish()
+	// A trimmed victim keeps its head and stays evictable: a candidate of
+	// the next eviction again.
+	if cutSlot >= 0 {
+		x.markHeld(cutSlot)
+	}
+	return dst, freed, partial, nil
+}
+
+// takeAuto is Evict's choice for Auto: the greedy selection by Auto's key
+// over the groups, taken once the victims are known to free distinct
+// blocks. The evictable blocks must cover required.
+func (x *Index) takeAuto(dst []Victim, required int) (_ []Victim, freed, partial int, err error) {
+	a := x.auto
+	x.admitWaiting()
+	ranked := x.rankAuto(required)
+	first := len(dst)
+	for i := range ranked {
+		c := &x.nodes[ranked[i].Slot].c
+		blocks, _ := take(c, required-freed)
+		dst = append(dst, Victim{ID: c.ID, Blocks: blocks})
+		freed += len(blocks)
+	}
+	if freed < required {
+		panic("kvevict: the index's groups lost an evictable candidate")
+	}
+	if err = x.freed.distinct(dst[first:]); err != nil {
+		a.finish()
+		clear(dst[first:])
+		return dst[:first], 0, 0, err
+	}
+	a.evicting()
+	cutSlot := int32(-1)
+	for i := range ranked {
+		slot := ranked[i].Slot
+		n := a.lookup(x.nodes[slot].c.ID)
+		x.clearMark(n)
+		if _, part := x.cut(slot, len(dst[first+i].Blocks)); part {
+			partial++
+			cutSlot = slot
+			continue
+		}
+		a.evict(n, lonePartial(&x.nodes[slot].c)) // before the slot is freed
+		x.drop(slot)
+	}
+	a.finish()
 	// A trimmed victim keeps its head and stays evictable: a candidate of
 	// the next eviction again.
 	if cutSlot >= 0 {

@@ -11,15 +11,28 @@ type keyParams struct {
 	kind    rank.Kind
 	usesNow bool  // the key reads now
 	now     int64 // the call's current tick: the largest LastAccess among its candidates
+	auto    *auto // Auto's history, which its key reads; nil for the other strategies
 }
 
 func newKeyParams(kind rank.Kind, cfg *rank.Config) keyParams {
 	p := rank.NewParams(kind, cfg)
-	return keyParams{p: p, kind: kind, usesNow: p.UsesNow()}
+	return keyParams{p: p, kind: kind, usesNow: p.UsesNow() || kind == rank.KindAuto}
 }
 
-// keyOf returns the strategy's key for an evictable candidate: a pure
-// function of the candidate and the parameters. O(1).
+// begin starts a selection over cands: the tick, if the key reads it, and
+// Auto's horizon.
+func (kp *keyParams) begin(cands []Candidate) {
+	if kp.usesNow {
+		kp.now = maxLastAccess(cands)
+	}
+	if kp.auto != nil {
+		kp.auto.begin(kp.now, len(cands))
+	}
+}
+
+// keyOf returns the strategy's key for an evictable candidate: a function
+// of the candidate and the parameters, and for Auto of its history as the
+// selection began. O(1).
 func (kp *keyParams) keyOf(c *Candidate) rank.Key {
 	if kp.kind == rank.KindLRU {
 		return rank.LRUKey(c.LastAccess) // inlined: the most used strategy pays no call
@@ -27,8 +40,12 @@ func (kp *keyParams) keyOf(c *Candidate) rank.Key {
 	return kp.otherKey(c)
 }
 
-// otherKey is keyOf through rank's one dispatch over the strategies.
+// otherKey is keyOf through rank's one dispatch over the strategies, or
+// Auto's history.
 func (kp *keyParams) otherKey(c *Candidate) rank.Key {
+	if kp.auto != nil {
+		return kp.auto.keyOf(c)
+	}
 	f := fieldsOf(c)
 	return kp.p.Key(&f, kp.now)
 }

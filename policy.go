@@ -59,16 +59,22 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 		logger:   cfg.Logger,
 		watch:    newStopwatch(&cfg),
 	}
-	if info.Kind.Adaptive() {
-		p.hist = newHistory(info.Kind, &cfg)
-	} else if cfg.Sampling > 0 {
+	switch {
+	case info.Kind == rank.KindAuto:
+		a := newAuto(&cfg)
+		p.hist, p.params.auto = a, a
+	case info.Kind.Adaptive():
+		p.lists = newListHistory(info.Kind, &cfg)
+		p.hist = p.lists
+	case cfg.Sampling > 0:
 		p.sampler = newSampler(cfg.Sampling)
 	}
 	return p, nil
 }
 
 // policy is the Policy of every strategy: the selection engine over the
-// strategy's key, or over its history for an adaptive strategy, plus metrics.
+// strategy's key (Auto's reading its history), or over the lists of ARC,
+// S3-FIFO or SIEVE, plus metrics.
 type policy struct {
 	strategy Strategy
 	logger   *slog.Logger
@@ -76,7 +82,8 @@ type policy struct {
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
-	hist   history // nil for key strategies
+	hist   history     // an adaptive strategy's history: lists, or Auto's (params.auto); nil for the others
+	lists  listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
 	sel    selector
 	stats  stats
 
@@ -92,12 +99,15 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 	var res Result
 	var err error
 	switch {
-	case p.hist != nil:
-		res, err = p.sel.selectAdaptive(candidates, requiredBlocks, p.hist)
+	case p.lists != nil:
+		res, err = p.sel.selectAdaptive(candidates, requiredBlocks, p.lists)
 	case p.sampler != nil:
 		res, err = p.sampler.selectVictims(&p.sel, candidates, requiredBlocks, &p.params)
 	default:
 		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
+		if a := p.params.auto; a != nil && err == nil && len(res.Victims) > 0 {
+			a.selected(candidates, p.sel.ranked, &res)
+		}
 	}
 	res.Elapsed = p.watch.elapsed(start)
 	res.Strategy = p.strategy

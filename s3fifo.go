@@ -56,7 +56,7 @@ const (
 	s3fifoMoveToMain   = 1  // accesses in small that earn a place in main
 )
 
-func newS3FIFO(cfg *rank.Config) history {
+func newS3FIFO(cfg *rank.Config) listHistory {
 	small := max(1, cfg.Capacity*s3fifoSmallPercent/100)
 	return &s3fifo{
 		table:    newTable(s3Small, s3Main),

@@ -53,9 +53,7 @@ func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, 
 	if n <= s.k || n > maxCandidates {
 		return sel.selectVictims(cands, required, kp)
 	}
-	if kp.usesNow {
-		kp.now = maxLastAccess(cands)
-	}
+	kp.begin(cands)
 	if words := (n + 63) / 64; len(s.taken) < words {
 		s.taken = make([]uint64, words)
 	}

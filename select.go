@@ -63,6 +63,10 @@ type selector struct {
 	freed   blockSet            // checks that no block is freed twice
 	pivots  uint64              // state of the pivot choice of cover
 	partial int                 // victims of the last selection that kept a head of their blocks
+	// ranked is the last exact selection's victims, smallest first, as
+	// entries (Slot: the candidate's index): a view of buf, valid until the
+	// next selection, for a strategy whose history follows its victims.
+	ranked []entry
 
 	// The candidates that may still be victims, kept by offer.
 	buf         []entry // a max-heap in the heap phase, unordered after it
@@ -118,12 +122,10 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	if len(cands) > maxCandidates {
 		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
 	}
-	if kp.usesNow {
-		kp.now = maxLastAccess(cands)
-	}
 	if required == 0 {
 		return Result{}, s.validate(cands, 0)
 	}
+	kp.begin(cands)
 	s.begin(required, len(cands))
 	// Once the buffer covers required, bound is the largest of the entries
 	// that do, and limit its key's Major: a candidate whose Major is above
@@ -172,6 +174,8 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			key = rank.QoSKey(int8(c.Priority), c.LastAccess)
 		case rank.KindPredictive:
 			key = orGeneral(rank.PredictiveKeyFast(c.LastAccess, c.EstimatedLifetime, c.SeqLen, c.MaxLen, &kp.p))
+		case rank.KindAuto:
+			key = mayBeGeneral() // its history's lookup is a call in any case
 		default: // rank.KindCost
 			key = orGeneral(rank.CostKeyFast(c.AccessCount, len(c.Blocks), c.LastAccess, &kp.p))
 		}
@@ -199,6 +203,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		return Result{}, err
 	}
 	victims := s.victims()
+	s.ranked = victims
 	res := Result{Victims: make([]Victim, len(victims))}
 	for i := range victims {
 		c := &cands[victims[i].Slot]
@@ -221,7 +226,7 @@ func (s *selector) begin(required, n int) {
 	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required
 	s.compactAt, s.heapBudget, s.appendBelow = compactAtLeast, n/heapBudgetShare+compactAtLeast, 0
-	s.partial = 0
+	s.partial, s.ranked = 0, nil
 }
 
 // victims ends a selection whose offered entries cover the need: it returns

@@ -31,7 +31,7 @@ type sieve struct {
 // sieveQueue is SIEVE's one list.
 const sieveQueue uint8 = 0
 
-func newSIEVE(cfg *rank.Config) history {
+func newSIEVE(cfg *rank.Config) listHistory {
 	return &sieve{table: newTable(sieveQueue), c: cfg.Capacity, hand: -1}
 }
 

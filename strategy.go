@@ -82,26 +82,26 @@ const Auto Strategy = "auto"
 
 func lookup(s Strategy) (rank.Info, bool) { return rank.Lookup(string(s)) }
 
-// newHistory returns the history of adaptive strategy k.
-func newHistory(k rank.Kind, cfg *rank.Config) history {
+// newListHistory returns the history of strategy k, one whose lists order
+// the victims: ARC, S3-FIFO or SIEVE.
+func newListHistory(k rank.Kind, cfg *rank.Config) listHistory {
 	switch k {
 	case rank.KindARC:
 		return newARC(cfg)
 	case rank.KindS3FIFO:
 		return newS3FIFO(cfg)
-	case rank.KindSIEVE:
-		return newSIEVE(cfg)
 	default:
-		return newAuto(cfg)
+		return newSIEVE(cfg)
 	}
 }
 
-// Adaptive reports whether s ranks by the history of accesses it keeps
-// (ARC, S3-FIFO, SIEVE, Auto) rather than by a key over each candidate's
-// fields.
-// An adaptive strategy takes [WithCapacity] and works with [Policy] and
-// [Index] (there, through [Index.UpdateAccess]); a prefix tree takes Auto
-// only. False for an unknown strategy.
+// Adaptive reports whether s learns from a history of accesses it keeps
+// (ARC, S3-FIFO, SIEVE, Auto), sized by [WithCapacity] and [WithGhostCap],
+// rather than ranking by each candidate's fields alone. ARC, S3-FIFO and
+// SIEVE take victims in their lists' order; Auto ranks by a key that reads
+// its history. An adaptive strategy works with [Policy] and [Index]
+// (there, through [Index.UpdateAccess]); a prefix tree takes Auto only.
+// False for an unknown strategy.
 func (s Strategy) Adaptive() bool {
 	info, ok := lookup(s)
 	return ok && info.Kind.Adaptive()

@@ -26,8 +26,9 @@ const (
 	KindAuto
 )
 
-// Adaptive reports whether k ranks by a history of its own (ARC, S3-FIFO,
-// SIEVE, Auto) rather than by a key.
+// Adaptive reports whether k learns from a history of accesses it keeps,
+// sized by a capacity (ARC, S3-FIFO, SIEVE, Auto), rather than ranking by
+// a candidate's fields alone.
 func (k Kind) Adaptive() bool { return k >= KindARC }
 
 // Info is one strategy: its name (kvevict's Strategy), how it ranks, and
