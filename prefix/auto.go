@@ -5,7 +5,7 @@ import "github.com/sagellm/kvevict/internal/rank"
 // history scores blocks for a strategy that ranks by a history of requests
 // rather than by a key over a candidate's fields (kvevict's Auto), for a
 // structure that keeps the per-block part of that history itself (this
-// tree: each block's request count, and a bounded memory of the
+// tree: each block's request count, and the bounded ghosts, the
 // counts of evicted blocks). The structure reports every request and every
 // eviction; the history measures from them what the strategy measures (how
 // fast blocks enter, which weight of frequency would have hit most) and
@@ -37,9 +37,9 @@ type history interface {
 	// Key returns the key of a block last accessed at lastAccess and
 	// requested requests times (at least 1), under horizon w. O(1).
 	Key(lastAccess int64, requests uint32, w float64) rank.Key
-	// MemoryCap is how many evicted blocks' counts the structure may
+	// GhostCap is how many evicted blocks' counts the structure may
 	// remember: kvevict.WithGhostCap. O(1).
-	MemoryCap() int
+	GhostCap() int
 }
 
 // treeAuto is [kvevict.Auto]'s history for a tree: the measurements
@@ -53,7 +53,7 @@ type history interface {
 type treeAuto struct {
 	turnover  rank.Turnover
 	weights   rank.Weights // the miniature caches that choose the weight
-	memoryCap int
+	ghostCap int
 	horizons  [len(rank.SimWeights)]float64 // Horizons' answer
 }
 
@@ -61,7 +61,7 @@ type treeAuto struct {
 // sizes the miniature caches, remembering the counts of ghostCap evicted
 // blocks.
 func newTreeAuto(capacity, ghostCap int) *treeAuto {
-	return &treeAuto{weights: rank.NewWeights(capacity), memoryCap: ghostCap}
+	return &treeAuto{weights: rank.NewWeights(capacity), ghostCap: ghostCap}
 }
 
 // Request counts a request for one block, as Auto counts one for a
@@ -97,8 +97,8 @@ func (h *treeAuto) Key(lastAccess int64, requests uint32, w float64) rank.Key {
 	return rank.Key{Major: rank.Score(lastAccess, rank.Log2Requests(requests), w), Minor: lastAccess}
 }
 
-// MemoryCap returns how many evicted blocks' counts the tree may remember.
-func (h *treeAuto) MemoryCap() int { return h.memoryCap }
+// GhostCap returns how many evicted blocks' counts the tree may remember.
+func (h *treeAuto) GhostCap() int { return h.ghostCap }
 
 // Check reports a broken invariant of the miniature caches, for tests.
 func (h *treeAuto) Check() error { return h.weights.Check() }

@@ -200,7 +200,7 @@ func TestAutoMemoryBound(t *testing.T) {
 			t.Fatalf("block %d: %d requests, want %d", h, got, h%4+1)
 		}
 		mustEvict(t, tr, 1) // the only block: h
-		if n := tr.memory.len(); n > limit {
+		if n := tr.ghosts.Len(); n > limit {
 			t.Fatalf("after %d evictions the memory holds %d hashes, cap %d", h, n, limit)
 		}
 	}

@@ -1,7 +1,6 @@
 package prefix
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/sagellm/kvevict/internal/rank"
@@ -99,7 +98,9 @@ func check(tb testing.TB, t *Tree) {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
 	}
 	if t.hist != nil {
-		checkMemory(tb, &t.memory)
+		if err := t.ghosts.Check(); err != nil {
+			tb.Fatalf("ghosts: %v", err)
+		}
 		c, ok := t.hist.(interface{ Check() error })
 		if !ok {
 			tb.Fatalf("history %T has no Check", t.hist)
@@ -122,27 +123,3 @@ func checkAutoKey(tb testing.TB, n *node, e *rank.Entry) {
 	}
 }
 
-// checkMemory verifies the memory of evicted blocks: within its cap, its
-// list and its index hold the same hashes, and every slot is either listed
-// or free.
-func checkMemory(tb testing.TB, m *memory) {
-	tb.Helper()
-	if len(m.index) > m.cap {
-		tb.Fatalf("memory holds %d hashes, cap %d", len(m.index), m.cap)
-	}
-	err := m.slots.Check(&m.order, func(i int32) error {
-		if j, ok := m.index[m.entries[i].hash]; !ok || j != i {
-			return fmt.Errorf("slot %d (hash %d): index says %d, %v", i, m.entries[i].hash, j, ok)
-		}
-		return nil
-	})
-	if err == nil {
-		err = m.slots.CheckFree()
-	}
-	if err != nil {
-		tb.Fatalf("memory: %v", err)
-	}
-	if n := m.order.Len; n != len(m.index) || n+m.slots.FreeLen() != len(m.entries) {
-		tb.Fatalf("memory: %d listed, %d indexed, %d free of %d slots", n, len(m.index), m.slots.FreeLen(), len(m.entries))
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/sagellm/kvevict/internal/ghost"
 	"math"
 	"sync"
 
@@ -75,11 +76,11 @@ type Tree struct {
 	bySlot    []*node     // bySlot[n.slot] == n for every node but the root
 	slots     dlist.Slots // hands out the nodes' slots, reusing freed ones
 	nextID    uint64
-	evictable int    // nodes with ref == 0
-	protected int    // nodes with ref > 0
-	now       int64  // the largest tick seen
-	keyedAt   int64  // the tick at which heap keys were computed (usesNow only)
-	memory    memory // evicted blocks' request counts, when hist ranks
+	evictable int          // nodes with ref == 0
+	protected int          // nodes with ref > 0
+	now       int64        // the largest tick seen
+	keyedAt   int64        // the tick at which heap keys were computed (usesNow only)
+	ghosts    ghost.Counts // evicted blocks' request counts, by hash, when hist ranks
 	pending   []Event
 }
 
@@ -179,7 +180,7 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	case info.Kind == rank.KindAuto:
 		h := newTreeAuto(cmp.Or(t.capacity, cfg.Capacity), cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
-		t.hist, t.memory = h, newMemory(h.MemoryCap())
+		t.hist, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
 	case info.Kind.Adaptive():
@@ -282,8 +283,8 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 			t.place(c)
 			if t.hist != nil {
 				// A block inserted again takes back the requests it had.
-				r, _ := t.memory.take(h)
-				c.requests = saturatingInc(r)
+				r, _ := t.ghosts.Take(h)
+				c.requests = saturatingInc(r.Requests)
 				t.hist.Request(h, c.requests, false)
 			}
 			t.children[edge{n.id, h}] = c
@@ -475,7 +476,7 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		n := t.bySlot[h.Min().Slot]
 		removed[i] = n.hash
 		if t.hist != nil {
-			t.memory.put(n.hash, n.requests)
+			t.ghosts.Put(n.hash, ghost.Count{Requests: n.requests})
 		}
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
