@@ -89,7 +89,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 	}
 	t := h.nodes()
 	t.nextEpoch()
-	admitCandidates(h, cands, true)
+	admitCandidates(h, cands)
 
 	victims := t.victims[:0]
 	freed := 0
@@ -132,10 +132,10 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 
 // admitCandidates admits into h the candidates holding blocks that it does
 // not hold as resident, oldest LastAccess first (ties by ID), as every
-// adaptive strategy learns of the sequences a pool holds. With mark, each
-// evictable candidate, resident before or admitted, is marked as a
-// possible victim of this selection. O(n + a log a) for a admitted.
-func admitCandidates(h history, cands []Candidate, mark bool) {
+// adaptive strategy learns of the sequences a pool holds, and marks each
+// evictable candidate, resident before or admitted, as a possible victim
+// of this selection. O(n + a log a) for a admitted.
+func admitCandidates(h listHistory, cands []Candidate) {
 	t := h.nodes()
 	admit := t.admit[:0]
 	for i := range cands {
@@ -148,7 +148,7 @@ func admitCandidates(h history, cands []Candidate, mark bool) {
 			admit = append(admit, int32(i))
 			continue
 		}
-		if mark && c.evictable() {
+		if c.evictable() {
 			t.mark(n, int32(i))
 		}
 	}
@@ -156,7 +156,7 @@ func admitCandidates(h history, cands []Candidate, mark bool) {
 	for _, i := range admit {
 		c := &cands[i]
 		h.admit(c.ID)
-		if mark && c.evictable() {
+		if c.evictable() {
 			t.mark(t.lookup(c.ID), i)
 		}
 	}

@@ -3,16 +3,19 @@ package kvevict
 import (
 	"fmt"
 	"math"
+	"slices"
 
+	"github.com/sagellm/kvevict/internal/ghost"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // auto is the history of [Auto]: every id it remembers, with the requests
-// counted for it, in two LRU lists. resident holds the ids that were
-// candidates and were not evicted since, ghost the others (evicted, or
-// accessed but never seen as a candidate). The lists bound the memory:
-// resident keeps at most c ids and ghost at most ghostCap; beyond that the
-// least recently used id goes from resident to ghost and from ghost away.
+// counted for it. The resident ids, those that were candidates and were not
+// evicted since, are the table's one LRU list; the ghosts, the others
+// (evicted, or accessed but never seen as a candidate), a ghost.Counts.
+// Both are bounded: resident keeps at most c ids and the ghosts at most
+// ghostCap; beyond that the least recently used id goes from resident to
+// the ghosts, and the oldest ghost away.
 //
 // Auto is a key strategy whose key reads this history: the selection
 // engine ranks a Policy's candidates by keyOf, as it ranks LRU's by
@@ -22,10 +25,11 @@ import (
 // blocks, ends (selected for a Policy, or evicting, evict and finish for
 // an Index). UpdateAccess costs O(1).
 type auto struct {
-	table
-	c        int        // most resident ids remembered
-	ghostCap int        // most ghost ids remembered
-	info     []autoInfo // per slab node
+	table                 // the resident ids
+	info     []autoInfo   // per slab node
+	ghosts   ghost.Counts // the others
+	c        int          // most resident ids remembered
+	ghostCap int          // most ghost ids remembered
 
 	// turnover counts the UpdateAccess calls for ids not resident: the ids
 	// entering the pool, the policy's own clock, their rate measured from
@@ -46,32 +50,34 @@ type auto struct {
 	now          int64
 	w            float64
 	partialFirst bool
+	// admitting are a Policy's candidates seen by the selection begun
+	// last that hold blocks and are not resident.
+	admitting []*Candidate
 }
 
-// autoInfo is what Auto remembers of an id besides its list.
+// autoInfo is what Auto remembers of a resident id besides its place in
+// the list.
 type autoInfo struct {
 	log2Requests float32 // log2(requests), kept so that a selection need not compute it
 	requests     uint32  // UpdateAccess calls for the id, saturating
-	// evicted is set on a ghost that a selection evicted and that was not
-	// requested since: 1 + its class (autoFull or autoPartial).
-	evicted uint8
 }
 
-// Auto's classes of victims: whose block is partial, and the others.
+// Auto's classes of victims: whose block is partial, and the others. A
+// ghost's Tag is 1 + the class of a victim not requested since its
+// eviction.
 const (
 	autoFull = iota
 	autoPartial
 )
 
-// Auto's lists.
-const (
-	autoResident uint8 = iota // ids among the pool's candidates
-	autoGhost                 // ids remembered only for their requests
-)
+// autoResident is Auto's one list in its table: the ids among the pool's
+// candidates. Its ghosts are kept apart, in a ghost.Counts.
+const autoResident uint8 = 0
 
 func newAuto(cfg *rank.Config) *auto {
 	return &auto{
 		table:    newTable(autoResident),
+		ghosts:   ghost.New(cfg.GhostCap),
 		c:        cfg.Capacity,
 		ghostCap: cfg.GhostCap,
 		weights:  rank.NewWeights(cfg.Capacity),
@@ -80,40 +86,43 @@ func newAuto(cfg *rank.Config) *auto {
 
 func (a *auto) nodes() *table { return &a.table }
 
-// access counts a request for id: a remembered id moves to the head of its
-// list; a new one enters the ghost list, to become resident when it first
-// appears as a candidate. O(1).
+// access counts a request for id: a resident id moves to the head of its
+// list; another is remembered as a ghost, to become resident when it
+// first appears as a candidate. O(1).
 func (a *auto) access(id uint64) {
-	n := a.lookup(id)
-	if n < 0 || a.slab[n].list != autoResident {
-		a.turnover.Enter()
-	}
-	if n < 0 {
-		n = a.addNode(id, autoGhost)
-		a.trimGhost()
-	} else {
-		switch {
-		case a.slab[n].list == autoResident:
-			a.reuses++
-			a.decayReuse()
-		case a.info[n].evicted != 0:
-			a.reuses++
-			a.returned[a.info[n].evicted-1]++
-			a.info[n].evicted = 0
-			a.decayReuse()
-		}
-		a.moveHead(a.slab[n].list, n)
-	}
-	if x := &a.info[n]; x.requests < math.MaxUint32 {
-		x.requests++
+	if n := a.lookup(id); n >= 0 {
+		a.reuses++
+		a.decayReuse()
+		a.moveHead(autoResident, n)
+		x := &a.info[n]
+		x.requests = saturatingInc(x.requests)
 		x.log2Requests = rank.Log2Requests(x.requests)
+		a.weights.Access(id, x.log2Requests)
+		return
 	}
-	a.weights.Access(id, a.info[n].log2Requests)
+	a.turnover.Enter()
+	g, _ := a.ghosts.Get(id)
+	if g.Tag != 0 { // a victim returns
+		a.reuses++
+		a.returned[g.Tag-1]++
+		a.decayReuse()
+	}
+	g = ghost.Count{Requests: saturatingInc(g.Requests)}
+	a.ghosts.Put(id, g)
+	a.weights.Access(id, rank.Log2Requests(g.Requests))
 }
 
-// decayReuse halves the reuse counts once they exceed the ghost table's
-// size, so that the victims' returns are those of about the span the
-// ghosts remember.
+// saturatingInc is r + 1, or r at math.MaxUint32.
+func saturatingInc(r uint32) uint32 {
+	if r < math.MaxUint32 {
+		r++
+	}
+	return r
+}
+
+// decayReuse halves the reuse counts once they exceed the ghosts' and the
+// resident list's size, so that the victims' returns are those of about
+// the span the ghosts remember.
 func (a *auto) decayReuse() {
 	if a.reuses > float64(max(a.ghostCap, a.c)) {
 		a.reuses /= 2
@@ -124,28 +133,26 @@ func (a *auto) decayReuse() {
 	}
 }
 
-// addNode adds id at the head of list l with no requests counted. The
-// count is set before the node is linked: an Index files a linked node by
-// it.
-func (a *auto) addNode(id uint64, l uint8) int32 {
+// admit makes id resident, with the requests counted while it was a ghost
+// (a victim the pool did not free, or an id requested before it held
+// blocks). The count is set before the node is linked: an Index files a
+// linked node by it.
+func (a *auto) admit(id uint64) {
+	g, _ := a.ghosts.Take(id)
 	n := a.alloc(id)
 	if int(n) == len(a.info) {
 		a.info = append(a.info, autoInfo{})
 	}
-	a.info[n] = autoInfo{}
-	a.pushHead(l, n)
-	return n
+	a.info[n] = autoInfo{requests: g.Requests, log2Requests: rank.Log2Requests(g.Requests)}
+	a.pushHead(autoResident, n)
 }
 
-// admit makes id resident, keeping the requests counted while it was a
-// ghost.
-func (a *auto) admit(id uint64) {
-	if n := a.lookup(id); n >= 0 {
-		a.info[n].evicted = 0 // a victim the pool did not free
-		a.moveHead(autoResident, n)
-		return
-	}
-	a.addNode(id, autoResident)
+// toGhost forgets resident node n, remembering its requests as a ghost's
+// with tag.
+func (a *auto) toGhost(n int32, tag uint8) {
+	id, requests := a.slab[n].id, a.info[n].requests
+	a.drop(n)
+	a.ghosts.Put(id, ghost.Count{Requests: requests, Tag: tag})
 }
 
 // begin starts a selection at tick now among n candidates: the horizon W,
@@ -155,6 +162,7 @@ func (a *auto) admit(id uint64) {
 // clock and the entries have both moved), and whether lone partial blocks
 // go first. It changes nothing that outlives a refused selection.
 func (a *auto) begin(now int64, n int) {
+	a.forgetSeen()
 	a.now = now
 	a.w = a.turnover.Horizon(a.weights.Weight(), n, now)
 	a.partialFirst = a.partialFirstNow()
@@ -163,11 +171,50 @@ func (a *auto) begin(now int64, n int) {
 // keyOf returns Auto's key for evictable candidate c in the selection
 // begun last. O(1).
 func (a *auto) keyOf(c *Candidate) rank.Key {
-	var log2r float32 // an id never requested, as one admitted now
-	if n := a.lookup(c.ID); n >= 0 {
-		log2r = a.info[n].log2Requests
+	log2r, _ := a.log2Requests(c.ID)
+	return autoKey(c, log2r, a.w, a.partialFirst)
+}
+
+// keyOfSeen is keyOf for a Policy's selection: it also notes c if it is
+// not resident, to be admitted once the selection succeeds, so that the
+// one lookup serves both.
+func (a *auto) keyOfSeen(c *Candidate) rank.Key {
+	log2r, resident := a.log2Requests(c.ID)
+	if !resident {
+		a.admitting = append(a.admitting, c)
 	}
 	return autoKey(c, log2r, a.w, a.partialFirst)
+}
+
+// see notes a candidate of a Policy's selection that is not evictable: if
+// it holds blocks and is not resident, it is admitted once the selection
+// succeeds, as the evictable ones are.
+func (a *auto) see(c *Candidate) {
+	if len(c.Blocks) > 0 && a.lookup(c.ID) < 0 {
+		a.admitting = append(a.admitting, c)
+	}
+}
+
+// log2Requests returns log2 of the requests counted for id (0 for an id
+// never requested) and whether it is resident. O(1).
+func (a *auto) log2Requests(id uint64) (log2r float32, resident bool) {
+	if n := a.lookup(id); n >= 0 {
+		return a.info[n].log2Requests, true
+	}
+	if g, ok := a.ghosts.Get(id); ok {
+		return rank.Log2Requests(g.Requests), false // as admit will count it
+	}
+	return 0, false
+}
+
+// forgetSeen drops the candidates noted for admission: a view of the
+// caller's slice, which a history must not keep past the call.
+func (a *auto) forgetSeen() {
+	clear(a.admitting)
+	a.admitting = a.admitting[:0]
+	if cap(a.admitting) > admitShrinkAbove {
+		a.admitting = nil
+	}
 }
 
 // evicting notes that the selection begun last evicts: the rate at which
@@ -181,7 +228,11 @@ func (a *auto) evicting() { a.turnover.Evicting(a.now) }
 // the victims taken wholly and restores its bounds.
 func (a *auto) selected(cands []Candidate, ranked []entry, res *Result) {
 	a.evicting()
-	admitCandidates(a, cands, false)
+	slices.SortFunc(a.admitting, func(x, y *Candidate) int { return byRecency(x, y) })
+	for _, c := range a.admitting {
+		a.admit(c.ID)
+	}
+	a.forgetSeen()
 	for i := range ranked {
 		c := &cands[ranked[i].Slot]
 		if len(res.Victims[i].Blocks) == len(c.Blocks) {
@@ -216,33 +267,23 @@ func autoKey(c *Candidate, log2r float32, w float64, partialFirst bool) rank.Key
 	return rank.Key{Major: rank.Score(c.LastAccess, log2r, w), Minor: c.LastAccess}
 }
 
-// evict moves victim n to the ghost list: its requests outlive its
-// blocks. lonePartial tells its class: whether its one block was partial.
+// evict makes victim n a ghost: its requests outlive its blocks.
+// lonePartial tells its class: whether its one block was partial.
 func (a *auto) evict(n int32, lonePartial bool) {
 	k := autoFull
 	if lonePartial {
 		k = autoPartial
 	}
-	a.info[n].evicted = uint8(1 + k)
 	a.evictedAs[k]++
-	a.moveHead(autoGhost, n)
-	a.trimGhost()
+	a.toGhost(n, uint8(1+k))
 }
 
-// trimGhost forgets the least recently used ghosts beyond ghostCap.
-func (a *auto) trimGhost() {
-	for a.size(autoGhost) > a.ghostCap {
-		a.drop(a.tail(autoGhost))
-	}
-}
-
-// finish restores the bound on resident ids, demoting the least recently
-// used.
+// finish restores the bound on resident ids, making the least recently
+// used ghosts.
 func (a *auto) finish() {
 	for a.size(autoResident) > a.c {
-		a.moveHead(autoGhost, a.tail(autoResident))
+		a.toGhost(a.tail(autoResident), 0)
 	}
-	a.trimGhost()
 }
 
 func (a *auto) check() error {
@@ -252,8 +293,8 @@ func (a *auto) check() error {
 	if r := a.size(autoResident); r > a.c {
 		return fmt.Errorf("auto: |resident| = %d > c = %d", r, a.c)
 	}
-	if g := a.size(autoGhost); g > a.ghostCap {
-		return fmt.Errorf("auto: |ghost| = %d > %d", g, a.ghostCap)
+	if err := a.ghosts.Check(); err != nil {
+		return err
 	}
 	if err := a.weights.Check(); err != nil {
 		return err
@@ -262,8 +303,8 @@ func (a *auto) check() error {
 		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
 	}
 	for n := a.tail(autoResident); n >= 0; n = a.newer(n) {
-		if a.info[n].evicted != 0 {
-			return fmt.Errorf("auto: resident %d is marked evicted", a.slab[n].id)
+		if _, ok := a.ghosts.Get(a.slab[n].id); ok {
+			return fmt.Errorf("auto: resident %d is a ghost too", a.slab[n].id)
 		}
 	}
 	if !(a.reuses >= 0 && a.reuses <= float64(max(a.ghostCap, a.c))) {

@@ -293,9 +293,13 @@ func (x *Index) clearMark(n int32) {
 	t.unmark(n)
 }
 
-// dropped lists a held id whose node the history forgot for admission.
+// dropped lists a held id whose node the history forgot for admission:
+// out of Auto's groups, as the forgotten node is out of the marks.
 func (x *Index) dropped(id uint64) {
 	if slot, ok := x.slots.Get(id); ok {
+		if x.groups != nil {
+			x.leave(slot)
+		}
 		x.wait(slot)
 	}
 }

@@ -44,7 +44,7 @@ func (kp *keyParams) keyOf(c *Candidate) rank.Key {
 // Auto's history.
 func (kp *keyParams) otherKey(c *Candidate) rank.Key {
 	if kp.auto != nil {
-		return kp.auto.keyOf(c)
+		return kp.auto.keyOfSeen(c)
 	}
 	f := fieldsOf(c)
 	return kp.p.Key(&f, kp.now)

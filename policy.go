@@ -105,8 +105,11 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 		res, err = p.sampler.selectVictims(&p.sel, candidates, requiredBlocks, &p.params)
 	default:
 		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
-		if a := p.params.auto; a != nil && err == nil && len(res.Victims) > 0 {
-			a.selected(candidates, p.sel.ranked, &res)
+		if a := p.params.auto; a != nil {
+			if err == nil && len(res.Victims) > 0 {
+				a.selected(candidates, p.sel.ranked, &res)
+			}
+			a.forgetSeen()
 		}
 	}
 	res.Elapsed = p.watch.elapsed(start)

@@ -145,6 +145,9 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			if !valid(c) {
 				return Result{}, invalidField(c, i)
 			}
+			if kp.auto != nil {
+				kp.auto.see(c) // Auto learns of every candidate that holds blocks
+			}
 			continue
 		}
 		// keyOf's dispatch, written out so that the simple keys and the

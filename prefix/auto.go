@@ -51,10 +51,10 @@ type history interface {
 // by [rank.Score]. Keys are computed when a block is touched, with the weight
 // of that moment.
 type treeAuto struct {
-	turnover  rank.Turnover
-	weights   rank.Weights // the miniature caches that choose the weight
+	turnover rank.Turnover
+	weights  rank.Weights // the miniature caches that choose the weight
 	ghostCap int
-	horizons  [len(rank.SimWeights)]float64 // Horizons' answer
+	horizons [len(rank.SimWeights)]float64 // Horizons' answer
 }
 
 // newTreeAuto returns Auto's history for a tree of capacity blocks, which

@@ -230,7 +230,7 @@ func (h *choiceHistory) Horizons(int64, int) ([]float64, int) {
 func (h *choiceHistory) Key(lastAccess int64, requests uint32, w float64) rank.Key {
 	return rank.Key{Major: lastAccess + int64(w*math.Log2(float64(requests))), Minor: lastAccess}
 }
-func (h *choiceHistory) MemoryCap() int { return 0 }
+func (h *choiceHistory) GhostCap() int { return 0 }
 func (h *choiceHistory) Check() error   { return nil }
 
 // TestAutoChoiceChangeLeavesNoStaleKey is a hand-computed script of a

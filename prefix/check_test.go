@@ -122,4 +122,3 @@ func checkAutoKey(tb testing.TB, n *node, e *rank.Entry) {
 		tb.Fatalf("node %d (last access %d, %d requests): heap entry %+v", n.id, n.lastAccess, n.requests, *e)
 	}
 }
-
