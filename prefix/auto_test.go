@@ -231,7 +231,7 @@ func (h *choiceHistory) Key(lastAccess int64, requests uint32, w float64) rank.K
 	return rank.Key{Major: lastAccess + int64(w*math.Log2(float64(requests))), Minor: lastAccess}
 }
 func (h *choiceHistory) GhostCap() int { return 0 }
-func (h *choiceHistory) Check() error   { return nil }
+func (h *choiceHistory) Check() error  { return nil }
 
 // TestAutoChoiceChangeLeavesNoStaleKey is a hand-computed script of a
 // change of weight between the touch of a leaf and its eviction. X is
