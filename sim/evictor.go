@@ -104,11 +104,14 @@ type CachedBlock struct {
 	Owner uint64 // sequence that released it last
 	Pos   int    // index in the owner's prompt
 
-	OwnerAdmitted  int64            // tick the owner was admitted
-	OwnerReleased  int64            // tick the owner finished or was preempted
-	OwnerHits      int              // prompt blocks the owner found cached
-	Priority       kvevict.Priority // the owner's request priority
-	SeqLen, MaxLen int              // the owner's tokens at release, and its maximum
+	OwnerAdmitted int64 // tick the owner was admitted
+	OwnerReleased int64 // tick the owner finished or was preempted
+	// OwnerAccessCount is the owner's hits, its candidate's AccessCount:
+	// how many requests found blocks it holds cached since it released
+	// them, one per request however many blocks each reused.
+	OwnerAccessCount int
+	Priority         kvevict.Priority // the owner's request priority
+	SeqLen, MaxLen   int              // the owner's tokens at release, and its maximum
 }
 
 // RunningSequence is a sequence that holds references to Blocks.
@@ -169,7 +172,7 @@ func (e *SequenceEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 			Blocks:       blocks,
 			LastAccess:   b.OwnerReleased,
 			CreatedAt:    b.OwnerAdmitted,
-			AccessCount:  b.OwnerHits,
+			AccessCount:  b.OwnerAccessCount,
 			Priority:     b.Priority,
 			SeqLen:       b.SeqLen,
 			MaxLen:       b.MaxLen,

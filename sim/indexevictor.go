@@ -69,7 +69,7 @@ func (e *indexEvictor) owner(id uint64, o *owner) {
 func (e *indexEvictor) cached(id uint64, o *owner) kvevict.Candidate {
 	return kvevict.Candidate{
 		ID: id, Blocks: o.held(nil), LastAccess: o.released, CreatedAt: o.admitted,
-		AccessCount: o.hits, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
+		AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
 		AllowPartial: e.partial,
 	}
 }

@@ -146,16 +146,18 @@ type sequence struct {
 	tokens   int   // current length
 	maxLen   int
 	outLeft  int // tokens still to generate
-	hits     int // prompt blocks found in the pool
 	alive    bool
 }
 
 // owner is what the pool remembers of a sequence while it owns cached blocks.
 type owner struct {
 	admitted, released int64
-	hits               int
-	priority           kvevict.Priority
-	seqLen, maxLen     int
+	// accessCount is its hits, Candidate.AccessCount: the requests that
+	// found blocks it holds cached since it released them. The hits of
+	// its own request were hits on the owners before it, not on it.
+	accessCount    int
+	priority       kvevict.Priority
+	seqLen, maxLen int
 	// blocks are the cached blocks it owns, head first, with -1 where a
 	// block left: a request reuses blocks from the middle, and removing
 	// them in place would cost the owner's length each. live counts the
@@ -521,13 +523,14 @@ func (p *pool) admit(r int) (bool, error) {
 		}
 	}
 	s := &sequence{
-		id: p.nextID, req: r, admitted: p.now, last: p.now, hits: hit, alive: true,
+		id: p.nextID, req: r, admitted: p.now, last: p.now, alive: true,
 		maxLen: req.InputTokens + req.OutputTokens, outLeft: req.OutputTokens,
 	}
 	p.nextID++
 	// Reference what is present first, so the eviction cannot take it.
 	blocks := make([]int, len(prompt))
-	accessed := map[uint64]bool{}
+	accessed := map[uint64]bool{} // owners told to the evictor's Access
+	found := map[uint64]bool{}    // owners this request found cached blocks of
 	for i, h := range prompt {
 		b, ok := p.byHash[h]
 		if !ok {
@@ -544,6 +547,14 @@ func (p *pool) admit(r int) (bool, error) {
 		}
 		blk := &p.blocks[b]
 		if blk.state == blockCached {
+			if !found[blk.owner] {
+				// One hit on the owner per request, however many of its
+				// blocks the request reuses, as a sequence's candidate
+				// counts requests; counted before uncache, which forgets
+				// an owner that has nothing left.
+				found[blk.owner] = true
+				p.owners[blk.owner].accessCount++
+			}
 			if !accessed[blk.owner] {
 				accessed[blk.owner] = true
 				p.ev.Access(blk.owner)
@@ -658,7 +669,7 @@ func (p *pool) evictionState() *EvictionState {
 			blk := &p.blocks[b]
 			st.Cached = append(st.Cached, CachedBlock{
 				Block: b, Hash: blk.hash, Owner: id, Pos: blk.pos,
-				OwnerAdmitted: o.admitted, OwnerReleased: o.released, OwnerHits: o.hits,
+				OwnerAdmitted: o.admitted, OwnerReleased: o.released, OwnerAccessCount: o.accessCount,
 				Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
 			})
 		}
@@ -744,7 +755,7 @@ func (p *pool) drop(s *sequence) {
 			continue
 		}
 		if o == nil {
-			o = &owner{admitted: s.admitted, released: p.now, hits: s.hits,
+			o = &owner{admitted: s.admitted, released: p.now,
 				priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
 			p.owners[s.id] = o
 		}
