@@ -49,7 +49,9 @@ type ServeConfig struct {
 //     one token per TokenTime, allocating a new block whenever its last one
 //     fills;
 //   - a finished sequence releases its blocks: prompt blocks stay cached
-//     (evictable) until evicted, generated ones are freed;
+//     (evictable) until evicted, generated ones are freed; each later
+//     request that reuses any of them is one hit on that sequence, its
+//     candidate's AccessCount at sequence and tail granularity;
 //   - an allocation that does not fit the free blocks asks the evictor for
 //     cached ones; if they cannot cover it, the latest admitted running
 //     sequence (perhaps the growing one) is preempted: it releases
