@@ -239,7 +239,7 @@ func (x *Index) Add(c Candidate) error {
 	if x.groups != nil {
 		x.groups.seen(math.MinInt64, c.LastAccess)
 	}
-	x.stats.access(c.ID)
+	x.stats.evictions.Access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
 		x.insert(slot)
@@ -298,7 +298,7 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	}
 	if n.trimmed {
 		n.trimmed = false
-		x.stats.access(id)
+		x.stats.evictions.Access(id)
 	}
 	if x.ordered(slot) {
 		x.refile(slot)

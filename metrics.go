@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
+	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
 
@@ -87,36 +87,23 @@ const latencyWindow = 1024
 type stats struct {
 	strategy         Strategy
 	selections       uint64
-	evictions        uint64
 	partialEvictions uint64
 	evictedBlocks    uint64
-	rePrefills       uint64
 	totalTime        time.Duration
 	latencies        []time.Duration // ring of the latest selection times
 	nextLatency      int
 
-	// recent is a ring of the IDs of the last historyCap evictions, the
-	// oldest at head once it is full. perSequence counts each ID's
-	// appearances in it and remembers whether the sequence was evicted and
-	// not used since. sumX and sumX2 are the sums of those counts and of
-	// their squares, kept as counts change, for Jain's index.
-	historyCap  int
-	recent      []uint64
-	head        int
-	perSequence idmap.Map[evictionRecord]
-	sumX, sumX2 uint64
-}
-
-type evictionRecord struct {
-	count   uint32 // appearances in recent
-	pending bool   // evicted and not accessed since
+	// evictions counts the victims, by sequence, for TotalEvictions, and
+	// remembers the last WithEvictionHistory of them for RePrefills,
+	// RePrefillRate and FairnessScore: an access (UpdateAccess, or an
+	// Index's Add or Touch) goes to it.
+	evictions reprefill.Ledger[struct{}]
 }
 
 // newStats returns the stats of strategy s configured by cfg; without
-// eviction history, historyCap is 0 and no eviction is remembered.
+// eviction history no eviction is remembered.
 func newStats(s Strategy, cfg *rank.Config) stats {
-	st := stats{strategy: s, historyCap: cfg.EvictionHistory}
-	return st
+	return stats{strategy: s, evictions: reprefill.New[struct{}](cfg.EvictionHistory)}
 }
 
 // record counts one successful selection, of which partial victims kept a
@@ -133,49 +120,8 @@ func (s *stats) record(res *Result, partial int) {
 	}
 	s.evictedBlocks += uint64(res.FreedBlocks)
 	for i := range res.Victims {
-		s.evict(res.Victims[i].ID)
+		s.evictions.Evict(res.Victims[i].ID, struct{}{})
 	}
-	s.evictions += uint64(len(res.Victims))
-}
-
-// evict remembers one eviction of id, forgetting the oldest when full.
-func (s *stats) evict(id uint64) {
-	if s.historyCap == 0 {
-		return
-	}
-	if len(s.recent) < s.historyCap {
-		s.recent = append(s.recent, id)
-	} else {
-		s.forget(s.recent[s.head])
-		s.recent[s.head] = id
-		s.head = (s.head + 1) % s.historyCap
-	}
-	r := s.perSequence.Upsert(id)
-	s.sumX++
-	s.sumX2 += 2*uint64(r.count) + 1 // (c+1)^2 - c^2
-	r.count++
-	r.pending = true
-}
-
-// forget drops one remembered eviction of id.
-func (s *stats) forget(id uint64) {
-	r := s.perSequence.Ref(id) // present: every ID in recent has a record
-	s.sumX--
-	s.sumX2 -= 2*uint64(r.count) - 1 // c^2 - (c-1)^2
-	r.count--
-	if r.count == 0 {
-		s.perSequence.Del(id)
-	}
-}
-
-// access counts a re-prefill if id was evicted since its last access. O(1).
-func (s *stats) access(id uint64) {
-	r := s.perSequence.Ref(id)
-	if r == nil || !r.pending {
-		return
-	}
-	s.rePrefills++
-	r.pending = false
 }
 
 // snapshot returns the metrics but P99EvictionTime, and a copy of the
@@ -186,19 +132,17 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 	m = Metrics{
 		Strategy:         s.strategy,
 		Selections:       s.selections,
-		TotalEvictions:   s.evictions,
+		TotalEvictions:   s.evictions.Evictions(),
 		PartialEvictions: s.partialEvictions,
 		EvictedBlocks:    s.evictedBlocks,
-		RePrefills:       s.rePrefills,
+		RePrefills:       s.evictions.RePrefills(),
+		RePrefillRate:    s.evictions.Rate(),
+		FairnessScore:    s.evictions.Fairness(),
 	}
 	if s.selections > 0 {
 		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)
 		window = slices.Clone(s.latencies)
 	}
-	if s.evictions > 0 {
-		m.RePrefillRate = float64(s.rePrefills) / float64(s.evictions)
-	}
-	m.FairnessScore = stat.Jain(float64(s.sumX), float64(s.sumX2), s.perSequence.Len())
 	return m, window
 }
 

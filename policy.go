@@ -129,7 +129,7 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
-	p.stats.access(id)
+	p.stats.evictions.Access(id)
 	if p.hist != nil {
 		p.hist.access(id)
 	}
