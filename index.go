@@ -121,7 +121,6 @@ type indexNode struct {
 	c       Candidate
 	key     rank.Key // c's key, while the node is in the run
 	at      place    // where the candidate is kept
-	trimmed bool     // lost a tail to a partial eviction and not touched since
 	waiting bool     // in Index.waiting
 	group   int32    // Auto: 1 + the group that holds the candidate, or 0
 	refile  bool     // Auto: in autoGroups.refile
@@ -296,10 +295,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	if n.c.AccessCount < math.MaxInt {
 		n.c.AccessCount++
 	}
-	if n.trimmed {
-		n.trimmed = false
-		x.stats.evictions.Access(id)
-	}
+	// A held sequence has a pending eviction only if a partial one trimmed
+	// it since its last access: that Touch is a re-prefill.
+	x.stats.evictions.Access(id)
 	if x.ordered(slot) {
 		x.refile(slot)
 	}
@@ -453,14 +451,12 @@ func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, part
 	taken := x.spare[:0]
 	var cutSlot int32 = -1 // the victim trimmed, the last one if any
 	var cutBlocks []int    // its blocks before the cut
-	var cutWas bool        // its trimmed flag before the cut
 	for freed < required {
 		slot := x.first()
-		n := &x.nodes[slot]
-		blocks, was := n.c.Blocks, n.trimmed
+		blocks := x.nodes[slot].c.Blocks
 		v, trimmed := x.cut(slot, required-freed)
 		if trimmed {
-			cutSlot, cutBlocks, cutWas = slot, blocks, was
+			cutSlot, cutBlocks = slot, blocks
 			x.refile(slot)
 			partial++
 		} else {
@@ -479,7 +475,7 @@ func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, part
 		if cutSlot >= 0 {
 			n := &x.nodes[cutSlot]
 			x.available += len(cutBlocks) - len(n.c.Blocks)
-			n.c.Blocks, n.trimmed = cutBlocks, cutWas
+			n.c.Blocks = cutBlocks
 			x.refile(cutSlot)
 		}
 		clear(dst[first:])
@@ -503,7 +499,6 @@ func (x *Index) cut(slot int32, need int) (v Victim, trimmed bool) {
 	if trimmed {
 		keep := len(n.c.Blocks) - len(v.Blocks)
 		n.c.Blocks = n.c.Blocks[:keep:keep]
-		n.trimmed = true
 	}
 	return v, trimmed
 }

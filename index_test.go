@@ -613,6 +613,35 @@ func TestIndexRePrefill(t *testing.T) {
 			t.Fatalf("touch %d after a partial eviction: RePrefills = %d, want %d", i, got, want)
 		}
 	}
+
+	// A refused eviction is no eviction: its trimmed victim's Touch counts
+	// nothing. Evict(4) takes 7 whole (blocks 1 2 3) and would trim 8 to
+	// block 3 again; with 8's blocks fixed it trims 8 to block 6, whose
+	// Touch, and 7's return, are the two re-prefills.
+	z, _ := NewIndex(LRU)
+	_ = z.Add(Candidate{ID: 7, Blocks: []int{1, 2, 3}, LastAccess: 1})
+	_ = z.Add(Candidate{ID: 8, Blocks: []int{4, 5, 3}, LastAccess: 2, AllowPartial: true})
+	if _, err := z.Evict(4); !errors.Is(err, ErrInvalidCandidate) {
+		t.Fatalf("Evict(4) with block 3 twice: err %v, want ErrInvalidCandidate", err)
+	}
+	for _, id := range []uint64{8, 7} {
+		if err := z.Touch(id, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := z.Metrics().RePrefills; got != 0 {
+		t.Fatalf("after a refused eviction: RePrefills = %d, want 0", got)
+	}
+	_ = z.Update(Candidate{ID: 8, Blocks: []int{4, 5, 6}, LastAccess: 4, AllowPartial: true})
+	if res, err := z.Evict(4); err != nil || len(res.Victims) != 2 || !slices.Equal(res.Victims[1].Blocks, []int{6}) {
+		t.Fatalf("Evict(4) = %+v, %v; want 7 whole and 8 losing block 6", res, err)
+	}
+	_ = z.Touch(8, 5)
+	_ = z.Add(Candidate{ID: 7, Blocks: []int{1, 2, 3}, LastAccess: 6})
+	if got := z.Metrics().RePrefills; got != 2 {
+		t.Fatalf("after a partial eviction's Touch and a whole victim's return: RePrefills = %d, want 2", got)
+	}
+	checkIndex(t, z)
 }
 
 // TestIndexZeroAllocs checks that Touch, EvictAppend with a reused dst, and
