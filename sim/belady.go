@@ -45,7 +45,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 		req := &w.Requests[r]
 		t.request(r, prefixHits(req.HashIDs, isResident))
 		for j, b := range req.HashIDs {
-			if _, again := t.reference(b); again {
+			if _, again := t.evictions.Access(b); again {
 				t.rePrefillTokens += int64(blockTokens(req, j, w.BlockTokens))
 			}
 		}
@@ -63,7 +63,7 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 			h.Remove(e.Slot)
 			delete(resident, e.ID)
 			slots.Free(e.Slot)
-			t.evict(e.ID, 0)
+			t.evictions.Evict(e.ID, 0)
 		}
 		t.loads += int64(missing)
 		for j, b := range uniq[r] {

@@ -171,7 +171,7 @@ func (r *replayer) request(i int, t *tally) (unitcache.Outcome, error) {
 	req := &r.w.Requests[i]
 	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {
-		if _, again := t.reference(h); again {
+		if _, again := t.evictions.Access(h); again {
 			t.rePrefillTokens += int64(blockTokens(req, j, r.w.BlockTokens))
 		}
 	}
@@ -183,7 +183,7 @@ func (r *replayer) request(i int, t *tally) (unitcache.Outcome, error) {
 		t.latencies = append(t.latencies, out.Elapsed)
 	}
 	for _, v := range out.Victims {
-		t.evict(v.ID, 0)
+		t.evictions.Evict(v.ID, 0) // a replay's blocks have no owner
 	}
 	if last := len(req.HashIDs) - 1; last >= 0 && blockTokens(req, last, r.w.BlockTokens) < r.w.BlockTokens {
 		// The prompt ends inside its last block, as a pool would know.

@@ -228,12 +228,13 @@ func TestReplayFeedsPolicyMetrics(t *testing.T) {
 		}
 		_, tl := replayAll(t, w, p, 400)
 		m := p.Metrics()
-		if tl.evicted == 0 || tl.evicted >= 1<<16 /* WithEvictionHistory's default */ {
-			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, tl.evicted)
+		evicted, rePrefills := tl.evictions.Evictions(), tl.evictions.RePrefills()
+		if evicted == 0 || evicted >= 1<<16 /* WithEvictionHistory's default */ {
+			t.Fatalf("%s: %d evictions; the test needs some, below the history cap", s, evicted)
 		}
-		if int64(m.EvictedBlocks) != tl.evicted || int64(m.RePrefills) != tl.rePrefills {
+		if m.EvictedBlocks != evicted || m.RePrefills != rePrefills {
 			t.Errorf("%s: policy saw %d evicted blocks and %d re-prefills, the replay %d and %d",
-				s, m.EvictedBlocks, m.RePrefills, tl.evicted, tl.rePrefills)
+				s, m.EvictedBlocks, m.RePrefills, evicted, rePrefills)
 		}
 	}
 }

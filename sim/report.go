@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
 
@@ -100,7 +101,10 @@ type tally struct {
 	hits, refs        int64
 	hitTokens, tokens int64
 	prefill           int64
-	rePrefillCounter
+	// evictions remembers every evicted block, by hash, with the sequence
+	// it was evicted from, and counts the references that return to one:
+	// RePrefilledBlocks.
+	evictions       reprefill.Ledger[uint64]
 	rePrefillTokens int64
 	loads           int64 // blocks made resident (replay): MIN minimises these
 	utilSum         float64
@@ -112,7 +116,7 @@ type tally struct {
 
 func newTally(w *Workload, c *ceiling) *tally {
 	return &tally{w: w, ceil: c, groupHits: make(map[uint64]int64),
-		rePrefillCounter: rePrefillCounter{gone: make(map[uint64]uint64)}}
+		evictions: reprefill.New[uint64](reprefill.Unbounded)}
 }
 
 // request counts request r's prefix of hit blocks.
@@ -144,8 +148,8 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		CapacityBlocks:         capacity,
 		BlockHits:              t.hits,
 		BlockRefs:              t.refs,
-		EvictedBlocks:          t.evicted,
-		RePrefilledBlocks:      t.rePrefills,
+		EvictedBlocks:          int64(t.evictions.Evictions()),
+		RePrefilledBlocks:      int64(t.evictions.RePrefills()),
 		RePrefillTokens:        t.rePrefillTokens,
 		PrefillTokens:          t.prefill,
 		UnboundedPrefillTokens: t.ceil.prefill,
@@ -157,7 +161,7 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 	}
 	rep.HitRatio = ratio(t.hits, t.refs)
 	rep.TokenHitRatio = ratio(t.hitTokens, t.tokens)
-	rep.BlockRePrefillRate = ratio(t.rePrefills, t.evicted)
+	rep.BlockRePrefillRate = t.evictions.Rate()
 	if t.ceil.prefill > 0 {
 		rep.ThroughputImpact = float64(t.prefill)/float64(t.ceil.prefill) - 1
 	}

@@ -537,9 +537,9 @@ func (p *pool) admit(r int) (bool, error) {
 		b, ok := p.byHash[h]
 		if !ok {
 			blocks[i] = -1
-			reference := p.tally.forget // a preempted request's recomputation is not counted again
+			reference := p.tally.evictions.Clear // a preempted request's recomputation is not counted again
 			if first {
-				reference = p.tally.reference
+				reference = p.tally.evictions.Access
 			}
 			if o, again := reference(h); again && !accessed[o] {
 				accessed[o] = true
@@ -639,7 +639,7 @@ func (p *pool) allocate(n int) (bool, error) {
 		if b < 0 || b >= len(p.blocks) || p.blocks[b].state != blockCached {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
-		p.tally.evict(p.blocks[b].hash, p.blocks[b].owner)
+		p.tally.evictions.Evict(p.blocks[b].hash, p.blocks[b].owner)
 		p.uncache(b) // a watcher took the blocks from its own view already
 		p.release(b)
 	}
