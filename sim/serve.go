@@ -190,13 +190,12 @@ type pool struct {
 	// blocks grows on demand up to capacity, so that memory follows the
 	// workload rather than the capacity; free holds released blocks, and
 	// the capacity - len(blocks) never used are free too.
-	blocks   []poolBlock
-	free     []int
-	used     int
-	cached   int
-	byHash   map[uint64]int // hash -> block (used or cached)
-	owners   map[uint64]*owner
-	computed map[uint64]struct{} // hashes the pool has ever prefilled
+	blocks []poolBlock
+	free   []int
+	used   int
+	cached int
+	byHash map[uint64]int // hash -> block (used or cached)
+	owners map[uint64]*owner
 
 	running []*sequence // admission order
 	waiting []int       // request indices, first come first served
@@ -245,7 +244,6 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		afterStep:   cfg.afterStep,
 		byHash:      make(map[uint64]int),
 		owners:      make(map[uint64]*owner),
-		computed:    make(map[uint64]struct{}),
 		admitted:    make([]bool, len(w.Requests)),
 		lastOfGroup: make(map[uint64]int),
 		tally:       newTally(w, computeCeiling(w)),
@@ -498,10 +496,14 @@ func (p *pool) admit(r int) (bool, error) {
 		p.tally.request(r, hit)
 		// Blocks past the resident prefix that the pool had computed
 		// before, up to the first it never had, are computed again only
-		// because something was evicted.
+		// because something was evicted. The pool had computed a block
+		// if it holds it or the ledger has its eviction pending: a block
+		// leaves the pool only by an eviction, and returns by a reference
+		// that ends it.
 		var again int64
 		for i := hit; i < len(req.HashIDs); i++ {
-			if _, ok := p.computed[req.HashIDs[i]]; !ok {
+			h := req.HashIDs[i]
+			if _, resident := p.byHash[h]; !resident && !p.tally.evictions.Pending(h) {
 				break
 			}
 			again += int64(blockTokens(req, i, p.w.BlockTokens))
@@ -582,7 +584,6 @@ func (p *pool) admit(r int) (bool, error) {
 			b := p.take()
 			p.blocks[b].hashed, p.blocks[b].hash = true, h
 			p.byHash[h] = b
-			p.computed[h] = struct{}{}
 			blocks[i] = b
 		}
 	}

@@ -441,3 +441,30 @@ func TestServeErrors(t *testing.T) {
 		t.Errorf("unknown strategy: err = %v", err)
 	}
 }
+
+// TestServeRePrefillAfterAGap: a prompt whose first block was evicted
+// re-prefills every block after it that the pool had computed, resident
+// or not, up to the first it never had. Pool of 4 blocks of 10 tokens,
+// sequence granularity, LRU. R0 caches block 1; R1 reuses block 2 alone
+// and caches it; R2 (three new blocks) evicts the oldest owner, R0: block
+// 1. R3 = [1 2 7] hits nothing, and computes 1 (evicted: 10 tokens) and 2
+// (resident, but after the gap: 10) again, 7 for the first time; making
+// room it evicts R2's three blocks. R3's reference to block 1 is the one
+// re-prefilled block of the four evicted.
+func TestServeRePrefillAfterAGap(t *testing.T) {
+	w := &Workload{Name: "gap", BlockTokens: 10, GroupKind: "tenant", Requests: []Request{
+		{Timestamp: 0, InputTokens: 20, HashIDs: []uint64{1, 2}},
+		{Timestamp: 1, InputTokens: 10, HashIDs: []uint64{2}},
+		{Timestamp: 2, InputTokens: 30, HashIDs: []uint64{5, 6, 8}},
+		{Timestamp: 3, InputTokens: 30, HashIDs: []uint64{1, 2, 7}},
+	}}
+	rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 4}, Granularity: GranularitySequence,
+		afterStep: func(p *pool) { checkPool(t, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RePrefillTokens != 20 || rep.EvictedBlocks != 4 || rep.RePrefilledBlocks != 1 || rep.BlockHits != 1 {
+		t.Errorf("re-prefill tokens %d, evicted blocks %d, re-prefilled blocks %d, hits %d; want 20, 4, 1, 1",
+			rep.RePrefillTokens, rep.EvictedBlocks, rep.RePrefilledBlocks, rep.BlockHits)
+	}
+}
