@@ -9,7 +9,7 @@ import (
 )
 
 // Map maps sequence IDs to values of type V: the adaptive strategies'
-// node indices, the metrics' per-sequence eviction records and the Index's
+// node indices, the re-prefill ledger's records of evicted units and the Index's
 // slots. It is an open-addressing hash table with linear probing and
 // backward-shift deletion, so that it needs no tombstones. A slot holds id+1 so that zero
 // means empty; ID math.MaxUint64, whose id+1 is zero, lives outside the
