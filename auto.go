@@ -95,7 +95,7 @@ func (a *auto) access(id uint64) {
 		a.decayReuse()
 		a.moveHead(autoResident, n)
 		x := &a.info[n]
-		x.requests = saturatingInc(x.requests)
+		x.requests = rank.AddRequest(x.requests)
 		x.log2Requests = rank.Log2Requests(x.requests)
 		a.weights.Access(id, x.log2Requests)
 		return
@@ -107,17 +107,9 @@ func (a *auto) access(id uint64) {
 		a.returned[g.Tag-1]++
 		a.decayReuse()
 	}
-	g = ghost.Count{Requests: saturatingInc(g.Requests)}
+	g = ghost.Count{Requests: rank.AddRequest(g.Requests)}
 	a.ghosts.Put(id, g)
 	a.weights.Access(id, rank.Log2Requests(g.Requests))
-}
-
-// saturatingInc is r + 1, or r at math.MaxUint32.
-func saturatingInc(r uint32) uint32 {
-	if r < math.MaxUint32 {
-		r++
-	}
-	return r
 }
 
 // decayReuse halves the reuse counts once they exceed the ghosts' and the

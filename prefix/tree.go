@@ -284,7 +284,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 			if t.hist != nil {
 				// A block inserted again takes back the requests it had.
 				r, _ := t.ghosts.Take(h)
-				c.requests = saturatingInc(r.Requests)
+				c.requests = rank.AddRequest(r.Requests)
 				t.hist.Request(h, c.requests, false)
 			}
 			t.children[edge{n.id, h}] = c
@@ -341,7 +341,7 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 		m.lastAccess = a.Tick
 		m.accessCount++
 		if t.hist != nil {
-			m.requests = saturatingInc(m.requests)
+			m.requests = rank.AddRequest(m.requests)
 			t.hist.Request(m.hash, m.requests, true)
 		}
 	}
@@ -616,12 +616,4 @@ func (t *Tree) unlockAndDeliver() {
 	for _, e := range events {
 		t.onEvent(e)
 	}
-}
-
-// saturatingInc returns r+1, or r at math.MaxUint32.
-func saturatingInc(r uint32) uint32 {
-	if r == math.MaxUint32 {
-		return r
-	}
-	return r + 1
 }

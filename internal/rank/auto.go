@@ -42,6 +42,15 @@ func (t *Turnover) Horizon(weight float64, n int, now int64) float64 {
 	return weight * float64(n) * float64(dt) / float64(de)
 }
 
+// AddRequest returns requests + 1, saturating at math.MaxUint32: how Auto
+// counts a request, over sequences and over a tree's blocks.
+func AddRequest(requests uint32) uint32 {
+	if requests < math.MaxUint32 {
+		requests++
+	}
+	return requests
+}
+
 // Log2Requests is log2(requests) for a count of at least one: the score's
 // measure of frequency.
 func Log2Requests(requests uint32) float32 {
