@@ -14,7 +14,7 @@ import (
 // evicted since, are the table's one LRU list; the ghosts, the others
 // (evicted, or accessed but never seen as a candidate), a ghost.Counts.
 // Both are bounded: resident keeps at most c ids and the ghosts at most
-// ghostCap; beyond that the least recently used id goes from resident to
+// WithGhostCap; beyond that the least recently used id goes from resident to
 // the ghosts, and the oldest ghost away.
 //
 // Auto is a key strategy whose key reads this history: the selection
@@ -25,11 +25,10 @@ import (
 // blocks, ends (selected for a Policy, or evicting, evict and finish for
 // an Index). UpdateAccess costs O(1).
 type auto struct {
-	table                 // the resident ids
-	info     []autoInfo   // per slab node
-	ghosts   ghost.Counts // the others
-	c        int          // most resident ids remembered
-	ghostCap int          // most ghost ids remembered
+	table               // the resident ids
+	info   []autoInfo   // per slab node
+	ghosts ghost.Counts // the others
+	c      int          // most resident ids remembered
 
 	// turnover counts the UpdateAccess calls for ids not resident: the ids
 	// entering the pool, the policy's own clock, their rate measured from
@@ -76,11 +75,10 @@ const autoResident uint8 = 0
 
 func newAuto(cfg *rank.Config) *auto {
 	return &auto{
-		table:    newTable(autoResident),
-		ghosts:   ghost.New(cfg.GhostCap),
-		c:        cfg.Capacity,
-		ghostCap: cfg.GhostCap,
-		weights:  rank.NewWeights(cfg.Capacity),
+		table:   newTable(autoResident),
+		ghosts:  ghost.New(cfg.GhostCap),
+		c:       cfg.Capacity,
+		weights: rank.NewWeights(cfg.Capacity),
 	}
 }
 
@@ -116,7 +114,7 @@ func (a *auto) access(id uint64) {
 // resident list's size, so that the victims' returns are those of about
 // the span the ghosts remember.
 func (a *auto) decayReuse() {
-	if a.reuses > float64(max(a.ghostCap, a.c)) {
+	if a.reuses > float64(max(a.ghosts.Cap(), a.c)) {
 		a.reuses /= 2
 		for k := range a.evictedAs {
 			a.evictedAs[k] /= 2
@@ -220,11 +218,10 @@ func (a *auto) evicting() { a.turnover.Evicting(a.now) }
 // the victims taken wholly and restores its bounds.
 func (a *auto) selected(cands []Candidate, ranked []entry, res *Result) {
 	a.evicting()
-	slices.SortFunc(a.admitting, func(x, y *Candidate) int { return byRecency(x, y) })
+	slices.SortFunc(a.admitting, byRecency)
 	for _, c := range a.admitting {
 		a.admit(c.ID)
 	}
-	a.forgetSeen()
 	for i := range ranked {
 		c := &cands[ranked[i].Slot]
 		if len(res.Victims[i].Blocks) == len(c.Blocks) {
@@ -299,7 +296,7 @@ func (a *auto) check() error {
 			return fmt.Errorf("auto: resident %d is a ghost too", a.slab[n].id)
 		}
 	}
-	if !(a.reuses >= 0 && a.reuses <= float64(max(a.ghostCap, a.c))) {
+	if !(a.reuses >= 0 && a.reuses <= float64(max(a.ghosts.Cap(), a.c))) {
 		return fmt.Errorf("auto: reuse count %v", a.reuses)
 	}
 	return nil

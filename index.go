@@ -102,8 +102,8 @@ type Index struct {
 	available int // blocks held by evictable candidates
 
 	// hist, for an adaptive strategy, orders the evictable candidates
-	// instead of the run and the heap (see indexhistory.go): lists, the
-	// same history as auto or lists.
+	// instead of the run and the heap (see indexhistory.go): the same
+	// history as lists or auto, whichever is set.
 	hist    history
 	lists   listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
 	auto    *auto       // Auto's, ranked through groups; nil for the others
