@@ -2,7 +2,6 @@ package kvevict
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 )
 
@@ -60,23 +59,19 @@ func byRecency(a, b *Candidate) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
-// selectAdaptive is the selection of a strategy whose lists order the victims: the same
-// validation, atomicity and Result as selectVictims, with the victims chosen
-// by h. A selection refused for invalid input or too few evictable blocks,
-// or an empty one, leaves h unchanged. One refused because its victims
-// would free a block twice evicts nothing from h either, but h keeps what
-// the call taught it: the candidates it admitted, and what a search
-// changes on its way (S3-FIFO's promotions, SIEVE's cleared bits and
-// hand), as any selection over those candidates would.
-func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory) (Result, error) {
-	if len(cands) > maxCandidates {
-		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
-	}
-	s.partial = 0
-	if err := s.validate(cands, required); err != nil || required == 0 {
+// selectAdaptive is the selection of a strategy whose lists order the
+// victims, for required > 0: the same validation, atomicity and Result as
+// the exact selection, with the victims chosen by h. A selection refused
+// for invalid input or too few evictable blocks leaves h unchanged. One
+// refused because its victims would free a block twice evicts nothing from
+// h either, but h keeps what the call taught it: the candidates it
+// admitted, and what a search changes on its way (S3-FIFO's promotions,
+// SIEVE's cleared bits and hand), as any selection over those candidates
+// would.
+func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory, txn *transaction) (Result, error) {
+	if err := s.validate(cands, required); err != nil {
 		return Result{}, err
 	}
-
 	// A pending request that already holds blocks is resident: place it
 	// before the others are admitted, so that nothing admitted is pushed out.
 	if id, ok := h.pendingID(); ok {
@@ -91,36 +86,11 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 	t.nextEpoch()
 	admitCandidates(h, cands)
 
-	victims := t.victims[:0]
-	freed := 0
-	for freed < required {
-		n := h.victim()
-		if n < 0 {
-			panic("kvevict: adaptive selection lost an evictable candidate")
-		}
-		c := &cands[t.slab[n].cand]
-		t.unmark(n)
-		blocks, partial := take(c, required-freed)
-		if partial {
-			s.partial++
-		} else {
-			t.choose(n)
-		}
-		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
-		freed += len(blocks)
-	}
-	err := s.freed.distinct(victims)
-	for _, n := range t.endChoice() {
-		if err == nil {
-			h.evict(n)
-		}
-	}
-	h.finish()
+	src := listSource{h: h, cands: cands}
+	victims, freed, err := txn.cover(t.victims[:0], required, &src)
 	var res Result
 	if err == nil {
 		res = Result{Victims: slices.Clone(victims), FreedBlocks: freed}
-	} else {
-		s.partial = 0
 	}
 	clear(victims) // drop the references to the caller's blocks
 	t.victims = victims[:0]
@@ -128,6 +98,62 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 		t.victims = nil
 	}
 	return res, err
+}
+
+// listSource is a transaction's source over the lists of h, whose marked
+// nodes are candidates of cands: a Policy's candidate slice, or an Index's
+// slots.
+type listSource struct {
+	h     listHistory
+	cands []Candidate
+}
+
+func (s *listSource) next() (*Candidate, error) {
+	t := s.h.nodes()
+	return &s.cands[t.slab[nextListVictim(s.h)].cand], nil
+}
+
+func (s *listSource) commit(_ []Victim, trimmed bool) { evictChosen(s.h, trimmed) }
+
+func (s *listSource) rollback() { restoreChosen(s.h) }
+
+// nextListVictim takes the next victim of h's lists out of the marked
+// nodes and chooses it, to be evicted once the selection commits. The
+// evictable candidates must cover the need.
+func nextListVictim(h listHistory) int32 {
+	n := h.victim()
+	if n < 0 {
+		panic("kvevict: an adaptive selection lost an evictable candidate")
+	}
+	t := h.nodes()
+	t.unmark(n)
+	t.choose(n)
+	return n
+}
+
+// evictChosen commits the victims chosen from h's lists: it evicts them
+// from the history in the order chosen, all but the last when trimmed (it
+// keeps a head of its blocks and stays resident), and restores the
+// history's bounds.
+func evictChosen(h listHistory, trimmed bool) {
+	chosen := h.nodes().endChoice()
+	if trimmed {
+		chosen = chosen[:len(chosen)-1]
+	}
+	for _, n := range chosen {
+		h.evict(n)
+	}
+	h.finish()
+}
+
+// restoreChosen rolls back the victims chosen from h's lists: they are
+// marked again, possible victims as before, and nothing is evicted.
+func restoreChosen(h listHistory) {
+	t := h.nodes()
+	for _, n := range t.endChoice() {
+		t.mark(n, t.slab[n].cand)
+	}
+	h.finish()
 }
 
 // admitCandidates admits into h the candidates holding blocks that it does

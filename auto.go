@@ -211,12 +211,12 @@ func (a *auto) forgetSeen() {
 // ids enter is measured from the first such selection after one entered.
 func (a *auto) evicting() { a.turnover.Evicting(a.now) }
 
-// selected ends a Policy's selection over cands whose victims are known to
-// free distinct blocks: ranked, the engine's entries for them, smallest
-// first, and res, the Result built from them. Auto admits the candidates
-// it does not hold as resident, as every adaptive strategy does, evicts
-// the victims taken wholly and restores its bounds.
-func (a *auto) selected(cands []Candidate, ranked []entry, res *Result) {
+// selected commits a Policy's selection over cands: ranked, the engine's
+// entries for its victims, smallest first, and victims, what the
+// transaction took of each. Auto admits the candidates it does not hold
+// as resident, as every adaptive strategy does, evicts the victims taken
+// wholly and restores its bounds.
+func (a *auto) selected(cands []Candidate, ranked []entry, victims []Victim) {
 	a.evicting()
 	slices.SortFunc(a.admitting, byRecency)
 	for _, c := range a.admitting {
@@ -224,7 +224,7 @@ func (a *auto) selected(cands []Candidate, ranked []entry, res *Result) {
 	}
 	for i := range ranked {
 		c := &cands[ranked[i].Slot]
-		if len(res.Victims[i].Blocks) == len(c.Blocks) {
+		if len(victims[i].Blocks) == len(c.Blocks) {
 			a.evict(a.lookup(c.ID), lonePartial(c))
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
@@ -58,10 +57,10 @@ import (
 // An adaptive strategy keeps neither. The index keeps the history's marks
 // of which candidates are evictable between evictions; ARC's, S3-FIFO's
 // and SIEVE's lists order them, so an eviction costs the steps the history
-// takes from its lists' tails (see indexhistory.go). Auto's key moves with
+// takes from its lists' tails (see orderlist.go). Auto's key moves with
 // the horizon at every eviction, so its candidates are kept in groups of
 // equal request count, each in (LastAccess, ID) order, whose order no
-// horizon changes (see indexauto.go).
+// horizon changes (see orderauto.go).
 //
 // # Metrics
 //
@@ -84,58 +83,61 @@ import (
 // the allocator guards it with the lock that guards its pool.
 type Index struct {
 	strategy Strategy
-	params   keyParams
 	logger   *slog.Logger
 	watch    stopwatch // Result.Elapsed
 
-	nodes []indexNode      // slab of candidates
-	slots idmap.Map[int32] // ID -> slot in nodes
+	cands     []Candidate      // by slot; a free slot holds the zero Candidate
+	slots     idmap.Map[int32] // ID -> slot
+	free      []int32          // the free slots
+	available int              // blocks held by evictable candidates
 
-	// The evictable candidates are split between the run and the heap.
-	// The run is a doubly linked list through the slots, ascending by
-	// (key, ID) from its front to its back: a candidate whose key sorts
-	// after every key in the run is appended to it in O(1), as every touch
-	// under LRU is. heap holds the others, by slot.
-	run       dlist.List
-	links     dlist.Slots // the run's links, indexed like nodes, and the free slots
-	heap      rank.Heap
-	available int // blocks held by evictable candidates
-
-	// hist, for an adaptive strategy, orders the evictable candidates
-	// instead of the run and the heap (see indexhistory.go): the same
-	// history as lists or auto, whichever is set.
-	hist    history
-	lists   listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
-	auto    *auto       // Auto's, ranked through groups; nil for the others
-	groups  *autoGroups // Auto's order (see indexauto.go); nil for the others
-	sel     selector    // Auto's selection over the groups
-	waiting []int32     // slots whose id hist may not hold as resident: admitted at the next Evict
-	spare   []int32     // scratch: the previous waiting, and the taken victims of an Evict by key
-	freed   blockSet    // checks that no block is freed twice
+	// ord keeps the evictable candidates in eviction order: by key
+	// (orderkey.go), by an adaptive strategy's lists (orderlist.go) or by
+	// Auto's groups (orderauto.go).
+	ord   order
+	txn   transaction
+	taken []int32 // the slots of the victims of the transaction under way
 
 	stats stats
 }
 
-// indexNode is one candidate the index holds.
-type indexNode struct {
-	c       Candidate
-	key     rank.Key // c's key, while the node is in the run
-	at      place    // where the candidate is kept
-	waiting bool     // in Index.waiting
-	group   int32    // Auto: 1 + the group that holds the candidate, or 0
-	refile  bool     // Auto: in autoGroups.refile
+// order keeps the evictable candidates of an Index in eviction order
+// between evictions: one small interface, as heap.Interface is, that the
+// Index calls and that never calls it back. An order reads the Index's
+// candidates through the slice it was made with. The Index calls add,
+// update and remove as its candidates come, change and go, access for
+// every request, and for an eviction begin, then next until the victims
+// cover the need, then commit or rollback. The costs are each
+// implementation's.
+type order interface {
+	// grow makes room for n more slots.
+	grow(n int)
+	// add files the candidate just put in slot, evictable or not.
+	add(slot int32)
+	// update files the candidate in slot again after it changed: its
+	// fields, its evictability, or its blocks after a partial eviction.
+	// tick is its LastAccess before the change.
+	update(slot int32, tick int64)
+	// remove forgets the candidate in slot, which leaves the index.
+	remove(slot int32)
+	// access records a request for id, held or not.
+	access(id uint64)
+	// begin starts an eviction of required > 0 blocks, which the
+	// evictable candidates cover.
+	begin(required int)
+	// next returns the slot of the next victim and takes it out of the
+	// possible victims.
+	next() int32
+	// commit ends the eviction: the victims taken by next leave the order
+	// (the Index then removes them), but the last when trimmed, which
+	// keeps a head of its blocks (the Index then updates it).
+	commit(trimmed bool)
+	// rollback ends the eviction with the victims taken by next back in
+	// the order, as they were.
+	rollback()
+	// check reports a broken invariant, for tests.
+	check() error
 }
-
-// place is where the index keeps a slot's candidate.
-type place uint8
-
-const (
-	slotFree  place = iota // the slot holds no candidate
-	held                   // held but not evictable: in neither order
-	inRun                  // evictable, in the run
-	inHeap                 // evictable, in the heap
-	inHistory              // evictable, marked in the adaptive strategy's history when it holds the id as resident
-)
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
 // positions fit an int32.
@@ -158,19 +160,17 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	x := &Index{
 		strategy: Strategy(info.Name),
-		params:   params,
 		logger:   cfg.Logger,
-		run:      dlist.Empty(),
 		stats:    newStats(Strategy(info.Name), &cfg),
 		watch:    newStopwatch(&cfg),
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.auto, x.groups = newAuto(&cfg), newAutoGroups()
-		x.follow(x.auto)
+		x.ord = newAutoOrder(newAuto(&cfg), &x.cands, &x.slots)
 	case info.Kind.Adaptive():
-		x.lists = newListHistory(info.Kind, &cfg)
-		x.follow(x.lists)
+		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.cands, &x.slots)
+	default:
+		x.ord = newKeyOrder(params, &x.cands)
 	}
 	return x, nil
 }
@@ -185,16 +185,9 @@ func (x *Index) Grow(n int) {
 		return
 	}
 	n = min(n, maxIndexLen-x.slots.Len())
-	x.nodes = slices.Grow(x.nodes, n)
-	x.links.Links = slices.Grow(x.links.Links, n)
+	x.cands = slices.Grow(x.cands, n)
 	x.slots.Reserve(n)
-	if x.hist != nil {
-		x.waiting = slices.Grow(x.waiting, n)
-		x.hist.nodes().reserve(n)
-		if x.auto != nil {
-			x.auto.info = slices.Grow(x.auto.info, n)
-		}
-	}
+	x.ord.grow(n)
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -210,7 +203,7 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 	if !ok {
 		return Candidate{}, false
 	}
-	return x.nodes[slot].c, true
+	return x.cands[slot], true
 }
 
 // Add inserts c. It returns an error matching [ErrInvalidCandidate] if c has
@@ -229,23 +222,20 @@ func (x *Index) Add(c Candidate) error {
 	if x.slots.Len() >= maxIndexLen {
 		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.Len())
 	}
-	slot, grown := x.links.Alloc()
-	if grown {
-		x.nodes = append(x.nodes, indexNode{})
+	var slot int32
+	if n := len(x.free); n > 0 {
+		slot, x.free = x.free[n-1], x.free[:n-1]
+	} else {
+		slot = int32(len(x.cands))
+		x.cands = append(x.cands, Candidate{})
 	}
-	x.nodes[slot] = indexNode{c: c, at: held}
+	x.cands[slot] = c
 	x.slots.Put(c.ID, slot)
-	if x.groups != nil {
-		x.groups.seen(math.MinInt64, c.LastAccess)
-	}
 	x.stats.evictions.Access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
-		x.insert(slot)
 	}
-	if x.hist != nil {
-		x.admitIfNew(slot)
-	}
+	x.ord.add(slot)
 	return nil
 }
 
@@ -257,23 +247,19 @@ func (x *Index) Remove(id uint64) bool {
 	if !ok {
 		return false
 	}
-	if x.ordered(slot) {
-		x.available -= len(x.nodes[slot].c.Blocks)
-		x.detach(slot)
+	if c := &x.cands[slot]; c.evictable() {
+		x.available -= len(c.Blocks)
 	}
 	x.release(slot)
 	return true
 }
 
-// release frees a slot whose node is out of the heap and the run (and
-// unmarked in the history).
+// release frees a slot: its candidate leaves the order and the index.
 func (x *Index) release(slot int32) {
-	if x.groups != nil {
-		x.groups.gone(x.nodes[slot].c.LastAccess)
-	}
-	x.slots.Del(x.nodes[slot].c.ID)
-	x.nodes[slot] = indexNode{} // drop the Blocks reference; at = slotFree
-	x.links.Free(slot)
+	x.ord.remove(slot)
+	x.slots.Del(x.cands[slot].ID)
+	x.cands[slot] = Candidate{} // drop the Blocks reference
+	x.free = append(x.free, slot)
 }
 
 // Touch records a request of resident sequence id at tick, as
@@ -287,20 +273,16 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	n := &x.nodes[slot]
-	if x.groups != nil {
-		x.groups.seen(n.c.LastAccess, tick)
-	}
-	n.c.LastAccess = tick
-	if n.c.AccessCount < math.MaxInt {
-		n.c.AccessCount++
+	c := &x.cands[slot]
+	old := c.LastAccess
+	c.LastAccess = tick
+	if c.AccessCount < math.MaxInt {
+		c.AccessCount++
 	}
 	// A held sequence has a pending eviction only if a partial one trimmed
 	// it since its last access: that Touch is a re-prefill.
 	x.stats.evictions.Access(id)
-	if x.ordered(slot) {
-		x.refile(slot)
-	}
+	x.ord.update(slot, old)
 	return nil
 }
 
@@ -343,7 +325,7 @@ func (x *Index) Lock(id uint64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.nodes[slot].c.RefCount == math.MaxInt {
+	if x.cands[slot].RefCount == math.MaxInt {
 		return fmt.Errorf("%w: reference count of ID %d would overflow", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount++ })
@@ -359,7 +341,7 @@ func (x *Index) Unlock(id uint64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.nodes[slot].c.RefCount == 0 {
+	if x.cands[slot].RefCount == 0 {
 		return fmt.Errorf("%w: ID %d holds no reference to release", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount-- })
@@ -370,28 +352,30 @@ func unknownSequence(id uint64) error {
 	return fmt.Errorf("%w: ID %d is not in the index", ErrUnknownSequence, id)
 }
 
-// change applies f to the candidate in slot and moves it into, out of or
-// within the heap as its evictability and key require.
+// change applies f to the candidate in slot and has the order file it
+// again.
 func (x *Index) change(slot int32, f func(*Candidate)) {
-	n := &x.nodes[slot]
-	was, oldBlocks, oldTick := x.ordered(slot), len(n.c.Blocks), n.c.LastAccess
-	f(&n.c)
-	if x.groups != nil {
-		x.groups.seen(oldTick, n.c.LastAccess)
+	c := &x.cands[slot]
+	if c.evictable() {
+		x.available -= len(c.Blocks)
 	}
-	now := n.c.evictable()
-	switch {
-	case was && now:
-		x.available += len(n.c.Blocks) - oldBlocks
-		x.refile(slot)
-	case was:
-		x.available -= oldBlocks
-		x.detach(slot)
-	case now:
-		x.available += len(n.c.Blocks)
-		x.insert(slot)
+	old := c.LastAccess
+	f(c)
+	if c.evictable() {
+		x.available += len(c.Blocks)
 	}
+	x.ord.update(slot, old)
 }
+
+// UpdateAccess records a request for sequence id, held or not, as
+// [Policy.UpdateAccess] does for an adaptive strategy: call it for every
+// request before the Evict that makes room for it, and before Add for a
+// sequence the index does not hold (ARC adapts to a request for a
+// sequence it evicted lately). A key strategy learns nothing from it: its
+// order follows the fields that Add, Touch and Update set. It costs what
+// Policy.UpdateAccess costs: O(1), and for Auto O(log s) when the request
+// falls in its miniature caches' sample of s ids.
+func (x *Index) UpdateAccess(id uint64) { x.ord.access(id) }
 
 // Evict frees at least requiredBlocks blocks and removes the victims from the
 // index, as [Index.EvictAppend] with a new slice.
@@ -421,92 +405,53 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	}
 	start := x.watch.start()
 	first := len(dst)
-	var freed, partial int
-	var err error
-	if x.hist != nil {
-		dst, freed, partial, err = x.takeFromHistory(dst, requiredBlocks)
-	} else {
-		dst, freed, partial, err = x.takeInOrder(dst, requiredBlocks)
-	}
+	x.ord.begin(requiredBlocks)
+	x.taken = x.taken[:0]
+	dst, freed, err := x.txn.cover(dst, requiredBlocks, x)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Victims: dst[first:], FreedBlocks: freed, Strategy: x.strategy}
 	res.Elapsed = x.watch.elapsed(start)
-	x.stats.record(&res, partial)
+	x.stats.record(&res, x.txn.partial)
 	if x.logger != nil {
 		logEviction(x.logger, &res)
 	}
 	return res, nil
 }
 
-// takeInOrder takes victims by key until they free required blocks, and
-// appends them to dst; the evictable blocks must cover required. Victims
-// that would free a block twice return an error matching
-// [ErrInvalidCandidate] and leave the index as it was: the victims are
-// taken out of the order first and released only once their blocks are
-// known to be distinct.
-func (x *Index) takeInOrder(dst []Victim, required int) (_ []Victim, freed, partial int, err error) {
-	first := len(dst)
-	taken := x.spare[:0]
-	var cutSlot int32 = -1 // the victim trimmed, the last one if any
-	var cutBlocks []int    // its blocks before the cut
-	for freed < required {
-		slot := x.first()
-		blocks := x.nodes[slot].c.Blocks
-		v, trimmed := x.cut(slot, required-freed)
-		if trimmed {
-			cutSlot, cutBlocks = slot, blocks
-			x.refile(slot)
-			partial++
-		} else {
-			x.detach(slot)
-			taken = append(taken, slot)
-		}
-		dst = append(dst, v)
-		freed += len(v.Blocks)
+// next, commit and rollback make the Index the source of its evictions'
+// transaction: the order hands out the victims, and the Index removes
+// those committed.
+
+func (x *Index) next() (*Candidate, error) {
+	slot := x.ord.next()
+	x.taken = append(x.taken, slot)
+	return &x.cands[slot], nil
+}
+
+func (x *Index) commit(victims []Victim, trimmed bool) {
+	x.ord.commit(trimmed)
+	whole := x.taken
+	if trimmed {
+		slot := whole[len(whole)-1]
+		whole = whole[:len(whole)-1]
+		c := &x.cands[slot]
+		keep := len(c.Blocks) - len(victims[len(victims)-1].Blocks)
+		x.available -= len(c.Blocks) - keep
+		c.Blocks = c.Blocks[:keep:keep]
+		x.ord.update(slot, c.LastAccess)
 	}
-	x.spare = taken[:0]
-	if err := x.freed.distinct(dst[first:]); err != nil {
-		for _, slot := range taken {
-			x.available += len(x.nodes[slot].c.Blocks)
-			x.insert(slot)
-		}
-		if cutSlot >= 0 {
-			n := &x.nodes[cutSlot]
-			x.available += len(cutBlocks) - len(n.c.Blocks)
-			n.c.Blocks = cutBlocks
-			x.refile(cutSlot)
-		}
-		clear(dst[first:])
-		return dst[:first], 0, 0, err
-	}
-	for _, slot := range taken {
+	for _, slot := range whole {
+		x.available -= len(x.cands[slot].Blocks)
 		x.release(slot)
 	}
-	return dst, freed, partial, nil
+	x.taken = x.taken[:0]
 }
 
-// cut takes up to need blocks from the evictable candidate in slot, by the
-// rules of the selection: all of them, or a tail if it allows partial
-// eviction and holds more. One trimmed keeps its head and stays, and the
-// caller re-files it; one that lost all its blocks the caller drops.
-func (x *Index) cut(slot int32, need int) (v Victim, trimmed bool) {
-	n := &x.nodes[slot]
-	v.ID = n.c.ID
-	v.Blocks, trimmed = take(&n.c, need)
-	x.available -= len(v.Blocks)
-	if trimmed {
-		keep := len(n.c.Blocks) - len(v.Blocks)
-		n.c.Blocks = n.c.Blocks[:keep:keep]
-	}
-	return v, trimmed
-}
-
-// drop removes a victim that lost all its blocks from the index.
-func (x *Index) drop(slot int32) {
-	x.detach(slot)
-	x.release(slot)
+func (x *Index) rollback() {
+	x.ord.rollback()
+	x.taken = x.taken[:0]
 }
 
 // Metrics returns a snapshot of the index's counters, the same fields as
@@ -515,134 +460,4 @@ func (x *Index) Metrics() Metrics {
 	m, window := x.stats.snapshot()
 	m.P99EvictionTime = p99(window)
 	return m
-}
-
-// ordered reports whether the candidate in slot is evictable, so in the run
-// or the heap.
-func (x *Index) ordered(slot int32) bool {
-	at := x.nodes[slot].at
-	return at == inRun || at == inHeap || at == inHistory
-}
-
-// first returns the slot of the next victim: the smaller of the run's
-// front and the heap's root. There must be one. O(1).
-func (x *Index) first() int32 {
-	h := x.run.Front
-	if x.heap.Len() == 0 {
-		return h
-	}
-	root := x.heap.Min()
-	if h == dlist.None {
-		return root.Slot
-	}
-	if n := &x.nodes[h]; before(n.key, n.c.ID, root.Key, root.ID) {
-		return h
-	}
-	return root.Slot
-}
-
-// afterRun reports whether (k, id) sorts after the run's back, so that it
-// may be appended; true for an empty run. O(1).
-func (x *Index) afterRun(k rank.Key, id uint64) bool {
-	if x.run.Back == dlist.None {
-		return true
-	}
-	t := &x.nodes[x.run.Back]
-	return before(t.key, t.c.ID, k, id)
-}
-
-// insert files the evictable candidate in slot, which is in neither the run
-// nor the heap: at the run's back if its key sorts after the back's, O(1),
-// else in the heap, O(log n).
-func (x *Index) insert(slot int32) {
-	if x.hist != nil {
-		x.markHeld(slot)
-		return
-	}
-	n := &x.nodes[slot]
-	k := x.params.keyOf(&n.c)
-	if x.afterRun(k, n.c.ID) {
-		x.appendRun(slot, k)
-		return
-	}
-	x.push(slot, k)
-}
-
-// refile restores the order after the evictable candidate in slot changed
-// (its key may have). A candidate whose new key sorts after the run's back
-// moves there, in O(1) plus, from the heap, O(log n); one still between its
-// run neighbours stays; the rest go to the heap, O(log n).
-func (x *Index) refile(slot int32) {
-	if x.hist != nil {
-		if x.groups != nil {
-			x.regroup(slot) // Auto's groups follow LastAccess and partial blocks
-		}
-		return // the history's lists do not follow the candidate's fields
-	}
-	n := &x.nodes[slot]
-	k, id := x.params.keyOf(&n.c), n.c.ID
-	if n.at == inHeap {
-		if x.afterRun(k, id) {
-			x.heap.Remove(slot)
-			x.appendRun(slot, k)
-			return
-		}
-		x.heap.Fix(slot, k, rank.SaturatedBlocks(len(n.c.Blocks)))
-		return
-	}
-	if slot != x.run.Back && x.afterRun(k, id) {
-		x.unlink(slot)
-		x.appendRun(slot, k)
-		return
-	}
-	link := x.links.Links[slot]
-	if link.Prev != dlist.None {
-		if p := &x.nodes[link.Prev]; !before(p.key, p.c.ID, k, id) {
-			x.unlink(slot)
-			x.push(slot, k)
-			return
-		}
-	}
-	if link.Next != dlist.None {
-		if q := &x.nodes[link.Next]; !before(k, id, q.key, q.c.ID) {
-			x.unlink(slot)
-			x.push(slot, k)
-			return
-		}
-	}
-	n.key = k
-}
-
-// detach takes the evictable candidate in slot out of the run or the heap.
-func (x *Index) detach(slot int32) {
-	if x.hist != nil {
-		x.unmarkHeld(slot)
-		return
-	}
-	if x.nodes[slot].at == inHeap {
-		x.heap.Remove(slot)
-		x.nodes[slot].at = held
-		return
-	}
-	x.unlink(slot)
-}
-
-// appendRun adds the candidate in slot, of key k, at the run's back. O(1).
-func (x *Index) appendRun(slot int32, k rank.Key) {
-	n := &x.nodes[slot]
-	n.key, n.at = k, inRun
-	x.links.PushBack(&x.run, slot)
-}
-
-// unlink takes the candidate in slot out of the run. O(1).
-func (x *Index) unlink(slot int32) {
-	x.links.Remove(&x.run, slot)
-	x.nodes[slot].at = held
-}
-
-// push adds the candidate in slot, of key k, to the heap. O(log n).
-func (x *Index) push(slot int32, k rank.Key) {
-	c := &x.nodes[slot].c
-	x.heap.Push(newEntry(c, k, slot))
-	x.nodes[slot].at = inHeap
 }

@@ -9,56 +9,24 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/sagellm/kvevict/internal/dlist"
 )
 
 var soak = flag.Bool("soak", false, "run the index soak test for 10M operations instead of a short one")
 
-// checkIndex verifies every invariant of x: the slot map and the slab agree,
-// the heap holds exactly the evictable candidates with current keys, in heap
-// order, with correct back-positions, and available is their block sum.
+// checkIndex verifies every invariant of x: the slot map and the slab
+// agree, the free slots hold no candidate, available is the evictable
+// candidates' block sum, and the order's own invariants hold.
 func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
-	live := 0
-	available := 0
-	inHeapCount, inRunCount := 0, 0
-	for slot := range x.nodes {
-		n := &x.nodes[slot]
-		if n.at == slotFree {
-			continue
+	live, available := 0, 0
+	for slot := range x.cands {
+		c := &x.cands[slot]
+		if got, ok := x.slots.Get(c.ID); !ok || got != int32(slot) {
+			continue // a free slot
 		}
 		live++
-		got, ok := x.slots.Get(n.c.ID)
-		if !ok || got != int32(slot) {
-			t.Fatalf("slot %d holds ID %d but the map says slot %d (present %v)", slot, n.c.ID, got, ok)
-		}
-		if n.c.evictable() != (n.at == inHeap || n.at == inRun || n.at == inHistory) {
-			t.Fatalf("ID %d: evictable %v but kept at %d", n.c.ID, n.c.evictable(), n.at)
-		}
-		if x.heap.Contains(int32(slot)) != (n.at == inHeap) {
-			t.Fatalf("ID %d: kept at %d, in the heap %v", n.c.ID, n.at, x.heap.Contains(int32(slot)))
-		}
-		if x.hist != nil {
-			checkHeldMark(t, x, int32(slot))
-			if n.at == inHistory {
-				available += len(n.c.Blocks)
-			}
-			continue
-		}
-		if n.at == inRun {
-			inRunCount++
-			available += len(n.c.Blocks)
-			continue
-		}
-		if n.at != inHeap {
-			continue
-		}
-		inHeapCount++
-		available += len(n.c.Blocks)
-		e := x.heap.At(int32(slot))
-		if want := x.params.keyOf(&n.c); e.Key != want || e.ID != n.c.ID || int(e.Blocks) != len(n.c.Blocks) {
-			t.Fatalf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", n.c.ID, *e, want, len(n.c.Blocks))
+		if c.evictable() {
+			available += len(c.Blocks)
 		}
 	}
 	if err := x.slots.Check(); err != nil {
@@ -67,155 +35,51 @@ func checkIndex(t testing.TB, x *Index) {
 	if live != x.slots.Len() {
 		t.Fatalf("%d live slots, map holds %d", live, x.slots.Len())
 	}
-	if err := x.links.CheckFree(); err != nil {
-		t.Fatal(err)
+	if live+len(x.free) != len(x.cands) {
+		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.cands))
 	}
-	if live+x.links.FreeLen() != len(x.nodes) {
-		t.Fatalf("%d live + %d free slots != %d slots", live, x.links.FreeLen(), len(x.nodes))
-	}
-	if inHeapCount != x.heap.Len() {
-		t.Fatalf("%d evictable candidates, heap holds %d", inHeapCount, x.heap.Len())
+	for _, slot := range x.free {
+		if c := &x.cands[slot]; c.Blocks != nil || c.ID != 0 {
+			t.Fatalf("free slot %d holds ID %d", slot, c.ID)
+		}
 	}
 	if available != x.available {
 		t.Fatalf("evictable blocks %d, index says %d", available, x.available)
 	}
-	if err := x.heap.Check(); err != nil {
+	if len(x.taken) != 0 {
+		t.Fatalf("%d victims taken outside an eviction", len(x.taken))
+	}
+	if err := x.ord.check(); err != nil {
 		t.Fatal(err)
 	}
-	checkRun(t, x, inRunCount)
-	if x.hist != nil {
-		if err := x.hist.check(); err != nil {
-			t.Fatal(err)
-		}
-		marked := 0
-		tab := x.hist.nodes()
-		for n := range tab.slab {
-			if tab.marked(int32(n)) {
-				marked++
-			}
-		}
-		if evictable := countAt(x, inHistory); marked > evictable {
-			t.Fatalf("%d nodes marked, %d candidates evictable", marked, evictable)
-		}
-		if x.groups != nil {
-			checkAutoGroups(t, x, marked)
-		}
-	}
 }
 
-// checkAutoGroups verifies an Index of Auto's groups: each live group holds
-// candidates of its key in ascending (LastAccess, ID), every candidate in
-// a group is marked, and every marked one is in a group or waits to be
-// filed again.
-func checkAutoGroups(t testing.TB, x *Index, marked int) {
-	t.Helper()
-	g, a, tab := x.groups, x.hist.(*auto), x.hist.nodes()
-	grouped := 0
-	for i, gi := range g.live {
-		grp := &g.groups[gi]
-		if grp.at != int32(i) || grp.list.Len == 0 || g.byKey[grp.key] != gi {
-			t.Fatalf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, grp.list.Len, g.byKey[grp.key])
-		}
-		prev := dlist.None
-		err := g.links.Check(&grp.list, func(slot int32) error {
-			nd := &x.nodes[slot]
-			n := tab.lookup(nd.c.ID)
-			switch {
-			case nd.group != gi+1:
-				return fmt.Errorf("ID %d in group %d says %d", nd.c.ID, gi+1, nd.group)
-			case n < 0 || !tab.marked(n):
-				return fmt.Errorf("ID %d in a group is not marked", nd.c.ID)
-			case (autoGroupKey{lonePartial(&nd.c), a.info[n].log2Requests}) != grp.key:
-				return fmt.Errorf("ID %d in group %+v belongs elsewhere", nd.c.ID, grp.key)
-			case prev != dlist.None && !x.sortsBefore(prev, slot):
-				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, nd.c.ID, x.nodes[prev].c.ID)
-			}
-			prev = slot
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		grouped += grp.list.Len
+// tableCaps describes the capacities of x's tables: a table that grows
+// moves to a larger array, so its capacity changes.
+func tableCaps(x *Index) string {
+	caps := []int{cap(x.cands), x.slots.Slots()}
+	switch o := x.ord.(type) {
+	case *keyOrder:
+		caps = append(caps, cap(o.state), cap(o.links))
+	case *listOrder:
+		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots())
+	case *autoOrder:
+		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots(), cap(o.g.slots), cap(o.g.links), cap(o.a.info))
 	}
-	if len(g.byKey) != len(g.live) {
-		t.Fatalf("%d group keys, %d live groups", len(g.byKey), len(g.live))
-	}
-	for _, slot := range g.refile {
-		if x.nodes[slot].at != slotFree && x.nodes[slot].group == 0 {
-			grouped++ // counted once: filed again at the next eviction
-		}
-	}
-	if grouped < marked {
-		t.Fatalf("%d candidates grouped or waiting, %d marked", grouped, marked)
-	}
+	return fmt.Sprint(caps)
 }
 
-// checkHeldMark verifies the rule of an adaptive index's marks for the
-// candidate in slot: its node is marked, as this candidate, exactly when the
-// history holds it as resident and it is evictable; a held id that the
-// history does not hold as resident waits for admission.
-func checkHeldMark(t testing.TB, x *Index, slot int32) {
-	t.Helper()
-	tab := x.hist.nodes()
-	c := &x.nodes[slot].c
-	k := tab.lookup(c.ID)
-	resident := k >= 0 && tab.resident(k)
-	if k >= 0 && tab.marked(k) != (resident && c.evictable()) {
-		t.Fatalf("ID %d: marked %v, resident %v, evictable %v", c.ID, tab.marked(k), resident, c.evictable())
+// pending returns the lengths of the lists an adaptive order keeps until
+// the next eviction: the slots waiting for admission and Auto's slots to
+// file again.
+func pending(x *Index) (waiting, refile int) {
+	switch o := x.ord.(type) {
+	case *listOrder:
+		return len(o.waiting), 0
+	case *autoOrder:
+		return len(o.waiting), len(o.g.refile)
 	}
-	if k >= 0 && tab.marked(k) && tab.slab[k].cand != slot {
-		t.Fatalf("ID %d: marked as slot %d, held in %d", c.ID, tab.slab[k].cand, slot)
-	}
-	if !resident && !x.nodes[slot].waiting {
-		t.Fatalf("ID %d: not resident in the history and not waiting for admission", c.ID)
-	}
-	if x.nodes[slot].waiting && !slices.Contains(x.waiting, slot) {
-		t.Fatalf("ID %d: waiting but not listed", c.ID)
-	}
-}
-
-func countAt(x *Index, at place) int {
-	n := 0
-	for i := range x.nodes {
-		if x.nodes[i].at == at {
-			n++
-		}
-	}
-	return n
-}
-
-// checkRun verifies the run: linked both ways from its front to its back
-// through exactly the want nodes marked inRun, with current keys, strictly
-// ascending by (key, ID).
-func checkRun(t testing.TB, x *Index, want int) {
-	t.Helper()
-	if len(x.links.Links) != len(x.nodes) {
-		t.Fatalf("%d run links for %d slots", len(x.links.Links), len(x.nodes))
-	}
-	prev := dlist.None
-	err := x.links.Check(&x.run, func(slot int32) error {
-		node := &x.nodes[slot]
-		if node.at != inRun {
-			return fmt.Errorf("run slot %d: kept at %d, want inRun", slot, node.at)
-		}
-		if k := x.params.keyOf(&node.c); node.key != k {
-			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", node.c.ID, node.key, k)
-		}
-		if prev != dlist.None {
-			if p := &x.nodes[prev]; !before(p.key, p.c.ID, node.key, node.c.ID) {
-				return fmt.Errorf("run order broken between IDs %d and %d", p.c.ID, node.c.ID)
-			}
-		}
-		prev = slot
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x.run.Len != want {
-		t.Fatalf("run of %d nodes, want the %d marked inRun", x.run.Len, want)
-	}
+	return 0, 0
 }
 
 // indexConfigs are the strategies and options the differential tests cover:
@@ -770,9 +634,9 @@ func TestIndexSoak(t *testing.T) {
 		if i%100_000 == 0 {
 			checkIndex(t, x)
 		}
-		if used > poolBlocks || len(x.nodes) > poolBlocks || x.heap.Len() > poolBlocks {
-			t.Fatalf("op %d: %d blocks used, %d slots, %d heap entries for a pool of %d blocks",
-				i, used, len(x.nodes), x.heap.Len(), poolBlocks)
+		if used > poolBlocks || len(x.cands) > poolBlocks {
+			t.Fatalf("op %d: %d blocks used, %d slots for a pool of %d blocks",
+				i, used, len(x.cands), poolBlocks)
 		}
 	}
 	checkIndex(t, x)
@@ -803,15 +667,13 @@ func TestIndexGrow(t *testing.T) {
 		}
 		x.Grow(-1)
 		x.Grow(0)
-		if cap(x.nodes) != 0 {
-			t.Fatalf("%s: Grow(<= 0) allocated %d slots", s, cap(x.nodes))
+		if cap(x.cands) != 0 {
+			t.Fatalf("%s: Grow(<= 0) allocated %d slots", s, cap(x.cands))
 		}
 		const n = 1000
 		x.Grow(n)
 		// A table that grows moves to a larger array: its capacity changes.
-		tables := func() [4]int {
-			return [4]int{cap(x.nodes), cap(x.links.Links), x.slots.Slots(), cap(x.waiting)}
-		}
+		tables := func() string { return tableCaps(x) }
 		before := tables()
 		blocks := []int{1}
 		for id := range uint64(n) {
@@ -850,9 +712,9 @@ func TestIndexListsBounded(t *testing.T) {
 			if i%7 == 0 {
 				x.Remove((i / 7) % 50)
 			}
-			limit := 2*len(x.nodes) + 17
-			if len(x.waiting) > limit || (x.groups != nil && len(x.groups.refile) > limit) {
-				t.Fatalf("%s after %d requests: %d waiting, lists for %d slots", s, i, len(x.waiting), len(x.nodes))
+			limit := 2*len(x.cands) + 17
+			if waiting, refile := pending(x); waiting > limit || refile > limit {
+				t.Fatalf("%s after %d requests: %d waiting, %d to file again, for %d slots", s, i, waiting, refile, len(x.cands))
 			}
 		}
 		checkIndex(t, x)

@@ -1,7 +1,6 @@
 package kvevict
 
 import (
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -85,37 +84,34 @@ type policy struct {
 	hist   history     // an adaptive strategy's history: lists, or Auto's (params.auto); nil for the others
 	lists  listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
 	sel    selector
+	txn    transaction
 	stats  stats
 
 	sampler *sampler // nil: exact selection
 }
 
 func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Result, error) {
-	if requiredBlocks < 0 {
-		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
+	if err := checkArgs(len(candidates), requiredBlocks); err != nil {
+		return Result{}, err
 	}
 	p.mu.Lock()
 	start := p.watch.start()
 	var res Result
 	var err error
-	switch {
-	case p.lists != nil:
-		res, err = p.sel.selectAdaptive(candidates, requiredBlocks, p.lists)
-	case p.sampler != nil:
-		res, err = p.sampler.selectVictims(&p.sel, candidates, requiredBlocks, &p.params)
-	default:
-		res, err = p.sel.selectVictims(candidates, requiredBlocks, &p.params)
-		if a := p.params.auto; a != nil {
-			if err == nil && len(res.Victims) > 0 {
-				a.selected(candidates, p.sel.ranked, &res)
-			}
-			a.forgetSeen()
-		}
+	if requiredBlocks == 0 {
+		// Nothing to take: every path validates the whole call alike.
+		err = p.sel.validate(candidates, 0)
+		p.txn.partial = 0
+	} else {
+		res, err = p.selectVictims(candidates, requiredBlocks)
 	}
 	res.Elapsed = p.watch.elapsed(start)
 	res.Strategy = p.strategy
 	if err == nil && len(res.Victims) > 0 {
-		p.stats.record(&res, p.sel.partial)
+		p.stats.record(&res, p.txn.partial)
+	}
+	if a := p.params.auto; a != nil {
+		a.forgetSeen()
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -125,6 +121,30 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 		logEviction(p.logger, &res)
 	}
 	return res, nil
+}
+
+// selectVictims is SelectVictims for required > 0, under the lock: the
+// strategy's source of victims, and the one transaction over it.
+func (p *policy) selectVictims(cands []Candidate, required int) (Result, error) {
+	switch {
+	case p.lists != nil:
+		return p.sel.selectAdaptive(cands, required, p.lists, &p.txn)
+	case p.sampler != nil && len(cands) > p.sampler.k:
+		p.sampler.begin(cands, &p.params, &p.sel.ids)
+		victims, freed, err := p.txn.cover(make([]Victim, 0, 8), required, p.sampler)
+		p.sampler.end()
+		if err != errGaveUp {
+			return Result{Victims: victims, FreedBlocks: freed}, err
+		}
+	}
+	victims, err := p.sel.rank(cands, required, &p.params)
+	if err != nil {
+		return Result{}, err
+	}
+	src := ranked{cands: cands, victims: victims, auto: p.params.auto}
+	res := Result{Victims: make([]Victim, 0, len(victims))}
+	res.Victims, res.FreedBlocks, err = p.txn.cover(res.Victims, required, &src)
+	return res, err
 }
 
 func (p *policy) UpdateAccess(id uint64) {

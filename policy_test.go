@@ -328,6 +328,7 @@ func TestInvalidInput(t *testing.T) {
 		{"duplicate zero ids", []kvevict.Candidate{{ID: 0}, {ID: 0}}, 0, kvevict.ErrInvalidCandidate, "candidates 0 and 1 share ID 0"},
 		{"duplicate after a step back", []kvevict.Candidate{{ID: 5}, {ID: 6}, {ID: 2}, {ID: 7}, {ID: 6}}, 1, kvevict.ErrInvalidCandidate, "candidates 1 and 4 share ID 6"},
 		{"negative refcount", []kvevict.Candidate{ok, {ID: 2, RefCount: -1}}, 1, kvevict.ErrInvalidCandidate, "candidate 1 (ID 2) has negative RefCount -1"},
+		{"negative refcount, nothing required", []kvevict.Candidate{ok, {ID: 2, RefCount: -1}}, 0, kvevict.ErrInvalidCandidate, "candidate 1 (ID 2) has negative RefCount -1"},
 		{"negative access count", []kvevict.Candidate{{ID: 2, AccessCount: -3}}, 0, kvevict.ErrInvalidCandidate, "AccessCount"},
 		{"negative lifetime", []kvevict.Candidate{{ID: 2, EstimatedLifetime: -time.Second}}, 0, kvevict.ErrInvalidCandidate, "EstimatedLifetime"},
 		{"negative seqlen", []kvevict.Candidate{{ID: 2, SeqLen: -1}}, 0, kvevict.ErrInvalidCandidate, "SeqLen"},
@@ -336,16 +337,24 @@ func TestInvalidInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, s := range kvevict.Strategies() {
-				p := mustNew(t, s)
-				_, err := p.SelectVictims(tt.cands, tt.required)
-				if !errors.Is(err, tt.target) {
-					t.Fatalf("%s: err = %v, want %v", s, err, tt.target)
+				policies := map[string]kvevict.Policy{string(s): mustNew(t, s)}
+				if !s.Adaptive() && tt.required <= 0 {
+					// A sampled selection validates only the candidates
+					// it draws, but with nothing to take it draws none:
+					// it validates the whole call, as the exact one does.
+					policies[string(s)+" sampled"] = mustNew(t, s, kvevict.WithSampling(1))
 				}
-				if !strings.Contains(err.Error(), tt.mention) {
-					t.Errorf("%s: %q does not mention %q", s, err, tt.mention)
-				}
-				if m := p.Metrics(); m.Selections != 0 {
-					t.Errorf("%s: invalid input was counted: %+v", s, m)
+				for name, p := range policies {
+					_, err := p.SelectVictims(tt.cands, tt.required)
+					if !errors.Is(err, tt.target) {
+						t.Fatalf("%s: err = %v, want %v", name, err, tt.target)
+					}
+					if !strings.Contains(err.Error(), tt.mention) {
+						t.Errorf("%s: %q does not mention %q", name, err, tt.mention)
+					}
+					if m := p.Metrics(); m.Selections != 0 {
+						t.Errorf("%s: invalid input was counted: %+v", name, m)
+					}
 				}
 			}
 		})

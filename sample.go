@@ -2,6 +2,8 @@ package kvevict
 
 import (
 	"math/rand/v2"
+
+	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // samplePoolSize is how many of the best sampled candidates the eviction pool
@@ -34,83 +36,89 @@ type sampler struct {
 	pool  []entry  // ascending by (key, ID), at most samplePoolSize
 	taken []uint64 // bit i: candidate i is a victim of this call
 	picks []int32  // indices of this call's victims, to clear taken
+
+	// The selection begun last.
+	cands []Candidate
+	kp    *keyParams
+	ids   *idmap.Map[struct{}] // the victims' IDs, to refuse a repeat
+	idCap int                  // the size ids was reset to
 }
 
 func newSampler(k int) *sampler {
 	return &sampler{k: k, rng: rand.New(rand.NewPCG(sampleSeed, uint64(k)))}
 }
 
-// selectVictims picks victims by sampling, O(k) per victim whatever the
-// number of candidates, and falls back to sel's exact selection when there
-// are at most k candidates or sampling keeps missing (see [WithSampling]).
-// It sets sel.partial like the exact selection.
-func (s *sampler) selectVictims(sel *selector, cands []Candidate, required int, kp *keyParams) (Result, error) {
-	n := len(cands)
-	if required == 0 {
-		sel.partial = 0
-		return Result{}, nil
-	}
-	if n <= s.k || n > maxCandidates {
-		return sel.selectVictims(cands, required, kp)
-	}
+// begin starts a sampled selection over cands, more than k of them, as a
+// transaction's source: each next costs O(k) whatever the number of
+// candidates. ids is scratch for the victims' IDs. end must follow.
+func (s *sampler) begin(cands []Candidate, kp *keyParams, ids *idmap.Map[struct{}]) {
 	kp.begin(cands)
-	if words := (n + 63) / 64; len(s.taken) < words {
+	if words := (len(cands) + 63) / 64; len(s.taken) < words {
 		s.taken = make([]uint64, words)
 	}
+	s.cands, s.kp, s.ids = cands, kp, ids
 	s.revalidate(cands, kp)
 	s.picks = s.picks[:0]
-	defer s.clearTaken()
+	s.idCap = samplePoolSize
+	ids.Reset(s.idCap)
+}
 
-	ids := &sel.ids
-	ids.Reset(samplePoolSize)
-	idCap := samplePoolSize
-	victims := make([]Victim, 0, 8)
-	freed, partial, misses := 0, 0, 0
-	for freed < required {
+// next draws a round of k candidates, more while the pool is empty, and takes
+// the pool's best as the next victim. It gives up (errGaveUp) after
+// maxSampleMisses rounds in a row that find no new evictable candidate.
+func (s *sampler) next() (*Candidate, error) {
+	cands := s.cands
+	n := len(cands)
+	for misses := 0; ; {
 		for range s.k {
 			i := s.rng.IntN(n)
 			c := &cands[i]
 			if !valid(c) {
-				return Result{}, invalidField(c, i)
+				return nil, invalidField(c, i)
 			}
 			if !c.evictable() || s.taken[i/64]&(1<<(i%64)) != 0 {
 				continue
 			}
-			s.offer(newEntry(c, kp.keyOf(c), int32(i)))
+			s.offer(newEntry(c, s.kp.keyOf(c), int32(i)))
 		}
-		if len(s.pool) == 0 {
-			if misses++; misses >= maxSampleMisses {
-				return sel.selectVictims(cands, required, kp)
-			}
-			continue
+		if len(s.pool) > 0 {
+			break
 		}
-		misses = 0
-		best := s.pool[0]
-		s.pool = append(s.pool[:0], s.pool[1:]...)
-		i := int(best.Slot)
-		s.taken[i/64] |= 1 << (i % 64)
-		s.picks = append(s.picks, best.Slot)
-		c := &cands[i]
-		if len(s.picks) > idCap/2 { // keep the ID set's load factor <= 1/2
-			idCap *= 4
-			ids.Reset(idCap)
-			for _, j := range s.picks[:len(s.picks)-1] {
-				ids.Add(cands[j].ID)
-			}
+		if misses++; misses >= maxSampleMisses {
+			return nil, errGaveUp
 		}
-		if ids.Add(c.ID) {
-			return Result{}, duplicateID(cands, i)
-		}
-		blocks, trimmed := take(c, required-freed)
-		partial += b2i(trimmed)
-		victims = append(victims, Victim{ID: c.ID, Blocks: blocks})
-		freed += len(blocks)
 	}
-	sel.partial = partial
-	if err := sel.freed.distinct(victims); err != nil {
-		return Result{}, err
+	best := s.pool[0]
+	s.pool = append(s.pool[:0], s.pool[1:]...)
+	i := int(best.Slot)
+	s.taken[i/64] |= 1 << (i % 64)
+	s.picks = append(s.picks, best.Slot)
+	c := &cands[i]
+	if len(s.picks) > s.idCap/2 { // keep the ID set's load factor <= 1/2
+		s.idCap *= 4
+		s.ids.Reset(s.idCap)
+		for _, j := range s.picks[:len(s.picks)-1] {
+			s.ids.Add(cands[j].ID)
+		}
 	}
-	return Result{Victims: victims, FreedBlocks: freed}, nil
+	if s.ids.Add(c.ID) {
+		return nil, duplicateID(cands, i)
+	}
+	return c, nil
+}
+
+// commit and rollback change nothing: the pool keeps what it learnt of
+// the candidates either way, as Redis's does, and end clears the marks.
+func (s *sampler) commit([]Victim, bool) {}
+func (s *sampler) rollback()             {}
+
+// end closes the selection begun last: it unmarks the victims, O(victims),
+// and drops the view of the caller's slice.
+func (s *sampler) end() {
+	for _, i := range s.picks {
+		s.taken[i/64] = 0
+	}
+	s.cands, s.kp, s.ids = nil, nil, nil
 }
 
 // offer merges e into the pool unless the pool already holds it or is full
@@ -159,12 +167,5 @@ func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
 			s.pool[j] = s.pool[j-1]
 		}
 		s.pool[j] = e
-	}
-}
-
-// clearTaken unmarks this call's victims, O(victims).
-func (s *sampler) clearTaken() {
-	for _, i := range s.picks {
-		s.taken[i/64] = 0
 	}
 }

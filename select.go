@@ -1,7 +1,6 @@
 package kvevict
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -59,14 +58,8 @@ func sortEntries(h []entry) {
 // victims. A selector is not safe for concurrent use; the policy's lock
 // guards it.
 type selector struct {
-	ids     idmap.Map[struct{}] // the duplicate-ID check, when IDs come out of order
-	freed   blockSet            // checks that no block is freed twice
-	pivots  uint64              // state of the pivot choice of cover
-	partial int                 // victims of the last selection that kept a head of their blocks
-	// ranked is the last exact selection's victims, smallest first, as
-	// entries (Slot: the candidate's index): a view of buf, valid until the
-	// next selection, for a strategy whose history follows its victims.
-	ranked []entry
+	ids    idmap.Map[struct{}] // the duplicate-ID check, when IDs come out of order
+	pivots uint64              // state of the pivot choice of cover
 
 	// The candidates that may still be victims, kept by offer.
 	buf         []entry // a max-heap in the heap phase, unordered after it
@@ -98,10 +91,11 @@ const compactGrowth = 16
 // candidate enters. Past it the buffer phase costs O(1) per candidate.
 const heapBudgetShare = 8
 
-// selectVictims validates candidates and returns the greedy selection: the
-// shortest prefix of the evictable candidates in (key, ID) order whose blocks
-// cover required, trimming the last victim to the blocks still needed when it
-// allows partial eviction.
+// rank validates candidates and returns the victims of the greedy
+// selection, smallest (key, ID) first, as entries (Slot: the candidate's
+// index), a view of the selector's buffer valid until its next selection:
+// the shortest prefix of the evictable candidates in (key, ID) order whose
+// blocks cover required > 0. A transaction then takes their blocks.
 //
 // It makes one pass over the candidates and buffers the evictable ones that
 // may still be victims, under a bound: once they cover required, a later
@@ -118,13 +112,7 @@ const heapBudgetShare = 8
 // and the largest of those becomes the bound. Each compaction is linear in
 // the buffer and keeps a fraction of it. So the pass is O(n) in any order,
 // and only the k victims are sorted: O(n + k log k) in all.
-func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams) (Result, error) {
-	if len(cands) > maxCandidates {
-		return Result{}, fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, len(cands), maxCandidates)
-	}
-	if required == 0 {
-		return Result{}, s.validate(cands, 0)
-	}
+func (s *selector) rank(cands []Candidate, required int, kp *keyParams) ([]entry, error) {
 	kp.begin(cands)
 	s.begin(required, len(cands))
 	// Once the buffer covers required, bound is the largest of the entries
@@ -143,7 +131,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 		order = order.see(c.ID)
 		if !c.evictable() {
 			if !valid(c) {
-				return Result{}, invalidField(c, i)
+				return nil, invalidField(c, i)
 			}
 			if kp.auto != nil {
 				kp.auto.see(c) // Auto learns of every candidate that holds blocks
@@ -183,7 +171,7 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 			key = orGeneral(rank.CostKeyFast(c.AccessCount, len(c.Blocks), c.LastAccess, &kp.p))
 		}
 		if !valid(c) {
-			return Result{}, invalidField(c, i)
+			return nil, invalidField(c, i)
 		}
 		if skipped(key, c.ID, limit, bound) {
 			continue
@@ -203,23 +191,33 @@ func (s *selector) selectVictims(cands []Candidate, required int, kp *keyParams)
 	// dropped, so a buffer that does not cover it holds every evictable
 	// candidate, and the error path counts their blocks.
 	if err := s.checkCover(cands, order.unordered(cands), s.sum >= required, required); err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	victims := s.victims()
-	s.ranked = victims
-	res := Result{Victims: make([]Victim, len(victims))}
-	for i := range victims {
-		c := &cands[victims[i].Slot]
-		blocks, partial := take(c, required-res.FreedBlocks)
-		res.Victims[i] = Victim{ID: c.ID, Blocks: blocks}
-		res.FreedBlocks += len(blocks)
-		s.partial += b2i(partial)
-	}
-	if err := s.freed.distinct(res.Victims); err != nil {
-		return Result{}, err
-	}
-	return res, nil
+	return s.victims(), nil
 }
+
+// ranked is the source of a Policy's exact selection: the victims rank
+// chose, smallest first. Auto's history learns of them once they commit.
+type ranked struct {
+	cands   []Candidate
+	victims []entry
+	next_   int
+	auto    *auto // Auto's history; nil for the other strategies
+}
+
+func (r *ranked) next() (*Candidate, error) {
+	c := &r.cands[r.victims[r.next_].Slot]
+	r.next_++
+	return c, nil
+}
+
+func (r *ranked) commit(victims []Victim, _ bool) {
+	if r.auto != nil {
+		r.auto.selected(r.cands, r.victims, victims)
+	}
+}
+
+func (r *ranked) rollback() {}
 
 // begin starts a selection of required blocks among n candidates, to be
 // offered one by one.
@@ -229,7 +227,6 @@ func (s *selector) begin(required, n int) {
 	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required
 	s.compactAt, s.heapBudget, s.appendBelow = compactAtLeast, n/heapBudgetShare+compactAtLeast, 0
-	s.partial, s.ranked = 0, nil
 }
 
 // victims ends a selection whose offered entries cover the need: it returns
@@ -305,18 +302,6 @@ func (s *selector) appendFast(e entry) bool {
 	s.buf[n] = e
 	s.sum += int(e.Blocks)
 	return true
-}
-
-// take returns the blocks a selection frees from victim c while need blocks
-// are still needed: all of them, or, when c allows partial eviction and
-// holds more than need, its last need blocks (the tail, so the head a
-// returning request matches stays). partial reports the second case. Every
-// selection (exact, sampled, adaptive, the Index's) frees through it.
-func take(c *Candidate, need int) (blocks []int, partial bool) {
-	if c.AllowPartial && len(c.Blocks) > need {
-		return c.Blocks[len(c.Blocks)-need:], true
-	}
-	return c.Blocks, false
 }
 
 // skipped reports whether the selection's loop passes over a candidate with

@@ -1,0 +1,268 @@
+package kvevict
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sagellm/kvevict/internal/idmap"
+)
+
+// An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE, Auto) keeps the
+// strategy's history, the same one a Policy keeps. A Policy learns at each
+// selection which nodes of the history are its candidates, marking them in
+// O(n); the index keeps the marks between evictions instead, so an
+// eviction costs what the history's own order costs, whatever the number
+// of sequences.
+//
+// The marks follow one rule: a node is marked when the history holds its id
+// as resident and the index holds it evictable. marks sets and clears them
+// as candidates change, and hears from the table (tableObserver) when the
+// history itself moves a node: into a ghost list, out of the table, or into
+// the cache by a request. A held id that the history does not hold as
+// resident waits, as a Policy's candidate would, to be admitted at the next
+// eviction, oldest LastAccess first.
+
+// marks is what the orders of the adaptive strategies share: the marks of
+// the evictable candidates in the history's table and the ids waiting for
+// admission. G follows the marks: Auto's groups (orderauto.go), or nothing
+// for the lists (orderlist.go).
+type marks[G follower] struct {
+	cands   *[]Candidate      // the Index's candidates, by slot
+	slots   *idmap.Map[int32] // the Index's ID -> slot
+	h       history
+	t       *table
+	state   []markState // by slot
+	waiting []int32     // slots whose id the history may not hold as resident: admitted at the next eviction
+	spare   []int32     // scratch: the previous waiting
+	follow  G
+}
+
+// follower hears of every mark set and cleared.
+type follower interface {
+	marked(slot, n int32)
+	unmarked(slot int32)
+}
+
+// markState is what marks keeps of a slot.
+type markState struct {
+	evictable bool // the candidate is evictable: marked whenever the history holds it as resident
+	waiting   bool // in marks.waiting
+}
+
+func newMarks[G follower](h history, cands *[]Candidate, slots *idmap.Map[int32], follow G) marks[G] {
+	m := marks[G]{cands: cands, slots: slots, h: h, t: h.nodes(), follow: follow}
+	m.t.nextEpoch() // the one epoch of the index's marks
+	return m
+}
+
+func (m *marks[G]) grow(n int) {
+	m.state = slices.Grow(m.state, n)
+	m.waiting = slices.Grow(m.waiting, n)
+	m.t.reserve(n)
+}
+
+// add files a new slot: marked if the history holds its id as resident
+// and it is evictable; else, if not resident, it waits for admission.
+func (m *marks[G]) add(slot int32) {
+	for int(slot) >= len(m.state) {
+		m.state = append(m.state, markState{})
+	}
+	m.state[slot] = markState{}
+	if (*m.cands)[slot].evictable() {
+		m.markHeld(slot)
+	}
+	if n := m.t.lookup((*m.cands)[slot].ID); n < 0 || !m.t.resident(n) {
+		m.wait(slot)
+	}
+}
+
+// update sets or clears the mark of slot as its evictability requires.
+// It reports whether the candidate was and still is evictable: its fields
+// changed while marked, which a follower may need to know.
+func (m *marks[G]) update(slot int32) (stayed bool) {
+	was, now := m.state[slot].evictable, (*m.cands)[slot].evictable()
+	switch {
+	case was && now:
+		return true
+	case was:
+		m.unmarkHeld(slot)
+	case now:
+		m.markHeld(slot)
+	}
+	return false
+}
+
+// remove forgets slot, which leaves the index.
+func (m *marks[G]) remove(slot int32) {
+	if m.state[slot].evictable {
+		m.unmarkHeld(slot)
+	}
+	m.state[slot] = markState{}
+}
+
+// admitWaiting admits into the history the held ids it does not hold as
+// resident, oldest LastAccess first (ties by ID), as a Policy admits its
+// new candidates. One without blocks keeps waiting: a Policy skips empty
+// candidates.
+func (m *marks[G]) admitWaiting() {
+	if len(m.waiting) == 0 {
+		return
+	}
+	cands := *m.cands
+	admit := m.waiting
+	m.waiting = m.spare[:0] // the observer may add to it while admit is read
+	keep := admit[:0]
+	for _, slot := range admit {
+		st := &m.state[slot]
+		if !st.waiting {
+			continue // released since, or listed twice
+		}
+		if len(cands[slot].Blocks) == 0 {
+			m.waiting = append(m.waiting, slot)
+			continue
+		}
+		st.waiting = false
+		if k := m.t.lookup(cands[slot].ID); k >= 0 && m.t.resident(k) {
+			continue
+		}
+		keep = append(keep, slot)
+	}
+	slices.SortFunc(keep, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
+	for _, slot := range keep {
+		m.h.admit(cands[slot].ID) // the observer marks it
+	}
+	m.spare = keep[:0]
+}
+
+// wait lists slot for admission at the next eviction, once.
+func (m *marks[G]) wait(slot int32) {
+	if m.state[slot].waiting {
+		return
+	}
+	m.state[slot].waiting = true
+	m.waiting = listSlot(m.waiting, slot, len(m.state), func(s int32) *bool { return &m.state[s].waiting })
+}
+
+// listSlot appends slot to list, a list of slots whose flag is set, and
+// keeps the list within a constant factor of the n slots: released slots
+// leave stale entries behind, which a compaction drops, with the repeats
+// of a slot reused since.
+func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
+	list = append(list, slot)
+	if len(list) <= 2*n+16 {
+		return list
+	}
+	live := list[:0]
+	for _, s := range list {
+		if f := flag(s); *f {
+			*f = false // so a repeat is dropped
+			live = append(live, s)
+		}
+	}
+	for _, s := range live {
+		*flag(s) = true
+	}
+	return live
+}
+
+// markHeld notes the candidate in slot as evictable: marked if the history
+// holds it as resident; otherwise it waits for admission, which marks it.
+func (m *marks[G]) markHeld(slot int32) {
+	m.state[slot].evictable = true
+	if n := m.t.lookup((*m.cands)[slot].ID); n >= 0 && m.t.resident(n) {
+		m.setMark(n, slot)
+	}
+}
+
+// unmarkHeld takes the candidate in slot out of the possible victims.
+func (m *marks[G]) unmarkHeld(slot int32) {
+	m.state[slot].evictable = false
+	if n := m.t.lookup((*m.cands)[slot].ID); n >= 0 {
+		m.clearMark(n)
+	}
+}
+
+// setMark marks node n as the evictable candidate in slot.
+func (m *marks[G]) setMark(n, slot int32) {
+	m.t.mark(n, slot)
+	m.follow.marked(slot, n)
+}
+
+// clearMark takes node n out of the possible victims.
+func (m *marks[G]) clearMark(n int32) {
+	if !m.t.marked(n) {
+		return
+	}
+	m.follow.unmarked(m.t.slab[n].cand)
+	m.t.unmark(n)
+}
+
+// linked keeps node n's mark true to the rule when the history moved it:
+// it is the table's observer.
+func (m *marks[G]) linked(n int32) {
+	slot, ok := m.slots.Get(m.t.slab[n].id)
+	if !ok {
+		return
+	}
+	if m.t.resident(n) {
+		if m.state[slot].evictable {
+			m.setMark(n, slot)
+		}
+		return
+	}
+	m.clearMark(n)
+	m.wait(slot)
+}
+
+// dropped lists a held id whose node the history forgot for admission,
+// its mark gone with the node.
+func (m *marks[G]) dropped(id uint64) {
+	if slot, ok := m.slots.Get(id); ok {
+		m.follow.unmarked(slot)
+		m.wait(slot)
+	}
+}
+
+// check verifies the rule of the marks for every held candidate: its node
+// is marked, as this candidate, exactly when the history holds it as
+// resident and it is evictable; a held id that the history does not hold
+// as resident waits for admission. It returns the number of nodes marked.
+func (m *marks[G]) check() (marked int, err error) {
+	if err := m.h.check(); err != nil {
+		return 0, err
+	}
+	cands := *m.cands
+	if len(m.state) != len(cands) {
+		return 0, fmt.Errorf("%d mark states for %d slots", len(m.state), len(cands))
+	}
+	for slot := range cands {
+		c := &cands[slot]
+		if s, ok := m.slots.Get(c.ID); !ok || s != int32(slot) {
+			continue // a free slot
+		}
+		st := &m.state[slot]
+		if st.evictable != c.evictable() {
+			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
+		}
+		k := m.t.lookup(c.ID)
+		resident := k >= 0 && m.t.resident(k)
+		if k >= 0 && m.t.marked(k) != (resident && c.evictable()) {
+			return 0, fmt.Errorf("ID %d: marked %v, resident %v, evictable %v", c.ID, m.t.marked(k), resident, c.evictable())
+		}
+		if k >= 0 && m.t.marked(k) && m.t.slab[k].cand != int32(slot) {
+			return 0, fmt.Errorf("ID %d: marked as slot %d, held in %d", c.ID, m.t.slab[k].cand, slot)
+		}
+		if !resident && !st.waiting {
+			return 0, fmt.Errorf("ID %d: not resident in the history and not waiting for admission", c.ID)
+		}
+		if st.waiting && !slices.Contains(m.waiting, int32(slot)) {
+			return 0, fmt.Errorf("ID %d: waiting but not listed", c.ID)
+		}
+	}
+	for n := range m.t.slab {
+		if m.t.marked(int32(n)) {
+			marked++
+		}
+	}
+	return marked, nil
+}
