@@ -3,7 +3,7 @@ package kvevents
 import (
 	"strings"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // Binds reports whether a socket on endpoint binds (listens) rather than

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // soak is how long TestSoak feeds its mirror; CI runs it for 60 s.

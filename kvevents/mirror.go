@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/sagellm/kvevict/internal/dlist"
 )
 
 // Mirror keeps, per topic (one engine each), the blocks that engine holds,
@@ -64,15 +62,26 @@ type blockKey struct {
 }
 
 // topicIndex is one engine's resident blocks, each in a slot of slab.
+//
+// The leaves, resident blocks without resident children, are a list
+// threaded through the slab by the blocks' older and newer slots, oldest
+// first: the eviction order, with the O(1) removal from anywhere that a
+// BlockRemoved or a new child needs. Links that are slots rather than
+// pointers (as container/list's are) cost a block no allocation of its own.
 type topicIndex struct {
 	blocks map[blockKey]int32 // resident blocks' slots
 	slab   []block
-	links  dlist.Slots // the leaf list's links, indexed like slab, and the free slots
-	leaves dlist.List  // resident blocks without resident children, oldest first
-	sets   []set       // the pairs seen, at most MaxGroups
-	counts []int       // resident blocks per set, indexed like sets
+	free   []int32 // released slots, reused before the slab grows
+	oldest int32   // the first leaf to evict; noSlot when there is none
+	newest int32   // the leaf stored last; noSlot when there is none
+	sets   []set   // the pairs seen, at most MaxGroups
+	counts []int   // resident blocks per set, indexed like sets
 	stats  TopicStats
 }
+
+// noSlot is the parent slot of a block without a resident parent, and the
+// neighbour past either end of the leaves.
+const noSlot int32 = -1
 
 // block is the block in one slot. A removed block that still has resident
 // children keeps its slot (marked removed) until the last of them goes, so
@@ -80,9 +89,13 @@ type topicIndex struct {
 // re-linked.
 type block struct {
 	key      blockKey
-	parent   int32 // the parent's slot; dlist.None for a root or a parent that was not resident
-	children int   // resident blocks naming this one as parent
-	removed  bool
+	parent   int32 // the parent's slot; noSlot for a root or a parent that was not resident
+	children int32 // resident blocks naming this one as parent, at most the capacity
+	// older and newer are a leaf's neighbours in the leaves, noSlot past
+	// the ends; both are noSlot while a resident or kept block is not a
+	// leaf.
+	older, newer int32
+	removed      bool
 }
 
 // TopicStats describes one topic of a [Mirror].
@@ -140,7 +153,7 @@ func (m *Mirror) Apply(topic string, b *EventBatch) {
 func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
-		t = &topicIndex{blocks: make(map[blockKey]int32), leaves: dlist.Empty(), stats: TopicStats{Topic: name}}
+		t = &topicIndex{blocks: make(map[blockKey]int32), oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}}
 		m.topics[name] = t
 	}
 	return t
@@ -156,7 +169,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				t.stats.RefusedEvents++
 				continue
 			}
-			parent := dlist.None
+			parent := noSlot
 			if ev.ParentBlockHash != nil {
 				if p, ok := t.blocks[blockKey{*ev.ParentBlockHash, s}]; ok {
 					parent = p
@@ -168,11 +181,11 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 					// The oldest leaf makes room, unless it is the block
 					// this chain hangs from: the rest of the chain cannot
 					// be held without its own prefix.
-					if t.leaves.Front == parent {
+					if t.oldest == parent {
 						t.stats.EvictedBlocks += int64(len(ev.BlockHashes) - i)
 						break
 					}
-					t.remove(t.leaves.Front)
+					t.remove(t.oldest)
 					t.stats.EvictedBlocks++
 				}
 				parent = t.store(k, parent)
@@ -215,21 +228,21 @@ func (t *topicIndex) set(group *int64, medium *string) (uint8, bool) {
 	return uint8(len(t.sets) - 1), true
 }
 
-// store makes k resident under the block in slot parent (dlist.None: a
-// root, or a parent that is not resident) and returns its slot. A block
-// already resident moves to the newest end of the leaves if it is one.
+// store makes k resident under the block in slot parent (noSlot: a root,
+// or a parent that is not resident) and returns its slot. A block already
+// resident moves to the newest end of the leaves if it is one.
 func (t *topicIndex) store(k blockKey, parent int32) int32 {
 	if n, ok := t.blocks[k]; ok {
 		if t.slab[n].children == 0 {
-			t.links.Remove(&t.leaves, n)
-			t.links.PushBack(&t.leaves, n)
+			t.unlink(n)
+			t.pushNewest(n)
 		}
 		return n
 	}
-	if parent != dlist.None {
+	if parent != noSlot {
 		p := &t.slab[parent]
 		if p.children == 0 {
-			t.links.Remove(&t.leaves, parent)
+			t.unlink(parent)
 		}
 		p.children++
 	}
@@ -237,7 +250,7 @@ func (t *topicIndex) store(k blockKey, parent int32) int32 {
 	t.slab[n] = block{key: k, parent: parent}
 	t.blocks[k] = n
 	t.counts[k.set]++
-	t.links.PushBack(&t.leaves, n)
+	t.pushNewest(n)
 	return n
 }
 
@@ -250,12 +263,12 @@ func (t *topicIndex) remove(n int32) {
 	t.counts[bl.key.set]--
 	parent := bl.parent
 	if bl.children == 0 {
-		t.links.Remove(&t.leaves, n)
+		t.unlink(n)
 		t.release(n)
 	} else {
-		bl.removed, bl.parent = true, dlist.None // its parent counts it no more
+		bl.removed, bl.parent = true, noSlot // its parent counts it no more
 	}
-	if parent == dlist.None {
+	if parent == noSlot {
 		return
 	}
 	p := &t.slab[parent]
@@ -265,32 +278,75 @@ func (t *topicIndex) remove(n int32) {
 	case p.removed:
 		t.release(parent)
 	default:
-		t.links.PushFront(&t.leaves, parent)
+		t.pushOldest(parent)
 	}
+}
+
+// pushNewest links slot n, which is not a leaf, at the newest end of the
+// leaves. O(1).
+func (t *topicIndex) pushNewest(n int32) {
+	b := &t.slab[n]
+	b.older, b.newer = t.newest, noSlot
+	if t.newest != noSlot {
+		t.slab[t.newest].newer = n
+	} else {
+		t.oldest = n
+	}
+	t.newest = n
+}
+
+// pushOldest links slot n, which is not a leaf, at the oldest end of the
+// leaves: the next to evict. O(1).
+func (t *topicIndex) pushOldest(n int32) {
+	b := &t.slab[n]
+	b.older, b.newer = noSlot, t.oldest
+	if t.oldest != noSlot {
+		t.slab[t.oldest].older = n
+	} else {
+		t.newest = n
+	}
+	t.oldest = n
+}
+
+// unlink takes slot n, a leaf, out of the leaves. O(1).
+func (t *topicIndex) unlink(n int32) {
+	b := &t.slab[n]
+	if b.older != noSlot {
+		t.slab[b.older].newer = b.newer
+	} else {
+		t.oldest = b.newer
+	}
+	if b.newer != noSlot {
+		t.slab[b.newer].older = b.older
+	} else {
+		t.newest = b.older
+	}
+	b.older, b.newer = noSlot, noSlot
 }
 
 // alloc returns a slot for a new block, reusing a released one.
 func (t *topicIndex) alloc() int32 {
-	n, grown := t.links.Alloc()
-	if grown {
-		t.slab = append(t.slab, block{})
+	if k := len(t.free); k > 0 {
+		n := t.free[k-1]
+		t.free = t.free[:k-1]
+		return n
 	}
-	return n
+	t.slab = append(t.slab, block{})
+	return int32(len(t.slab) - 1)
 }
 
-// release frees slot n, whose block is in no list and is no resident
-// block's parent.
+// release frees slot n, whose block is no leaf and no resident block's
+// parent.
 func (t *topicIndex) release(n int32) {
 	t.slab[n] = block{} // drop the hash's bytes
-	t.links.Free(n)
+	t.free = append(t.free, n)
 }
 
 func (t *topicIndex) clear() {
 	clear(t.blocks)
 	clear(t.slab)
-	t.slab = t.slab[:0]
-	t.links.Reset()
-	t.leaves = dlist.Empty()
+	t.slab, t.free = t.slab[:0], t.free[:0]
+	t.oldest, t.newest = noSlot, noSlot
 	t.sets, t.counts = t.sets[:0], t.counts[:0]
 }
 

@@ -7,15 +7,14 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/prefix"
 )
 
 // checkMirror verifies the mirror's invariants: each topic holds at most
-// capacity blocks, its leaf list holds exactly its resident blocks without
-// resident children, each child count is the number of resident blocks
-// naming that parent, and a slot is free, resident, or a removed parent of
-// resident blocks.
+// capacity blocks, its leaves are linked both ways from the oldest to the
+// newest and are exactly its resident blocks without resident children,
+// each child count is the number of resident blocks naming that parent,
+// and a slot is free, resident, or a removed parent of resident blocks.
 func checkMirror(t *testing.T, m *Mirror) {
 	t.Helper()
 	m.mu.Lock()
@@ -23,9 +22,6 @@ func checkMirror(t *testing.T, m *Mirror) {
 	for name, ti := range m.topics {
 		if len(ti.blocks) > m.capacity {
 			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
-		}
-		if len(ti.links.Links) != len(ti.slab) {
-			t.Fatalf("topic %q: %d links for %d slots", name, len(ti.links.Links), len(ti.slab))
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
@@ -37,52 +33,57 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.key, h, b.removed)
 			}
 		}
-		children := make(map[int32]int)
+		children := make(map[int32]int32)
 		for n := range ti.slab {
-			if b := &ti.slab[n]; resident(n) && b.parent != dlist.None {
+			if b := &ti.slab[n]; resident(n) && b.parent != noSlot {
 				children[b.parent]++
 			}
 		}
-		kept := 0
+		free := make(map[int32]bool)
+		for _, n := range ti.free {
+			if n < 0 || int(n) >= len(ti.slab) || free[n] || resident(int(n)) || ti.slab[n].removed {
+				t.Fatalf("topic %q: free slot %d of %d: twice %v, in use %v", name, n, len(ti.slab), free[n], resident(int(n)) || ti.slab[n].removed)
+			}
+			free[n] = true
+		}
+		kept, leaves := 0, 0
 		for n := range ti.slab {
 			b := &ti.slab[n]
+			if free[int32(n)] {
+				continue
+			}
 			if !resident(n) && !b.removed {
-				continue // a free slot
+				t.Fatalf("topic %q: slot %d is neither free nor in use", name, n)
 			}
 			if b.children != children[int32(n)] {
 				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.key, b.children, children[int32(n)])
 			}
-			if b.removed {
-				if b.children == 0 {
-					t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.key)
-				}
+			switch {
+			case b.removed && b.children == 0:
+				t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.key)
+			case b.removed:
 				kept++
+			case b.children == 0:
+				leaves++
+			}
+			if (b.removed || b.children > 0) && (b.older != noSlot || b.newer != noSlot) {
+				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, b.key, b.older, b.newer)
 			}
 		}
-		if err := ti.links.CheckFree(); err != nil {
-			t.Fatalf("topic %q: %v", name, err)
+		if len(ti.blocks)+kept+len(free) != len(ti.slab) {
+			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, len(free), len(ti.slab))
 		}
-		if live := len(ti.blocks) + kept; live+ti.links.FreeLen() != len(ti.slab) {
-			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, ti.links.FreeLen(), len(ti.slab))
-		}
-		want := 0
-		for _, n := range ti.blocks {
-			if ti.slab[n].children == 0 {
-				want++
+		walked, prev := 0, noSlot
+		for n := ti.oldest; n != noSlot; prev, n = n, ti.slab[n].newer {
+			if walked++; walked > leaves || int(n) >= len(ti.slab) {
+				t.Fatalf("topic %q: the leaves run past the %d leaves or the slab", name, leaves)
+			}
+			if b := &ti.slab[n]; !resident(int(n)) || b.children != 0 || b.older != prev {
+				t.Fatalf("topic %q: the leaves hold %v (resident %v, %d children), linked back to %d, not %d", name, b.key, resident(int(n)), b.children, b.older, prev)
 			}
 		}
-		err := ti.links.Check(&ti.leaves, func(n int32) error {
-			b := &ti.slab[n]
-			if got, ok := ti.blocks[b.key]; !ok || got != n || b.children != 0 {
-				return fmt.Errorf("leaf list holds %v (resident %v, %d children)", b.key, ok && got == n, b.children)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("topic %q: %v", name, err)
-		}
-		if ti.leaves.Len != want {
-			t.Fatalf("topic %q: %d blocks in the leaf list, %d leaves", name, ti.leaves.Len, want)
+		if walked != leaves || ti.newest != prev {
+			t.Fatalf("topic %q: %d blocks in the leaves ending at %d, want %d ending at %d", name, walked, prev, leaves, ti.newest)
 		}
 	}
 }
@@ -465,7 +466,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 
 		ti := m.topics["e"]
 		var got, want []Hash
-		for n := ti.leaves.Front; n != dlist.None; n = ti.links.Next(n) {
+		for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
 			got = append(got, ti.slab[n].key.hash)
 		}
 		for b := ref.leaves.next; b != &ref.leaves; b = b.next {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // Publisher defaults.

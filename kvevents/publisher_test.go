@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // TestBinds checks vLLM's rule on the endpoints its docs and llm-d use.

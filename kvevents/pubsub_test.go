@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // testTimeout bounds every socket test; they finish in milliseconds when

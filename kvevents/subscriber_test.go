@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
 // waitTopics waits until every one of topics has reached pub. A SUB socket

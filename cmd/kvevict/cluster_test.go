@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/zmtp"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/vmihailenco/msgpack/v5"
@@ -25,34 +26,60 @@ import (
 const clusterTimeout = 10 * time.Second
 
 // rawSub is a SUB socket listening on 127.0.0.1 that keeps every message's
-// frames, as a router written from vLLM's docs alone would.
+// frames, as a router written from vLLM's docs alone would: it takes one
+// publisher's connection and subscribes to every topic.
 type rawSub struct {
-	sock *zmtp.Sub
+	ln   net.Listener
 	mu   sync.Mutex
+	conn net.Conn // the publisher's, once it connected
 	msgs [][][]byte
 }
 
-func newRawSub(ctx context.Context, t *testing.T) *rawSub {
+func newRawSub(t *testing.T) *rawSub {
 	t.Helper()
-	s := &rawSub{sock: zmtp.NewSub(zmtp.SubOptions{Limits: zmtp.Limits{Frames: []int{1 << 24}}})}
-	if err := s.sock.Listen("tcp://127.0.0.1:0"); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.sock.Subscribe("")
+	s := &rawSub{ln: ln}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return // the test ended
+		}
+		s.mu.Lock()
+		s.conn = c
+		s.mu.Unlock()
+		// Then a subscription to every topic: ZMTP 3.0's message of the
+		// byte 1 and an empty prefix.
+		if _, err := c.Write(append(handshake("SUB"), frames([]byte{1})...)); err != nil {
+			return
+		}
+		r := bufio.NewReader(c)
+		if readGreeting(r) != nil {
+			return
+		}
 		for {
-			frames, err := s.sock.Recv(ctx)
+			msg, err := readMsg(r)
 			if err != nil {
-				return // the test ended
+				return // the publisher left, or the test ended
 			}
 			s.mu.Lock()
-			s.msgs = append(s.msgs, frames)
+			s.msgs = append(s.msgs, msg)
 			s.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { s.sock.Close(); <-done })
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	})
 	return s
 }
 
@@ -106,9 +133,9 @@ func uint64Of(t *testing.T, v any) uint64 {
 func TestPublishToForeignSubscriber(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	sub := newRawSub(ctx, t)
+	sub := newRawSub(t)
 	const capacity = 200
-	code, out, errOut := runArgs(t, "publish", "-endpoint", "tcp://"+sub.sock.Addr().String(),
+	code, out, errOut := runArgs(t, "publish", "-endpoint", "tcp://"+sub.ln.Addr().String(),
 		"-trace", excerpt, "-capacity", fmt.Sprint(capacity), "-topic", "kv@pod-0@m", "-format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -243,30 +270,44 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 }
 
 // TestMirrorCommand feeds mirror, over TCP, frames a vLLM engine would send
-// (written by hand, array encoding) for two topics.
+// (written by hand, array encoding) for two topics, from a PUB socket that
+// binds, as an engine's does, and sends once the mirror subscribed.
 func TestMirrorCommand(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
-	defer cancel()
-	pub := zmtp.NewPub(zmtp.PubOptions{})
-	defer pub.Close(0)
-	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close()
 	type result struct {
 		code     int
 		out, err string
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+pub.Addr().String(), "-duration", "3s", "-format", "json")
+		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", "3s", "-format", "json")
 		done <- result{code, out, errOut}
 	}()
-	if err := pub.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatalf("mirror never subscribed: %v", err)
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(clusterTimeout))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("mirror never connected: %v", err)
 	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(clusterTimeout))
+	if _, err := c.Write(handshake("PUB")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if err := readGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := readMsg(r); err != nil || len(sub) != 1 || string(sub[0]) != "\x01" {
+		t.Fatalf("mirror's subscription %q, %v; want every topic", sub, err)
+	}
+	go io.Copy(io.Discard, r)
 	stored := "98 ab426c6f636b53746f726564" // ["BlockStored", then 7 fields
 	removed := "93 ac426c6f636b52656d6f766564"
-	frames := []struct {
+	msgs := []struct {
 		topic string
 		seq   uint64
 		hex   string
@@ -280,23 +321,22 @@ func TestMirrorCommand(t *testing.T) {
 		// sequence 1 of b is lost: [1.0, [["BlockStored", [8], None, ...]]]
 		{"b", 2, "92 cb3ff0000000000000 91" + stored + "9108 c0 90 10 c0 a3475055 c0"},
 	}
-	for _, f := range frames {
-		payload, err := hex.DecodeString(strings.ReplaceAll(f.hex, " ", ""))
+	for _, m := range msgs {
+		payload, err := hex.DecodeString(strings.ReplaceAll(m.hex, " ", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq := binary.BigEndian.AppendUint64(nil, f.seq)
-		if err := pub.Send([][]byte{[]byte(f.topic), seq, payload}); err != nil {
+		if _, err := c.Write(frames([]byte(m.topic), seqFrame(m.seq), payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := <-done
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.err)
+	res := <-done
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.err)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(r.out), &rows); err != nil {
-		t.Fatalf("%q: %v", r.out, err)
+	if err := json.Unmarshal([]byte(res.out), &rows); err != nil {
+		t.Fatalf("%q: %v", res.out, err)
 	}
 	// a holds 1 2 4 5 (3 removed); b stored and removed 7, then 8 after a gap.
 	want := `[map[batches:2 missed_batches:0 resident_blocks:4 resident_by_medium:map[GPU:4] restarts:0 topic:a] ` +

@@ -18,36 +18,6 @@ import (
 	"github.com/sagellm/kvevict/kvevents"
 )
 
-// pubHandshake is what a ZeroMQ PUB socket says first (ZMTP 3.0, RFC 23):
-// the greeting, NULL mechanism, then a READY command naming its type.
-var pubHandshake = func() []byte {
-	g := make([]byte, 64)
-	g[0], g[9], g[10] = 0xff, 0x7f, 3
-	copy(g[12:], "NULL")
-	ready := append([]byte{5}, "READY"...)
-	ready = append(ready, 11)
-	ready = append(ready, "Socket-Type"...)
-	ready = binary.BigEndian.AppendUint32(ready, 3)
-	ready = append(ready, "PUB"...)
-	return append(append(g, 0x04, byte(len(ready))), ready...)
-}()
-
-// frames encodes a message as ZMTP frames.
-func frames(parts ...[]byte) []byte {
-	var out []byte
-	for i, p := range parts {
-		flags := byte(0)
-		if i < len(parts)-1 {
-			flags = 1
-		}
-		out = binary.BigEndian.AppendUint64(append(out, flags|2), uint64(len(p)))
-		out = append(out, p...)
-	}
-	return out
-}
-
-func seqFrame(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
-
 // TestMirrorUnderAttack runs kvevict mirror, at its defaults, against a
 // hostile publisher on 127.0.0.1 that, one connection after another (the
 // mirror redials each time it drops one), sends every attack a router met:
@@ -127,7 +97,7 @@ func TestMirrorUnderAttack(t *testing.T) {
 				return
 			}
 			go io.Copy(io.Discard, c) // its greeting, READY and subscription
-			c.Write(pubHandshake)
+			c.Write(handshake("PUB"))
 			c.Write(a)
 			if ctx.Err() != nil {
 				c.Close()

@@ -8,7 +8,6 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/llm-d/llm-d-kv-cache v0.9.0
-	github.com/sagellm/kvevict v0.0.0
 	github.com/sagellm/kvevict/kvevents v0.0.0
 	k8s.io/apimachinery v0.33.11
 	sigs.k8s.io/controller-runtime v0.21.0
@@ -53,6 +52,7 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/redis/go-redis/v9 v9.20.0 // indirect
+	github.com/sagellm/kvevict v0.0.0 // indirect
 	github.com/sagellm/kvevict/cmd/kvevict v0.0.0-00010101000000-000000000000 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
-	"github.com/sagellm/kvevict/internal/zmtp"
 	"github.com/sagellm/kvevict/kvevents"
 )
 
@@ -80,11 +79,14 @@ func BenchmarkStuckSubscriber(b *testing.B) {
 					go sub.Run(ctx, func(kvevents.Message) { got <- struct{}{} })
 					received = func() int { return len(got) }
 				}
-				stuck, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
-				if err != nil {
+				// zmq4's SUB reads into a queue of ten messages that Recv
+				// would empty; with no Recv it stops reading once that is
+				// full.
+				stuck := zmq4.NewSub(ctx)
+				if err := stuck.Dial(addr); err != nil {
 					b.Fatal(err)
 				}
-				if err := stuck.WriteMsg([][]byte{{1}}); err != nil {
+				if err := stuck.SetOption(zmq4.OptionSubscribe, ""); err != nil {
 					b.Fatal(err)
 				}
 				time.Sleep(200 * time.Millisecond) // both subscriptions in
