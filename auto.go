@@ -19,7 +19,7 @@ import (
 //
 // Auto is a key strategy whose key reads this history: the selection
 // engine ranks a Policy's candidates by keyOf, as it ranks LRU's by
-// LastAccess, and an Index's through the groups of indexauto.go. A
+// LastAccess, and an Index's through the groups of orderauto.go. A
 // selection begins (begin: the horizon and the partial-block rule of this
 // call, changing nothing) and, once its victims are known to free distinct
 // blocks, ends (selected for a Policy, or evicting, evict and finish for

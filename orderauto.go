@@ -93,7 +93,7 @@ func (o *autoOrder) access(id uint64) {
 // key over the groups.
 func (o *autoOrder) begin(required int) {
 	o.admitWaiting()
-	o.ranked, o.taken = o.rank(required), 0
+	o.ranked, o.taken = o.greedy(required), 0
 }
 
 func (o *autoOrder) next() int32 {
@@ -287,12 +287,12 @@ func (g *autoGroups) now() int64 {
 	return g.maxTick
 }
 
-// rank is Auto's selection for an index: the candidates out of their
+// greedy is Auto's selection for an index: the candidates out of their
 // group are filed again, then each group offers its front to the
 // selection while the score stays below the bound of the victims chosen
 // so far. It returns the victims, smallest first (Slot: the index's slot),
 // valid until the next selection.
-func (o *autoOrder) rank(required int) []entry {
+func (o *autoOrder) greedy(required int) []entry {
 	g, a, cands := o.g, o.a, *o.cands
 	for _, slot := range g.refile {
 		if g.slots[slot].refile { // not released since

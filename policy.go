@@ -137,7 +137,7 @@ func (p *policy) selectVictims(cands []Candidate, required int) (Result, error) 
 			return Result{Victims: victims, FreedBlocks: freed}, err
 		}
 	}
-	victims, err := p.sel.rank(cands, required, &p.params)
+	victims, err := p.sel.greedy(cands, required, &p.params)
 	if err != nil {
 		return Result{}, err
 	}

@@ -91,7 +91,7 @@ const compactGrowth = 16
 // candidate enters. Past it the buffer phase costs O(1) per candidate.
 const heapBudgetShare = 8
 
-// rank validates candidates and returns the victims of the greedy
+// greedy validates candidates and returns the victims of the greedy
 // selection, smallest (key, ID) first, as entries (Slot: the candidate's
 // index), a view of the selector's buffer valid until its next selection:
 // the shortest prefix of the evictable candidates in (key, ID) order whose
@@ -112,7 +112,7 @@ const heapBudgetShare = 8
 // and the largest of those becomes the bound. Each compaction is linear in
 // the buffer and keeps a fraction of it. So the pass is O(n) in any order,
 // and only the k victims are sorted: O(n + k log k) in all.
-func (s *selector) rank(cands []Candidate, required int, kp *keyParams) ([]entry, error) {
+func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]entry, error) {
 	kp.begin(cands)
 	s.begin(required, len(cands))
 	// Once the buffer covers required, bound is the largest of the entries
@@ -305,7 +305,7 @@ func (s *selector) appendFast(e entry) bool {
 }
 
 // skipped reports whether the selection's loop passes over a candidate with
-// key k and ID id, under limit and bound: see selectVictims.
+// key k and ID id, under limit and bound: see greedy.
 func skipped(k rank.Key, id uint64, limit int64, bound entry) bool {
 	return k.Major > limit || bound.Blocks > 0 && !lessKey(k, id, &bound)
 }
