@@ -73,7 +73,7 @@ const (
 // candidates. Its ghosts are kept apart, in a ghost.Counts.
 const autoResident uint8 = 0
 
-func newAuto(cfg *rank.Config) *auto {
+func newAuto(cfg *config) *auto {
 	return &auto{
 		table:   newTable(autoResident),
 		ghosts:  ghost.New(cfg.GhostCap),

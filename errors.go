@@ -3,8 +3,6 @@ package kvevict
 import (
 	"errors"
 	"fmt"
-
-	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Errors returned by the package. Match them with [errors.Is].
@@ -18,9 +16,9 @@ var (
 	// two).
 	ErrInvalidCandidate = errors.New("kvevict: invalid candidate")
 	// ErrInvalidArgument: a negative requiredBlocks, or an invalid option.
-	ErrInvalidArgument = rank.ErrInvalidArgument
+	ErrInvalidArgument = errors.New("kvevict: invalid argument")
 	// ErrUnknownStrategy: a name that is none of [Strategies].
-	ErrUnknownStrategy = rank.ErrUnknownStrategy
+	ErrUnknownStrategy = errors.New("kvevict: unknown strategy")
 )
 
 // InsufficientBlocksError reports a selection that could not be satisfied.

@@ -150,7 +150,7 @@ const maxIndexLen = math.MaxInt32
 // cannot keep in order, and one matching [ErrInvalidArgument] for an
 // invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
-	info, cfg, err := resolve(s, opts, rank.ForIndex)
+	info, cfg, err := resolve(s, opts, forIndex)
 	if err != nil {
 		return nil, err
 	}

@@ -14,8 +14,8 @@ type keyParams struct {
 	auto    *auto // Auto's history, which its key reads; nil for the other strategies
 }
 
-func newKeyParams(kind rank.Kind, cfg *rank.Config) keyParams {
-	p := rank.NewParams(kind, cfg)
+func newKeyParams(kind rank.Kind, cfg *config) keyParams {
+	p := rank.NewParams(kind, &cfg.Config)
 	return keyParams{p: p, kind: kind, usesNow: p.UsesNow() || kind == rank.KindAuto}
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
@@ -56,7 +55,7 @@ type stopwatch struct {
 	on     bool
 }
 
-func newStopwatch(cfg *rank.Config) stopwatch {
+func newStopwatch(cfg *config) stopwatch {
 	if cfg.NoTiming {
 		return stopwatch{}
 	}
@@ -102,7 +101,7 @@ type stats struct {
 
 // newStats returns the stats of strategy s configured by cfg; without
 // eviction history no eviction is remembered.
-func newStats(s Strategy, cfg *rank.Config) stats {
+func newStats(s Strategy, cfg *config) stats {
 	return stats{strategy: s, evictions: reprefill.New[struct{}](cfg.EvictionHistory)}
 }
 

@@ -1,10 +1,14 @@
 package kvevict
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/bridge"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -16,73 +20,81 @@ import (
 // other; the rest apply everywhere. A refused option or an invalid value
 // makes the constructor return an error matching [ErrInvalidArgument] that
 // names it.
-type Option func(*rank.Config)
+type Option interface {
+	apply(*config)
+}
+
+// optionFunc is every Option: it records its value in a config, or refuses
+// it.
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithTickDuration says how long one tick of Candidate.LastAccess and
 // CreatedAt is, so that durations (EstimatedLifetime, half-lives, horizons,
 // per-second decay) convert to ticks. Default: one nanosecond. Must be > 0.
 func WithTickDuration(d time.Duration) Option {
-	return func(c *rank.Config) {
+	return optionFunc(func(c *config) {
 		if d <= 0 {
-			c.Reject("tick duration must be positive, got %v", d)
+			c.reject("tick duration must be positive, got %v", d)
 			return
 		}
 		c.TickDuration = d
-	}
+	})
 }
 
 // WithLFUHalfLife makes LFU age access counts: a count loses half its weight
 // for every half-life that passed since LastAccess. Default 0: no decay, pure
 // (AccessCount, LastAccess) order. Must be >= 0.
 func WithLFUHalfLife(d time.Duration) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneLFUHalfLife
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneLFUHalfLife
 		if d < 0 {
-			c.Reject("LFU half-life must not be negative, got %v", d)
+			c.reject("LFU half-life must not be negative, got %v", d)
 			return
 		}
 		c.LFUHalfLife = d
-	}
+	})
 }
 
 // WithSLRUThreshold sets how many accesses move a sequence from SLRU's
 // probationary segment to its protected one. Default 2. Must be >= 1.
 func WithSLRUThreshold(n int) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneSLRUThreshold
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneSLRUThreshold
 		if n < 1 {
-			c.Reject("SLRU threshold must be at least 1, got %d", n)
+			c.reject("SLRU threshold must be at least 1, got %d", n)
 			return
 		}
 		c.SLRUThreshold = n
-	}
+	})
 }
 
 // WithCostAlpha sets FrequencyCost's exponent on the block count: larger
 // alpha protects long sequences (expensive to re-prefill) more. Default 2.
 // Must be finite and >= 0.
 func WithCostAlpha(alpha float64) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneCostAlpha
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneCostAlpha
 		if !(alpha >= 0) || math.IsInf(alpha, 0) {
-			c.Reject("cost alpha must be finite and >= 0, got %v", alpha)
+			c.reject("cost alpha must be finite and >= 0, got %v", alpha)
 			return
 		}
 		c.CostAlpha = alpha
-	}
+	})
 }
 
 // WithCostDecay sets FrequencyCost's decay per second of idle time: retention
 // is divided by 1 + decay x age_seconds. Default 0. Must be finite and >= 0.
 func WithCostDecay(perSecond float64) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneCostDecay
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneCostDecay
 		if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
-			c.Reject("cost decay must be finite and >= 0, got %v", perSecond)
+			c.reject("cost decay must be finite and >= 0, got %v", perSecond)
 			return
 		}
 		c.CostDecay = perSecond
-	}
+	})
 }
 
 // WithLifetimeHorizon sets how long Predictive expects a sequence to stay
@@ -90,14 +102,14 @@ func WithCostDecay(perSecond float64) Option {
 // that is a fraction f of the way to MaxLen gets (1-f) of it. Default 30s.
 // Must be > 0.
 func WithLifetimeHorizon(d time.Duration) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneLifetimeHorizon
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneLifetimeHorizon
 		if d <= 0 {
-			c.Reject("lifetime horizon must be positive, got %v", d)
+			c.reject("lifetime horizon must be positive, got %v", d)
 			return
 		}
 		c.LifetimeHorizon = d
-	}
+	})
 }
 
 // WithEvictionHistory sets how many recent evictions the policy remembers
@@ -110,13 +122,13 @@ func WithLifetimeHorizon(d time.Duration) Option {
 // the metrics' memory only; an adaptive strategy's own memory of evicted
 // sequences is [WithGhostCap]. Default 65,536. Must be >= 0.
 func WithEvictionHistory(n int) Option {
-	return func(c *rank.Config) {
+	return optionFunc(func(c *config) {
 		if n < 0 {
-			c.Reject("eviction history must not be negative, got %d", n)
+			c.reject("eviction history must not be negative, got %d", n)
 			return
 		}
 		c.EvictionHistory = n
-	}
+	})
 }
 
 // WithGhostCap bounds how many evicted sequences an adaptive strategy
@@ -126,14 +138,14 @@ func WithEvictionHistory(n int) Option {
 // counted for each. SIEVE keeps no ghosts, and the key strategies no
 // history: they refuse it. Default 65,536. Must be >= 1.
 func WithGhostCap(n int) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneGhostCap
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneGhostCap
 		if n < 1 {
-			c.Reject("ghost cap must be at least 1, got %d", n)
+			c.reject("ghost cap must be at least 1, got %d", n)
 			return
 		}
 		c.GhostCap = n
-	}
+	})
 }
 
 // WithTiming(false) stops the policy reading the clock around each
@@ -142,7 +154,7 @@ func WithGhostCap(n int) Option {
 // can cost more than the rest of a one-victim [Index] eviction, on virtual
 // machines whose clock is slow to read. Default: on.
 func WithTiming(on bool) Option {
-	return func(c *rank.Config) { c.NoTiming = !on }
+	return optionFunc(func(c *config) { c.NoTiming = !on })
 }
 
 // WithSampling makes SelectVictims approximate, as Redis's eviction does:
@@ -166,28 +178,20 @@ func WithTiming(on bool) Option {
 // [ErrInsufficientBlocks]. FrequencyCost with decay still makes one O(n)
 // pass to find the current tick.
 func WithSampling(k int) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneSampling
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneSampling
 		if k < 1 {
-			c.Reject("sample size must be at least 1, got %d", k)
+			c.reject("sample size must be at least 1, got %d", k)
 			return
 		}
 		c.Sampling = k
-	}
+	})
 }
 
 // WithLogger logs every eviction at debug level: strategy, victims, freed
 // blocks and elapsed time. The policy logs after releasing its lock.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *rank.Config) { c.Logger = l }
-}
-
-// resolve looks up s and applies opts for constructor ctor: see
-// [rank.Resolve].
-func resolve(s Strategy, opts []Option, ctor rank.Constructor) (rank.Info, rank.Config, error) {
-	cfg := rank.Apply(opts)
-	info, err := rank.Resolve(string(s), &cfg, ctor)
-	return info, cfg, err
+	return optionFunc(func(c *config) { c.Logger = l })
 }
 
 // WithCapacity sets the cache size c of the adaptive strategies ([ARC],
@@ -205,12 +209,186 @@ func resolve(s Strategy, opts []Option, ctor rank.Constructor) (rank.Info, rank.
 // prefix.WithCapacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
-	return func(c *rank.Config) {
-		c.Tuned |= rank.TuneCapacity
-		if n < 1 || n > rank.MaxCapacity {
-			c.Reject("capacity must be in [1, %d], got %d", rank.MaxCapacity, n)
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneCapacity
+		if n < 1 || n > maxCapacity {
+			c.reject("capacity must be in [1, %d], got %d", maxCapacity, n)
 			return
 		}
 		c.Capacity = n
+	})
+}
+
+// config is what the options set: the parameters of the mechanisms, which
+// package prefix's tree shares, and those only a Policy or an Index reads;
+// then which strategy-specific options were given and the invalid values,
+// for resolve to check.
+type config struct {
+	rank.Config
+	EvictionHistory int  // 0: no eviction is remembered
+	NoTiming        bool // WithTiming(false)
+	Sampling        int  // 0: exact selection
+	Logger          *slog.Logger
+	tuned           tunable // the strategy-specific options given
+	errs            []error
+}
+
+// The defaults of the options.
+const (
+	defaultTickDuration    = time.Nanosecond
+	defaultSLRUThreshold   = 2
+	defaultCostAlpha       = 2.0
+	defaultLifetimeHorizon = 30 * time.Second
+	// defaultEvictionHistory is how many recent evictions a policy
+	// remembers for re-prefill detection and fairness.
+	defaultEvictionHistory = 1 << 16
+	// defaultGhostCap is how many evicted candidates an adaptive strategy
+	// remembers.
+	defaultGhostCap = 1 << 16
+	// defaultCapacity is how many candidates an adaptive strategy's cache
+	// holds.
+	defaultCapacity = 4096
+	// maxCapacity bounds the capacity so that a history's node indices fit
+	// an int32.
+	maxCapacity = 1 << 28
+)
+
+// newConfig returns the default configuration with opts applied in order;
+// nil options are skipped.
+func newConfig(opts []Option) config {
+	cfg := config{
+		Config: rank.Config{
+			TickDuration:    defaultTickDuration,
+			SLRUThreshold:   defaultSLRUThreshold,
+			CostAlpha:       defaultCostAlpha,
+			LifetimeHorizon: defaultLifetimeHorizon,
+			Capacity:        defaultCapacity,
+			GhostCap:        defaultGhostCap,
+		},
+		EvictionHistory: defaultEvictionHistory,
 	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&cfg)
+		}
+	}
+	return cfg
+}
+
+// reject records an invalid option value, as an error matching
+// [ErrInvalidArgument] that resolve returns.
+func (c *config) reject(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
+}
+
+// tunable is one strategy-specific option, a bit of config.tuned and of
+// strategyInfo.Tunes. The other options apply to every strategy.
+type tunable uint16
+
+// The strategy-specific options.
+const (
+	tuneCapacity tunable = 1 << iota
+	tuneSampling
+	tuneLFUHalfLife
+	tuneSLRUThreshold
+	tuneCostAlpha
+	tuneCostDecay
+	tuneLifetimeHorizon
+	tuneGhostCap
+)
+
+// String returns the option's name.
+func (t tunable) String() string {
+	switch t {
+	case tuneCapacity:
+		return "WithCapacity"
+	case tuneSampling:
+		return "WithSampling"
+	case tuneLFUHalfLife:
+		return "WithLFUHalfLife"
+	case tuneSLRUThreshold:
+		return "WithSLRUThreshold"
+	case tuneCostAlpha:
+		return "WithCostAlpha"
+	case tuneCostDecay:
+		return "WithCostDecay"
+	case tuneGhostCap:
+		return "WithGhostCap"
+	default:
+		return "WithLifetimeHorizon"
+	}
+}
+
+// tunedBy lists the strategies that option t tunes, for error messages.
+func tunedBy(t tunable) string {
+	var names []string
+	for _, info := range strategies {
+		if info.Tunes&t != 0 {
+			names = append(names, string(info.Name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// constructor names what a configuration is for, as a caller knows it:
+// strategy-specific options must tune the strategy, WithSampling only a
+// Policy's selection, and WithCapacity, in sequences, no tree.
+type constructor string
+
+// The constructors.
+const (
+	forPolicy constructor = "New"
+	forIndex  constructor = "NewIndex"
+	forTree   constructor = "prefix.New"
+)
+
+// resolve looks up strategy s and applies opts for constructor ctor. It
+// refuses, with an error matching [ErrInvalidArgument], an invalid value
+// and an option that tunes neither the strategy nor what ctor builds, so
+// that no option is ignored silently, and an unknown name with
+// unknownStrategy's error.
+func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config, error) {
+	cfg := newConfig(opts)
+	info, ok := lookup(s)
+	if !ok {
+		return strategyInfo{}, cfg, unknownStrategy(string(s))
+	}
+	errs := cfg.errs
+	allowed := info.Tunes
+	if ctor != forPolicy {
+		allowed &^= tuneSampling
+	}
+	tuned := cfg.tuned
+	if ctor == forTree && tuned&tuneCapacity != 0 && info.Tunes&tuneCapacity != 0 {
+		// The tree's capacity is in blocks, its own option's.
+		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: use prefix.WithCapacity", ErrInvalidArgument))
+		tuned &^= tuneCapacity
+	}
+	for t := tunable(1); t != 0 && t <= tuned; t <<= 1 {
+		if tuned&t == 0 || allowed&t != 0 {
+			continue
+		}
+		if info.Tunes&t != 0 { // WithSampling outside New
+			errs = append(errs, fmt.Errorf("%w: %s does not apply to %s, only to New", ErrInvalidArgument, t, ctor))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%w: %s does not tune strategy %q (it tunes %s)", ErrInvalidArgument, t, s, tunedBy(t)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return strategyInfo{}, cfg, err
+	}
+	return info, cfg, nil
+}
+
+// Package prefix's tree takes these options too, by the rules above, but
+// can call neither resolve nor an Option, which is opaque: it calls
+// resolveTree through internal/bridge, whose documentation says why that
+// is a variable set here rather than a method of the options.
+func init() { bridge.ResolveTree = resolveTree }
+
+// resolveTree is resolve for prefix.New, whose options are the tree's
+// []Option.
+func resolveTree(s string, opts any) (rank.Kind, rank.Config, error) {
+	info, cfg, err := resolve(Strategy(s), opts.([]Option), forTree)
+	return info.Kind, cfg.Config, err
 }

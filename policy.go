@@ -47,7 +47,7 @@ type Policy interface {
 // [ErrInvalidArgument] for an invalid option or one that does not tune s
 // (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
-	info, cfg, err := resolve(s, opts, rank.ForPolicy)
+	info, cfg, err := resolve(s, opts, forPolicy)
 	if err != nil {
 		return nil, err
 	}

@@ -50,12 +50,11 @@ func mustNew(t testing.TB, s kvevict.Strategy, opts ...kvevict.Option) kvevict.P
 // the call's now, the largest LastAccess.
 func referenceSelect(t testing.TB, s kvevict.Strategy, opts []kvevict.Option, cands []kvevict.Candidate, required int) ([]kvevict.Victim, error) {
 	t.Helper()
-	cfg := rank.Apply(opts)
-	info, err := rank.Resolve(string(s), &cfg, rank.ForPolicy)
-	if err != nil || info.Kind.Adaptive() {
+	kind, cfg, err := kvevict.ResolveForPolicy(s, opts)
+	if err != nil || kind.Adaptive() {
 		t.Fatalf("keys of %q: %v", s, err)
 	}
-	params := rank.NewParams(info.Kind, &cfg)
+	params := rank.NewParams(kind, &cfg)
 	keyAt := func(c kvevict.Candidate, now int64) rank.Key {
 		f := rank.Fields{
 			LastAccess: c.LastAccess, CreatedAt: c.CreatedAt, AccessCount: c.AccessCount,

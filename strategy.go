@@ -1,6 +1,7 @@
 package kvevict
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/sagellm/kvevict/internal/rank"
@@ -80,18 +81,68 @@ const (
 // O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
-func lookup(s Strategy) (rank.Info, bool) { return rank.Lookup(string(s)) }
+// strategyInfo is one strategy: its name, the mechanism it ranks by, and
+// the strategy-specific options it takes.
+type strategyInfo struct {
+	Name  Strategy
+	Kind  rank.Kind
+	Tunes tunable
+}
+
+// strategies lists every strategy, in the order [Strategies] returns them.
+var strategies = [...]strategyInfo{
+	{LRU, rank.KindLRU, tuneSampling},
+	{MRU, rank.KindMRU, tuneSampling},
+	{FIFO, rank.KindFIFO, tuneSampling},
+	{FILO, rank.KindFILO, tuneSampling},
+	{LFU, rank.KindLFU, tuneSampling | tuneLFUHalfLife},
+	{SLRU, rank.KindSLRU, tuneSampling | tuneSLRUThreshold},
+	{QoSAware, rank.KindQoS, tuneSampling},
+	{Predictive, rank.KindPredictive, tuneSampling | tuneLifetimeHorizon},
+	{FrequencyCost, rank.KindCost, tuneSampling | tuneCostAlpha | tuneCostDecay},
+	{ARC, rank.KindARC, tuneCapacity | tuneGhostCap},
+	{S3FIFO, rank.KindS3FIFO, tuneCapacity | tuneGhostCap},
+	{SIEVE, rank.KindSIEVE, tuneCapacity},
+	{Auto, rank.KindAuto, tuneCapacity | tuneGhostCap},
+}
+
+// lookup returns strategy s: named exactly, or as a person writes it, in
+// any case with spaces around.
+func lookup(s Strategy) (strategyInfo, bool) {
+	for _, info := range strategies {
+		if info.Name == s {
+			return info, true
+		}
+	}
+	trimmed := strings.TrimSpace(string(s))
+	for _, info := range strategies {
+		if strings.EqualFold(string(info.Name), trimmed) {
+			return info, true
+		}
+	}
+	return strategyInfo{}, false
+}
+
+// unknownStrategy is the error for a name lookup does not know: it
+// matches [ErrUnknownStrategy] and lists the known names.
+func unknownStrategy(name string) error {
+	names := make([]string, len(strategies))
+	for i, info := range strategies {
+		names[i] = string(info.Name)
+	}
+	return fmt.Errorf("%w %q (known: %s)", ErrUnknownStrategy, name, strings.Join(names, ", "))
+}
 
 // newListHistory returns the history of strategy k, one whose lists order
 // the victims: ARC, S3-FIFO or SIEVE.
-func newListHistory(k rank.Kind, cfg *rank.Config) listHistory {
+func newListHistory(k rank.Kind, cfg *config) listHistory {
 	switch k {
 	case rank.KindARC:
-		return newARC(cfg)
+		return newARC(&cfg.Config)
 	case rank.KindS3FIFO:
-		return newS3FIFO(cfg)
+		return newS3FIFO(&cfg.Config)
 	default:
-		return newSIEVE(cfg)
+		return newSIEVE(&cfg.Config)
 	}
 }
 
@@ -109,10 +160,9 @@ func (s Strategy) Adaptive() bool {
 
 // Strategies returns every registered strategy, in a fixed order.
 func Strategies() []Strategy {
-	all := rank.Strategies()
-	out := make([]Strategy, len(all))
-	for i, info := range all {
-		out[i] = Strategy(info.Name)
+	out := make([]Strategy, len(strategies))
+	for i, info := range strategies {
+		out[i] = info.Name
 	}
 	return out
 }
@@ -123,7 +173,7 @@ func Strategies() []Strategy {
 func ParseStrategy(name string) (Strategy, error) {
 	s := Strategy(strings.ToLower(strings.TrimSpace(name)))
 	if _, ok := lookup(s); !ok {
-		return "", rank.UnknownStrategy(name)
+		return "", unknownStrategy(name)
 	}
 	return s, nil
 }

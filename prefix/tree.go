@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/bridge"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
 
@@ -170,25 +171,24 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	if t.capacity < 0 {
 		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1", kvevict.ErrInvalidArgument)
 	}
-	cfg := rank.Apply(t.keyOpts)
+	kind, cfg, err := bridge.ResolveTree(string(s), t.keyOpts)
 	t.keyOpts = nil
-	info, err := rank.Resolve(string(s), &cfg, rank.ForTree)
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
 	switch {
-	case info.Kind == rank.KindAuto:
+	case kind == rank.KindAuto:
 		h := newTreeAuto(cmp.Or(t.capacity, cfg.Capacity), cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
 		t.hist, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
-	case info.Kind.Adaptive():
+	case kind.Adaptive():
 		return nil, fmt.Errorf("prefix.New: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
 	case t.capacity != 0:
 		return nil, fmt.Errorf("prefix.New: %w: WithCapacity does not apply to %q, whose order does not depend on the pool's size", kvevict.ErrInvalidArgument, s)
 	}
-	t.params = rank.NewParams(info.Kind, &cfg)
+	t.params = rank.NewParams(kind, &cfg)
 	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil

@@ -1,7 +1,6 @@
 package rank
 
 import (
-	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -33,7 +32,7 @@ func TestFastKeysMatchGeneral(t *testing.T) {
 	}
 	checked := [2]int{}
 	for _, set := range configs {
-		cfg := DefaultConfig()
+		cfg := testConfig()
 		set(&cfg)
 		p := NewParams(KindPredictive, &cfg)
 		cost := NewParams(KindCost, &cfg)
@@ -72,15 +71,23 @@ func TestFastKeysMatchGeneral(t *testing.T) {
 	}
 }
 
-// TestParams: an unknown name is refused; only FrequencyCost with decay
-// reads now; QoSAware ranks a low priority before a high one, whatever
-// their recency.
-func TestParams(t *testing.T) {
-	cfg := DefaultConfig()
-	if _, err := Resolve("nope", &cfg, ForPolicy); !errors.Is(err, ErrUnknownStrategy) {
-		t.Fatalf("Resolve(nope) err = %v", err)
+// testConfig is the configuration of kvevict's default options.
+func testConfig() Config {
+	return Config{
+		TickDuration:    time.Nanosecond,
+		SLRUThreshold:   2,
+		CostAlpha:       2,
+		LifetimeHorizon: 30 * time.Second,
+		Capacity:        4096,
+		GhostCap:        1 << 16,
 	}
-	decay := DefaultConfig()
+}
+
+// TestParams: only FrequencyCost with decay reads now; QoSAware ranks a
+// low priority before a high one, whatever their recency.
+func TestParams(t *testing.T) {
+	cfg := testConfig()
+	decay := testConfig()
 	decay.CostDecay = 1
 	if p := NewParams(KindCost, &decay); !p.UsesNow() {
 		t.Error("decaying FrequencyCost keys do not read now")

@@ -1,10 +1,11 @@
-// Package rank owns what ranks a candidate: the strategies and their
-// options ([Config], [Resolve]), each key strategy's key over a
-// candidate's [Fields] ([Params]), Auto's score and the miniature caches
-// that choose its weight ([Weights]), and the indexed heap that keeps
-// candidates in key order ([Heap]). Package kvevict ranks sequences by it
-// and package prefix a tree's blocks, so that a strategy's logic is written
-// once without making keys part of kvevict's API.
+// Package rank holds the mechanisms that rank a candidate: each key
+// strategy's key over a candidate's [Fields] ([Params]), under the
+// parameters of a [Config], Auto's score and the miniature caches that
+// choose its weight ([Weights]), and the indexed heap that keeps candidates
+// in key order ([Heap]). Package kvevict ranks sequences by them and
+// package prefix a tree's blocks, so that a strategy's logic is written
+// once without making keys part of kvevict's API. The strategies' names,
+// their options and the errors a caller sees are kvevict's.
 package rank
 
 import "cmp"
