@@ -36,10 +36,24 @@
 //     increasing int64. [WithTickDuration] says how long one is, a
 //     nanosecond by default, so that durations convert. Each simulator says
 //     which clock its ticks count (package sim's documentation).
-//   - capacity: how many candidates a pool holds when full, in the unit of
-//     its candidates: sequences for [WithCapacity], the cache size c of an
-//     adaptive strategy's paper; blocks for a prefix tree (prefix.WithCapacity)
-//     and for the simulator's and the command's pools (-capacity).
+//   - capacity: how many candidates a structure holds when full, given to
+//     it once, in the unit of its candidates: sequences for [WithCapacity],
+//     the cache size c of an adaptive strategy's paper; blocks for a prefix
+//     tree (prefix.New's capacity) and for the simulator's and the
+//     command's pools (-capacity).
+//   - history: what an adaptive strategy remembers of the ids it has seen,
+//     resident or ghost, bounded by [WithCapacity] and [WithGhostCap]:
+//     ARC's, S3-FIFO's and SIEVE's lists, and Auto's request counts.
+//   - eviction history: what the metrics remember of the last evictions, by
+//     which they count re-prefills ([WithEvictionHistory]); it changes no
+//     choice, and is never called history alone.
+//   - measurements: what [Auto] measures to set its horizon: the rate at
+//     which ids enter the pool, the miniature caches that choose its
+//     weight, and how often victims whose block was partial return.
+//   - order: how an [Index] keeps its evictable candidates between
+//     evictions: by key (a run and a heap), by an adaptive strategy's
+//     lists, or by Auto's groups. Every order picks the victims a [Policy]
+//     of the same strategy picks.
 //   - access: a request for a sequence, resident or not ([Policy.UpdateAccess],
 //     [Index.Touch] and [Index.Add]), or for a block of a prefix tree (Match,
 //     Insert).
