@@ -16,8 +16,35 @@ import (
 	"text/tabwriter"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/kvevents"
+	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
 )
+
+// The routers of kvevict cluster.
+const (
+	// routeRoundRobin sends request r to engine r mod N.
+	routeRoundRobin = "round-robin"
+	// routeLeastLoaded sends a request to the engine that received the
+	// fewest of the last sim.LoadWindow requests.
+	routeLeastLoaded = "least-loaded"
+	// routePrefix scores each engine by the longest prefix of the request
+	// resident on it, as an exact mirror fed by the engines' KV events
+	// says (encoded and decoded as on the wire: wireMirror), less the
+	// load term.
+	routePrefix = "prefix"
+	// routeApprox scores each engine by the same prefix on an approximate
+	// index (sim.NewApproxRouter) sized at -guess times the engine's
+	// capacity.
+	routeApprox = "approx"
+	// routeOracle scores each engine by the prefix it really holds, read
+	// from its pool without events: what perfect knowledge gives the
+	// same load term.
+	routeOracle = "oracle"
+)
+
+// routers lists the routers in the order of the output.
+var routers = []string{routeRoundRobin, routeLeastLoaded, routePrefix, routeApprox, routeOracle}
 
 // Defaults of kvevict cluster.
 const (
@@ -25,6 +52,11 @@ const (
 	defaultClusterCapacity      = "500"  // per engine, synthetic workloads
 	defaultClusterTraceCapacity = "2500" // per engine, with -trace
 	maxEngines                  = 1024
+	// defaultLoadWeight is the blocks of prefix one request of load costs
+	// an engine's score.
+	defaultLoadWeight = 0.5
+	// defaultGuess is the approximate index's size over the engine's.
+	defaultGuess = 1.0
 )
 
 // clusterOptions are cluster's parsed flags.
@@ -177,6 +209,24 @@ func parseRouters(list string) ([]string, error) {
 	return out, nil
 }
 
+// clusterRun is one run of kvevict cluster.
+type clusterRun struct {
+	engines, capacity int
+	strategy          kvevict.Strategy
+	router            string
+}
+
+// clusterRow is a row of kvevict cluster's output, as -format json prints
+// it: the workload, the router, how the cluster did, and the bound.
+type clusterRow struct {
+	Workload string `json:"workload"`
+	Router   string `json:"router"`
+	sim.ClusterReport
+	// PooledBelady is the hit ratio of Belady's MIN on one pooled cache of
+	// engines x capacity blocks: the customary bound (see compare -h).
+	PooledBelady float64 `json:"pooled_belady_hit_ratio"`
+}
+
 // jobs lists the runs in the order of the output: per engine count and
 // capacity, the pooled bound (a run without a router), then each
 // strategy's routers.
@@ -227,23 +277,32 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 // an engine count and capacity is its first job, so every report after it
 // finds it. Ctrl-C stops the command with nothing written: a cluster's
 // rows make sense beside their bound and their peers.
-func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterReport, error) {
+func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterRow, error) {
 	js := o.jobs()
 	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
-	results, _, err := runJobs(len(js), workers, func(i int) (clusterReport, error) {
+	results, _, err := runJobs(len(js), workers, func(i int) (clusterRow, error) {
 		defer bar.finished()
 		run := js[i]
 		if run.router == "" {
 			rep, err := sim.Belady(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
-			return clusterReport{PooledBelady: rep.HitRatio}, err
+			return clusterRow{PooledBelady: rep.HitRatio}, err
 		}
-		return simulateCluster(w, run, o.guess, o.loadWeight, bar.callback())
+		r, err := o.newRouter(run, w)
+		if err != nil {
+			return clusterRow{}, err
+		}
+		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines}
+		rep, err := sim.Cluster(w, run.strategy, r, cfg)
+		if err != nil {
+			return clusterRow{}, fmt.Errorf("%s router: %w", run.router, err)
+		}
+		return clusterRow{Workload: w.Name, Router: run.router, ClusterReport: rep}, nil
 	}, interrupt)
 	bar.stop()
 	if err != nil {
 		return nil, err
 	}
-	var out []clusterReport
+	var out []clusterRow
 	var bound float64
 	for i, run := range js {
 		if run.router == "" {
@@ -258,10 +317,10 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 
 // writeClusterTable writes one block per engine count and capacity, each
 // closed by its best router and the pooled bound.
-func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []clusterReport) error {
+func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []clusterRow) error {
 	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks\n", w.Name, len(w.Requests), w.BlockTokens)
 	if slices.ContainsFunc(o.routers, func(r string) bool { return r != routeRoundRobin && r != routeLeastLoaded }) {
-		fmt.Fprintf(out, "load term %v blocks per request of the last %d", o.loadWeight, loadWindow)
+		fmt.Fprintf(out, "load term %v blocks per request of the last %d", o.loadWeight, sim.LoadWindow)
 		if slices.Contains(o.routers, routeApprox) {
 			fmt.Fprintf(out, "; approx index %v x an engine's blocks", o.guess)
 		}
@@ -311,4 +370,82 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 		}
 	}
 	return nil
+}
+
+// newRouter returns a new router for run, as o configures it.
+func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload) (sim.Router, error) {
+	switch run.router {
+	case routeRoundRobin:
+		return sim.NewRoundRobin(), nil
+	case routeLeastLoaded:
+		return sim.NewLeastLoaded(), nil
+	case routePrefix:
+		m, err := newWireMirror(run.engines, run.capacity, w.BlockTokens)
+		if err != nil {
+			return nil, err
+		}
+		return sim.NewMirrorRouter(m, o.loadWeight)
+	case routeApprox:
+		return sim.NewApproxRouter(o.guess, o.loadWeight)
+	case routeOracle:
+		return sim.NewOracleRouter(o.loadWeight)
+	}
+	return nil, fmt.Errorf("unknown router %q", run.router) // parseRouters refuses it first
+}
+
+// wireMirror is the prefix router's sim.Mirror: a kvevents.Mirror that
+// takes each engine's events through the wire encoding, one batch per
+// engine per request, as a vLLM engine's batch reaches a router, so that a
+// codec bug shows in the hit ratio.
+type wireMirror struct {
+	m         *kvevents.Mirror
+	blockSize int64
+	topics    []string         // per engine, named as llm-d names a pod's
+	batch     []kvevents.Event // scratch: one Apply's events
+	kv        []kvevents.Hash  // scratch: a request's hashes on the wire
+}
+
+// newWireMirror returns a mirror of engines engines of capacity blocks
+// each, whose blocks hold blockSize tokens.
+func newWireMirror(engines, capacity, blockSize int) (*wireMirror, error) {
+	m, err := kvevents.NewMirror(capacity)
+	if err != nil {
+		return nil, err
+	}
+	wm := &wireMirror{m: m, blockSize: int64(blockSize)}
+	for i := range engines {
+		wm.topics = append(wm.topics, fmt.Sprintf("kv@engine-%d@m", i))
+	}
+	return wm, nil
+}
+
+// Apply encodes engine's events as a batch, decodes it and applies it.
+func (wm *wireMirror) Apply(engine int, events []prefix.Event) error {
+	wm.batch = wm.batch[:0]
+	for _, e := range events {
+		wm.batch = append(wm.batch, kvevents.FromPrefix(e, wm.blockSize, nil))
+	}
+	payload, err := kvevents.Encode(&kvevents.EventBatch{Events: wm.batch}, kvevents.EncodingMixed)
+	if err != nil {
+		return err
+	}
+	batch, skipped, err := kvevents.Decode(payload)
+	if err != nil {
+		return err
+	}
+	if skipped.Total() > 0 {
+		return fmt.Errorf("the mirror skipped %d of the engine's events", skipped.Total())
+	}
+	wm.m.Apply(wm.topics[engine], &batch)
+	return nil
+}
+
+// CachedPrefix returns the leading blocks of hashes the mirror holds for
+// engine.
+func (wm *wireMirror) CachedPrefix(engine int, hashes []uint64) int {
+	wm.kv = wm.kv[:0]
+	for _, h := range hashes {
+		wm.kv = append(wm.kv, kvevents.IntHash(h))
+	}
+	return wm.m.Match(wm.topics[engine], wm.kv)
 }
