@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 	"github.com/sagellm/kvevict/prefix"
 )
 
@@ -176,7 +175,7 @@ func NewApproxRouter(guess, loadWeight float64) (Router, error) {
 type approx struct {
 	scores
 	guess   float64
-	indexes []*unitcache.Cache // per engine, made at the first request
+	indexes []*unitCache // per engine, made at the first request
 }
 
 func (r *approx) Route(req *Request, engines []*Engine) (Choice, error) {
@@ -209,7 +208,7 @@ func (r *approx) Route(req *Request, engines []*Engine) (Choice, error) {
 
 // newApproxIndex returns an empty LRU unit cache of size blocks, rounded,
 // at least one, and at most what an Index holds.
-func newApproxIndex(size float64) (*unitcache.Cache, error) {
+func newApproxIndex(size float64) (*unitCache, error) {
 	if size > math.MaxInt32 {
 		return nil, fmt.Errorf("approximate index of %.0f blocks, want at most %d", size, math.MaxInt32)
 	}
@@ -217,5 +216,5 @@ func newApproxIndex(size float64) (*unitcache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return unitcache.NewIndexed(x, max(1, int(math.Round(size))))
+	return newIndexCache(x, max(1, int(math.Round(size))))
 }

@@ -131,9 +131,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // packageNames matches the names of this module's packages where they
-// begin an error or a wrapped cause ("sim: lru, request 5: unitcache: ..."):
+// begin an error or a wrapped cause ("sim: lru, request 5: kvevict: ..."):
 // the user ran kvevict, and the line names it once.
-var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix|unitcache): )+`)
+var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix): )+`)
 
 // userMessage is err's text without the package names it passed through.
 func userMessage(err error) string {
