@@ -457,3 +457,11 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// helpFor names the command whose -h explains a usage error in args.
+func helpFor(args []string) string {
+	if len(args) > 0 && (args[0] == "publish" || args[0] == "mirror" || args[0] == "cluster") {
+		return args[0]
+	}
+	return "compare"
+}
