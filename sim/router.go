@@ -103,7 +103,10 @@ func (s *scores) best(engines []*Engine) Choice {
 // the same load weight.
 func NewOracleRouter(loadWeight float64) (Router, error) {
 	s, err := newScores(loadWeight)
-	return &oracle{s}, err
+	if err != nil {
+		return nil, err
+	}
+	return &oracle{s}, nil
 }
 
 type oracle struct{ scores }
@@ -138,7 +141,10 @@ func NewMirrorRouter(m Mirror, loadWeight float64) (Router, error) {
 		return nil, errors.New("sim: nil mirror")
 	}
 	s, err := newScores(loadWeight)
-	return &mirrored{scores: s, m: m}, err
+	if err != nil {
+		return nil, err
+	}
+	return &mirrored{scores: s, m: m}, nil
 }
 
 type mirrored struct {
@@ -169,7 +175,10 @@ func NewApproxRouter(guess, loadWeight float64) (Router, error) {
 		return nil, fmt.Errorf("sim: %w: approximate index size must be a finite positive multiple of an engine's capacity, got %v", kvevict.ErrInvalidArgument, guess)
 	}
 	s, err := newScores(loadWeight)
-	return &approx{scores: s, guess: guess}, err
+	if err != nil {
+		return nil, err
+	}
+	return &approx{scores: s, guess: guess}, nil
 }
 
 type approx struct {
