@@ -5,7 +5,6 @@ import (
 
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
-	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // Belady replays w like [Replay] but evicts, offline, the resident block
@@ -93,7 +92,7 @@ func nextUses(w *Workload, capacity int) (uniq [][]uint64, next [][]int) {
 	next = make([][]int, len(w.Requests))
 	seen := make(map[uint64]struct{})
 	for r := range w.Requests {
-		uniq[r] = unitcache.Distinct(w.Requests[r].HashIDs, capacity, nil, seen)
+		uniq[r] = distinct(w.Requests[r].HashIDs, capacity, nil, seen)
 	}
 	last := make(map[uint64]int)
 	for r := len(w.Requests) - 1; r >= 0; r-- {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 	"github.com/sagellm/kvevict/prefix"
 )
 
@@ -93,7 +92,7 @@ func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Repor
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := unitcache.New(p, cfg.Capacity)
+	c, err := newPolicyCache(p, cfg.Capacity)
 	if err != nil {
 		t.Fatal(err)
 	}

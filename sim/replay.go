@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // Config is what a run needs besides the workload and the strategy.
@@ -101,7 +100,7 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	}
 	opts = append(opts, cfg.Options...)
 	ceil := computeCeiling(w)
-	cache, err := newUnitCache(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
+	cache, err := unitCacheFor(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
 	if err != nil {
 		return Report{}, err
 	}
@@ -134,24 +133,24 @@ func longestRequest(w *Workload, limit int) int {
 // candidate, named by hash, that the policy drives.
 type replayer struct {
 	w     *Workload
-	cache *unitcache.Cache
+	cache *unitCache
 }
 
-// newUnitCache returns the resident set of a replay under strategy s: kept
+// unitCacheFor returns the resident set of a replay under strategy s: kept
 // in an Index when s and opts allow one and contract is false, sized for
 // peak blocks, else handed to a Policy at each eviction.
-func newUnitCache(s kvevict.Strategy, opts []kvevict.Option, capacity, peak int, contract bool) (*unitcache.Cache, error) {
+func unitCacheFor(s kvevict.Strategy, opts []kvevict.Option, capacity, peak int, contract bool) (*unitCache, error) {
 	if !contract {
 		if x, err := kvevict.NewIndex(s, opts...); err == nil {
 			x.Grow(peak)
-			return unitcache.NewIndexed(x, capacity)
+			return newIndexCache(x, capacity)
 		}
 	}
 	p, err := kvevict.New(s, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return unitcache.New(p, capacity)
+	return newPolicyCache(p, capacity)
 }
 
 // prefixHits is the length of the longest prefix of hashes for which
@@ -167,7 +166,7 @@ func prefixHits(hashes []uint64, resident func(uint64) bool) int {
 // request replays request i: its prefix hits, the re-prefills of blocks
 // evicted earlier, then the cache request that makes all its blocks
 // resident, whose outcome it returns.
-func (r *replayer) request(i int, t *tally) (unitcache.Outcome, error) {
+func (r *replayer) request(i int, t *tally) (outcome, error) {
 	req := &r.w.Requests[i]
 	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {

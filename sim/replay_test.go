@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 
 	"github.com/sagellm/kvevict/internal/tracetest"
 )
@@ -275,7 +274,7 @@ func TestMemoryFollowsWorkload(t *testing.T) {
 // Replay does, and returns the replayer and its tally for inspection.
 func replayAll(t *testing.T, w *Workload, p kvevict.Policy, capacity int) (*replayer, *tally) {
 	t.Helper()
-	c, err := unitcache.New(p, capacity)
+	c, err := newPolicyCache(p, capacity)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
-	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // DefaultTokenTime is how long a running sequence takes to decode one token
@@ -465,7 +464,7 @@ func (p *pool) admitWaiting() error {
 // (a prompt of Capacity blocks or more is rejected, and counts as done).
 func (p *pool) admit(r int) (bool, error) {
 	req := &p.w.Requests[r]
-	p.scratch = unitcache.Distinct(req.HashIDs, len(req.HashIDs), p.scratch, p.seen)
+	p.scratch = distinct(req.HashIDs, len(req.HashIDs), p.scratch, p.seen)
 	prompt := p.scratch
 	if len(prompt) >= p.capacity {
 		if !p.admitted[r] {

@@ -1,461 +1,457 @@
 package main
 
-// The cluster commands speak vLLM's KV events (package kvevents):
-//
-//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
-//	                [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
-//	                [-replay-endpoint E] [-warmup D] [-linger D] [-format table|json]
-//	kvevict mirror -endpoint E -duration D [-capacity N] [-replay-endpoint E]
-//	               [-format table|json]
-//
-// publish replays a Mooncake trace through a prefix tree of N blocks, as a
-// kvevict-managed pool would hold them, and publishes every store and
-// removal as a vLLM engine does, one batch per request. mirror subscribes
-// to such a stream (or a vLLM engine's) and keeps each topic's blocks in a
-// bounded mirror, as a KV-aware router does.
+// kvevict cluster replays a workload over N engines behind each router it
+// is given (sim.Cluster) and prints how each did beside the pooled Belady
+// bound. The simulation is sim's; this file holds the flags, the sweep of
+// runs, the mirror that takes the engines' KV events through the wire for
+// the prefix router, and the table.
 
 import (
-	"context"
-	"encoding/json"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/sim"
 )
 
-// Defaults of the cluster commands.
+// The routers of kvevict cluster.
 const (
-	defaultWarmup         = time.Second
-	defaultLinger         = 5 * time.Second
-	defaultMirrorCapacity = 1_000_000 // blocks per topic: above any one engine's pool
-	defaultPublishKey     = kvevict.LRU
+	// routeRoundRobin sends request r to engine r mod N.
+	routeRoundRobin = "round-robin"
+	// routeLeastLoaded sends a request to the engine that received the
+	// fewest of the last sim.LoadWindow requests.
+	routeLeastLoaded = "least-loaded"
+	// routePrefix scores each engine by the longest prefix of the request
+	// resident on it, as an exact mirror fed by the engines' KV events
+	// says (encoded and decoded as on the wire: wireMirror), less the
+	// load term.
+	routePrefix = "prefix"
+	// routeApprox scores each engine by the same prefix on an approximate
+	// index (sim.NewApproxRouter) sized at -guess times the engine's
+	// capacity.
+	routeApprox = "approx"
+	// routeOracle scores each engine by the prefix it really holds, read
+	// from its pool without events: what perfect knowledge gives the
+	// same load term.
+	routeOracle = "oracle"
 )
 
-// newClusterFlags returns a flag set that reports mistakes as one line and
-// prints its defaults for -h.
-func newClusterFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("kvevict "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
+// routers lists the routers in the order of the output.
+var routers = []string{routeRoundRobin, routeLeastLoaded, routePrefix, routeApprox, routeOracle}
+
+// Defaults of kvevict cluster.
+const (
+	defaultClusterEngines       = "2,4,8,16"
+	defaultClusterCapacity      = "500"  // per engine, synthetic workloads
+	defaultClusterTraceCapacity = "2500" // per engine, with -trace
+	maxEngines                  = 1024
+	// defaultLoadWeight is the blocks of prefix one request of load costs
+	// an engine's score.
+	defaultLoadWeight = 0.5
+	// defaultGuess is the approximate index's size over the engine's.
+	defaultGuess = 1.0
+)
+
+// clusterOptions are cluster's parsed flags.
+type clusterOptions struct {
+	source     options // -trace, -workload, -requests, -seed: as compare reads them
+	engines    []int
+	capacities []int
+	strategies []kvevict.Strategy
+	routers    []string
+	guess      float64
+	loadWeight float64
+	format     string
+	plot       string
 }
 
-// parseCluster parses args, printing usage to help on -h.
-func parseCluster(fs *flag.FlagSet, args []string, usage string, help io.Writer) error {
-	if err := fs.Parse(args); err != nil {
+const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategy LIST] [-router LIST] [-guess F] [-load-weight W] [-format table|csv|json] [-plot FILE]"
+
+// clusterHelp explains cluster's output; -h prints it after the flags.
+const clusterHelp = `
+kvevict cluster replays the requests in arrival order over N engines, each a
+pool of -capacity blocks (a prefix tree evicting leaves first by -strategy),
+and routes each request with each router of -router:
+  round-robin    request r to engine r mod N
+  least-loaded   the engine with the fewest of the last 64 requests
+  prefix         the longest resident prefix per engine on an exact mirror,
+                 fed by the engines' KV events encoded and decoded as on the
+                 wire, less -load-weight blocks per request of that load
+  approx         the same score on an approximate index per engine: an LRU of
+                 block hashes filled head first with the prompts routed there,
+                 sized at -guess x the engine's capacity (llm-d's approximate
+                 indexer)
+  oracle         the same score on the prefix each engine really holds, read
+                 without events: prefix equals it unless events are lost
+Table columns, one block per engine count and capacity, closed by a line with
+the best router and the pooled bound:
+  engines        engines in the cluster
+  blocks         each engine's pool, in blocks
+  strategy       each engine's eviction strategy
+  router         how requests were routed
+  hit ratio      prompt blocks found on the engine chosen (its longest
+                 resident prefix) / prompt blocks
+  prefill Mtok   prompt tokens the engines computed, in millions
+  imbalance      most requests an engine received / the mean
+  jain           Jain's index of the requests per engine (1: even)
+  mispredicted   blocks per request a scoring router counted on, on the engine
+                 it chose, that the engine did not hold
+The closing line's pooled belady is Belady's MIN on one cache of engines x
+blocks: the customary bound on hit ratio (see kvevict compare -h).
+-format csv and json carry every field, pooled_belady_hit_ratio on each row.
+`
+
+func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
+	fs := newFlagSet("cluster")
+	o := &clusterOptions{}
+	var engines, capacity, strategies, routerList string
+	sourceFlags(fs, &o.source)
+	fs.StringVar(&engines, "engines", defaultClusterEngines, "comma-separated engine counts, each once")
+	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes per engine in blocks, each once (default "+defaultClusterCapacity+", or "+defaultClusterTraceCapacity+" with -trace)")
+	fs.StringVar(&strategies, "strategy", string(kvevict.LRU), "comma-separated eviction strategies a prefix tree ranks by, each once, or all")
+	fs.StringVar(&routerList, "router", "all", "comma-separated routers, each once, or all: "+strings.Join(routers, ", "))
+	fs.Float64Var(&o.guess, "guess", defaultGuess, "approx: the approximate index's size over an engine's capacity")
+	fs.Float64Var(&o.loadWeight, "load-weight", defaultLoadWeight, "prefix, approx, oracle: blocks of score one request of an engine's recent load costs")
+	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
+	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against engines to `file`.svg or .png")
+	if err := parseFlagSet(fs, args, clusterUsage, help); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(help)
-			fmt.Fprintln(help, "usage: "+usage)
-			fs.PrintDefaults()
-			return err
+			fmt.Fprint(help, clusterHelp)
 		}
-		return usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-// checkEndpoint refuses an endpoint ZeroMQ cannot use, before any socket
-// opens.
-func checkEndpoint(ep string) error {
-	if ep == "" {
-		return usagef("-endpoint is required, such as tcp://*:5557 (bind) or tcp://host:5557 (connect)")
-	}
-	scheme, rest, ok := strings.Cut(ep, "://")
-	if !ok || rest == "" || !slices.Contains(kvevents.Transports(), scheme) {
-		return usagef("endpoint %q must be transport://address with transport one of %s", ep, strings.Join(kvevents.Transports(), ", "))
-	}
-	return nil
-}
-
-func checkFormat(format string) error {
-	if format != "table" && format != "json" {
-		return usagef("-format must be table or json, got %q", format)
-	}
-	return nil
-}
-
-// publishOptions are publish's parsed flags.
-type publishOptions struct {
-	endpoint, replay, trace, topic, format string
-	capacity, blockSize                    int
-	rank                                   int64
-	encoding                               kvevents.Encoding
-	strategy                               kvevict.Strategy
-	warmup, linger                         time.Duration
-}
-
-func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
-	fs := newClusterFlags("publish")
-	o := &publishOptions{}
-	var strategy string
-	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
-	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
-	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
-	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
-	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block (default the trace's)")
-	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
-	var encoding string
-	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
-	fs.StringVar(&o.replay, "replay-endpoint", "", "ZeroMQ ROUTER `endpoint` to serve replay requests on (binds); none by default")
-	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
-	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them")
-	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseCluster(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
 	}
-	if err := checkEndpoint(o.endpoint); err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.format = strings.ToLower(strings.TrimSpace(o.format))
+	if err := checkSource(&o.source, set); err != nil {
 		return nil, err
 	}
-	if o.replay != "" {
-		if err := checkEndpoint(o.replay); err != nil {
-			return nil, err
+	switch {
+	case o.format != "table" && o.format != "csv" && o.format != "json":
+		return nil, usagef("-format must be table, csv or json, got %q", o.format)
+	case !(o.guess > 0 && o.guess <= 100):
+		return nil, usagef("-guess must be above 0 and at most 100 (times an engine's capacity), got %v", o.guess)
+	case !(o.loadWeight >= 0 && o.loadWeight <= 1e6):
+		return nil, usagef("-load-weight must be from 0 to 1e6 blocks per request, got %v", o.loadWeight)
+	}
+	if err := checkPlotPath(o.plot); err != nil {
+		return nil, err
+	}
+	var err error
+	if o.engines, err = parseCounts(engines, "engine count", "-engines", maxEngines); err != nil {
+		return nil, err
+	}
+	if capacity == "" {
+		capacity = defaultClusterCapacity
+		if o.source.trace != "" {
+			capacity = defaultClusterTraceCapacity
 		}
 	}
-	if o.blockSize < 0 || o.blockSize > maxBlockSize {
-		return nil, usagef("-block-size must be 1 to %d tokens, got %d", maxBlockSize, o.blockSize)
-	}
-	if o.rank < 0 {
-		return nil, usagef("-dp-rank must not be negative, got %d", o.rank)
-	}
-	e, err := kvevents.ParseEncoding(encoding)
-	if err != nil {
-		return nil, usagef("-encoding must be mixed, map or array, got %q", encoding)
-	}
-	o.encoding = e
-	if o.trace == "" {
-		return nil, usagef("-trace is required")
-	}
-	if o.capacity < 1 {
-		return nil, usagef("-capacity must be at least 1 block, got %d", o.capacity)
-	}
-	if o.warmup < 0 {
-		return nil, usagef("-warmup must not be negative, got %v", o.warmup)
-	}
-	if o.linger < 0 {
-		return nil, usagef("-linger must not be negative, got %v", o.linger)
-	}
-	if err := checkFormat(o.format); err != nil {
+	if o.capacities, err = parseCapacities(capacity); err != nil {
 		return nil, err
 	}
-	s, err := kvevict.ParseStrategy(strategy)
-	if err != nil {
-		return nil, usagef("%v", err)
+	if o.strategies, err = parseStrategies(strategies, true, false); err != nil {
+		return nil, err
 	}
-	if !prefix.Supports(s) {
-		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
+	if o.routers, err = parseRouters(routerList); err != nil {
+		return nil, err
 	}
-	o.strategy = s
+	scoring := slices.ContainsFunc(o.routers, func(r string) bool { return r == routePrefix || r == routeApprox || r == routeOracle })
+	switch {
+	case set["guess"] && !slices.Contains(o.routers, routeApprox):
+		return nil, usagef("-guess sizes the approx router's index, and -router does not name approx")
+	case set["load-weight"] && !scoring:
+		return nil, usagef("-load-weight weighs the scoring routers (prefix, approx, oracle), and -router names none")
+	}
 	return o, nil
 }
 
-// keyStrategyNames lists the strategies a prefix tree can evict by.
-func keyStrategyNames() string {
-	var names []string
-	for _, s := range kvevict.Strategies() {
-		if prefix.Supports(s) {
-			names = append(names, string(s))
+// parseCounts parses a list of positive counts up to most, each once.
+func parseCounts(list, what, flagName string, most int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > most {
+			return nil, usagef("bad %s %q: want 1 to %d", what, f, most)
 		}
+		if slices.Contains(out, n) {
+			return nil, usagef("%s %d is named twice in %s", what, n, flagName)
+		}
+		out = append(out, n)
 	}
-	return strings.Join(names, ", ")
+	return out, nil
 }
 
-// maxBlockSize bounds -block-size: the token ids publish writes per block.
-const maxBlockSize = 1 << 16
-
-// publishSummary is publish's result; -format json prints it as is. Sent,
-// dropped and unsent add up over the subscribers connected at each batch
-// (see kvevents.PublisherStats): a batch sent to two subscribers counts
-// twice, and one published before any subscriber connected not at all.
-type publishSummary struct {
-	Batches        int64              `json:"batches"`
-	StoredBlocks   int64              `json:"stored_blocks"`
-	RemovedBlocks  int64              `json:"removed_blocks"`
-	ResidentBlocks int                `json:"resident_blocks"`
-	Sent           int64              `json:"sent"`
-	Dropped        int64              `json:"dropped"`
-	Unsent         int64              `json:"unsent"`
-	Subscribers    []subscriberResult `json:"subscribers"`
+// parseRouters parses -router: known routers, each once, or all.
+func parseRouters(list string) ([]string, error) {
+	if strings.EqualFold(strings.TrimSpace(list), "all") {
+		return slices.Clone(routers), nil
+	}
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		r := strings.ToLower(strings.TrimSpace(f))
+		switch {
+		case !slices.Contains(routers, r):
+			return nil, usagef("unknown router %q (known: %s)", f, strings.Join(routers, ", "))
+		case slices.Contains(out, r):
+			return nil, usagef("router %s is named twice in -router", r)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
-// subscriberResult is one subscriber connection's part of the summary.
-type subscriberResult struct {
-	Peer    string `json:"peer"`
-	Sent    int64  `json:"sent"`
-	Dropped int64  `json:"dropped"`
-	Unsent  int64  `json:"unsent"`
+// clusterRun is one run of kvevict cluster.
+type clusterRun struct {
+	engines, capacity int
+	strategy          kvevict.Strategy
+	router            string
 }
 
-// newPoolTree is the one place the commands build a prefix tree, for a
-// pool of capacity blocks.
-func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
-	opts := []prefix.Option{prefix.WithEvents(onEvent)}
-	if prefix.NeedsCapacity(s) {
-		opts = append(opts, prefix.WithCapacity(capacity))
-	}
-	return prefix.New(s, opts...)
+// clusterRow is a row of kvevict cluster's output, as -format json prints
+// it: the workload, the router, how the cluster did, and the bound.
+type clusterRow struct {
+	Workload string `json:"workload"`
+	Router   string `json:"router"`
+	sim.ClusterReport
+	// PooledBelady is the hit ratio of Belady's MIN on one pooled cache of
+	// engines x capacity blocks: the customary bound (see compare -h).
+	PooledBelady float64 `json:"pooled_belady_hit_ratio"`
 }
 
-func publish(args []string, stdout, stderr io.Writer) error {
-	o, err := parsePublish(args, stdout)
-	if err != nil {
-		return err
-	}
-	w, err := loadTrace(o.trace)
-	if err != nil {
-		return err
-	}
-	if o.blockSize == 0 {
-		o.blockSize = w.BlockTokens
-	}
-	var pending []kvevents.Event
-	var sum publishSummary
-	medium := kvevents.MediumGPU
-	tree, err := newPoolTree(o.strategy, o.capacity, func(e prefix.Event) {
-		switch e.Kind {
-		case prefix.Stored:
-			sum.StoredBlocks += int64(len(e.Hashes))
-		case prefix.Removed:
-			sum.RemovedBlocks += int64(len(e.Hashes))
-		}
-		ev := kvevents.FromPrefix(e, int64(o.blockSize), &medium)
-		if s, ok := ev.(*kvevents.BlockStored); ok {
-			s.TokenIDs = blockTokens(e.Hashes, o.blockSize)
-		}
-		pending = append(pending, ev)
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
-		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
-	if o.replay != "" {
-		opts = append(opts, kvevents.WithReplay(o.replay, kvevents.DefaultReplayBuffer))
-	}
-	pub, err := kvevents.NewPublisher(ctx, o.endpoint, opts...)
-	if err != nil {
-		return err
-	}
-	time.Sleep(o.warmup)
-	var hashes []uint64
-	for i := range w.Requests {
-		req := &w.Requests[i]
-		hashes = chainHashes(hashes[:0], req.HashIDs)
-		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}, o.capacity); err != nil {
-			pub.Close()
-			return err
-		}
-		if len(pending) == 0 {
-			continue
-		}
-		b := kvevents.EventBatch{TS: float64(req.Timestamp) / 1000, Events: pending}
-		if _, err := pub.Publish(&b); err != nil {
-			pub.Close()
-			return err
-		}
-		sum.Batches++
-		pending = pending[:0]
-	}
-	if err := pub.Close(); err != nil {
-		return err
-	}
-	st := pub.Stats()
-	sum.ResidentBlocks = tree.Len()
-	sum.Sent, sum.Dropped, sum.Unsent = st.Sent, st.Dropped, st.Unsent
-	sum.Subscribers = []subscriberResult{}
-	for _, s := range st.Subscribers {
-		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
-	}
-	if o.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
-	}
-	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
-		w.Name, len(w.Requests), o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "subscribers connected at the end: %d\n", len(sum.Subscribers))
-	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "peer\tsent\tdropped\tunsent\t")
-	for _, s := range sum.Subscribers {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", s.Peer, s.Sent, s.Dropped, s.Unsent)
-	}
-	return tw.Flush()
-}
-
-// chainHashes appends to dst the 64-bit block hashes of a request whose
-// blocks have the trace ids ids, chained as an engine chains them: each
-// block's hash mixes its parent's hash with its own id, so it names the
-// whole prefix, a repeated id gets a new hash at each position, and no hash
-// is 0, which consumers read as no parent.
-func chainHashes(dst []uint64, ids []uint64) []uint64 {
-	h := uint64(0xcbf29ce484222325) // the chain's root: FNV-1a's offset basis
-	for _, id := range ids {
-		h = splitmix(h ^ splitmix(id))
-		if h == 0 {
-			h = 1
-		}
-		dst = append(dst, h)
-	}
-	return dst
-}
-
-// splitmix is SplitMix64's finalizer, a bijection of uint64 that spreads
-// every input bit over the output.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
-// vocabulary is the range of the token ids publish makes up.
-const vocabulary = 32_000
-
-// blockTokens returns blockSize token ids for each block hash, made up
-// from the hash alone: the same block gets the same tokens wherever it is
-// stored, and a router that keys blocks by their tokens (llm-d's indexer)
-// finds as many distinct blocks as there are hashes.
-func blockTokens(hashes []uint64, blockSize int) []int64 {
-	out := make([]int64, 0, len(hashes)*blockSize)
-	for _, h := range hashes {
-		for j := range blockSize {
-			out = append(out, int64(splitmix(h+uint64(j))%vocabulary))
+// jobs lists the runs in the order of the output: per engine count and
+// capacity, the pooled bound (a run without a router), then each
+// strategy's routers.
+func (o *clusterOptions) jobs() []clusterRun {
+	var out []clusterRun
+	for _, n := range o.engines {
+		for _, c := range o.capacities {
+			out = append(out, clusterRun{engines: n, capacity: c})
+			for _, s := range o.strategies {
+				for _, r := range o.routers {
+					out = append(out, clusterRun{n, c, s, r})
+				}
+			}
 		}
 	}
 	return out
 }
 
-// mirrorOptions are mirror's parsed flags.
-type mirrorOptions struct {
-	endpoint, replay, format string
-	duration                 time.Duration
-	capacity                 int
+func clusterCommand(args []string, stdout, stderr io.Writer) error {
+	o, err := parseClusterFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	w, err := loadWorkload(&o.source)
+	if err != nil {
+		return err
+	}
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt)
+	reports, err := runCluster(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)
+	signal.Stop(interrupt)
+	if err != nil {
+		return err
+	}
+	if o.format == "table" {
+		err = writeClusterTable(stdout, o, w, reports)
+	} else {
+		err = writeRecords(stdout, o.format, reports)
+	}
+	if err != nil || o.plot == "" {
+		return err
+	}
+	return plotCluster(o.plot, w.Name, reports)
 }
 
-func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
-	fs := newClusterFlags("mirror")
-	o := &mirrorOptions{}
-	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ SUB `endpoint`; binds if it holds * or :: (publishers connect to it), else connects (to a publisher that binds)")
-	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror")
-	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
-	fs.StringVar(&o.replay, "replay-endpoint", "", "the publisher's replay (ROUTER) `endpoint`, asked for missed batches after a gap, a late join or a restart")
-	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseCluster(fs, args, "kvevict mirror -endpoint E -duration D [flags]", help); err != nil {
+// runCluster runs o's jobs on w, workers at once, and returns the routers'
+// reports in the order of jobs, each with its pooled bound. The bound of
+// an engine count and capacity is its first job, so every report after it
+// finds it. Ctrl-C stops the command with nothing written: a cluster's
+// rows make sense beside their bound and their peers.
+func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterRow, error) {
+	js := o.jobs()
+	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
+	results, _, err := runJobs(len(js), workers, func(i int) (clusterRow, error) {
+		defer bar.finished()
+		run := js[i]
+		if run.router == "" {
+			rep, err := sim.Belady(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
+			return clusterRow{PooledBelady: rep.HitRatio}, err
+		}
+		r, err := o.newRouter(run, w)
+		if err != nil {
+			return clusterRow{}, err
+		}
+		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines}
+		rep, err := sim.Cluster(w, run.strategy, r, cfg)
+		if err != nil {
+			return clusterRow{}, fmt.Errorf("%s router: %w", run.router, err)
+		}
+		return clusterRow{Workload: w.Name, Router: run.router, ClusterReport: rep}, nil
+	}, interrupt)
+	bar.stop()
+	if err != nil {
 		return nil, err
 	}
-	if err := checkEndpoint(o.endpoint); err != nil {
-		return nil, err
+	var out []clusterRow
+	var bound float64
+	for i, run := range js {
+		if run.router == "" {
+			bound = results[i].PooledBelady
+			continue
+		}
+		results[i].PooledBelady = bound
+		out = append(out, results[i])
 	}
-	if o.duration <= 0 {
-		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
+	return out, nil
+}
+
+// writeClusterTable writes one block per engine count and capacity, each
+// closed by its best router and the pooled bound.
+func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []clusterRow) error {
+	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks\n", w.Name, len(w.Requests), w.BlockTokens)
+	if slices.ContainsFunc(o.routers, func(r string) bool { return r != routeRoundRobin && r != routeLeastLoaded }) {
+		fmt.Fprintf(out, "load term %v blocks per request of the last %d", o.loadWeight, sim.LoadWindow)
+		if slices.Contains(o.routers, routeApprox) {
+			fmt.Fprintf(out, "; approx index %v x an engine's blocks", o.guess)
+		}
+		fmt.Fprintln(out)
 	}
-	if o.capacity < 1 || o.capacity > kvevents.MaxMirrorCapacity {
-		return nil, usagef("-capacity must be 1 to %d blocks, got %d", kvevents.MaxMirrorCapacity, o.capacity)
+	// Names align left, in columns as wide as the longest.
+	sw, rw := len("strategy"), len("router")
+	for _, r := range rs {
+		sw, rw = max(sw, len(r.Strategy)), max(rw, len(r.Router))
 	}
-	if o.replay != "" {
-		if err := checkEndpoint(o.replay); err != nil {
-			return nil, err
+	var grid bytes.Buffer
+	tw := tabwriter.NewWriter(&grid, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "engines\tblocks\t%-*s\t%-*s\thit ratio\tprefill Mtok\timbalance\tjain\tmispredicted\t\n", sw, "strategy", rw, "router")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%d\t%d\t%-*s\t%-*s\t%.4f\t%.1f\t%.3f\t%.3f\t%.2f\t\n", r.Engines, r.CapacityBlocks, sw, r.Strategy, rw, r.Router,
+			r.HitRatio, float64(r.PrefillTokens)/1e6, r.LoadImbalance, r.Jain, r.MispredictedPerRequest)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(grid.String(), "\n")
+	fmt.Fprint(out, "\n"+lines[0])
+	for i, r := range rs {
+		fmt.Fprint(out, lines[1+i])
+		if i+1 < len(rs) && rs[i+1].Engines == r.Engines && rs[i+1].CapacityBlocks == r.CapacityBlocks {
+			continue
+		}
+		top := math.Inf(-1)
+		var best []string
+		for _, q := range rs {
+			switch {
+			case q.Engines != r.Engines || q.CapacityBlocks != r.CapacityBlocks || q.HitRatio < top:
+			case q.HitRatio > top:
+				top, best = q.HitRatio, []string{q.Router + " " + q.Strategy}
+			default: // a tie: every one is named
+				best = append(best, q.Router+" "+q.Strategy)
+			}
+		}
+		tied := ""
+		if len(best) > 1 {
+			tied = fmt.Sprintf(" (tied with %d more)", len(best)-1)
+		}
+		fmt.Fprintf(out, "best at %d x %d blocks: %s %.4f%s; pooled belady %.4f\n",
+			r.Engines, r.CapacityBlocks, best[0], top, tied, r.PooledBelady)
+		if i+1 < len(rs) {
+			fmt.Fprintln(out)
 		}
 	}
-	if err := checkFormat(o.format); err != nil {
+	return nil
+}
+
+// newRouter returns a new router for run, as o configures it.
+func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload) (sim.Router, error) {
+	switch run.router {
+	case routeRoundRobin:
+		return sim.NewRoundRobin(), nil
+	case routeLeastLoaded:
+		return sim.NewLeastLoaded(), nil
+	case routePrefix:
+		m, err := newWireMirror(run.engines, run.capacity, w.BlockTokens)
+		if err != nil {
+			return nil, err
+		}
+		return sim.NewMirrorRouter(m, o.loadWeight)
+	case routeApprox:
+		return sim.NewApproxRouter(o.guess, o.loadWeight)
+	case routeOracle:
+		return sim.NewOracleRouter(o.loadWeight)
+	}
+	return nil, fmt.Errorf("unknown router %q", run.router) // parseRouters refuses it first
+}
+
+// wireMirror is the prefix router's sim.Mirror: a kvevents.Mirror that
+// takes each engine's events through the wire encoding, one batch per
+// engine per request, as a vLLM engine's batch reaches a router, so that a
+// codec bug shows in the hit ratio.
+type wireMirror struct {
+	m         *kvevents.Mirror
+	blockSize int64
+	topics    []string         // per engine, named as llm-d names a pod's
+	batch     []kvevents.Event // scratch: one Apply's events
+	kv        []kvevents.Hash  // scratch: a request's hashes on the wire
+}
+
+// newWireMirror returns a mirror of engines engines of capacity blocks
+// each, whose blocks hold blockSize tokens.
+func newWireMirror(engines, capacity, blockSize int) (*wireMirror, error) {
+	m, err := kvevents.NewMirror(capacity)
+	if err != nil {
 		return nil, err
 	}
-	return o, nil
+	wm := &wireMirror{m: m, blockSize: int64(blockSize)}
+	for i := range engines {
+		wm.topics = append(wm.topics, fmt.Sprintf("kv@engine-%d@m", i))
+	}
+	return wm, nil
 }
 
-// mirrorRow is one topic of mirror's output; -format json prints an array
-// of them.
-type mirrorRow struct {
-	Topic            string         `json:"topic"`
-	ResidentBlocks   int            `json:"resident_blocks"`
-	ResidentByMedium map[string]int `json:"resident_by_medium"`
-	Batches          int64          `json:"batches"`
-	MissedBatches    int64          `json:"missed_batches"`
-	Restarts         int64          `json:"restarts"`
-}
-
-func mirror(args []string, stdout, stderr io.Writer) error {
-	o, err := parseMirror(args, stdout)
+// Apply encodes engine's events as a batch, decodes it and applies it.
+func (wm *wireMirror) Apply(engine int, events []prefix.Event) error {
+	wm.batch = wm.batch[:0]
+	for _, e := range events {
+		wm.batch = append(wm.batch, kvevents.FromPrefix(e, wm.blockSize, nil))
+	}
+	payload, err := kvevents.Encode(&kvevents.EventBatch{Events: wm.batch}, kvevents.EncodingMixed)
 	if err != nil {
 		return err
 	}
-	m, err := kvevents.NewMirror(o.capacity)
+	batch, skipped, err := kvevents.Decode(payload)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
-	defer cancel()
-	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
-	if o.replay != "" {
-		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
+	if skipped.Total() > 0 {
+		return fmt.Errorf("the mirror skipped %d of the engine's events", skipped.Total())
 	}
-	sub, err := kvevents.NewSubscriber(ctx, o.endpoint, opts...)
-	if err != nil {
-		return err
-	}
-	sub.Run(ctx, m.Handle)
-	rows := []mirrorRow{}
-	for _, t := range m.Topics() {
-		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.ResidentByMedium, t.Batches, t.MissedBatches, t.Restarts})
-	}
-	st := sub.Stats()
-	if st.Malformed+st.Oversized+st.UnknownEvent+st.FieldType+st.Refused > 0 {
-		fmt.Fprintf(stderr, "kvevict: skipped bad input: %d malformed, %d oversized, %d refused messages; %d unknown, %d mistyped events\n",
-			st.Malformed, st.Oversized, st.Refused, st.UnknownEvent, st.FieldType)
-	}
-	if st.ReplayFailures > 0 {
-		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
-	}
-	if o.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	fmt.Fprintf(stdout, "mirrored %s for %v, capacity %d blocks per topic\n", o.endpoint, o.duration, o.capacity)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "topic\tresident_blocks\tbatches\tmissed_batches\trestarts\tby_medium\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%d\t%s\t\n", r.Topic, r.ResidentBlocks, r.Batches, r.MissedBatches, r.Restarts, byMedium(r.ResidentByMedium))
-	}
-	return tw.Flush()
+	wm.m.Apply(wm.topics[engine], &batch)
+	return nil
 }
 
-// byMedium prints counts per medium as GPU=n,CPU=m, in name order.
-func byMedium(counts map[string]int) string {
-	var parts []string
-	for _, medium := range slices.Sorted(maps.Keys(counts)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", medium, counts[medium]))
+// CachedPrefix returns the leading blocks of hashes the mirror holds for
+// engine.
+func (wm *wireMirror) CachedPrefix(engine int, hashes []uint64) int {
+	wm.kv = wm.kv[:0]
+	for _, h := range hashes {
+		wm.kv = append(wm.kv, kvevents.IntHash(h))
 	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ",")
-}
-
-// helpFor names the command whose -h explains a usage error in args.
-func helpFor(args []string) string {
-	if len(args) > 0 && (args[0] == "publish" || args[0] == "mirror" || args[0] == "cluster") {
-		return args[0]
-	}
-	return "compare"
+	return wm.m.Match(wm.topics[engine], wm.kv)
 }

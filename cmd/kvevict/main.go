@@ -131,9 +131,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // packageNames matches the names of this module's packages where they
-// begin an error or a wrapped cause ("sim: lru, request 5: unitcache: ..."):
+// begin an error or a wrapped cause ("sim: lru, request 5: kvevict: ..."):
 // the user ran kvevict, and the line names it once.
-var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix|unitcache): )+`)
+var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix): )+`)
 
 // userMessage is err's text without the package names it passed through.
 func userMessage(err error) string {
@@ -456,4 +456,12 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		return plotHitRatio(o.plot, w.Name, o.mode, reports)
 	}
 	return nil
+}
+
+// helpFor names the command whose -h explains a usage error in args.
+func helpFor(args []string) string {
+	if len(args) > 0 && (args[0] == "publish" || args[0] == "mirror" || args[0] == "cluster") {
+		return args[0]
+	}
+	return "compare"
 }

@@ -286,7 +286,7 @@ func TestCompareGzipTrace(t *testing.T) {
 func TestUserMessage(t *testing.T) {
 	for _, tc := range []struct{ err, want string }{
 		{`sim: unknown granularity "page" (known: sequence, tail, block)`, `unknown granularity "page" (known: sequence, tail, block)`},
-		{"sim: lru, request 5: unitcache: request at tick 6: kvevict: insufficient evictable blocks",
+		{"sim: lru, request 5: request at tick 6: kvevict: insufficient evictable blocks",
 			"lru, request 5: request at tick 6: insufficient evictable blocks"},
 		{"sim: kvevict: capacity must be in [1, 100]", "capacity must be in [1, 100]"},
 		{"open x.jsonl: no such file or directory", "open x.jsonl: no such file or directory"},

@@ -268,7 +268,7 @@ func yRange(lo, hi float64) (float64, float64) {
 // plotCluster draws the cluster's hit ratio against its engines, one line
 // per router (and strategy and capacity, when there are several), and the
 // pooled Belady bound per capacity.
-func plotCluster(path, workload string, rs []clusterReport) error {
+func plotCluster(path, workload string, rs []clusterRow) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
@@ -276,7 +276,7 @@ func plotCluster(path, workload string, rs []clusterReport) error {
 	for _, r := range rs {
 		strategies[r.Strategy], capacities[r.CapacityBlocks] = true, true
 	}
-	name := func(first string, r *clusterReport) string {
+	name := func(first string, r *clusterRow) string {
 		if len(strategies) > 1 && first != sim.BeladyName {
 			first += " " + r.Strategy
 		}

@@ -1,9 +1,12 @@
-// Package unitcache replays accesses against a [kvevict.Policy] as a cache
-// of unit-size entries: every entry is one candidate holding one block (the
+package sim
+
+// The unit cache replays accesses against a [kvevict.Policy] as a cache of
+// unit-size entries: every entry is one candidate holding one block (the
 // cache slot it occupies) and the cache holds a fixed number of them. It is
-// the one harness that drives a policy over a trace: the tests that check
-// a policy against a reference cache (the same trace must give the same
-// hits) and the simulator's plain replay ([sim.Replay]) both use it.
+// the one harness that drives a policy over a trace: [Replay], the
+// approximate index of the approx router, and the tests that check a
+// policy against a reference cache (the same trace must give the same
+// hits) all use it.
 //
 // A request names one or more ids. Following the access protocol, the
 // cache calls UpdateAccess for each of them before the SelectVictims that
@@ -14,9 +17,6 @@
 // Ticks count touches: a candidate's LastAccess is the tick of its latest
 // touch, CreatedAt that of the request it entered with, AccessCount the
 // requests that found it resident.
-//
-// [sim.Replay]: https://pkg.go.dev/github.com/sagellm/kvevict/sim#Replay
-package unitcache
 
 import (
 	"errors"
@@ -26,10 +26,10 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
-// Cache is a cache of unit-size entries whose evictions a policy, or an
+// unitCache is a cache of unit-size entries whose evictions a policy, or an
 // index, chooses. It is not safe for concurrent use.
-type Cache struct {
-	store    store
+type unitCache struct {
+	store    unitStore
 	capacity int
 	tick     int64
 	hits     uint64
@@ -41,13 +41,13 @@ type Cache struct {
 	ids   []uint64            // scratch: one request's distinct ids
 	hit   []bool              // scratch: whether ids[i] was resident
 	one   [1]uint64           // scratch: Access's request
-	seen  map[uint64]struct{} // scratch for Distinct
+	seen  map[uint64]struct{} // scratch for distinct
 }
 
-// A store holds the residents as candidates and has them ranked: by a
-// Policy over a slice ([New]), the contract path, or by an Index ([NewIndexed]),
-// which makes a request O(log n) instead of O(n).
-type store interface {
+// A unitStore holds the residents as candidates and has them ranked: by a
+// Policy over a slice ([newPolicyCache]), the contract path, or by an Index
+// ([newIndexCache]), which makes a request O(log n) instead of O(n).
+type unitStore interface {
 	access(id uint64)
 	// reference marks resident id as in use by the request, or reports
 	// that it is not resident.
@@ -65,47 +65,48 @@ type store interface {
 	contains(id uint64) bool
 	len() int
 	// check verifies the store against c's slots, for tests.
-	check(c *Cache, free []bool) error
+	check(c *unitCache, free []bool) error
 }
 
-// New returns an empty cache of capacity entries driven by p, through
-// Policy.SelectVictims over every resident at each eviction. Capacity must
-// be at least 1. Memory grows with the residents, not with the capacity.
-func New(p kvevict.Policy, capacity int) (*Cache, error) {
+// newPolicyCache returns an empty cache of capacity entries driven by p,
+// through Policy.SelectVictims over every resident at each eviction.
+// Capacity must be at least 1. Memory grows with the residents, not with the capacity.
+func newPolicyCache(p kvevict.Policy, capacity int) (*unitCache, error) {
 	if p == nil {
-		return nil, errors.New("unitcache: nil policy")
+		return nil, errors.New("sim: unit cache: nil policy")
 	}
-	return newCache(&sliceStore{policy: p, index: make(map[uint64]int)}, capacity)
+	return newUnitCache(&sliceStore{policy: p, index: make(map[uint64]int)}, capacity)
 }
 
-// NewIndexed returns an empty cache of capacity entries kept in x, which
-// must be empty: the same requests pick the same victims as [New] with a
-// Policy of x's strategy and options (an Index picks as SelectVictims
-// does), in O(log n) per id instead of O(n) per eviction.
-func NewIndexed(x *kvevict.Index, capacity int) (*Cache, error) {
+// newIndexCache returns an empty cache of capacity entries kept in x, which
+// must be empty: the same requests pick the same victims as
+// [newPolicyCache] with a Policy of x's strategy and options (an Index
+// picks as SelectVictims does), in O(log n) per id instead of O(n) per
+// eviction.
+func newIndexCache(x *kvevict.Index, capacity int) (*unitCache, error) {
 	if x == nil || x.Len() != 0 {
-		return nil, errors.New("unitcache: nil or non-empty index")
+		return nil, errors.New("sim: unit cache: nil or non-empty index")
 	}
-	return newCache(&indexStore{x: x}, capacity)
+	return newUnitCache(&indexStore{x: x}, capacity)
 }
 
-func newCache(s store, capacity int) (*Cache, error) {
+func newUnitCache(s unitStore, capacity int) (*unitCache, error) {
 	if capacity < 1 {
-		return nil, fmt.Errorf("unitcache: capacity must be at least 1, got %d", capacity)
+		return nil, fmt.Errorf("sim: unit cache: capacity must be at least 1, got %d", capacity)
 	}
-	return &Cache{store: s, capacity: capacity, seen: make(map[uint64]struct{})}, nil
+	return &unitCache{store: s, capacity: capacity, seen: make(map[uint64]struct{})}, nil
 }
 
 // Access requests the single id and reports whether it was resident: a
-// [Cache.Request] of one id with the lowest priority.
-func (c *Cache) Access(id uint64) (hit bool, err error) {
+// [unitCache.Request] of one id with the lowest priority.
+func (c *unitCache) Access(id uint64) (hit bool, err error) {
 	c.one[0] = id
 	out, err := c.Request(c.one[:], kvevict.PriorityLow)
 	return out.Loaded == 0 && err == nil, err
 }
 
-// Outcome is what one [Cache.Request] did.
-type Outcome struct {
+// outcome is what one [unitCache.Request] did.
+type outcome struct {
 	// Loaded is how many of the request's ids were not resident and
 	// entered.
 	Loaded int
@@ -126,13 +127,13 @@ type Outcome struct {
 // of more distinct ids than the capacity keeps the first Capacity. An error
 // from the policy, or victims that are not resident or free too little, is
 // returned with the cache unchanged but for the policy's own state.
-// O(len(ids)) plus the selection: O(n) for n residents with [New],
-// O(len(ids) log n) with [NewIndexed].
-func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
+// O(len(ids)) plus the selection: O(n) for n residents with [newPolicyCache],
+// O(len(ids) log n) with [newIndexCache].
+func (c *unitCache) Request(ids []uint64, prio kvevict.Priority) (outcome, error) {
 	for _, id := range ids {
 		c.store.access(id)
 	}
-	c.ids = Distinct(ids, c.capacity, c.ids, c.seen)
+	c.ids = distinct(ids, c.capacity, c.ids, c.seen)
 	c.hit = c.hit[:0]
 	missing := 0
 	for _, id := range c.ids {
@@ -142,7 +143,7 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 			missing++
 		}
 	}
-	var out Outcome
+	var out outcome
 	if need := missing - (c.capacity - c.store.len()); need > 0 {
 		victims, elapsed, err := c.store.evict(need)
 		if err != nil {
@@ -151,12 +152,12 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 					c.store.unreference(id)
 				}
 			}
-			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
+			return outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 		for _, v := range victims {
 			c.free = append(c.free, v.Blocks[0])
 		}
-		out = Outcome{Victims: victims, Selected: true, Elapsed: elapsed}
+		out = outcome{Victims: victims, Selected: true, Elapsed: elapsed}
 	}
 	out.Loaded = missing
 	c.misses += uint64(missing)
@@ -169,13 +170,13 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 		slot := c.slot()
 		c.owner[slot] = id
 		if err := c.store.enter(id, c.slots[slot:slot+1:slot+1], created); err != nil {
-			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
+			return outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
 		if err := c.store.touch(c.ids[j], c.tick, prio, c.hit[j]); err != nil {
-			return Outcome{}, fmt.Errorf("unitcache: request at tick %d: %w", c.tick, err)
+			return outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}
 	return out, nil
@@ -183,14 +184,14 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 
 // MarkPartial marks resident id as the partial last block of the request
 // that just touched it (Candidate.LastBlockPartial), until a request touches
-// it again. It reports whether id is resident. O(1) with [New], O(log n)
-// with [NewIndexed].
-func (c *Cache) MarkPartial(id uint64) bool { return c.store.markPartial(id) }
+// it again. It reports whether id is resident. O(1) with [newPolicyCache],
+// O(log n) with [newIndexCache].
+func (c *unitCache) MarkPartial(id uint64) bool { return c.store.markPartial(id) }
 
 // slot returns a slot no resident holds: a freed one, or a new one. The
 // residents' Blocks keep pointing into the old array when slots grows; its
 // elements never change. Amortized O(1).
-func (c *Cache) slot() int {
+func (c *unitCache) slot() int {
 	if n := len(c.free); n > 0 {
 		s := c.free[n-1]
 		c.free = c.free[:n-1]
@@ -205,21 +206,21 @@ func (c *Cache) slot() int {
 // Check verifies the cache's bookkeeping, for tests: at most capacity
 // residents, each holding one slot of its own, unreferenced; every slot
 // used so far held by one resident or free. O(n).
-func (c *Cache) Check() error {
+func (c *unitCache) Check() error {
 	n := c.store.len()
 	if n > c.capacity {
-		return fmt.Errorf("unitcache: %d residents, capacity %d", n, c.capacity)
+		return fmt.Errorf("unit cache: %d residents, capacity %d", n, c.capacity)
 	}
 	free, err := c.freeSlots()
 	if err != nil {
 		return err
 	}
 	if n+len(c.free) != len(c.slots) {
-		return fmt.Errorf("unitcache: %d residents + %d free slots != %d slots", n, len(c.free), len(c.slots))
+		return fmt.Errorf("unit cache: %d residents + %d free slots != %d slots", n, len(c.free), len(c.slots))
 	}
 	for s := range c.slots {
 		if !free[s] && !c.store.contains(c.owner[s]) {
-			return fmt.Errorf("unitcache: slot %d: its owner %d is not resident", s, c.owner[s])
+			return fmt.Errorf("unit cache: slot %d: its owner %d is not resident", s, c.owner[s])
 		}
 	}
 	return c.store.check(c, free)
@@ -227,12 +228,12 @@ func (c *Cache) Check() error {
 
 // freeSlots marks the free slots among those used so far, and reports the
 // first free slot out of range or listed twice. O(slots).
-func (c *Cache) freeSlots() (free []bool, err error) {
+func (c *unitCache) freeSlots() (free []bool, err error) {
 	free = make([]bool, len(c.slots))
 	for _, s := range c.free {
 		if s < 0 || s >= len(free) || free[s] {
 			if err == nil {
-				err = fmt.Errorf("unitcache: free slot %d is out of range or free twice", s)
+				err = fmt.Errorf("unit cache: free slot %d is out of range or free twice", s)
 			}
 			continue
 		}
@@ -242,13 +243,13 @@ func (c *Cache) freeSlots() (free []bool, err error) {
 }
 
 // Contains reports whether id is resident. O(1).
-func (c *Cache) Contains(id uint64) bool { return c.store.contains(id) }
+func (c *unitCache) Contains(id uint64) bool { return c.store.contains(id) }
 
 // Len returns how many entries are resident.
-func (c *Cache) Len() int { return c.store.len() }
+func (c *unitCache) Len() int { return c.store.len() }
 
 // Residents returns the resident ids, in no particular order. O(slots).
-func (c *Cache) Residents() []uint64 {
+func (c *unitCache) Residents() []uint64 {
 	free, _ := c.freeSlots() // Check reports a broken free list
 	ids := make([]uint64, 0, c.store.len())
 	for s := range c.slots {
@@ -261,16 +262,16 @@ func (c *Cache) Residents() []uint64 {
 
 // Hits returns how many ids, over all requests, were resident when
 // requested (a request's repeats count once).
-func (c *Cache) Hits() uint64 { return c.hits }
+func (c *unitCache) Hits() uint64 { return c.hits }
 
 // Misses returns how many ids, over all requests, were not resident when
 // requested (a request's repeats count once).
-func (c *Cache) Misses() uint64 { return c.misses }
+func (c *unitCache) Misses() uint64 { return c.misses }
 
-// Distinct returns ids without repeats, in order of first appearance, at
+// distinct returns ids without repeats, in order of first appearance, at
 // most limit of them, in buf's storage; seen is scratch, cleared first.
 // O(len(ids)).
-func Distinct(ids []uint64, limit int, buf []uint64, seen map[uint64]struct{}) []uint64 {
+func distinct(ids []uint64, limit int, buf []uint64, seen map[uint64]struct{}) []uint64 {
 	clear(seen)
 	buf = buf[:0]
 	for _, id := range ids {

@@ -1,4 +1,4 @@
-package unitcache_test
+package sim
 
 import (
 	"math/rand/v2"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // TestIndexedMatchesPolicy: for every strategy, a cache kept
@@ -32,11 +31,11 @@ func TestIndexedMatchesPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				const capacity = 32
-				slow, err := unitcache.New(p, capacity)
+				slow, err := newPolicyCache(p, capacity)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fast, err := unitcache.NewIndexed(x, capacity)
+				fast, err := newIndexCache(x, capacity)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +67,7 @@ func TestIndexedMatchesPolicy(t *testing.T) {
 						}
 					}
 					if r%101 == 0 {
-						for _, c := range []*unitcache.Cache{slow, fast} {
+						for _, c := range []*unitCache{slow, fast} {
 							if err := c.Check(); err != nil {
 								t.Fatalf("seed %d, request %d: %v", seed, r, err)
 							}

@@ -1,4 +1,4 @@
-package unitcache
+package sim
 
 import (
 	"fmt"
@@ -114,15 +114,15 @@ func (s *sliceStore) remove(id uint64) {
 	delete(s.index, id)
 }
 
-func (s *sliceStore) check(c *Cache, _ []bool) error {
+func (s *sliceStore) check(c *unitCache, _ []bool) error {
 	if len(s.index) != len(s.cands) {
-		return fmt.Errorf("unitcache: %d residents, %d indexed", len(s.cands), len(s.index))
+		return fmt.Errorf("unit cache: %d residents, %d indexed", len(s.cands), len(s.index))
 	}
 	for i := range s.cands {
 		cand := &s.cands[i]
 		if k, ok := s.index[cand.ID]; !ok || k != i || cand.RefCount != 0 || len(cand.Blocks) != 1 ||
 			c.owner[cand.Blocks[0]] != cand.ID {
-			return fmt.Errorf("unitcache: resident %d at %d: index %d, %d references, blocks %v",
+			return fmt.Errorf("unit cache: resident %d at %d: index %d, %d references, blocks %v",
 				cand.ID, i, k, cand.RefCount, cand.Blocks)
 		}
 	}
@@ -188,13 +188,13 @@ func (s *indexStore) contains(id uint64) bool {
 
 func (s *indexStore) len() int { return s.x.Len() }
 
-func (s *indexStore) check(c *Cache, free []bool) error {
+func (s *indexStore) check(c *unitCache, free []bool) error {
 	for slot := range c.slots {
 		if free[slot] {
 			continue
 		}
 		if cand, _ := s.x.Get(c.owner[slot]); cand.RefCount != 0 || len(cand.Blocks) != 1 || cand.Blocks[0] != slot {
-			return fmt.Errorf("unitcache: resident %d: %d references, blocks %v, slot %d", cand.ID, cand.RefCount, cand.Blocks, slot)
+			return fmt.Errorf("unit cache: resident %d: %d references, blocks %v, slot %d", cand.ID, cand.RefCount, cand.Blocks, slot)
 		}
 	}
 	return nil

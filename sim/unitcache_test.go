@@ -1,4 +1,4 @@
-package unitcache_test
+package sim
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/unitcache"
 )
 
 // trace is a named, fixed-seed access trace.
@@ -86,7 +85,8 @@ func traces() []trace {
 	}
 }
 
-const capacity = 200
+// unitCapacity is the reference traces' cache size.
+const unitCapacity = 200
 
 // skipUnderRace skips a long replay under the race detector: the harness
 // is single-threaded, so the detector finds nothing there, and .ci/run
@@ -99,14 +99,14 @@ func skipUnderRace(t *testing.T) {
 }
 
 // checkEvery is how many accesses pass between the replays' invariant
-// checks, each O(capacity).
+// checks, each O(unitCapacity).
 const checkEvery = 997
 
-// replay runs ids through a unit cache driven by p and returns its hits,
+// replayIDs runs ids through a unit cache driven by p and returns its hits,
 // checking the cache every so often.
-func replay(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
+func replayIDs(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 	t.Helper()
-	c, err := unitcache.New(p, capacity)
+	c, err := newPolicyCache(p, unitCapacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +136,8 @@ func TestLRUMatchesSimpleLRU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := replay(t, p, tr.ids)
-			oracle, err := simplelru.NewLRU[uint64, struct{}](capacity, nil)
+			got := replayIDs(t, p, tr.ids)
+			oracle, err := simplelru.NewLRU[uint64, struct{}](unitCapacity, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,12 +168,12 @@ func TestARCNearGolangLRU(t *testing.T) {
 	skipUnderRace(t)
 	for _, tr := range traces() {
 		t.Run(tr.name, func(t *testing.T) {
-			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
+			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(unitCapacity))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := replay(t, p, tr.ids)
-			peer, err := arclru.NewARC[uint64, struct{}](capacity)
+			got := replayIDs(t, p, tr.ids)
+			peer, err := arclru.NewARC[uint64, struct{}](unitCapacity)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,12 +211,12 @@ func TestARCMatchesPaper(t *testing.T) {
 	all := append(traces(), trace{"loop=1.2c+zipf", loopZipfTrace(100_000, 240, 4)}, trace{"loop=1.2c", loopTrace(100_000, 240)})
 	for _, tr := range all {
 		t.Run(tr.name, func(t *testing.T) {
-			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(capacity))
+			p, err := kvevict.New(kvevict.ARC, kvevict.WithCapacity(unitCapacity))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := replay(t, p, tr.ids)
-			ref := newRefARC(capacity)
+			got := replayIDs(t, p, tr.ids)
+			ref := newRefARC(unitCapacity)
 			var want uint64
 			for _, id := range tr.ids {
 				if ref.access(id) {
@@ -314,16 +314,16 @@ func TestAdaptiveMatchReference(t *testing.T) {
 	for _, tr := range traces() {
 		for _, s := range []kvevict.Strategy{kvevict.S3FIFO, kvevict.SIEVE} {
 			t.Run(fmt.Sprintf("%s/%s", s, tr.name), func(t *testing.T) {
-				p, err := kvevict.New(s, kvevict.WithCapacity(capacity))
+				p, err := kvevict.New(s, kvevict.WithCapacity(unitCapacity))
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := replay(t, p, tr.ids)
+				got := replayIDs(t, p, tr.ids)
 				var ref refCache
 				if s == kvevict.SIEVE {
-					ref = newRefSIEVE(capacity)
+					ref = newRefSIEVE(unitCapacity)
 				} else {
-					ref = newRefS3FIFO(capacity)
+					ref = newRefS3FIFO(unitCapacity)
 				}
 				var want uint64
 				for _, id := range tr.ids {
@@ -457,8 +457,8 @@ func (r *refS3FIFO) evict() {
 	}
 }
 
-// step is one request of a hand script and what it must do.
-type step struct {
+// scriptStep is one request of a hand script and what it must do.
+type scriptStep struct {
 	ids      []uint64
 	loaded   int
 	victims  []uint64 // in the policy's order
@@ -475,11 +475,11 @@ func TestRequestScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := unitcache.New(p, 3)
+	c, err := newPolicyCache(p, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, st := range []step{
+	for i, st := range []scriptStep{
 		{[]uint64{1, 2}, 2, nil, []uint64{1, 2}},                           // touches 2 then 1
 		{[]uint64{3, 1}, 1, nil, []uint64{1, 2, 3}},                        // 1 then 3: 2 is the oldest
 		{[]uint64{4, 5, 2}, 2, []uint64{1, 3}, []uint64{2, 4, 5}},          // 2 is referenced: 1 and 3 go
@@ -533,7 +533,7 @@ func TestRequestRejectsBadVictims(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &liar{Policy: lru}
-	c, err := unitcache.New(p, 2)
+	c, err := newPolicyCache(p, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPublishMirrorFlags: every bad flag of publish and mirror is refused
+// before anything starts.
+func TestPublishMirrorFlags(t *testing.T) {
+	ok := []string{"-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt, "-capacity", "10"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "-trace", excerpt, "-capacity", "10"}, "-endpoint is required"},
+		{[]string{"publish", "-endpoint", "127.0.0.1:5557", "-trace", excerpt, "-capacity", "10"}, "must be transport://address"},
+		{[]string{"publish", "-endpoint", "carrier://x", "-trace", excerpt, "-capacity", "10"}, "must be transport://address"},
+		{[]string{"publish", "-endpoint", "tcp://127.0.0.1:1", "-capacity", "10"}, "-trace is required"},
+		{[]string{"publish", "-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt}, "-capacity must be at least 1"},
+		{append(ok, "-strategy", "arc"), "ranks by lists of sequences"},
+		{append(ok, "-strategy", "nope"), `unknown strategy "nope"`},
+		{append(ok, "-warmup", "-1s"), "-warmup must not be negative"},
+		{append(ok, "-linger", "-1s"), "-linger must not be negative"},
+		{append(ok, "-format", "csv"), "-format must be table or json"},
+		{append(ok, "extra"), `unexpected argument "extra"`},
+		{[]string{"mirror", "-duration", "1s"}, "-endpoint is required"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1"}, "-duration must be positive"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-capacity", "0"}, "-capacity must be 1 to 536870912"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-capacity", "536870913"}, "-capacity must be 1 to 536870912"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-replay-endpoint", "x"}, "must be transport://address"},
+		{append(ok, "-block-size", "-1"), "-block-size must be 1 to 65536"},
+		{append(ok, "-dp-rank", "-1"), "-dp-rank must not be negative"},
+		{append(ok, "-encoding", "json"), "-encoding must be mixed, map or array"},
+		{append(ok, "-replay-endpoint", "carrier://x"), "must be transport://address"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-format", "xml"}, "-format must be table or json"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "soon"}, `invalid value "soon"`},
+	} {
+		args := tc.args
+		if args[0] != "publish" && args[0] != "mirror" {
+			args = append([]string{"publish"}, args...)
+		}
+		code, _, errOut := runArgs(t, args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, "see kvevict "+args[0]+" -h") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", args, code, errOut, tc.want)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package main
+
+// kvevict mirror speaks vLLM's KV events (package kvevents):
+//
+//	kvevict mirror -endpoint E -duration D [-capacity N] [-replay-endpoint E]
+//	               [-format table|json]
+//
+// It subscribes to a stream of KV events (kvevict publish's or a vLLM
+// engine's) and keeps each topic's blocks in a bounded mirror, as a
+// KV-aware router does.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sagellm/kvevict/kvevents"
+)
+
+// defaultMirrorCapacity is mirror's blocks per topic: above any one
+// engine's pool.
+const defaultMirrorCapacity = 1_000_000
+
+// mirrorOptions are mirror's parsed flags.
+type mirrorOptions struct {
+	endpoint, replay, format string
+	duration                 time.Duration
+	capacity                 int
+}
+
+func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
+	fs := newFlagSet("mirror")
+	o := &mirrorOptions{}
+	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ SUB `endpoint`; binds if it holds * or :: (publishers connect to it), else connects (to a publisher that binds)")
+	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror")
+	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
+	fs.StringVar(&o.replay, "replay-endpoint", "", "the publisher's replay (ROUTER) `endpoint`, asked for missed batches after a gap, a late join or a restart")
+	fs.StringVar(&o.format, "format", "table", "output: table or json")
+	if err := parseFlagSet(fs, args, "kvevict mirror -endpoint E -duration D [flags]", help); err != nil {
+		return nil, err
+	}
+	if err := checkEndpoint(o.endpoint); err != nil {
+		return nil, err
+	}
+	if o.duration <= 0 {
+		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
+	}
+	if o.capacity < 1 || o.capacity > kvevents.MaxMirrorCapacity {
+		return nil, usagef("-capacity must be 1 to %d blocks, got %d", kvevents.MaxMirrorCapacity, o.capacity)
+	}
+	if o.replay != "" {
+		if err := checkEndpoint(o.replay); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFormat(o.format); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// mirrorRow is one topic of mirror's output; -format json prints an array
+// of them.
+type mirrorRow struct {
+	Topic            string         `json:"topic"`
+	ResidentBlocks   int            `json:"resident_blocks"`
+	ResidentByMedium map[string]int `json:"resident_by_medium"`
+	Batches          int64          `json:"batches"`
+	MissedBatches    int64          `json:"missed_batches"`
+	Restarts         int64          `json:"restarts"`
+}
+
+func mirror(args []string, stdout, stderr io.Writer) error {
+	o, err := parseMirror(args, stdout)
+	if err != nil {
+		return err
+	}
+	m, err := kvevents.NewMirror(o.capacity)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
+	defer cancel()
+	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	if o.replay != "" {
+		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
+	}
+	sub, err := kvevents.NewSubscriber(ctx, o.endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	sub.Run(ctx, m.Handle)
+	rows := []mirrorRow{}
+	for _, t := range m.Topics() {
+		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.ResidentByMedium, t.Batches, t.MissedBatches, t.Restarts})
+	}
+	st := sub.Stats()
+	if st.Malformed+st.Oversized+st.UnknownEvent+st.FieldType+st.Refused > 0 {
+		fmt.Fprintf(stderr, "kvevict: skipped bad input: %d malformed, %d oversized, %d refused messages; %d unknown, %d mistyped events\n",
+			st.Malformed, st.Oversized, st.Refused, st.UnknownEvent, st.FieldType)
+	}
+	if st.ReplayFailures > 0 {
+		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	fmt.Fprintf(stdout, "mirrored %s for %v, capacity %d blocks per topic\n", o.endpoint, o.duration, o.capacity)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "topic\tresident_blocks\tbatches\tmissed_batches\trestarts\tby_medium\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%q\t%d\t%d\t%d\t%d\t%s\t\n", r.Topic, r.ResidentBlocks, r.Batches, r.MissedBatches, r.Restarts, byMedium(r.ResidentByMedium))
+	}
+	return tw.Flush()
+}
+
+// byMedium prints counts per medium as GPU=n,CPU=m, in name order.
+func byMedium(counts map[string]int) string {
+	var parts []string
+	for _, medium := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", medium, counts[medium]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}

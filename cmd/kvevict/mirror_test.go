@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMirrorCommand feeds mirror, over TCP, frames a vLLM engine would send
+// (written by hand, array encoding) for two topics, from a PUB socket that
+// binds, as an engine's does, and sends once the mirror subscribed.
+func TestMirrorCommand(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", "3s", "-format", "json")
+		done <- result{code, out, errOut}
+	}()
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("mirror never connected: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(socketTimeout))
+	if _, err := c.Write(handshake("PUB")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if err := readGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := readMsg(r); err != nil || len(sub) != 1 || string(sub[0]) != "\x01" {
+		t.Fatalf("mirror's subscription %q, %v; want every topic", sub, err)
+	}
+	go io.Copy(io.Discard, r)
+	stored := "98 ab426c6f636b53746f726564" // ["BlockStored", then 7 fields
+	removed := "93 ac426c6f636b52656d6f766564"
+	msgs := []struct {
+		topic string
+		seq   uint64
+		hex   string
+	}{
+		// [1.0, [["BlockStored", [1, 2, 3], None, [], 16, None, "GPU", None]]]
+		{"a", 0, "92 cb3ff0000000000000 91" + stored + "93010203 c0 90 10 c0 a3475055 c0"},
+		// [1.0, [["BlockStored", [7], None, ...], ["BlockRemoved", [7], "GPU"]]]
+		{"b", 0, "92 cb3ff0000000000000 92" + stored + "9107 c0 90 10 c0 a3475055 c0" + removed + "9107 a3475055"},
+		// [1.0, [["BlockRemoved", [3], "GPU"], ["BlockStored", [4, 5], 2, ...]]]
+		{"a", 1, "92 cb3ff0000000000000 92" + removed + "9103 a3475055" + stored + "920405 02 90 10 c0 a3475055 c0"},
+		// sequence 1 of b is lost: [1.0, [["BlockStored", [8], None, ...]]]
+		{"b", 2, "92 cb3ff0000000000000 91" + stored + "9108 c0 90 10 c0 a3475055 c0"},
+	}
+	for _, m := range msgs {
+		payload, err := hex.DecodeString(strings.ReplaceAll(m.hex, " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(frames([]byte(m.topic), seqFrame(m.seq), payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := <-done
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(res.out), &rows); err != nil {
+		t.Fatalf("%q: %v", res.out, err)
+	}
+	// a holds 1 2 4 5 (3 removed); b stored and removed 7, then 8 after a gap.
+	want := `[map[batches:2 missed_batches:0 resident_blocks:4 resident_by_medium:map[GPU:4] restarts:0 topic:a] ` +
+		`map[batches:2 missed_batches:1 resident_blocks:1 resident_by_medium:map[GPU:1] restarts:0 topic:b]]`
+	if got := fmt.Sprint(rows); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,292 @@
+package main
+
+// kvevict publish speaks vLLM's KV events (package kvevents):
+//
+//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
+//	                [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
+//	                [-replay-endpoint E] [-warmup D] [-linger D] [-format table|json]
+//
+// It replays a Mooncake trace through a prefix tree of N blocks, as a
+// kvevict-managed pool would hold them, and publishes every store and
+// removal as a vLLM engine does, one batch per request, for kvevict mirror
+// or a KV-aware router to follow.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/kvevents"
+	"github.com/sagellm/kvevict/prefix"
+)
+
+// Defaults of kvevict publish.
+const (
+	defaultWarmup     = time.Second
+	defaultLinger     = 5 * time.Second
+	defaultPublishKey = kvevict.LRU
+)
+
+// publishOptions are publish's parsed flags.
+type publishOptions struct {
+	endpoint, replay, trace, topic, format string
+	capacity, blockSize                    int
+	rank                                   int64
+	encoding                               kvevents.Encoding
+	strategy                               kvevict.Strategy
+	warmup, linger                         time.Duration
+}
+
+func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
+	fs := newFlagSet("publish")
+	o := &publishOptions{}
+	var strategy string
+	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
+	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
+	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
+	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
+	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block (default the trace's)")
+	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
+	var encoding string
+	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
+	fs.StringVar(&o.replay, "replay-endpoint", "", "ZeroMQ ROUTER `endpoint` to serve replay requests on (binds); none by default")
+	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
+	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them")
+	fs.StringVar(&o.format, "format", "table", "output: table or json")
+	if err := parseFlagSet(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", help); err != nil {
+		return nil, err
+	}
+	if err := checkEndpoint(o.endpoint); err != nil {
+		return nil, err
+	}
+	if o.replay != "" {
+		if err := checkEndpoint(o.replay); err != nil {
+			return nil, err
+		}
+	}
+	if o.blockSize < 0 || o.blockSize > maxBlockSize {
+		return nil, usagef("-block-size must be 1 to %d tokens, got %d", maxBlockSize, o.blockSize)
+	}
+	if o.rank < 0 {
+		return nil, usagef("-dp-rank must not be negative, got %d", o.rank)
+	}
+	e, err := kvevents.ParseEncoding(encoding)
+	if err != nil {
+		return nil, usagef("-encoding must be mixed, map or array, got %q", encoding)
+	}
+	o.encoding = e
+	if o.trace == "" {
+		return nil, usagef("-trace is required")
+	}
+	if o.capacity < 1 {
+		return nil, usagef("-capacity must be at least 1 block, got %d", o.capacity)
+	}
+	if o.warmup < 0 {
+		return nil, usagef("-warmup must not be negative, got %v", o.warmup)
+	}
+	if o.linger < 0 {
+		return nil, usagef("-linger must not be negative, got %v", o.linger)
+	}
+	if err := checkFormat(o.format); err != nil {
+		return nil, err
+	}
+	s, err := kvevict.ParseStrategy(strategy)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	if !prefix.Supports(s) {
+		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
+	}
+	o.strategy = s
+	return o, nil
+}
+
+// keyStrategyNames lists the strategies a prefix tree can evict by.
+func keyStrategyNames() string {
+	var names []string
+	for _, s := range kvevict.Strategies() {
+		if prefix.Supports(s) {
+			names = append(names, string(s))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// maxBlockSize bounds -block-size: the token ids publish writes per block.
+const maxBlockSize = 1 << 16
+
+// publishSummary is publish's result; -format json prints it as is. Sent,
+// dropped and unsent add up over the subscribers connected at each batch
+// (see kvevents.PublisherStats): a batch sent to two subscribers counts
+// twice, and one published before any subscriber connected not at all.
+type publishSummary struct {
+	Batches        int64              `json:"batches"`
+	StoredBlocks   int64              `json:"stored_blocks"`
+	RemovedBlocks  int64              `json:"removed_blocks"`
+	ResidentBlocks int                `json:"resident_blocks"`
+	Sent           int64              `json:"sent"`
+	Dropped        int64              `json:"dropped"`
+	Unsent         int64              `json:"unsent"`
+	Subscribers    []subscriberResult `json:"subscribers"`
+}
+
+// subscriberResult is one subscriber connection's part of the summary.
+type subscriberResult struct {
+	Peer    string `json:"peer"`
+	Sent    int64  `json:"sent"`
+	Dropped int64  `json:"dropped"`
+	Unsent  int64  `json:"unsent"`
+}
+
+// newPoolTree builds publish's prefix tree, for a pool of capacity blocks.
+func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
+	opts := []prefix.Option{prefix.WithEvents(onEvent)}
+	if prefix.NeedsCapacity(s) {
+		opts = append(opts, prefix.WithCapacity(capacity))
+	}
+	return prefix.New(s, opts...)
+}
+
+func publish(args []string, stdout, stderr io.Writer) error {
+	o, err := parsePublish(args, stdout)
+	if err != nil {
+		return err
+	}
+	w, err := loadTrace(o.trace)
+	if err != nil {
+		return err
+	}
+	if o.blockSize == 0 {
+		o.blockSize = w.BlockTokens
+	}
+	var pending []kvevents.Event
+	var sum publishSummary
+	medium := kvevents.MediumGPU
+	tree, err := newPoolTree(o.strategy, o.capacity, func(e prefix.Event) {
+		switch e.Kind {
+		case prefix.Stored:
+			sum.StoredBlocks += int64(len(e.Hashes))
+		case prefix.Removed:
+			sum.RemovedBlocks += int64(len(e.Hashes))
+		}
+		ev := kvevents.FromPrefix(e, int64(o.blockSize), &medium)
+		if s, ok := ev.(*kvevents.BlockStored); ok {
+			s.TokenIDs = blockTokens(e.Hashes, o.blockSize)
+		}
+		pending = append(pending, ev)
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
+		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	if o.replay != "" {
+		opts = append(opts, kvevents.WithReplay(o.replay, kvevents.DefaultReplayBuffer))
+	}
+	pub, err := kvevents.NewPublisher(ctx, o.endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	time.Sleep(o.warmup)
+	var hashes []uint64
+	for i := range w.Requests {
+		req := &w.Requests[i]
+		hashes = chainHashes(hashes[:0], req.HashIDs)
+		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}, o.capacity); err != nil {
+			pub.Close()
+			return err
+		}
+		if len(pending) == 0 {
+			continue
+		}
+		b := kvevents.EventBatch{TS: float64(req.Timestamp) / 1000, Events: pending}
+		if _, err := pub.Publish(&b); err != nil {
+			pub.Close()
+			return err
+		}
+		sum.Batches++
+		pending = pending[:0]
+	}
+	if err := pub.Close(); err != nil {
+		return err
+	}
+	st := pub.Stats()
+	sum.ResidentBlocks = tree.Len()
+	sum.Sent, sum.Dropped, sum.Unsent = st.Sent, st.Dropped, st.Unsent
+	sum.Subscribers = []subscriberResult{}
+	for _, s := range st.Subscribers {
+		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
+		w.Name, len(w.Requests), o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "subscribers connected at the end: %d\n", len(sum.Subscribers))
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "peer\tsent\tdropped\tunsent\t")
+	for _, s := range sum.Subscribers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", s.Peer, s.Sent, s.Dropped, s.Unsent)
+	}
+	return tw.Flush()
+}
+
+// chainHashes appends to dst the 64-bit block hashes of a request whose
+// blocks have the trace ids ids, chained as an engine chains them: each
+// block's hash mixes its parent's hash with its own id, so it names the
+// whole prefix, a repeated id gets a new hash at each position, and no hash
+// is 0, which consumers read as no parent.
+func chainHashes(dst []uint64, ids []uint64) []uint64 {
+	h := uint64(0xcbf29ce484222325) // the chain's root: FNV-1a's offset basis
+	for _, id := range ids {
+		h = splitmix(h ^ splitmix(id))
+		if h == 0 {
+			h = 1
+		}
+		dst = append(dst, h)
+	}
+	return dst
+}
+
+// splitmix is SplitMix64's finalizer, a bijection of uint64 that spreads
+// every input bit over the output.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// vocabulary is the range of the token ids publish makes up.
+const vocabulary = 32_000
+
+// blockTokens returns blockSize token ids for each block hash, made up
+// from the hash alone: the same block gets the same tokens wherever it is
+// stored, and a router that keys blocks by their tokens (llm-d's indexer)
+// finds as many distinct blocks as there are hashes.
+func blockTokens(hashes []uint64, blockSize int) []int64 {
+	out := make([]int64, 0, len(hashes)*blockSize)
+	for _, h := range hashes {
+		for j := range blockSize {
+			out = append(out, int64(splitmix(h+uint64(j))%vocabulary))
+		}
+	}
+	return out
+}
