@@ -38,8 +38,9 @@
 //     which clock its ticks count (package sim's documentation).
 //   - capacity: how many candidates a pool holds when full, in the unit of
 //     its candidates: sequences for [WithCapacity], the cache size c of an
-//     adaptive strategy's paper; blocks for a prefix tree (prefix.WithCapacity)
-//     and for the simulator's and the command's pools (-capacity).
+//     adaptive strategy's paper; blocks for a prefix tree (prefix.New's
+//     capacity, its one size) and for the simulator's and the command's
+//     pools (-capacity).
 //   - access: a request for a sequence, resident or not ([Policy.UpdateAccess],
 //     [Index.Touch] and [Index.Add]), or for a block of a prefix tree (Match,
 //     Insert).

@@ -11,8 +11,8 @@ import (
 
 // TestAutoFrequentLeafOutlivesNewer is a hand-computed script: a leaf
 // requested four times outlives a leaf requested once that was used more
-// recently, where LRU evicts it. The pool is of two blocks
-// (WithCapacity(2)), so the miniature caches that choose the weight hold
+// recently, where LRU evicts it. The pool is of two blocks (the
+// tree's capacity), so the miniature caches that choose the weight hold
 // two blocks each and see every request. Evict carries no tick: it
 // happens at the latest tick the tree saw.
 //
@@ -37,15 +37,14 @@ func TestAutoFrequentLeafOutlivesNewer(t *testing.T) {
 	const f, a, b, c = 1, 2, 3, 4
 	for _, tc := range []struct {
 		strategy kvevict.Strategy
-		opts     []Option
 		want     []uint64
 		keyF     int64
 	}{
-		{kvevict.Auto, []Option{WithCapacity(2)}, []uint64{b, c}, 170},
-		{kvevict.LRU, nil, []uint64{b, f}, 50},
+		{kvevict.Auto, []uint64{b, c}, 170},
+		{kvevict.LRU, []uint64{b, f}, 50},
 	} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
-			tr := newTree(t, tc.strategy, tc.opts...)
+			tr := newTree(t, tc.strategy, 2)
 			match := func(tick int64) {
 				t.Helper()
 				if _, err := tr.Match([]uint64{f}, at(tick)); err != nil {
@@ -133,7 +132,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// pool: LRU loses the hot blocks to every run, a weight for
 		// frequency keeps them.
 		const c = 8
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, c), c: c}
 		next := uint64(100)
 		for range 200 {
 			p.request(1, 2, 3, 4)
@@ -152,7 +151,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// of sessions that end: the blocks with the most requests are the
 		// dead ones, and the weight is 0.
 		const c = 16
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, c), c: c}
 		next := uint64(0)
 		for range 200 {
 			round := make([]uint64, 12)
@@ -176,7 +175,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 // one evicted earlier is forgotten and starts from one.
 func TestAutoMemoryBound(t *testing.T) {
 	const limit = 8
-	tr := newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithGhostCap(limit)))
+	tr := newTree(t, kvevict.Auto, roomy, WithStrategyOptions(kvevict.WithGhostCap(limit)))
 	tick := int64(0)
 	use := func(h uint64, times int) {
 		for range times {
@@ -251,7 +250,7 @@ func TestAutoChoiceChangeLeavesNoStaleKey(t *testing.T) {
 		{1, []uint64{y, x}},
 		{0, []uint64{x, y}},
 	} {
-		tr := newTree(t, kvevict.Auto)
+		tr := newTree(t, kvevict.Auto, roomy)
 		h := &choiceHistory{chosen: 1}
 		tr.hist, tr.heaps, tr.keyBuf = h, make([]rank.Heap, 2), make([]rank.Key, 2)
 		mustInsert(t, tr, []uint64{x}, at(0))

@@ -37,15 +37,12 @@ type BlockEvictor struct {
 // NewBlockEvictor returns a block-granularity [Evictor] that ranks blocks
 // by strategy s configured by opts: a key strategy (a node of the tree is
 // ranked as a one-block candidate) or Auto (the tree keeps its history;
-// see package prefix), for a pool of capacity blocks (which sizes Auto's
-// history: prefix.WithCapacity; 0 when unknown). It returns prefix.New's errors: one matching
-// errors.ErrUnsupported for ARC, S3-FIFO and SIEVE.
+// see package prefix), for a pool of capacity blocks, the tree's capacity,
+// which Auto's miniature caches simulate. It returns prefix.New's errors:
+// one matching kvevict.ErrInvalidArgument for a capacity below 1, one
+// matching errors.ErrUnsupported for ARC, S3-FIFO and SIEVE.
 func NewBlockEvictor(s kvevict.Strategy, capacity int, opts ...kvevict.Option) (*BlockEvictor, error) {
-	popts := []prefix.Option{prefix.WithStrategyOptions(opts...)}
-	if capacity > 0 && prefix.NeedsCapacity(s) {
-		popts = append(popts, prefix.WithCapacity(capacity))
-	}
-	t, err := prefix.New(s, popts...)
+	t, err := prefix.New(s, capacity, prefix.WithStrategyOptions(opts...))
 	if err != nil {
 		return nil, err
 	}

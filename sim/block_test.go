@@ -13,7 +13,7 @@ import (
 // sequence's blocks go deepest first, a running sequence's never, and a
 // need it cannot cover frees nothing.
 func TestBlockEvictorLeafFirst(t *testing.T) {
-	e, err := NewBlockEvictor(kvevict.LRU, 0)
+	e, err := NewBlockEvictor(kvevict.LRU, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +51,11 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 	if err != nil || !slices.Equal(res.Blocks, []int{14, 11}) {
 		t.Fatalf("evict 2 after release: %v, %v; want 14 then 11", res.Blocks, err)
 	}
-	if _, err := NewBlockEvictor(kvevict.ARC, 0); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := NewBlockEvictor(kvevict.ARC, 16); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("adaptive strategy: err = %v", err)
+	}
+	if _, err := NewBlockEvictor(kvevict.LRU, 0); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("capacity 0: err = %v", err)
 	}
 	if _, err := e.Evict(cached(), -1); !errors.Is(err, kvevict.ErrInvalidArgument) {
 		t.Errorf("negative need: err = %v", err)
@@ -63,7 +66,7 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 // tree has a node per path but the pool one block; Evict still frees
 // distinct cached blocks, exactly the need.
 func TestBlockEvictorSharedHashes(t *testing.T) {
-	e, _ := NewBlockEvictor(kvevict.LRU, 0)
+	e, _ := NewBlockEvictor(kvevict.LRU, 16)
 	e.Admit(1, []uint64{1, 9}, 100, kvevict.PriorityNormal)
 	e.Admit(2, []uint64{2, 9}, 200, kvevict.PriorityNormal)
 	e.Release(1, 300)

@@ -353,24 +353,23 @@ func TestClusterErrors(t *testing.T) {
 func TestPublishStrategies(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
 		o, err := parsePublish([]string{"-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt, "-capacity", "10", "-strategy", string(s)}, io.Discard)
-		if got, want := err == nil, prefix.Supports(s); got != want {
+		if got, want := err == nil, treeRanks(s); got != want {
 			t.Errorf("-strategy %s: error %v, want accepted %v", s, err, want)
 		}
 		if err == nil && o.strategy != s {
 			t.Errorf("-strategy %s: runs %s", s, o.strategy)
 		}
 		if err == nil {
-			// The pool's capacity sizes auto's simulation; the key
-			// strategies take no capacity.
+			// Every strategy the flag accepts builds the pool's tree.
 			if _, err := newPoolTree(s, o.capacity, func(prefix.Event) {}); err != nil {
 				t.Errorf("-strategy %s -capacity %d: the tree: %v", s, o.capacity, err)
 			}
 		}
-		if got, want := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)), prefix.Supports(s); got != want {
+		if got, want := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)), treeRanks(s); got != want {
 			t.Errorf("help lists %s: %v, want %v", s, got, want)
 		}
 	}
-	if !prefix.Supports(kvevict.Auto) {
+	if !treeRanks(kvevict.Auto) {
 		t.Error("a prefix tree does not rank by auto")
 	}
 }

@@ -163,7 +163,7 @@ func (c *cluster) serve(r int) error {
 	if scored && c.score[pick] > hit {
 		c.mispredicted += int64(c.score[pick] - hit)
 	}
-	if _, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(r)}, c.run.capacity); err != nil {
+	if _, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(r)}); err != nil {
 		return err
 	}
 	switch {

@@ -114,9 +114,9 @@ func Resolve(name string, cfg *Config, ctor Constructor) (Info, error) {
 		allowed &^= TuneSampling
 	}
 	tuned := cfg.Tuned
-	if ctor == ForTree && tuned&TuneCapacity != 0 && info.Tunes&TuneCapacity != 0 {
-		// The tree's capacity is in blocks, its own option's.
-		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: use prefix.WithCapacity", ErrInvalidArgument))
+	if ctor == ForTree && tuned&TuneCapacity != 0 {
+		// The tree's capacity is in blocks, an argument of its constructor.
+		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: give the pool's size in blocks as prefix.New's capacity", ErrInvalidArgument))
 		tuned &^= TuneCapacity
 	}
 	for t := Tunable(1); t != 0 && t <= tuned; t <<= 1 {
