@@ -206,7 +206,7 @@ func WithLogger(l *slog.Logger) Option {
 // O(n log n), and the algorithm degrades toward LRU over LastAccess.
 //
 // A prefix tree, whose candidates are blocks, refuses it: its capacity is
-// prefix.WithCapacity, in blocks. The key strategies refuse it everywhere.
+// prefix.New's capacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
 	return optionFunc(func(c *config) {
@@ -359,9 +359,9 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 		allowed &^= tuneSampling
 	}
 	tuned := cfg.tuned
-	if ctor == forTree && tuned&tuneCapacity != 0 && info.Tunes&tuneCapacity != 0 {
-		// The tree's capacity is in blocks, its own option's.
-		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: use prefix.WithCapacity", ErrInvalidArgument))
+	if ctor == forTree && tuned&tuneCapacity != 0 {
+		// The tree's capacity is in blocks, an argument of its constructor.
+		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: give the pool's size in blocks as prefix.New's capacity", ErrInvalidArgument))
 		tuned &^= tuneCapacity
 	}
 	for t := tunable(1); t != 0 && t <= tuned; t <<= 1 {

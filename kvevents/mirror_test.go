@@ -169,11 +169,11 @@ func TestMirrorFollowsTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	var batch EventBatch
-	tree := newTestTree(t, func(e prefix.Event) {
+	const capacity = 40
+	tree := newTestTree(t, capacity, func(e prefix.Event) {
 		batch.Events = append(batch.Events, FromPrefix(e, 16, nil))
 	})
 	rng := rand.New(rand.NewPCG(1, 2))
-	const capacity = 40
 	for i := range 2000 {
 		// Prompts share heads: a conversation id, then turns.
 		conv := uint64(rng.IntN(8))
@@ -203,10 +203,11 @@ func TestMirrorFollowsTree(t *testing.T) {
 	}
 }
 
-// newTestTree is the one place the tests build a prefix tree.
-func newTestTree(t *testing.T, onEvent func(prefix.Event)) *prefix.Tree {
+// newTestTree is the one place the tests build a prefix tree, for a pool
+// of capacity blocks.
+func newTestTree(t *testing.T, capacity int, onEvent func(prefix.Event)) *prefix.Tree {
 	t.Helper()
-	tree, err := prefix.New(kvevict.LRU, prefix.WithEvents(onEvent))
+	tree, err := prefix.New(kvevict.LRU, capacity, prefix.WithEvents(onEvent))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package prefix
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -12,8 +11,7 @@ import (
 // the pool is cut short, a fully resident request evicts nothing, and the
 // tree never holds more than the capacity.
 func TestAdmit(t *testing.T) {
-	tr := newTree(t, kvevict.LRU)
-	const capacity = 3
+	tr := newTree(t, kvevict.LRU, 3)
 	for i, step := range []struct {
 		hashes     []uint64
 		hits, size int
@@ -26,7 +24,7 @@ func TestAdmit(t *testing.T) {
 		{nil, 0, 3, []uint64{5, 6, 7}},                  // nothing to admit
 		{[]uint64{5, 9}, 1, 3, []uint64{5, 9}},          // 7, the LRU leaf, makes room
 	} {
-		hits, err := tr.Admit(step.hashes, at(int64(i+1)), capacity)
+		hits, err := tr.Admit(step.hashes, at(int64(i+1)))
 		if err != nil || hits != step.hits || tr.Len() != step.size {
 			t.Fatalf("Admit(%v) = %d, %v with %d resident; want %d hits, %d resident", step.hashes, hits, err, tr.Len(), step.hits, step.size)
 		}
@@ -37,8 +35,5 @@ func TestAdmit(t *testing.T) {
 			t.Fatalf("after Admit(%v): %d blocks still locked", step.hashes, tr.Protected())
 		}
 		check(t, tr)
-	}
-	if _, err := tr.Admit([]uint64{1}, at(9), 0); !errors.Is(err, kvevict.ErrInvalidArgument) {
-		t.Errorf("Admit with capacity 0: err = %v, want ErrInvalidArgument", err)
 	}
 }

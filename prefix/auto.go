@@ -2,36 +2,37 @@ package prefix
 
 import "github.com/sagellm/kvevict/internal/rank"
 
-// history scores blocks for a strategy that ranks by a history of requests
-// rather than by a key over a candidate's fields (kvevict's Auto), for a
-// structure that keeps the per-block part of that history itself (this
-// tree: each block's request count, and the bounded ghosts, the
+// measurements score blocks for a strategy that ranks by what it measures
+// of the requests rather than by a key over a candidate's fields
+// (kvevict's Auto), for a structure that keeps the per-block counts itself
+// (this tree: each block's request count, and the bounded ghosts, the
 // counts of evicted blocks). The structure reports every request and every
-// eviction; the history measures from them what the strategy measures (how
-// fast blocks enter, which weight of frequency would have hit most) and
-// turns a block's recency and request count into a Key, by the same
+// eviction; the measurements take from them what the strategy measures
+// (how fast blocks enter, which weight of frequency would have hit most)
+// and turn a block's recency and request count into a Key, by the same
 // functions the strategy's Policy ranks with.
 //
-// A history is not safe for concurrent use: the structure's lock guards it.
-type history interface {
+// Measurements are not safe for concurrent use: the structure's lock
+// guards them.
+type measurements interface {
 	// Request records a request for one block: its hash, by which the
-	// History samples the blocks it simulates, its requests counted with
+	// measurements sample the blocks they simulate, its requests counted with
 	// this one (at least 1, including those remembered from before an
 	// eviction), and whether the structure held it. O(log s) for a block
-	// the history simulates, s being the simulated cache's size; O(1) for
+	// the measurements simulate, s being the simulated cache's size; O(1) for
 	// the others.
 	Request(hash uint64, requests uint32, resident bool)
 	// Evicting records that an eviction starts at tick now: the rate at
 	// which blocks enter is measured from the first. O(1).
 	Evicting(now int64)
-	// Horizons returns the horizon of each weight the history simulates,
+	// Horizons returns the horizon of each weight the measurements simulate,
 	// in ticks at tick now for a structure of n blocks, and the index of
 	// the weight it chooses. A structure keeps one order of its blocks per
 	// weight, each keyed by that weight's horizon when a block is touched,
 	// and evicts from the order of the weight chosen: the choice may change
 	// from one eviction to the next, and a block keyed under an earlier
 	// choice would otherwise keep that choice's key. The slice is the
-	// history's own, of the same length at every call, valid until the
+	// measurements' own, of the same length at every call, valid until the
 	// next. O(weights).
 	Horizons(now int64, n int) (horizons []float64, chosen int)
 	// Key returns the key of a block last accessed at lastAccess and
@@ -42,7 +43,7 @@ type history interface {
 	GhostCap() int
 }
 
-// treeAuto is [kvevict.Auto]'s history for a tree: the measurements
+// treeAuto is [kvevict.Auto]'s measurements for a tree: those
 // Auto makes over a policy's ids, made over the tree's
 // blocks. The tree keeps each block's request count and remembers the
 // counts of evicted blocks ([kvevict.WithGhostCap] of them); treeAuto counts the
@@ -57,7 +58,7 @@ type treeAuto struct {
 	horizons [len(rank.SimWeights)]float64 // Horizons' answer
 }
 
-// newTreeAuto returns Auto's history for a tree of capacity blocks, which
+// newTreeAuto returns Auto's measurements for a tree of capacity blocks, which
 // sizes the miniature caches, remembering the counts of ghostCap evicted
 // blocks.
 func newTreeAuto(capacity, ghostCap int) *treeAuto {

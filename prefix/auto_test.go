@@ -11,8 +11,8 @@ import (
 
 // TestAutoFrequentLeafOutlivesNewer is a hand-computed script: a leaf
 // requested four times outlives a leaf requested once that was used more
-// recently, where LRU evicts it. The pool is of two blocks
-// (WithCapacity(2)), so the miniature caches that choose the weight hold
+// recently, where LRU evicts it. The pool is of two blocks (the
+// tree's capacity), so the miniature caches that choose the weight hold
 // two blocks each and see every request. Evict carries no tick: it
 // happens at the latest tick the tree saw.
 //
@@ -37,15 +37,14 @@ func TestAutoFrequentLeafOutlivesNewer(t *testing.T) {
 	const f, a, b, c = 1, 2, 3, 4
 	for _, tc := range []struct {
 		strategy kvevict.Strategy
-		opts     []Option
 		want     []uint64
 		keyF     int64
 	}{
-		{kvevict.Auto, []Option{WithCapacity(2)}, []uint64{b, c}, 170},
-		{kvevict.LRU, nil, []uint64{b, f}, 50},
+		{kvevict.Auto, []uint64{b, c}, 170},
+		{kvevict.LRU, []uint64{b, f}, 50},
 	} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
-			tr := newTree(t, tc.strategy, tc.opts...)
+			tr := newTree(t, tc.strategy, 2)
 			match := func(tick int64) {
 				t.Helper()
 				if _, err := tr.Match([]uint64{f}, at(tick)); err != nil {
@@ -86,8 +85,8 @@ func leafKey(tr *Tree, h uint64) int64 {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	chosen := 0
-	if tr.hist != nil {
-		_, chosen = tr.hist.Horizons(tr.now, tr.evictable+tr.protected)
+	if tr.meas != nil {
+		_, chosen = tr.meas.Horizons(tr.now, tr.evictable+tr.protected)
 	}
 	return tr.heaps[chosen].At(tr.children[edge{0, h}].slot).Major
 }
@@ -133,7 +132,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// pool: LRU loses the hot blocks to every run, a weight for
 		// frequency keeps them.
 		const c = 8
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, c), c: c}
 		next := uint64(100)
 		for range 200 {
 			p.request(1, 2, 3, 4)
@@ -152,7 +151,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 		// of sessions that end: the blocks with the most requests are the
 		// dead ones, and the weight is 0.
 		const c = 16
-		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, WithCapacity(c)), c: c}
+		p := &pool{tb: t, tr: newTree(t, kvevict.Auto, c), c: c}
 		next := uint64(0)
 		for range 200 {
 			round := make([]uint64, 12)
@@ -176,7 +175,7 @@ func TestAutoWeightFromSimulation(t *testing.T) {
 // one evicted earlier is forgotten and starts from one.
 func TestAutoMemoryBound(t *testing.T) {
 	const limit = 8
-	tr := newTree(t, kvevict.Auto, WithStrategyOptions(kvevict.WithGhostCap(limit)))
+	tr := newTree(t, kvevict.Auto, roomy, WithStrategyOptions(kvevict.WithGhostCap(limit)))
 	tick := int64(0)
 	use := func(h uint64, times int) {
 		for range times {
@@ -217,21 +216,21 @@ func TestAutoMemoryBound(t *testing.T) {
 	}
 }
 
-// choiceHistory is a history whose choice of weight a test sets: two
+// choiceMeasurements are measurements whose choice of weight a test sets: two
 // weights, of horizons 0 (recency alone) and 100 ticks per doubling of
 // requests, keyed as Auto keys, lastAccess + W x log2(requests).
-type choiceHistory struct{ chosen int }
+type choiceMeasurements struct{ chosen int }
 
-func (h *choiceHistory) Request(uint64, uint32, bool) {}
-func (h *choiceHistory) Evicting(int64)               {}
-func (h *choiceHistory) Horizons(int64, int) ([]float64, int) {
+func (h *choiceMeasurements) Request(uint64, uint32, bool) {}
+func (h *choiceMeasurements) Evicting(int64)               {}
+func (h *choiceMeasurements) Horizons(int64, int) ([]float64, int) {
 	return []float64{0, 100}, h.chosen
 }
-func (h *choiceHistory) Key(lastAccess int64, requests uint32, w float64) rank.Key {
+func (h *choiceMeasurements) Key(lastAccess int64, requests uint32, w float64) rank.Key {
 	return rank.Key{Major: lastAccess + int64(w*math.Log2(float64(requests))), Minor: lastAccess}
 }
-func (h *choiceHistory) GhostCap() int { return 0 }
-func (h *choiceHistory) Check() error  { return nil }
+func (h *choiceMeasurements) GhostCap() int { return 0 }
+func (h *choiceMeasurements) Check() error  { return nil }
 
 // TestAutoChoiceChangeLeavesNoStaleKey is a hand-computed script of a
 // change of weight between the touch of a leaf and its eviction. X is
@@ -251,9 +250,9 @@ func TestAutoChoiceChangeLeavesNoStaleKey(t *testing.T) {
 		{1, []uint64{y, x}},
 		{0, []uint64{x, y}},
 	} {
-		tr := newTree(t, kvevict.Auto)
-		h := &choiceHistory{chosen: 1}
-		tr.hist, tr.heaps, tr.keyBuf = h, make([]rank.Heap, 2), make([]rank.Key, 2)
+		tr := newTree(t, kvevict.Auto, roomy)
+		h := &choiceMeasurements{chosen: 1}
+		tr.meas, tr.heaps, tr.keyBuf = h, make([]rank.Heap, 2), make([]rank.Key, 2)
 		mustInsert(t, tr, []uint64{x}, at(0))
 		for tick := int64(1); tick <= 3; tick++ {
 			if _, err := tr.Match([]uint64{x}, at(tick)); err != nil {

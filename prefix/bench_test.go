@@ -53,15 +53,11 @@ func (w *workload) access() prefix.Access {
 }
 
 // build returns a tree ranked by s of about n blocks and the requests that
-// filled it, about a tenth of them locked as if running. Under Auto the
-// tree simulates a pool of n blocks.
+// filled it, about a tenth of them locked as if running, for a pool of n
+// blocks (which Auto's miniature caches simulate).
 func build(b *testing.B, s kvevict.Strategy, n int) (*prefix.Tree, *workload, [][]uint64) {
 	b.Helper()
-	var opts []prefix.Option
-	if prefix.NeedsCapacity(s) {
-		opts = append(opts, prefix.WithCapacity(n))
-	}
-	tr, err := prefix.New(s, opts...)
+	tr, err := prefix.New(s, n)
 	if err != nil {
 		b.Fatal(err)
 	}

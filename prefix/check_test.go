@@ -53,7 +53,7 @@ func check(tb testing.TB, t *Tree) {
 		if want := n.ref == 0 && n.children == 0; inHeap != want {
 			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
 		}
-		if t.hist != nil && n.requests < 1 {
+		if t.meas != nil && n.requests < 1 {
 			tb.Fatalf("node %d: %d requests, want at least the Insert that made it", n.id, n.requests)
 		}
 		if inHeap {
@@ -63,7 +63,7 @@ func check(tb testing.TB, t *Tree) {
 					tb.Fatalf("node %d: in heap 0, not in heap %d", n.id, i)
 				}
 				e := t.heaps[i].At(n.slot)
-				if t.hist != nil {
+				if t.meas != nil {
 					checkAutoKey(tb, n, e)
 				} else if k := t.keys(n)[0]; e.ID != n.id || e.Key != k {
 					tb.Fatalf("node %d: heap entry %+v, want ID %d and current key %+v", n.id, *e, n.id, k)
@@ -97,13 +97,13 @@ func check(tb testing.TB, t *Tree) {
 	if t.evictable > 0 && leaves == 0 {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
 	}
-	if t.hist != nil {
+	if t.meas != nil {
 		if err := t.ghosts.Check(); err != nil {
 			tb.Fatalf("ghosts: %v", err)
 		}
-		c, ok := t.hist.(interface{ Check() error })
+		c, ok := t.meas.(interface{ Check() error })
 		if !ok {
-			tb.Fatalf("history %T has no Check", t.hist)
+			tb.Fatalf("measurements %T have no Check", t.meas)
 		}
 		if err := c.Check(); err != nil {
 			tb.Fatal(err)

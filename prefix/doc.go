@@ -23,6 +23,8 @@
 //
 // [Tree.MatchLocked] and [Tree.InsertLocked] match or insert and lock in one
 // step, so that with several goroutines no Evict frees the blocks in between.
+// [Tree.Admit] serves a whole request this way on a pool of the capacity
+// given to [New], the one size of a tree.
 //
 // Evict frees only unreferenced leaves, smallest key first; a parent that
 // becomes an unreferenced leaf joins the candidates at once. So an idle
@@ -56,7 +58,8 @@
 // blocks instead of sequences, by the same code: blocks entering
 // (inserted) as its clock, and every request for a block (Match, Insert)
 // fed by the block's hash and count to Auto's miniature caches, which
-// choose the weight by simulating a pool of [WithCapacity] blocks.
+// choose the weight by simulating a pool of the tree's capacity (given to
+// [New], in blocks).
 // It ranks a leaf by Auto's score, LastAccess + W x log2(requests),
 // computed by the same function. The caches' choice of weight may change
 // from one eviction to the next, and a leaf keyed under an earlier choice
@@ -69,7 +72,8 @@
 // Auto's partial-block rule does not
 // apply: an [Access] does not say which blocks are partial. The other
 // adaptive strategies (ARC, S3-FIFO, SIEVE) keep lists of sequences, which
-// a tree of blocks does not, and [New] refuses them.
+// a tree of blocks does not, and [New] refuses them: a tree ranks by s
+// exactly when !s.Adaptive() || s == kvevict.Auto.
 //
 // The unreferenced leaves sit in an indexed heap that every operation updates
 // in O(log n): Evict of k blocks costs O(k log n), and keys that decrease

@@ -12,7 +12,8 @@ import (
 // prefix, locks it while it evicts leaves to make room, inserts the rest
 // and unlocks. The events show what left the tree.
 func Example() {
-	tree, err := prefix.New(kvevict.LRU, prefix.WithEvents(func(e prefix.Event) {
+	const capacity = 6 // blocks
+	tree, err := prefix.New(kvevict.LRU, capacity, prefix.WithEvents(func(e prefix.Event) {
 		if e.Kind == prefix.Removed {
 			fmt.Println("  evicted", e.Hashes)
 		}
@@ -20,9 +21,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	const capacity = 6
 	serve := func(tick int64, hashes ...uint64) {
-		hit, err := tree.Admit(hashes, prefix.Access{Tick: tick}, capacity)
+		hit, err := tree.Admit(hashes, prefix.Access{Tick: tick})
 		if err != nil {
 			panic(err)
 		}
@@ -47,7 +47,7 @@ func Example() {
 // Evict sheds an idle conversation from its deepest block up, keeping the
 // prefix its next turn will match, and never touches a locked path.
 func ExampleTree_Evict() {
-	tree, _ := prefix.New(kvevict.QoSAware)
+	tree, _ := prefix.New(kvevict.QoSAware, 100)
 	tree.Insert([]uint64{1, 2, 3}, prefix.Access{Tick: 1, Priority: kvevict.PriorityHigh})
 	tree.Insert([]uint64{1, 4, 5}, prefix.Access{Tick: 2, Priority: kvevict.PriorityLow})
 	tree.Insert([]uint64{6, 7}, prefix.Access{Tick: 3, Priority: kvevict.PriorityLow})
@@ -69,7 +69,7 @@ func ExampleTree_Evict() {
 // which blocks a server holds, in step with the tree.
 func ExampleWithEvents() {
 	index := make(map[uint64]bool) // the router's view of this server
-	tree, _ := prefix.New(kvevict.LRU, prefix.WithEvents(func(e prefix.Event) {
+	tree, _ := prefix.New(kvevict.LRU, 100, prefix.WithEvents(func(e prefix.Event) {
 		fmt.Println(e.Kind, e.Hashes)
 		for _, h := range e.Hashes {
 			index[h] = e.Kind == prefix.Stored

@@ -173,11 +173,11 @@ func FuzzTree(f *testing.F) {
 		m.mru = strategy == kvevict.MRU
 		// Auto remembers few evicted blocks, so that it forgets as well,
 		// and its miniature caches are small, so that they evict too.
-		var opts []Option
+		capacity, opts := roomy, []Option(nil)
 		if strategy == kvevict.Auto {
-			opts = append(opts, WithCapacity(3), WithStrategyOptions(kvevict.WithGhostCap(4)))
+			capacity, opts = 3, append(opts, WithStrategyOptions(kvevict.WithGhostCap(4)))
 		}
-		tr := newTree(t, strategy, opts...)
+		tr := newTree(t, strategy, capacity, opts...)
 		ops = ops[1:]
 		for step := 0; step+2 < len(ops) && step < 3*200; step += 3 {
 			tick := int64(step / 12) // four operations per tick, so keys tie

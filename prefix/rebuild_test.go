@@ -16,7 +16,7 @@ import (
 func BenchmarkRebuildHeap(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			tr, err := New(kvevict.LRU)
+			tr, err := New(kvevict.LRU, roomy)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -34,13 +34,13 @@ func readTrace(t *testing.T, path string) [][]uint64 {
 // longest resident prefix counts as hits. It returns the block hit ratio.
 func replayTree(t *testing.T, reqs [][]uint64, s kvevict.Strategy, capacity int) float64 {
 	t.Helper()
-	tr, err := prefix.New(s)
+	tr, err := prefix.New(s, capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hits, total := 0, 0
 	for i, h := range reqs {
-		m, err := tr.Admit(h, prefix.Access{Tick: int64(i)}, capacity)
+		m, err := tr.Admit(h, prefix.Access{Tick: int64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,14 @@
 package prefix
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"github.com/sagellm/kvevict/internal/ghost"
 	"math"
 	"sync"
 
 	"github.com/sagellm/kvevict/internal/bridge"
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/ghost"
 	"github.com/sagellm/kvevict/internal/rank"
 
 	"github.com/sagellm/kvevict"
@@ -43,18 +42,20 @@ type Access struct {
 // documentation for the model.
 //
 // A Tree is safe for concurrent use by multiple goroutines. Its memory is
-// one node per resident block, with the node's index entries: the caller
-// bounds it by calling Evict. Under [kvevict.Auto] it also remembers the
-// request counts of up to [kvevict.WithGhostCap] evicted blocks, keeps
-// its unreferenced leaves in five heaps rather than one, and Auto's
-// miniature caches a bounded few thousand hashes, however large the pool.
+// one node per resident block, with the node's index entries: Admit keeps
+// it within the capacity given to [New], and a caller that inserts
+// directly bounds it by calling Evict. Under [kvevict.Auto] it also
+// remembers the request counts of up to [kvevict.WithGhostCap] evicted
+// blocks, keeps its unreferenced leaves in five heaps rather than one,
+// and Auto's miniature caches a bounded few thousand hashes, however large
+// the pool.
 // docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
 // shrink below their peak size, as Go maps do not.
 type Tree struct {
-	params   rank.Params      // a key strategy's; unused when hist ranks
-	hist     history          // Auto's measurements; nil for a key strategy
+	params   rank.Params      // a key strategy's; unused when meas ranks
+	meas     measurements     // Auto's; nil for a key strategy
 	keyOpts  []kvevict.Option // the strategy's options, until New ranks with them
-	capacity int              // WithCapacity's blocks; 0 when not given
+	capacity int              // in blocks: what Admit keeps the tree within
 	onEvent  func(Event)
 	usesNow  bool
 	// Events are delivered in the order of their changes, one call's at a
@@ -70,7 +71,7 @@ type Tree struct {
 	root     node
 	children map[edge]*node
 	// heaps hold the unreferenced leaves by slot, smallest key first: one
-	// order per weight that Auto's history simulates (see Keys in the
+	// order per weight that Auto's measurements simulate (see Keys in the
 	// package documentation), else one.
 	heaps     []rank.Heap
 	keyBuf    []rank.Key  // keys' answer, one key per heap
@@ -81,7 +82,7 @@ type Tree struct {
 	protected int          // nodes with ref > 0
 	now       int64        // the largest tick seen
 	keyedAt   int64        // the tick at which heap keys were computed (usesNow only)
-	ghosts    ghost.Counts // evicted blocks' request counts, by hash, when hist ranks
+	ghosts    ghost.Counts // evicted blocks' request counts, by hash, when meas ranks
 	pending   []Event
 }
 
@@ -127,36 +128,38 @@ func WithEvents(fn func(Event)) Option {
 // ranked by [kvevict.Auto] WithGhostCap, which bounds how many evicted
 // blocks' request counts it remembers (the tree's candidates are blocks).
 // WithSampling does not apply to a tree, and kvevict.WithCapacity, which
-// counts sequences, neither: a tree's capacity is [WithCapacity], in
-// blocks. [New] refuses them.
+// counts sequences, neither: a tree's capacity is [New]'s, in blocks.
+// New refuses them.
 func WithStrategyOptions(opts ...kvevict.Option) Option {
 	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
 }
 
-// WithCapacity tells a tree ranked by [kvevict.Auto] its pool's capacity:
-// the most blocks the caller keeps in it (the tree itself holds whatever
-// its caller keeps). Auto's miniature caches, which choose its weight,
-// simulate a pool of that many blocks; without it, 4,096. The key
-// strategies' order does not depend on it, so [New] refuses it for them
-// ([NeedsCapacity] tells which), and n < 1 for any, with an error matching
-// [kvevict.ErrInvalidArgument].
-func WithCapacity(n int) Option {
-	return func(t *Tree) {
-		t.capacity = n
-		if n < 1 {
-			t.capacity = -1 // refused by New
-		}
+// New returns an empty tree for a pool of capacity blocks that ranks
+// leaves by the keys of key strategy s, or by [kvevict.Auto]'s score (see
+// Keys in the package documentation).
+//
+// The capacity is the tree's one size: [Tree.Admit] keeps the tree within
+// it, and Auto's miniature caches, which choose its weight, simulate a
+// pool of that many blocks. Insert and InsertLocked add blocks without
+// evicting, so a caller that drives the tree with them, rather than with
+// Admit, keeps it within the capacity by calling Evict. A capacity below
+// 1 returns an error matching [kvevict.ErrInvalidArgument].
+//
+// A tree ranks by every strategy that is not [kvevict.Strategy.Adaptive],
+// and by Auto: so s ranks a tree exactly when
+//
+//	!s.Adaptive() || s == kvevict.Auto
+//
+// for s as [kvevict.ParseStrategy] returns it. New returns an error matching
+// errors.ErrUnsupported for the other adaptive strategies (ARC, S3-FIFO,
+// SIEVE), whose order lives in lists of sequences rather than in a score
+// per block, and kvevict's errors for an unknown strategy or a bad option.
+func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
+	if capacity < 1 {
+		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1 block, got %d", kvevict.ErrInvalidArgument, capacity)
 	}
-}
-
-// New returns an empty tree that ranks leaves by the keys of key strategy s,
-// or by [kvevict.Auto]'s score (see Keys in the package documentation). It
-// returns kvevict's errors for an unknown strategy or a bad option, and one
-// matching errors.ErrUnsupported for the other adaptive strategies (ARC,
-// S3-FIFO, SIEVE), whose order lives in lists of sequences rather than in
-// a score per block.
-func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	t := &Tree{
+		capacity: capacity,
 		children: make(map[edge]*node),
 		now:      math.MinInt64,
 		keyedAt:  math.MinInt64,
@@ -168,9 +171,6 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
-	if t.capacity < 0 {
-		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1", kvevict.ErrInvalidArgument)
-	}
 	kind, cfg, err := bridge.ResolveTree(string(s), t.keyOpts)
 	t.keyOpts = nil
 	if err != nil {
@@ -178,35 +178,18 @@ func New(s kvevict.Strategy, opts ...Option) (*Tree, error) {
 	}
 	switch {
 	case kind == rank.KindAuto:
-		h := newTreeAuto(cmp.Or(t.capacity, cfg.Capacity), cfg.GhostCap)
+		h := newTreeAuto(capacity, cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
-		t.hist, t.ghosts = h, ghost.New(h.GhostCap())
+		t.meas, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
 	case kind.Adaptive():
 		return nil, fmt.Errorf("prefix.New: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
-	case t.capacity != 0:
-		return nil, fmt.Errorf("prefix.New: %w: WithCapacity does not apply to %q, whose order does not depend on the pool's size", kvevict.ErrInvalidArgument, s)
 	}
 	t.params = rank.NewParams(kind, &cfg)
 	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
-}
-
-// NeedsCapacity reports whether a tree ranked by strategy s takes
-// [WithCapacity]: [kvevict.Auto], whose history simulates a pool of that
-// size. False for the key strategies and for those [New] refuses.
-func NeedsCapacity(s kvevict.Strategy) bool {
-	return Supports(s) && s.Adaptive()
-}
-
-// Supports reports whether [New] ranks a tree by strategy s: every key
-// strategy and [kvevict.Auto], not ARC, S3-FIFO or SIEVE. False for an
-// unknown strategy.
-func Supports(s kvevict.Strategy) bool {
-	_, err := New(s)
-	return err == nil
 }
 
 // Len returns the number of blocks in the tree. O(1).
@@ -281,11 +264,11 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				priority:   a.Priority,
 			}
 			t.place(c)
-			if t.hist != nil {
+			if t.meas != nil {
 				// A block inserted again takes back the requests it had.
 				r, _ := t.ghosts.Take(h)
 				c.requests = rank.AddRequest(r.Requests)
-				t.hist.Request(h, c.requests, false)
+				t.meas.Request(h, c.requests, false)
 			}
 			t.children[edge{n.id, h}] = c
 			n.children++
@@ -340,9 +323,9 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.accessCount++
-		if t.hist != nil {
+		if t.meas != nil {
 			m.requests = rank.AddRequest(m.requests)
-			t.hist.Request(m.hash, m.requests, true)
+			t.meas.Request(m.hash, m.requests, true)
 		}
 	}
 	t.rekey(n)
@@ -463,9 +446,9 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		t.heaps[0].Rekey(func(e *rank.Entry) rank.Key { return t.keys(t.bySlot[e.Slot])[0] })
 	}
 	order := 0
-	if t.hist != nil {
-		t.hist.Evicting(t.now)
-		_, order = t.hist.Horizons(t.now, t.evictable+t.protected)
+	if t.meas != nil {
+		t.meas.Evicting(t.now)
+		_, order = t.meas.Horizons(t.now, t.evictable+t.protected)
 	}
 	h := &t.heaps[order]
 	removed := make([]uint64, blocks)
@@ -475,7 +458,7 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		}
 		n := t.bySlot[h.Min().Slot]
 		removed[i] = n.hash
-		if t.hist != nil {
+		if t.meas != nil {
 			t.ghosts.Put(n.hash, ghost.Count{Requests: n.requests})
 		}
 		p := n.parent
@@ -540,13 +523,13 @@ func (t *Tree) unheap(n *node) {
 }
 
 // keys returns n's key in each heap: Auto's score under each horizon its
-// history simulates, at this moment, or the key strategy's key of n's
+// measurements simulate, at this moment, or the key strategy's key of n's
 // fields, a candidate of one block. The slice is t.keyBuf, valid until the next call.
 func (t *Tree) keys(n *node) []rank.Key {
-	if t.hist != nil {
-		horizons, _ := t.hist.Horizons(t.now, t.evictable+t.protected)
+	if t.meas != nil {
+		horizons, _ := t.meas.Horizons(t.now, t.evictable+t.protected)
 		for i, w := range horizons {
-			t.keyBuf[i] = t.hist.Key(n.lastAccess, n.requests, w)
+			t.keyBuf[i] = t.meas.Key(n.lastAccess, n.requests, w)
 		}
 		return t.keyBuf
 	}

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,9 +16,13 @@ import (
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
-func newTree(tb testing.TB, s kvevict.Strategy, opts ...Option) *Tree {
+// roomy is the capacity of a tree that a test drives with Insert and
+// Evict, which do not read it; under Auto it sizes the miniature caches.
+const roomy = 4096
+
+func newTree(tb testing.TB, s kvevict.Strategy, capacity int, opts ...Option) *Tree {
 	tb.Helper()
-	t, err := New(s, opts...)
+	t, err := New(s, capacity, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,24 +50,16 @@ func mustEvict(tb testing.TB, t *Tree, k int) []uint64 {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := New("nope"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+	if _, err := New("nope", roomy); !errors.Is(err, kvevict.ErrUnknownStrategy) {
 		t.Errorf(`New("nope") error %v, want ErrUnknownStrategy`, err)
 	}
-	if _, err := New(kvevict.ARC); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("New(ARC) error %v, want errors.ErrUnsupported", err)
-	}
-	if _, err := New(kvevict.LRU, WithStrategyOptions(kvevict.WithSampling(5))); !errors.Is(err, kvevict.ErrInvalidArgument) {
+	if _, err := New(kvevict.LRU, roomy, WithStrategyOptions(kvevict.WithSampling(5))); !errors.Is(err, kvevict.ErrInvalidArgument) {
 		t.Errorf("New(LRU, WithSampling) error %v, want ErrInvalidArgument", err)
 	}
-	if _, err := New(kvevict.LRU, WithStrategyOptions(kvevict.WithLFUHalfLife(time.Second))); !errors.Is(err, kvevict.ErrInvalidArgument) {
+	if _, err := New(kvevict.LRU, roomy, WithStrategyOptions(kvevict.WithLFUHalfLife(time.Second))); !errors.Is(err, kvevict.ErrInvalidArgument) {
 		t.Errorf("New(LRU, WithLFUHalfLife) error %v, want ErrInvalidArgument", err)
 	}
-	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
-		if _, err := New(s); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
-		}
-	}
-	if _, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithGhostCap(16), kvevict.WithTickDuration(time.Second))); err != nil {
+	if _, err := New(kvevict.Auto, roomy, WithStrategyOptions(kvevict.WithGhostCap(16), kvevict.WithTickDuration(time.Second))); err != nil {
 		t.Errorf("New(Auto, WithGhostCap, WithTickDuration): %v", err)
 	}
 	for name, opt := range map[string]kvevict.Option{
@@ -71,55 +68,58 @@ func TestNewRejects(t *testing.T) {
 		"WithGhostCap":         kvevict.WithGhostCap(0),
 		"WithSLRUThreshold":    kvevict.WithSLRUThreshold(3),
 	} {
-		if _, err := New(kvevict.Auto, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		if _, err := New(kvevict.Auto, roomy, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {
 			t.Errorf("New(Auto, %s) error %v, want ErrInvalidArgument", name, err)
 		}
 	}
 }
 
-// TestCapacityOption: a tree's capacity is prefix.WithCapacity, in blocks,
-// which Auto takes and the key strategies refuse, as NeedsCapacity says;
-// kvevict.WithCapacity, which counts sequences, is refused by every tree,
-// naming the tree's own for Auto; the strategies a tree does not rank by
-// stay unsupported.
-func TestCapacityOption(t *testing.T) {
-	for _, c := range []int{1, 100, 1 << 20} {
-		if _, err := New(kvevict.Auto, WithCapacity(c)); err != nil {
-			t.Errorf("New(Auto, WithCapacity(%d)): %v", c, err)
+// TestStrategiesRanked: New ranks a tree by exactly the strategies its
+// documentation's rule names (every one that is not adaptive, and Auto),
+// and refuses the others with errors.ErrUnsupported, the answer a caller
+// that asks New learns.
+func TestStrategiesRanked(t *testing.T) {
+	for _, s := range kvevict.Strategies() {
+		_, err := New(s, roomy)
+		if ranks := !s.Adaptive() || s == kvevict.Auto; ranks != (err == nil) {
+			t.Errorf("New(%s): %v; the documented rule says ranked %v", s, err, ranks)
 		}
-	}
-	if !NeedsCapacity(kvevict.Auto) {
-		t.Error("NeedsCapacity(Auto) = false")
-	}
-	for _, s := range []kvevict.Strategy{kvevict.Auto, kvevict.LRU, kvevict.FrequencyCost} {
-		for _, c := range []int{0, -1} {
-			if _, err := New(s, WithCapacity(c)); !errors.Is(err, kvevict.ErrInvalidArgument) {
-				t.Errorf("New(%s, WithCapacity(%d)) error %v, want ErrInvalidArgument", s, c, err)
-			}
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
 		}
-		_, err := New(s, WithStrategyOptions(kvevict.WithCapacity(100)))
-		if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithCapacity") {
-			t.Errorf("New(%s, kvevict.WithCapacity) error %v, want ErrInvalidArgument naming WithCapacity", s, err)
-		}
-	}
-	for _, s := range keyStrategies {
-		if NeedsCapacity(s) {
-			t.Errorf("NeedsCapacity(%s) = true", s)
-		}
-		if _, err := New(s, WithCapacity(100)); !errors.Is(err, kvevict.ErrInvalidArgument) {
-			t.Errorf("New(%s, WithCapacity) error %v, want ErrInvalidArgument", s, err)
-		}
-	}
-	_, err := New(kvevict.Auto, WithStrategyOptions(kvevict.WithCapacity(100)))
-	if err == nil || !strings.Contains(err.Error(), "prefix.WithCapacity") {
-		t.Errorf("New(Auto, kvevict.WithCapacity) error %v, want one naming prefix.WithCapacity", err)
 	}
 	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
-		if NeedsCapacity(s) {
-			t.Errorf("NeedsCapacity(%s) = true", s)
+		if _, err := New(s, roomy); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
 		}
-		if _, err := New(s, WithCapacity(100)); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("New(%s, WithCapacity) error %v, want errors.ErrUnsupported", s, err)
+	}
+}
+
+// TestCapacity: a tree's capacity is New's, in blocks, for every strategy a
+// tree ranks by, and one below 1 is refused; kvevict.WithCapacity, which
+// counts sequences, is refused by every tree with an error that names
+// New's capacity instead; a refused strategy stays unsupported whatever the
+// capacity.
+func TestCapacity(t *testing.T) {
+	for _, s := range append([]kvevict.Strategy{kvevict.Auto}, keyStrategies...) {
+		for _, c := range []int{1, 100, 1 << 20} {
+			if _, err := New(s, c); err != nil {
+				t.Errorf("New(%s, %d): %v", s, c, err)
+			}
+		}
+		for _, c := range []int{0, -1} {
+			if _, err := New(s, c); !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity") {
+				t.Errorf("New(%s, %d) error %v, want ErrInvalidArgument naming the capacity", s, c, err)
+			}
+		}
+		_, err := New(s, 100, WithStrategyOptions(kvevict.WithCapacity(100)))
+		if !errors.Is(err, kvevict.ErrInvalidArgument) || !strings.Contains(err.Error(), "prefix.New's capacity") {
+			t.Errorf("New(%s, kvevict.WithCapacity) error %v, want ErrInvalidArgument naming prefix.New's capacity", s, err)
+		}
+	}
+	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		if _, err := New(s, 100); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("New(%s, 100) error %v, want errors.ErrUnsupported", s, err)
 		}
 	}
 }
@@ -237,7 +237,7 @@ func TestLeafFirstOrder(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprintf("%d/%s", i, tt.strategy), func(t *testing.T) {
-			tr := newTree(t, tt.strategy)
+			tr := newTree(t, tt.strategy, roomy)
 			tt.setup(tr)
 			check(t, tr)
 			var got []uint64
@@ -255,7 +255,7 @@ func TestLeafFirstOrder(t *testing.T) {
 }
 
 func TestLockProtectsPath(t *testing.T) {
-	tr := newTree(t, kvevict.LRU)
+	tr := newTree(t, kvevict.LRU, roomy)
 	mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
 	mustInsert(t, tr, []uint64{1, 4, 5}, at(2))
 	if err := tr.Lock([]uint64{1, 2}); err != nil {
@@ -290,7 +290,7 @@ func TestLockProtectsPath(t *testing.T) {
 }
 
 func TestNestedLocks(t *testing.T) {
-	tr := newTree(t, kvevict.LRU)
+	tr := newTree(t, kvevict.LRU, roomy)
 	mustInsert(t, tr, []uint64{1, 2, 3}, at(1))
 	for _, p := range [][]uint64{{1, 2, 3}, {1}, {1, 2, 3}} {
 		if err := tr.Lock(p); err != nil {
@@ -326,7 +326,7 @@ func TestNestedLocks(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tr := newTree(t, kvevict.LRU)
+	tr := newTree(t, kvevict.LRU, roomy)
 	mustInsert(t, tr, []uint64{1, 2}, at(1))
 	for name, err := range map[string]error{
 		"Insert": func() error { _, err := tr.Insert(nil, at(2)); return err }(),
@@ -363,7 +363,7 @@ func TestErrors(t *testing.T) {
 func TestEvents(t *testing.T) {
 	var got []Event
 	var tr *Tree
-	tr = newTree(t, kvevict.LRU, WithEvents(func(e Event) {
+	tr = newTree(t, kvevict.LRU, roomy, WithEvents(func(e Event) {
 		got = append(got, e)
 		tr.Len() // calling the tree from the callback must not deadlock
 		tr.Peek(e.Hashes)
@@ -396,7 +396,7 @@ func TestEvents(t *testing.T) {
 // current tick: the heap is re-keyed when the clock moved, and the order
 // follows the decayed retention at the latest tick.
 func TestDecayRekeys(t *testing.T) {
-	tr, err := New(kvevict.FrequencyCost, WithStrategyOptions(kvevict.WithCostDecay(1), kvevict.WithTickDuration(time.Second)))
+	tr, err := New(kvevict.FrequencyCost, roomy, WithStrategyOptions(kvevict.WithCostDecay(1), kvevict.WithTickDuration(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,12 +434,13 @@ func TestRandomOperations(t *testing.T) {
 	type config struct {
 		name     string
 		strategy kvevict.Strategy
+		capacity int // 0: roomy
 		opts     []Option
 	}
 	configs := []config{
 		// Keys that read the current tick: the heap is re-keyed by Evict.
-		{"frequency_cost+decay", kvevict.FrequencyCost, []Option{WithStrategyOptions(kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second))}},
-		{"lfu+half-life", kvevict.LFU, []Option{WithStrategyOptions(kvevict.WithLFUHalfLife(10*time.Second), kvevict.WithTickDuration(time.Second))}},
+		{"frequency_cost+decay", kvevict.FrequencyCost, 0, []Option{WithStrategyOptions(kvevict.WithCostDecay(0.5), kvevict.WithTickDuration(time.Second))}},
+		{"lfu+half-life", kvevict.LFU, 0, []Option{WithStrategyOptions(kvevict.WithLFUHalfLife(10*time.Second), kvevict.WithTickDuration(time.Second))}},
 	}
 	for _, s := range keyStrategies {
 		configs = append(configs, config{name: string(s), strategy: s})
@@ -447,10 +448,10 @@ func TestRandomOperations(t *testing.T) {
 	// Auto with a memory smaller than the alphabet's paths, so that it
 	// forgets as well as restores, and miniature caches smaller than the
 	// tree, so that they evict.
-	configs = append(configs, config{"auto", kvevict.Auto, []Option{WithStrategyOptions(kvevict.WithGhostCap(6)), WithCapacity(4)}})
+	configs = append(configs, config{"auto", kvevict.Auto, 4, []Option{WithStrategyOptions(kvevict.WithGhostCap(6))}})
 	for ci, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
-			tr, err := New(cfg.strategy, cfg.opts...)
+			tr, err := New(cfg.strategy, cmp.Or(cfg.capacity, roomy), cfg.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -510,8 +511,8 @@ func TestRandomOperations(t *testing.T) {
 // is the key that the heap of the weight chosen holds for leaf n: Auto keys
 // a leaf when it is touched, and checkAutoKey verifies those keys' form.
 func keyNow(tr *Tree, n *node) rank.Key {
-	if tr.hist != nil {
-		_, chosen := tr.hist.Horizons(tr.now, tr.evictable+tr.protected)
+	if tr.meas != nil {
+		_, chosen := tr.meas.Horizons(tr.now, tr.evictable+tr.protected)
 		return tr.heaps[chosen].At(n.slot).Key
 	}
 	return tr.params.Key(&rank.Fields{
@@ -560,7 +561,7 @@ func TestConcurrent(t *testing.T) {
 func testConcurrent(t *testing.T, s kvevict.Strategy) {
 	var mu sync.Mutex
 	stored, removed := 0, 0
-	tr := newTree(t, s, WithEvents(func(e Event) {
+	tr := newTree(t, s, roomy, WithEvents(func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.Kind == Stored {
@@ -619,7 +620,7 @@ func testConcurrent(t *testing.T, s kvevict.Strategy) {
 // hashes it returns and nothing per block, whatever the strategy's key.
 func TestEvictAllocatesOnlyItsResult(t *testing.T) {
 	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.Predictive} {
-		tr := newTree(t, s)
+		tr := newTree(t, s, roomy)
 		next := uint64(1)
 		fill := func() {
 			for tr.Len() < 4000 {
@@ -649,7 +650,7 @@ func TestEventsReadTheTree(t *testing.T) {
 	var inCallback atomic.Int32
 	var stored, removed atomic.Int64
 	var tree *Tree
-	tree, err := New(kvevict.LRU, WithEvents(func(e Event) {
+	tree, err := New(kvevict.LRU, roomy, WithEvents(func(e Event) {
 		if inCallback.Add(1) != 1 {
 			t.Error("two event calls at once")
 		}
@@ -702,7 +703,7 @@ func TestEventsReadTheTree(t *testing.T) {
 // kvevict.New and ParseStrategy do.
 func TestNewIgnoresCase(t *testing.T) {
 	for _, s := range []kvevict.Strategy{"LRU", " Auto "} {
-		if _, err := New(s); err != nil {
+		if _, err := New(s, roomy); err != nil {
 			t.Errorf("New(%q): %v", s, err)
 		}
 	}

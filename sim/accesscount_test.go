@@ -59,7 +59,7 @@ func TestServeAccessCount(t *testing.T) {
 
 		var indexed map[uint64]int
 		cfg := ServeConfig{Config: Config{Capacity: 6}, Granularity: g, afterStep: func(p *pool) {
-			x := p.ev.(*indexEvictor).x
+			x := p.ev.(*SequenceEvictor).cands.(*indexCandidates).x
 			if len(p.running) == 0 && p.cached == 5 { // sequence 1 finished: the eviction is next
 				indexed = map[uint64]int{}
 				for id := range p.owners {

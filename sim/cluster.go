@@ -134,14 +134,9 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 	c := &cluster{w: w, strategy: s, capacity: cfg.Capacity}
 	for range cfg.Engines {
 		e := &Engine{capacity: cfg.Capacity}
-		opts := []prefix.Option{
+		t, err := prefix.New(s, cfg.Capacity,
 			prefix.WithStrategyOptions(cfg.Options...),
-			prefix.WithEvents(func(ev prefix.Event) { e.events = append(e.events, ev) }),
-		}
-		if prefix.NeedsCapacity(s) {
-			opts = append(opts, prefix.WithCapacity(cfg.Capacity))
-		}
-		t, err := prefix.New(s, opts...)
+			prefix.WithEvents(func(ev prefix.Event) { e.events = append(e.events, ev) }))
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +161,7 @@ func (c *cluster) serve(i int, r Router) error {
 		c.last.events = c.last.events[:0] // the router had them
 	}
 	e := c.engines[choice.Engine]
-	hit, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)}, c.capacity)
+	hit, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
 	if err != nil {
 		return err
 	}

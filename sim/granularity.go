@@ -24,7 +24,7 @@ const (
 	GranularityTail Granularity = "tail"
 	// GranularityBlock: one candidate per cached block, in a prefix tree
 	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
-	// Key strategies and Auto (see [prefix.Supports]); ARC, S3-FIFO and
+	// Key strategies and Auto (see [prefix.New]); ARC, S3-FIFO and
 	// SIEVE keep lists of sequences, which a tree of blocks does not.
 	GranularityBlock Granularity = "block"
 )

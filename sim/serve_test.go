@@ -2,12 +2,12 @@ package sim
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/prefix"
 )
 
 // checkPool verifies the pool's accounting: every block is in exactly one
@@ -76,10 +76,49 @@ func checkPool(t *testing.T, p *pool) {
 			t.Fatalf("hash %d indexes block %d: %+v", h, b, p.blocks[b])
 		}
 	}
-	if e, ok := p.ev.(*BlockEvictor); ok {
+	switch e := p.ev.(type) {
+	case *BlockEvictor:
 		checkBlockEvictor(t, p, e)
+	case *SequenceEvictor:
+		checkSequenceEvictor(t, p, e)
 	}
 	checkClosedLoop(t, p)
+}
+
+// checkSequenceEvictor verifies that a sequence evictor's candidates agree
+// with the pool: one cached candidate per owner, with the owner's blocks,
+// head first, and fields; in an Index, every other candidate is a running
+// sequence's.
+func checkSequenceEvictor(t *testing.T, p *pool, e *SequenceEvictor) {
+	t.Helper()
+	var get func(id uint64) (kvevict.Candidate, bool)
+	held := 0
+	switch c := e.cands.(type) {
+	case *policyCandidates:
+		get = func(id uint64) (kvevict.Candidate, bool) { c, ok := c.cached[id]; return c, ok }
+		held = len(c.cached)
+	case *indexCandidates:
+		get = c.x.Get
+		held = c.x.Len()
+		for _, s := range p.running {
+			if _, ok := c.x.Get(s.id); ok {
+				held--
+			}
+		}
+	}
+	if held != len(p.owners) {
+		t.Fatalf("the evictor holds %d cached candidates, the pool %d owners", held, len(p.owners))
+	}
+	for id, o := range p.owners {
+		want := kvevict.Candidate{
+			ID: id, Blocks: o.held(nil), LastAccess: o.released, CreatedAt: o.admitted,
+			AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
+			AllowPartial: e.partial,
+		}
+		if got, ok := get(id); !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("owner %d: the evictor holds %+v (%v), want %+v", id, got, ok, want)
+		}
+	}
 }
 
 // checkClosedLoop verifies that no request that follows its session's
@@ -150,15 +189,15 @@ func TestServeInvariants(t *testing.T) {
 		}
 		for _, g := range Granularities() {
 			for _, s := range kvevict.Strategies() {
-				if g == GranularityBlock && !prefix.Supports(s) {
-					continue
-				}
 				if reduced() && g != DefaultGranularity && !slices.Contains(shortStrategies, s) {
 					continue
 				}
 				cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: g,
 					afterStep: func(p *pool) { checkPool(t, p) }}
 				rep, err := Serve(w, s, cfg)
+				if g == GranularityBlock && errors.Is(err, errors.ErrUnsupported) {
+					continue // ARC, S3-FIFO, SIEVE: lists of sequences, no tree
+				}
 				if err != nil {
 					t.Fatalf("%s/%s/%s: %v", name, g, s, err)
 				}
@@ -333,9 +372,8 @@ func (evilEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	}
 	return Eviction{}, kvevict.ErrInsufficientBlocks
 }
-func (evilEvictor) Access(uint64)                                   {}
-func (evilEvictor) Admit(uint64, []uint64, int64, kvevict.Priority) {}
-func (evilEvictor) Release(uint64, int64)                           {}
+func (evilEvictor) Admit(*Admission)        {}
+func (evilEvictor) Release(*CachedSequence) {}
 
 // TestServeRefusesReferencedVictims: the pool rejects an evictor that
 // chooses a block a running sequence references.
@@ -407,7 +445,7 @@ func TestServeNeverEvictsReferenced(t *testing.T) {
 					continue // no key
 				}
 				var err error
-				if inner, err = NewBlockEvictor(s, 0); err != nil {
+				if inner, err = NewBlockEvictor(s, 200); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -86,7 +86,6 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
 )
 
@@ -345,7 +344,7 @@ func parseCapacities(list string) ([]int, error) {
 // by their keys) every key strategy. Naming another is an error.
 func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy, error) {
 	fits := func(s kvevict.Strategy) bool {
-		return !(sampling && s.Adaptive()) && !(blockKeys && !prefix.Supports(s))
+		return !(sampling && s.Adaptive()) && !(blockKeys && !treeRanks(s))
 	}
 	var out []kvevict.Strategy
 	if strings.EqualFold(strings.TrimSpace(list), "all") {
@@ -364,7 +363,7 @@ func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy,
 		switch {
 		case slices.Contains(out, s):
 			return nil, usagef("strategy %s is named twice in -strategies", s)
-		case blockKeys && !prefix.Supports(s):
+		case blockKeys && !treeRanks(s):
 			return nil, usagef("-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and %s ranks by lists of sequences: use -granularity tail or sequence for it", s)
 		case sampling && s.Adaptive():
 			return nil, usagef("-sampling applies to key strategies, and %s ranks by history: run it without -sampling", s)

@@ -101,18 +101,24 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	if !prefix.Supports(s) {
+	if !treeRanks(s) {
 		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
 	}
 	o.strategy = s
 	return o, nil
 }
 
+// treeRanks reports whether a prefix tree ranks by strategy s, by the rule
+// prefix.New documents: every strategy that is not adaptive, and auto.
+func treeRanks(s kvevict.Strategy) bool {
+	return !s.Adaptive() || s == kvevict.Auto
+}
+
 // keyStrategyNames lists the strategies a prefix tree can evict by.
 func keyStrategyNames() string {
 	var names []string
 	for _, s := range kvevict.Strategies() {
-		if prefix.Supports(s) {
+		if treeRanks(s) {
 			names = append(names, string(s))
 		}
 	}
@@ -147,11 +153,7 @@ type subscriberResult struct {
 
 // newPoolTree builds publish's prefix tree, for a pool of capacity blocks.
 func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
-	opts := []prefix.Option{prefix.WithEvents(onEvent)}
-	if prefix.NeedsCapacity(s) {
-		opts = append(opts, prefix.WithCapacity(capacity))
-	}
-	return prefix.New(s, opts...)
+	return prefix.New(s, capacity, prefix.WithEvents(onEvent))
 }
 
 func publish(args []string, stdout, stderr io.Writer) error {
@@ -201,7 +203,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	for i := range w.Requests {
 		req := &w.Requests[i]
 		hashes = chainHashes(hashes[:0], req.HashIDs)
-		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}, o.capacity); err != nil {
+		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}); err != nil {
 			pub.Close()
 			return err
 		}

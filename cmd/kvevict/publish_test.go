@@ -269,29 +269,30 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 }
 
 // TestPublishStrategies: publish's tree takes every strategy a prefix tree
-// ranks by, auto among them, and its help lists exactly those.
+// ranks by (as prefix.New answers), auto among them, and its help lists
+// exactly those.
 func TestPublishStrategies(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
+		_, treeErr := prefix.New(s, 10)
+		ranks := treeErr == nil
 		o, err := parsePublish([]string{"-endpoint", "tcp://127.0.0.1:1", "-trace", excerpt, "-capacity", "10", "-strategy", string(s)}, io.Discard)
-		if got, want := err == nil, prefix.Supports(s); got != want {
-			t.Errorf("-strategy %s: error %v, want accepted %v", s, err, want)
+		if got := err == nil; got != ranks {
+			t.Errorf("-strategy %s: error %v, want accepted %v (prefix.New: %v)", s, err, ranks, treeErr)
 		}
 		if err == nil && o.strategy != s {
 			t.Errorf("-strategy %s: runs %s", s, o.strategy)
 		}
 		if err == nil {
-			// The pool's capacity sizes auto's simulation; the key
-			// strategies take no capacity.
 			if _, err := newPoolTree(s, o.capacity, func(prefix.Event) {}); err != nil {
 				t.Errorf("-strategy %s -capacity %d: the tree: %v", s, o.capacity, err)
 			}
 		}
-		if got, want := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)), prefix.Supports(s); got != want {
-			t.Errorf("help lists %s: %v, want %v", s, got, want)
+		if got := slices.Contains(strings.Split(keyStrategyNames(), ", "), string(s)); got != ranks {
+			t.Errorf("help lists %s: %v, want %v", s, got, ranks)
 		}
 	}
-	if !prefix.Supports(kvevict.Auto) {
-		t.Error("a prefix tree does not rank by auto")
+	if _, err := prefix.New(kvevict.Auto, 10); err != nil {
+		t.Errorf("a prefix tree does not rank by auto: %v", err)
 	}
 }
 

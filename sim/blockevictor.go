@@ -19,7 +19,9 @@ import (
 // prefix) and inserts it locked; Release unlocks it. So the tree's locked
 // blocks are exactly the prompt blocks running sequences reference, and
 // Evict asks the tree for as many leaves as the pool needs and maps their
-// hashes to the pool's blocks with [EvictionState.Lookup].
+// hashes to the pool's blocks with [EvictionState.Lookup]. The tree ranks
+// blocks by their own accesses, so it needs neither the sequences an
+// admission accesses nor the running sequences.
 //
 // The pool holds one block per hash. When a workload's hashes do not
 // determine their prefix (the same hash after different heads, as in no
@@ -37,47 +39,42 @@ type BlockEvictor struct {
 // NewBlockEvictor returns a block-granularity [Evictor] that ranks blocks
 // by strategy s configured by opts: a key strategy (a node of the tree is
 // ranked as a one-block candidate) or Auto (the tree keeps its history;
-// see package prefix), for a pool of capacity blocks (which sizes Auto's
-// history: prefix.WithCapacity; 0 when unknown). It returns prefix.New's errors: one matching
-// errors.ErrUnsupported for ARC, S3-FIFO and SIEVE.
+// see package prefix), for a pool of capacity blocks, the tree's capacity,
+// which Auto's miniature caches simulate. It returns prefix.New's errors:
+// one matching kvevict.ErrInvalidArgument for a capacity below 1, one
+// matching errors.ErrUnsupported for ARC, S3-FIFO and SIEVE.
 func NewBlockEvictor(s kvevict.Strategy, capacity int, opts ...kvevict.Option) (*BlockEvictor, error) {
-	popts := []prefix.Option{prefix.WithStrategyOptions(opts...)}
-	if capacity > 0 && prefix.NeedsCapacity(s) {
-		popts = append(popts, prefix.WithCapacity(capacity))
-	}
-	t, err := prefix.New(s, popts...)
+	t, err := prefix.New(s, capacity, prefix.WithStrategyOptions(opts...))
 	if err != nil {
 		return nil, err
 	}
 	return &BlockEvictor{tree: t, prompts: make(map[uint64][]uint64), taken: make(map[int]struct{})}, nil
 }
 
-// Admit records a hit on the resident prefix of hashes and inserts the rest,
-// locking the whole path until Release(seq). O(len(hashes) + log n) for n
-// blocks in the tree.
-func (e *BlockEvictor) Admit(seq uint64, hashes []uint64, now int64, prio kvevict.Priority) {
-	if len(hashes) == 0 {
+// Admit records a hit on the resident prefix of a.Hashes and inserts the
+// rest, locking the whole path until the sequence's Release. O(len(a.Hashes)
+// + log n) for n blocks in the tree.
+func (e *BlockEvictor) Admit(a *Admission) {
+	if len(a.Hashes) == 0 {
 		return // nothing to mirror; errors below are only for empty paths
 	}
-	a := prefix.Access{Tick: now, Priority: prio}
-	_, _ = e.tree.Match(hashes, a)
-	_, _ = e.tree.InsertLocked(hashes, a)
-	e.prompts[seq] = slices.Clone(hashes)
+	at := prefix.Access{Tick: a.Now, Priority: a.Priority}
+	_, _ = e.tree.Match(a.Hashes, at)
+	_, _ = e.tree.InsertLocked(a.Hashes, at)
+	e.prompts[a.Seq] = slices.Clone(a.Hashes)
 }
 
-// Release unlocks the path Admit locked for seq; an unknown seq is ignored.
-// O(len(path) + log n).
-func (e *BlockEvictor) Release(seq uint64, _ int64) {
-	path, ok := e.prompts[seq]
+// Release unlocks the path Admit locked for s.ID: its cached blocks become
+// the tree's unlocked nodes. A sequence admitted with an empty prompt
+// locked nothing. O(len(path) + log n).
+func (e *BlockEvictor) Release(s *CachedSequence) {
+	path, ok := e.prompts[s.ID]
 	if !ok {
 		return
 	}
-	delete(e.prompts, seq)
+	delete(e.prompts, s.ID)
 	_ = e.tree.Unlock(path) // Admit locked exactly this path
 }
-
-// Access does nothing: the tree records reuse in Admit.
-func (e *BlockEvictor) Access(uint64) {}
 
 // Evict frees exactly need cached blocks, leaves first, or returns an
 // error matching kvevict.ErrInsufficientBlocks and frees nothing if the
@@ -116,8 +113,3 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	out.Elapsed = time.Since(start)
 	return out, nil
 }
-
-// The tree follows the pool through Admit and Release: the pool need not
-// list its cached blocks for it.
-func (e *BlockEvictor) running(*sequence, kvevict.Priority) {}
-func (e *BlockEvictor) owner(uint64, *owner)                {}

@@ -9,23 +9,37 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
+// cachedState is an EvictionState of a pool whose cached blocks hold
+// hashes, hash h in block base+h, and nothing runs.
+func cachedState(base int, hashes ...uint64) *EvictionState {
+	blocks := make(map[uint64]int, len(hashes))
+	for _, h := range hashes {
+		blocks[h] = base + int(h)
+	}
+	return &EvictionState{cachedLen: len(hashes), lookup: func(h uint64) (int, bool) {
+		b, ok := blocks[h]
+		if !ok {
+			return -1, false
+		}
+		return b, true
+	}}
+}
+
 // TestBlockEvictorLeafFirst drives a block evictor by hand: a finished
 // sequence's blocks go deepest first, a running sequence's never, and a
 // need it cannot cover frees nothing.
 func TestBlockEvictorLeafFirst(t *testing.T) {
-	e, err := NewBlockEvictor(kvevict.LRU, 0)
+	e, err := NewBlockEvictor(kvevict.LRU, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Hash h lives in block 10+h.
-	e.Admit(1, []uint64{1, 2, 3}, 100, kvevict.PriorityNormal)
-	e.Admit(2, []uint64{1, 4}, 200, kvevict.PriorityNormal)
-	e.Release(1, 300)
+	e.Admit(&Admission{Seq: 1, Hashes: []uint64{1, 2, 3}, Now: 100})
+	e.Admit(&Admission{Seq: 2, Hashes: []uint64{1, 4}, Now: 200})
+	e.Release(&CachedSequence{ID: 1, Blocks: []int{12, 13}, Released: 300})
 	cached := func(hashes ...uint64) *EvictionState {
-		st := &EvictionState{Running: []RunningSequence{{ID: 2, Blocks: []int{11, 14}}}}
-		for _, h := range hashes {
-			st.Cached = append(st.Cached, CachedBlock{Block: 10 + int(h), Hash: h, Owner: 1})
-		}
+		st := cachedState(10, hashes...)
+		st.Running = []RunningSequence{{ID: 2, Blocks: []int{11, 14}}}
 		return st
 	}
 	_, err = e.Evict(cached(2, 3), 3)
@@ -45,14 +59,17 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 	if _, err := e.Evict(cached(), 1); !errors.Is(err, kvevict.ErrInsufficientBlocks) {
 		t.Fatalf("evict with nothing cached: err = %v", err)
 	}
-	e.Release(2, 400)
-	e.Release(2, 500) // a second release is ignored
+	e.Release(&CachedSequence{ID: 2, Blocks: []int{11, 14}, Released: 400})
+	e.Release(&CachedSequence{ID: 2, Released: 500}) // a second release is ignored
 	res, err = e.Evict(cached(1, 4), 2)
 	if err != nil || !slices.Equal(res.Blocks, []int{14, 11}) {
 		t.Fatalf("evict 2 after release: %v, %v; want 14 then 11", res.Blocks, err)
 	}
-	if _, err := NewBlockEvictor(kvevict.ARC, 0); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := NewBlockEvictor(kvevict.ARC, 16); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("adaptive strategy: err = %v", err)
+	}
+	if _, err := NewBlockEvictor(kvevict.LRU, 0); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("capacity 0: err = %v", err)
 	}
 	if _, err := e.Evict(cached(), -1); !errors.Is(err, kvevict.ErrInvalidArgument) {
 		t.Errorf("negative need: err = %v", err)
@@ -63,16 +80,12 @@ func TestBlockEvictorLeafFirst(t *testing.T) {
 // tree has a node per path but the pool one block; Evict still frees
 // distinct cached blocks, exactly the need.
 func TestBlockEvictorSharedHashes(t *testing.T) {
-	e, _ := NewBlockEvictor(kvevict.LRU, 0)
-	e.Admit(1, []uint64{1, 9}, 100, kvevict.PriorityNormal)
-	e.Admit(2, []uint64{2, 9}, 200, kvevict.PriorityNormal)
-	e.Release(1, 300)
-	e.Release(2, 400)
-	st := &EvictionState{}
-	for _, h := range []uint64{1, 2, 9} {
-		st.Cached = append(st.Cached, CachedBlock{Block: int(h), Hash: h})
-	}
-	res, err := e.Evict(st, 3)
+	e, _ := NewBlockEvictor(kvevict.LRU, 16)
+	e.Admit(&Admission{Seq: 1, Hashes: []uint64{1, 9}, Now: 100})
+	e.Admit(&Admission{Seq: 2, Hashes: []uint64{2, 9}, Now: 200})
+	e.Release(&CachedSequence{ID: 1, Blocks: []int{1, 9}, Released: 300})
+	e.Release(&CachedSequence{ID: 2, Blocks: []int{2}, Released: 400})
+	res, err := e.Evict(cachedState(0, 1, 2, 9), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

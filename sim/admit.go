@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/sagellm/kvevict"
+)
+
+// admitWaiting admits waiting requests in order while they fit.
+func (p *pool) admitWaiting() error {
+	for len(p.waiting) > 0 && !p.paused {
+		ok, err := p.admit(p.waiting[0])
+		if err != nil || !ok {
+			return err
+		}
+		p.waiting = p.waiting[1:]
+	}
+	return nil
+}
+
+// admit admits request r if its prompt fits, and reports whether it did
+// (a prompt of Capacity blocks or more is rejected, and counts as done).
+// The prompt's present blocks are referenced first, so that the eviction
+// that makes room for the missing ones cannot take them.
+func (p *pool) admit(r int) (bool, error) {
+	req := &p.w.Requests[r]
+	p.prompt = distinct(req.HashIDs, len(req.HashIDs), p.prompt, p.seen)
+	prompt := p.prompt
+	if len(prompt) >= p.capacity {
+		p.reject(r)
+		return true, nil
+	}
+	missing, fits := p.fits(prompt)
+	if !fits {
+		return false, nil // wait for running sequences to finish
+	}
+	first := !p.admitted[r]
+	p.countAdmission(r, first)
+	s := p.newSequence(r)
+	p.beginAdmission(s, prompt)
+	blocks := p.reference(prompt, first)
+	p.tellReused()
+	p.ev.Admit(&p.admission)
+	if err := p.allocatePrompt(prompt, blocks, missing); err != nil {
+		return false, err
+	}
+	p.start(s, blocks, len(prompt))
+	return true, nil
+}
+
+// reject refuses request r, whose prompt the pool cannot hold, and counts
+// it done: at its first admission all its blocks are misses.
+func (p *pool) reject(r int) {
+	if !p.admitted[r] {
+		p.admitted[r] = true
+		p.tally.request(r, 0) // counted as all misses: served elsewhere
+	}
+	p.rejected++
+	p.finishRequest(r)
+}
+
+// fits reports whether prompt fits the pool now, and how many of its
+// blocks the pool lacks: those must fit the free blocks and the cached
+// ones the prompt does not reuse.
+func (p *pool) fits(prompt []uint64) (missing int, ok bool) {
+	present, reusable := 0, 0
+	for _, h := range prompt {
+		if b, ok := p.byHash[h]; ok {
+			present++
+			if p.blocks[b].state == blockCached {
+				reusable++
+			}
+		}
+	}
+	missing = len(prompt) - present
+	return missing, missing <= p.freeBlocks()+p.cached-reusable
+}
+
+// countAdmission counts the admission of request r in the tally, before
+// anything of the pool changes: at the first, its hits and the tokens
+// evictions made it compute again; at a recomputation, after a
+// preemption, what it prefills again.
+func (p *pool) countAdmission(r int, first bool) {
+	req := &p.w.Requests[r]
+	hit := prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
+	if !first {
+		// What a preempted request prefills again is re-prefill, on top
+		// of what its first admission computed.
+		for i := hit; i < len(req.HashIDs); i++ {
+			n := int64(blockTokens(req, i, p.w.BlockTokens))
+			p.tally.prefill += n
+			p.tally.rePrefillTokens += n
+		}
+		return
+	}
+	p.admitted[r] = true
+	p.tally.request(r, hit)
+	again := p.computedAgain(req, hit)
+	p.tally.rePrefillTokens += again
+	if p.returning(r) {
+		p.tally.returning = append(p.tally.returning, again)
+	}
+	if p.w.GroupKind == "session" {
+		p.lastOfGroup[req.Group] = r
+	}
+}
+
+// computedAgain returns the tokens of req past its resident prefix of hit
+// blocks that the pool had computed before, up to the first block it
+// never had: computed again only because something was evicted. The pool
+// had computed a block if it holds it or the ledger has its eviction
+// pending: a block leaves the pool only by an eviction, and returns by a
+// reference that ends it.
+func (p *pool) computedAgain(req *Request, hit int) int64 {
+	var again int64
+	for i := hit; i < len(req.HashIDs); i++ {
+		h := req.HashIDs[i]
+		if _, resident := p.byHash[h]; !resident && !p.tally.evictions.Pending(h) {
+			break
+		}
+		again += int64(blockTokens(req, i, p.w.BlockTokens))
+	}
+	return again
+}
+
+// newSequence returns the sequence that request r runs as, admitted now.
+func (p *pool) newSequence(r int) *sequence {
+	req := &p.w.Requests[r]
+	s := &sequence{
+		id: p.nextID, req: r, admitted: p.now, last: p.now, alive: true,
+		maxLen: req.InputTokens + req.OutputTokens, outLeft: req.OutputTokens,
+	}
+	p.nextID++
+	return s
+}
+
+// beginAdmission starts what the evictor is told of the admission of s
+// with prompt: no sequence accessed or reused yet.
+func (p *pool) beginAdmission(s *sequence, prompt []uint64) {
+	a := &p.admission
+	*a = Admission{Seq: s.id, Now: p.now, Priority: kvevict.Priority(p.w.Requests[s.req].Priority),
+		Hashes: prompt, Accessed: a.Accessed[:0], Reused: a.Reused[:0]}
+	clear(p.accessed)
+	clear(p.found)
+	p.reused = p.reused[:0]
+}
+
+// reference references the blocks of prompt that the pool holds, for the
+// sequence admitted, taking the cached ones from their owners, and
+// returns the prompt's blocks, -1 where the pool lacks one. The admission
+// accesses the owners of the blocks it reuses, and those of the blocks it
+// computes again, by the ledger (which a recomputation clears without
+// counting).
+func (p *pool) reference(prompt []uint64, first bool) []int {
+	ledger := p.tally.evictions.Clear // a preempted request's recomputation is not counted again
+	if first {
+		ledger = p.tally.evictions.Access
+	}
+	blocks := make([]int, len(prompt))
+	for i, h := range prompt {
+		b, ok := p.byHash[h]
+		if !ok {
+			blocks[i] = -1
+			if o, again := ledger(h); again {
+				p.access(o)
+			}
+			continue
+		}
+		if p.blocks[b].state == blockCached {
+			p.reuse(b)
+		}
+		p.blocks[b].refs++
+		blocks[i] = b
+	}
+	p.tellReused()
+	return blocks
+}
+
+// access adds sequence id to the admission's accessed sequences, once.
+func (p *pool) access(id uint64) {
+	if !p.accessed[id] {
+		p.accessed[id] = true
+		p.admission.Accessed = append(p.admission.Accessed, id)
+	}
+}
+
+// reuse takes cached block b from its owner for the sequence admitted.
+// The owner counts one hit per request, however many of its blocks the
+// request reuses, as a sequence's candidate counts requests.
+func (p *pool) reuse(b int) {
+	blk := &p.blocks[b]
+	id := blk.owner
+	if !p.found[id] {
+		p.found[id] = true
+		o := p.owners[id] // before uncache, which forgets an owner with nothing left
+		o.accessCount++
+		p.reused = append(p.reused, reusedOwner{id, o})
+	}
+	p.access(id)
+	p.uncache(b)
+	blk.state = blockUsed
+	p.used++
+}
+
+// tellReused writes the owners the admission took blocks from into it, as
+// they are now, in the order they were found.
+func (p *pool) tellReused() {
+	n := 0
+	for _, r := range p.reused {
+		n += r.o.live
+	}
+	p.told = slices.Grow(p.told[:0], n) // so that each owner's blocks stay in place
+	for _, r := range p.reused {
+		start := len(p.told)
+		p.told = r.o.held(p.told)
+		blocks := p.told[start:len(p.told):len(p.told)]
+		p.admission.Reused = append(p.admission.Reused, cachedSequence(r.id, r.o, blocks))
+	}
+}
+
+// allocatePrompt allocates the blocks of prompt that blocks lacks (-1),
+// missing of them, which admit checked fit, and indexes them by hash.
+func (p *pool) allocatePrompt(prompt []uint64, blocks []int, missing int) error {
+	ok, err := p.allocate(missing)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("internal: admission checked the space but allocation failed")
+	}
+	for i, h := range prompt {
+		if blocks[i] < 0 {
+			b := p.take()
+			p.blocks[b].hashed, p.blocks[b].hash = true, h
+			p.byHash[h] = b
+			blocks[i] = b
+		}
+	}
+	return nil
+}
+
+// start runs s on blocks, the first n of them its prompt's, prefilled.
+func (p *pool) start(s *sequence, blocks []int, n int) {
+	req := &p.w.Requests[s.req]
+	s.blocks = blocks
+	for i := range n {
+		s.tokens += blockTokens(req, i, p.w.BlockTokens)
+	}
+	p.running = append(p.running, s)
+	p.schedule(s)
+}
+
+// returning reports whether request r, at its first admission, returns to
+// a session that lost KV since its last turn: its group is a session with
+// an earlier admitted request, and a block of the longest common prefix of
+// the two prompts is no longer in the pool. O(prompt length).
+func (p *pool) returning(r int) bool {
+	req := &p.w.Requests[r]
+	prev, ok := p.lastOfGroup[req.Group]
+	if !ok || p.w.GroupKind != "session" {
+		return false
+	}
+	before := p.w.Requests[prev].HashIDs
+	for i := 0; i < len(before) && i < len(req.HashIDs) && before[i] == req.HashIDs[i]; i++ {
+		if _, ok := p.byHash[before[i]]; !ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/rank"
+)
+
+// linkSessions finds, for every session request, whether it follows the
+// session's previous request: whether its Timestamp leaves that request
+// time to decode (see [Serve]). O(n) time and memory.
+func (p *pool) linkSessions() {
+	reqs := p.w.Requests
+	p.follower = make([]int, len(reqs))
+	p.follows = make([]bool, len(reqs))
+	last := make(map[uint64]int)
+	for i := range reqs {
+		p.follower[i] = -1
+		if prev, ok := last[reqs[i].Group]; ok && p.pause(prev, i) >= 0 {
+			p.follower[prev] = i
+			p.follows[i] = true
+		}
+		last[reqs[i].Group] = i
+	}
+}
+
+// pause is how long after request prev finished request r of the same
+// session comes: the gap between their timestamps less prev's decode time,
+// in ticks; negative when r was sent before prev could have finished.
+func (p *pool) pause(prev, r int) int64 {
+	a, b := &p.w.Requests[prev], &p.w.Requests[r]
+	return (b.Timestamp-a.Timestamp)*1000 - int64(a.OutputTokens)*p.tokenTime
+}
+
+// event is a running sequence's next milestone (its last block is full, so
+// it needs another, or it is done) or, with no sequence, the arrival of
+// request req, which follows its session's previous request and was
+// released by its finish. At equal times milestones go first, so that
+// finishing sequences free their blocks, then arrivals by request index.
+type event struct {
+	at  int64
+	seq *sequence
+	req int
+}
+
+// eventQueue holds the pending events in the order of before, on the
+// indexed heap that ranks candidates: an event's key is its time, then 0
+// for a milestone or 1 for an arrival, and its ID the sequence's or the
+// request's.
+type eventQueue struct {
+	heap   rank.Heap
+	slots  dlist.Slots
+	events []event // by the slot of the heap entry
+}
+
+func (q *eventQueue) len() int { return q.heap.Len() }
+
+// min returns the earliest event; the queue must not be empty. O(1).
+func (q *eventQueue) min() event { return q.events[q.heap.Min().Slot] }
+
+// push queues e. O(log n).
+func (q *eventQueue) push(e event) {
+	slot, grown := q.slots.Alloc()
+	if grown {
+		q.events = append(q.events, event{})
+	}
+	q.events[slot] = e
+	k, id := rank.Key{Major: e.at, Minor: 1}, uint64(e.req)
+	if e.seq != nil {
+		k.Minor, id = 0, e.seq.id
+	}
+	q.heap.Push(rank.Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+}
+
+// pop removes and returns the earliest event. O(log n).
+func (q *eventQueue) pop() event {
+	slot := q.heap.Min().Slot
+	e := q.events[slot]
+	q.heap.Remove(slot)
+	q.events[slot] = event{}
+	q.slots.Free(slot)
+	return e
+}
+
+// before orders events by time, then milestones before arrivals, then by
+// sequence or request.
+func (e event) before(o event) bool {
+	switch {
+	case e.at != o.at:
+		return e.at < o.at
+	case (e.seq == nil) != (o.seq == nil):
+		return e.seq != nil
+	case e.seq != nil:
+		return e.seq.id < o.seq.id
+	default:
+		return e.req < o.req
+	}
+}
+
+// nextArrival returns the next arrival of the timestamp order, as an
+// event, and whether there is one. It skips followers: their
+// predecessor's finish releases them as events.
+func (p *pool) nextArrival() (event, bool) {
+	for p.next < len(p.w.Requests) && p.follows != nil && p.follows[p.next] {
+		p.next++
+	}
+	if p.next == len(p.w.Requests) {
+		return event{}, false
+	}
+	return event{at: p.w.Requests[p.next].Timestamp * 1000, req: p.next}, true
+}
+
+// run processes arrivals and sequence events in time order; at equal times
+// sequence events go first, so finishing sequences free their blocks.
+func (p *pool) run() error {
+	for {
+		a, arriving := p.nextArrival()
+		var e event
+		switch {
+		case p.events.len() > 0 && (!arriving || !a.before(p.events.min())):
+			e = p.events.pop()
+		case arriving:
+			e = a
+			p.next++
+		default:
+			return nil
+		}
+		if e.seq != nil && !e.seq.alive {
+			continue // preempted since
+		}
+		p.now = max(p.now, e.at)
+		if e.seq == nil {
+			p.waiting = append(p.waiting, e.req)
+		} else if err := p.step(e.seq); err != nil {
+			return err
+		}
+		if err := p.admitWaiting(); err != nil {
+			return err
+		}
+		p.tally.utilization(p.used+p.cached, p.capacity)
+		if p.afterStep != nil {
+			p.afterStep(p)
+		}
+	}
+}
+
+// schedule queues s's next event: when its last block fills, or when it is
+// done if that comes first.
+func (p *pool) schedule(s *sequence) {
+	room := len(s.blocks)*p.w.BlockTokens - s.tokens
+	k := min(s.outLeft, room)
+	p.events.push(event{at: p.now + int64(k)*p.tokenTime, seq: s})
+}
+
+// step advances s to its event: it generated the tokens since, and either
+// finishes or needs a block.
+func (p *pool) step(s *sequence) error {
+	room := len(s.blocks)*p.w.BlockTokens - s.tokens
+	k := min(s.outLeft, room)
+	s.tokens += k
+	s.outLeft -= k
+	s.last = p.now
+	if s.outLeft == 0 {
+		p.finish(s)
+		return nil
+	}
+	for s.alive {
+		ok, err := p.allocate(1)
+		if err != nil {
+			return err
+		}
+		if ok {
+			b := p.take()
+			s.blocks = append(s.blocks, b)
+			p.schedule(s)
+			return nil
+		}
+		if len(p.running) > 1 {
+			// Recompute preemption of the latest admitted sequence, as
+			// vLLM does: possibly s itself.
+			p.preempt(p.running[len(p.running)-1])
+			continue
+		}
+		p.truncated++ // alone, and the pool cannot hold it
+		p.finish(s)
+	}
+	return nil
+}
+
+func (p *pool) finish(s *sequence) {
+	p.drop(s)
+	p.paused = false
+	p.finishRequest(s.req)
+}
+
+// finishRequest counts request r finished (for good: a preempted request
+// finishes after its recomputation) or rejected, and releases the request
+// of its session that waits for it, to arrive its pause from now.
+func (p *pool) finishRequest(r int) {
+	p.done++
+	p.cfg.progress(p.done, len(p.w.Requests))
+	if p.follower == nil || p.follower[r] < 0 {
+		return
+	}
+	f := p.follower[r]
+	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
+	p.events.push(event{at: at, req: f})
+}
+
+// preempt stops s and queues its request first, to be recomputed.
+func (p *pool) preempt(s *sequence) {
+	p.drop(s)
+	p.preemptions++
+	p.paused = true
+	p.waiting = slices.Insert(p.waiting, 0, s.req)
+}

@@ -1,0 +1,308 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sagellm/kvevict"
+)
+
+// blockState is where a physical block is.
+type blockState uint8
+
+const (
+	blockFree   blockState = iota // on the free list
+	blockUsed                     // referenced by running sequences
+	blockCached                   // a prompt block nobody references: evictable
+)
+
+type poolBlock struct {
+	state  blockState
+	hashed bool // a prompt block, findable by hash
+	hash   uint64
+	refs   int
+	owner  uint64 // cached: the sequence that released it
+	at     int    // cached: its index in the owner's blocks
+}
+
+// sequence is an admitted request.
+type sequence struct {
+	id       uint64
+	req      int
+	blocks   []int // head first: prompt blocks, then generated ones
+	admitted int64
+	last     int64 // tick of its latest token
+	tokens   int   // current length
+	maxLen   int
+	outLeft  int // tokens still to generate
+	alive    bool
+}
+
+// owner is what the pool remembers of a sequence while it owns cached blocks.
+type owner struct {
+	admitted, released int64
+	// accessCount is its hits, Candidate.AccessCount: the requests that
+	// found blocks it holds cached since it released them. The hits of
+	// its own request were hits on the owners before it, not on it.
+	accessCount    int
+	priority       kvevict.Priority
+	seqLen, maxLen int
+	// blocks are the cached blocks it owns, head first, with -1 where a
+	// block left: a request reuses blocks from the middle, and removing
+	// them in place would cost the owner's length each. live counts the
+	// others.
+	blocks []int
+	live   int
+}
+
+// held appends the cached blocks of o, head first, to dst.
+func (o *owner) held(dst []int) []int {
+	for _, b := range o.blocks {
+		if b >= 0 {
+			dst = append(dst, b)
+		}
+	}
+	return dst
+}
+
+// pool is the paged KV pool of Serve.
+type pool struct {
+	w         *Workload
+	capacity  int
+	tokenTime int64 // ticks per token
+	ev        Evictor
+	cfg       *ServeConfig
+	afterStep func(*pool)
+
+	// blocks grows on demand up to capacity, so that memory follows the
+	// workload rather than the capacity; free holds released blocks, and
+	// the capacity - len(blocks) never used are free too.
+	blocks []poolBlock
+	free   []int
+	used   int
+	cached int
+	byHash map[uint64]int // hash -> block (used or cached)
+	owners map[uint64]*owner
+
+	running []*sequence // admission order
+	waiting []int       // request indices, first come first served
+	events  eventQueue
+	now     int64
+	// next is the first request of the timestamp order not yet arrived;
+	// requests that follow their session's previous one are skipped there
+	// and arrive as events, once their predecessor finished.
+	next int
+	// follower[r] is the request of r's session that waits for r to
+	// finish, or -1; follows[r] says r is such a request. Both are nil
+	// unless groups are sessions.
+	follower []int
+	follows  []bool
+	nextID   uint64
+	admitted []bool // first admission done
+	// lastOfGroup is each session's latest request admitted, when groups
+	// are sessions.
+	lastOfGroup map[uint64]int
+	// paused stops admissions from a preemption until a sequence finishes,
+	// so that a preempted request is not readmitted into the same shortage
+	// and the oldest running sequence always makes progress.
+	paused bool
+	done   int // requests finished or rejected
+
+	tally                            *tally
+	preemptions, rejected, truncated int
+
+	// Scratch space, reused from call to call.
+	prompt    []uint64            // the distinct hashes of the prompt admitted
+	seen      map[uint64]struct{} // prompt's
+	admission Admission           // what the evictor is told of an admission
+	accessed  map[uint64]bool     // admission.Accessed, as a set
+	reused    []reusedOwner       // the owners an admission took blocks from
+	found     map[uint64]bool     // reused, as a set
+	told      []int               // the blocks of the CachedSequences the evictor is told
+	state     EvictionState       // the evictor's view at an eviction
+}
+
+// reusedOwner is a sequence whose cached blocks an admission took: its
+// owner, kept after the pool forgets an owner with no block left.
+type reusedOwner struct {
+	id uint64
+	o  *owner
+}
+
+func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
+	tt := cfg.TokenTime
+	if tt == 0 {
+		tt = DefaultTokenTime
+	}
+	p := &pool{
+		w:           w,
+		capacity:    cfg.Capacity,
+		tokenTime:   max(int64(tt/time.Microsecond), 1),
+		ev:          ev,
+		cfg:         &cfg,
+		afterStep:   cfg.afterStep,
+		byHash:      make(map[uint64]int),
+		owners:      make(map[uint64]*owner),
+		admitted:    make([]bool, len(w.Requests)),
+		lastOfGroup: make(map[uint64]int),
+		tally:       newTally(w, computeCeiling(w)),
+		seen:        make(map[uint64]struct{}),
+		accessed:    make(map[uint64]bool),
+		found:       make(map[uint64]bool),
+	}
+	p.state.lookup = p.lookupCached
+	if w.GroupKind == "session" {
+		p.linkSessions()
+	}
+	return p
+}
+
+// lookupCached returns the cached block holding hash, if any.
+func (p *pool) lookupCached(hash uint64) (int, bool) {
+	b, ok := p.byHash[hash]
+	if !ok || p.blocks[b].state != blockCached {
+		return -1, false
+	}
+	return b, true
+}
+
+// allocate makes n blocks free, evicting cached ones if needed, and reports
+// whether it could. It evicts nothing when it cannot.
+func (p *pool) allocate(n int) (bool, error) {
+	need := n - p.freeBlocks()
+	if need <= 0 {
+		return true, nil
+	}
+	if need > p.cached {
+		return false, nil
+	}
+	res, err := p.ev.Evict(p.evictionState(), need)
+	if errors.Is(err, kvevict.ErrInsufficientBlocks) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(res.Blocks) < need {
+		return false, fmt.Errorf("evictor freed %d blocks, %d needed", len(res.Blocks), need)
+	}
+	for _, b := range res.Blocks {
+		if b < 0 || b >= len(p.blocks) || p.blocks[b].state != blockCached {
+			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
+		}
+		p.tally.evictions.Evict(p.blocks[b].hash, p.blocks[b].owner)
+		p.uncache(b) // the evictor took them from its own view already
+		p.release(b)
+	}
+	p.tally.latencies = append(p.tally.latencies, res.Elapsed)
+	return true, nil
+}
+
+// evictionState is the pool as the evictor reads it at an eviction, valid
+// until the next call. O(R) for R running sequences.
+func (p *pool) evictionState() *EvictionState {
+	st := &p.state
+	st.Now, st.cachedLen, st.Running = p.now, p.cached, st.Running[:0]
+	for _, s := range p.running {
+		st.Running = append(st.Running, RunningSequence{
+			ID: s.id, Blocks: s.blocks, Admitted: s.admitted, LastAccess: s.last,
+			Priority: kvevict.Priority(p.w.Requests[s.req].Priority), SeqLen: s.tokens, MaxLen: s.maxLen,
+		})
+	}
+	return st
+}
+
+// cachedSequence is sequence id, owner o of blocks (o's, head first), as
+// an evictor sees it.
+func cachedSequence(id uint64, o *owner, blocks []int) CachedSequence {
+	return CachedSequence{
+		ID: id, Blocks: blocks, Admitted: o.admitted, Released: o.released,
+		AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
+	}
+}
+
+// freeBlocks is how many blocks are free: released or never used.
+func (p *pool) freeBlocks() int {
+	return len(p.free) + p.capacity - len(p.blocks)
+}
+
+// take pops a free block, the latest released or else the lowest never
+// used, and marks it used by one reference.
+func (p *pool) take() int {
+	var b int
+	if n := len(p.free); n > 0 {
+		b = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		b = len(p.blocks)
+		p.blocks = append(p.blocks, poolBlock{})
+	}
+	p.blocks[b] = poolBlock{state: blockUsed, refs: 1}
+	p.used++
+	return b
+}
+
+// uncache takes cached block b out of its owner's count.
+func (p *pool) uncache(b int) {
+	blk := &p.blocks[b]
+	o := p.owners[blk.owner]
+	o.blocks[blk.at] = -1
+	o.live--
+	switch {
+	case o.live == 0:
+		delete(p.owners, blk.owner)
+	case o.live < len(o.blocks)/2: // compact, amortized O(1) per block
+		o.blocks = o.held(o.blocks[:0])
+		for i, x := range o.blocks {
+			p.blocks[x].at = i
+		}
+	}
+	p.cached--
+}
+
+// release frees block b (used with no references, or just uncached).
+func (p *pool) release(b int) {
+	blk := &p.blocks[b]
+	if blk.state == blockUsed {
+		p.used--
+	}
+	if blk.hashed && p.byHash[blk.hash] == b {
+		delete(p.byHash, blk.hash)
+	}
+	p.blocks[b] = poolBlock{}
+	p.free = append(p.free, b)
+}
+
+// drop releases s's references: prompt blocks nobody else references become
+// cached, owned by s; generated blocks are freed. The evictor is told.
+func (p *pool) drop(s *sequence) {
+	s.alive = false
+	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
+	req := &p.w.Requests[s.req]
+	o := &owner{admitted: s.admitted, released: p.now,
+		priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
+	for _, b := range s.blocks {
+		blk := &p.blocks[b]
+		blk.refs--
+		if blk.refs > 0 {
+			continue
+		}
+		if !blk.hashed {
+			p.release(b)
+			continue
+		}
+		blk.state, blk.owner, blk.at = blockCached, s.id, len(o.blocks)
+		o.blocks = append(o.blocks, b) // in s.blocks order: head first
+		o.live++
+		p.used--
+		p.cached++
+	}
+	if o.live > 0 {
+		p.owners[s.id] = o
+	}
+	p.told = o.held(p.told[:0])
+	cs := cachedSequence(s.id, o, p.told)
+	p.ev.Release(&cs)
+}
