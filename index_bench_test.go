@@ -3,6 +3,7 @@ package kvevict_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -156,5 +157,46 @@ func BenchmarkIndex(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkIndexMemory reports the heap an Index holds per sequence at
+// n = 1,000,000 one-block sequences, after one eviction, for a key
+// strategy that keeps the run (LRU), one whose keys go to the heap (LFU)
+// and the adaptive orders (ARC, Auto, with a capacity of n). The blocks
+// themselves are the caller's and not counted. Run it with -benchtime 1x.
+func BenchmarkIndexMemory(b *testing.B) {
+	const n = 1_000_000
+	blocks := make([]int, n)
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.Auto} {
+		b.Run("strategy="+string(s), func(b *testing.B) {
+			var opts []kvevict.Option
+			if s.Adaptive() {
+				opts = append(opts, kvevict.WithCapacity(n))
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				x, err := kvevict.NewIndex(s, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					x.UpdateAccess(uint64(i))
+					c := kvevict.Candidate{ID: uint64(i), Blocks: blocks[i : i+1 : i+1], LastAccess: int64(i), AccessCount: i % 7}
+					if err := x.Add(c); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := x.Evict(1); err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/seq")
+				runtime.KeepAlive(x)
+			}
+		})
 	}
 }

@@ -17,12 +17,18 @@ import (
 // memory is bounded by the most ids tracked at once. The zero value is an
 // empty map.
 type Map[V any] struct {
-	keys   []uint64 // id+1, 0 = empty
-	vals   []V
+	slots  []pair[V]
 	shift  uint
 	count  int // ids in the slots
 	last   V   // value of ID math.MaxUint64, when lastOK
 	lastOK bool
+}
+
+// pair is one slot: an id and its value side by side, so that a lookup
+// that finds its id reads one cache line, not one per array.
+type pair[V any] struct {
+	key uint64 // id+1, 0 = empty
+	val V
 }
 
 const idMapMinSize = 16
@@ -44,11 +50,11 @@ func (m *Map[V]) Ref(id uint64) *V {
 	if m.count == 0 {
 		return nil
 	}
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	for i := m.slot(id); ; i = (i + 1) & mask {
-		switch m.keys[i] {
+		switch m.slots[i].key {
 		case k:
-			return &m.vals[i]
+			return &m.slots[i].val
 		case 0:
 			return nil
 		}
@@ -79,19 +85,18 @@ func (m *Map[V]) Upsert(id uint64) *V {
 		}
 		return &m.last
 	}
-	if 2*(m.count+1) > len(m.keys) {
+	if 2*(m.count+1) > len(m.slots) {
 		m.grow()
 	}
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	for i := m.slot(id); ; i = (i + 1) & mask {
-		switch m.keys[i] {
+		switch m.slots[i].key {
 		case k:
-			return &m.vals[i]
+			return &m.slots[i].val
 		case 0:
-			var zero V
-			m.keys[i], m.vals[i] = k, zero
+			m.slots[i] = pair[V]{key: k}
 			m.count++
-			return &m.vals[i]
+			return &m.slots[i].val
 		}
 	}
 }
@@ -107,25 +112,25 @@ func (m *Map[V]) Del(id uint64) {
 	if m.count == 0 {
 		return
 	}
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	i := m.slot(id)
-	for m.keys[i] != k {
-		if m.keys[i] == 0 {
+	for m.slots[i].key != k {
+		if m.slots[i].key == 0 {
 			return
 		}
 		i = (i + 1) & mask
 	}
 	m.count--
-	for j := (i + 1) & mask; m.keys[j] != 0; j = (j + 1) & mask {
+	for j := (i + 1) & mask; m.slots[j].key != 0; j = (j + 1) & mask {
 		// The entry at j may fill the hole at i unless its home slot lies
 		// cyclically in (i, j].
-		home := m.slot(m.keys[j] - 1)
+		home := m.slot(m.slots[j].key - 1)
 		if (j-home)&mask >= (j-i)&mask {
-			m.keys[i], m.vals[i] = m.keys[j], m.vals[j]
+			m.slots[i] = m.slots[j]
 			i = j
 		}
 	}
-	m.keys[i] = 0
+	m.slots[i].key = 0
 }
 
 // Reset empties the map and sizes it for n ids at a load of at most 1/2,
@@ -137,12 +142,11 @@ func (m *Map[V]) Reset(n int) {
 	for size < 2*n {
 		size *= 2
 	}
-	if cap(m.keys) < size || (cap(m.keys) > idMapShrinkAbove && cap(m.keys) > 8*size) {
-		m.keys, m.vals = make([]uint64, size), make([]V, size)
+	if cap(m.slots) < size || (cap(m.slots) > idMapShrinkAbove && cap(m.slots) > 8*size) {
+		m.slots = make([]pair[V], size)
 	} else {
-		m.keys, m.vals = m.keys[:size], m.vals[:size]
-		clear(m.keys)
-		clear(m.vals)
+		m.slots = m.slots[:size]
+		clear(m.slots)
 	}
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.count = 0
@@ -165,11 +169,11 @@ func (m *Map[V]) Add(id uint64) (had bool) {
 		had, m.lastOK = m.lastOK, true
 		return had
 	}
-	mask := uint64(len(m.keys) - 1)
+	mask := uint64(len(m.slots) - 1)
 	for i := m.slot(id); ; i = (i + 1) & mask {
-		switch m.keys[i] {
+		switch m.slots[i].key {
 		case 0:
-			m.keys[i] = k
+			m.slots[i].key = k
 			m.count++
 			return false
 		case k:
@@ -187,33 +191,33 @@ func (m *Map[V]) Len() int {
 }
 
 // grow doubles the slots and reinserts every id.
-func (m *Map[V]) grow() { m.rehash(max(idMapMinSize, 2*len(m.keys))) }
+func (m *Map[V]) grow() { m.rehash(max(idMapMinSize, 2*len(m.slots))) }
 
 // Slots returns the table's size in slots, which changes only when the
 // table grows or is reset. O(1).
-func (m *Map[V]) Slots() int { return len(m.keys) }
+func (m *Map[V]) Slots() int { return len(m.slots) }
 
 // Reserve makes room for n more ids without growing, at a load of at most
 // 1/2. O(ids held), once.
 func (m *Map[V]) Reserve(n int) {
-	size := max(idMapMinSize, len(m.keys))
+	size := max(idMapMinSize, len(m.slots))
 	for size < 2*(m.count+n) {
 		size *= 2
 	}
-	if size > len(m.keys) {
+	if size > len(m.slots) {
 		m.rehash(size)
 	}
 }
 
 // rehash moves every id into a table of size slots, a power of two.
 func (m *Map[V]) rehash(size int) {
-	keys, vals := m.keys, m.vals
-	m.keys, m.vals = make([]uint64, size), make([]V, size)
+	old := m.slots
+	m.slots = make([]pair[V], size)
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.count = 0
-	for i, k := range keys {
-		if k != 0 {
-			m.Put(k-1, vals[i])
+	for i := range old {
+		if k := old[i].key; k != 0 {
+			m.Put(k-1, old[i].val)
 		}
 	}
 }
@@ -222,12 +226,13 @@ func (m *Map[V]) rehash(size int) {
 // count, for tests.
 func (m *Map[V]) Check() error {
 	n := 0
-	for i, k := range m.keys {
+	for i := range m.slots {
+		k := m.slots[i].key
 		if k == 0 {
 			continue
 		}
 		n++
-		if m.Ref(k-1) != &m.vals[i] {
+		if m.Ref(k-1) != &m.slots[i].val {
 			return fmt.Errorf("idMap: id %d at slot %d unreachable from its home slot", k-1, i)
 		}
 	}
