@@ -201,13 +201,13 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 type ranked struct {
 	cands   []Candidate
 	victims []entry
-	next_   int
+	taken   int   // how many of victims next handed out
 	auto    *auto // Auto's history; nil for the other strategies
 }
 
 func (r *ranked) next() (*Candidate, error) {
-	c := &r.cands[r.victims[r.next_].Slot]
-	r.next_++
+	c := &r.cands[r.victims[r.taken].Slot]
+	r.taken++
 	return c, nil
 }
 
