@@ -68,7 +68,7 @@ func byRecency(a, b *Candidate) int {
 // admitted, and what a search changes on its way (S3-FIFO's promotions,
 // SIEVE's cleared bits and hand), as any selection over those candidates
 // would.
-func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory, txn *transaction) (Result, error) {
+func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory, txn *transaction, src *listSource) (Result, error) {
 	if err := s.validate(cands, required); err != nil {
 		return Result{}, err
 	}
@@ -86,8 +86,9 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 	t.nextEpoch()
 	admitCandidates(h, cands)
 
-	src := listSource{h: h, cands: cands}
-	victims, freed, err := txn.cover(t.victims[:0], required, &src)
+	*src = listSource{h: h, cands: cands}
+	victims, freed, err := txn.cover(t.victims[:0], required, src)
+	*src = listSource{} // drop the view of the caller's slice
 	var res Result
 	if err == nil {
 		res = Result{Victims: slices.Clone(victims), FreedBlocks: freed}

@@ -85,7 +85,11 @@ type policy struct {
 	lists  listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
 	sel    selector
 	txn    transaction
-	stats  stats
+	// The sources of the transaction, kept here so that a selection
+	// allocates only its result.
+	ranked  ranked
+	listSrc listSource
+	stats   stats
 
 	sampler *sampler // nil: exact selection
 }
@@ -128,7 +132,7 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 func (p *policy) selectVictims(cands []Candidate, required int) (Result, error) {
 	switch {
 	case p.lists != nil:
-		return p.sel.selectAdaptive(cands, required, p.lists, &p.txn)
+		return p.sel.selectAdaptive(cands, required, p.lists, &p.txn, &p.listSrc)
 	case p.sampler != nil && len(cands) > p.sampler.k:
 		p.sampler.begin(cands, &p.params, &p.sel.ids)
 		victims, freed, err := p.txn.cover(make([]Victim, 0, 8), required, p.sampler)
@@ -141,9 +145,12 @@ func (p *policy) selectVictims(cands []Candidate, required int) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	src := ranked{cands: cands, victims: victims, auto: p.params.auto}
+	// The source lives in the policy, so that passing it as an interface
+	// allocates nothing.
+	p.ranked = ranked{cands: cands, victims: victims, auto: p.params.auto}
 	res := Result{Victims: make([]Victim, 0, len(victims))}
-	res.Victims, res.FreedBlocks, err = p.txn.cover(res.Victims, required, &src)
+	res.Victims, res.FreedBlocks, err = p.txn.cover(res.Victims, required, &p.ranked)
+	p.ranked = ranked{} // drop the view of the caller's slice
 	return res, err
 }
 
