@@ -882,3 +882,42 @@ func TestStrategyNamesIgnoreCase(t *testing.T) {
 		t.Fatalf("New(%q): %v, want ErrUnknownStrategy", "lru2", err)
 	}
 }
+
+// TestSelectionAllocatesOnlyItsResult: once a policy's scratch has grown, a
+// selection allocates its Result's victims and nothing else, whichever
+// source the transaction takes them from: the exact selection, the lists
+// of an adaptive strategy, Auto's key, or sampling, whose result grows as
+// its victims come (it cannot count them ahead): twice for these ten.
+func TestSelectionAllocatesOnlyItsResult(t *testing.T) {
+	if kvevict.RaceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	cands := seedScenario(1000, 10, 7)
+	for _, tc := range []struct {
+		s      kvevict.Strategy
+		opts   []kvevict.Option
+		allocs float64
+	}{
+		{kvevict.LRU, nil, 1},
+		{kvevict.LFU, nil, 1},
+		{kvevict.ARC, nil, 1},
+		{kvevict.SIEVE, nil, 1},
+		{kvevict.Auto, nil, 1},
+		{kvevict.LRU, []kvevict.Option{kvevict.WithSampling(5)}, 2},
+	} {
+		p := mustNew(t, tc.s, tc.opts...)
+		for range 3 { // grow the scratch
+			if _, err := p.SelectVictims(cands, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := p.SelectVictims(cands, 100); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > tc.allocs {
+			t.Errorf("%s %d options: %v allocations per selection, want %v (the result)", tc.s, len(tc.opts), allocs, tc.allocs)
+		}
+	}
+}
