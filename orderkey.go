@@ -16,53 +16,55 @@ import (
 type keyOrder struct {
 	params keyParams
 	cands  *[]Candidate // the Index's candidates, by slot
+	state  []keyState   // by slot
 	run    dlist.List
 	links  dlist.Links // the run's links, by slot
-	keys   []rank.Key  // by slot: the key of a candidate in the run
 	heap   rank.Heap
 	taken  []int32 // the victims of the eviction under way
 }
 
-// A candidate is in the run, in the heap, or in neither (not evictable,
-// taken as a victim, or a free slot). Where is read from the run's links
-// and the heap's positions rather than kept beside them, so that a touch
-// under LRU, which moves a candidate within the run, reads no more than
-// the links it changes.
+// keyState is where a keyOrder keeps a slot's candidate, and its key while
+// in the run.
+type keyState struct {
+	key rank.Key
+	at  keyPlace
+}
+
+// keyPlace is where a keyOrder keeps a slot's candidate.
+type keyPlace uint8
+
+const (
+	outOfOrder keyPlace = iota // not evictable, taken as a victim, or a free slot
+	inRun
+	inHeap
+)
 
 func newKeyOrder(params keyParams, cands *[]Candidate) *keyOrder {
 	return &keyOrder{params: params, cands: cands, run: dlist.Empty()}
 }
 
 func (o *keyOrder) grow(n int) {
-	o.keys = slices.Grow(o.keys, n)
+	o.state = slices.Grow(o.state, n)
 	o.links = slices.Grow(o.links, n)
 }
 
-// add files a new slot, in neither the run nor the heap: O(1) in the run,
-// else O(log n).
+// add files a new slot: O(1) in the run, else O(log n).
 func (o *keyOrder) add(slot int32) {
-	for int(slot) >= len(o.keys) {
-		o.keys = append(o.keys, rank.Key{})
+	for int(slot) >= len(o.state) {
+		o.state = append(o.state, keyState{})
 		o.links = append(o.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
 	}
+	o.state[slot] = keyState{}
 	if (*o.cands)[slot].evictable() {
 		o.insert(slot)
 	}
 }
 
-// inRun reports whether the candidate in slot is in the run. O(1).
-func (o *keyOrder) inRun(slot int32) bool {
-	return o.links[slot].Prev != dlist.None || o.run.Front == slot
-}
-
-// ordered reports whether the candidate in slot is in the run or the heap.
-func (o *keyOrder) ordered(slot int32) bool { return o.inRun(slot) || o.heap.Contains(slot) }
-
 // update moves the candidate in slot into, out of or within the order as
 // its evictability and key require: O(1) when it stays in the run or
 // moves to its back, else O(log n).
 func (o *keyOrder) update(slot int32, _ int64) {
-	was, now := o.ordered(slot), (*o.cands)[slot].evictable()
+	was, now := o.state[slot].at != outOfOrder, (*o.cands)[slot].evictable()
 	switch {
 	case was && now:
 		o.refile(slot)
@@ -74,7 +76,7 @@ func (o *keyOrder) update(slot int32, _ int64) {
 }
 
 func (o *keyOrder) remove(slot int32) {
-	if o.ordered(slot) {
+	if o.state[slot].at != outOfOrder {
 		o.detach(slot)
 	}
 }
@@ -113,7 +115,7 @@ func (o *keyOrder) first() int32 {
 	if h == dlist.None {
 		return root.Slot
 	}
-	if before(o.keys[h], (*o.cands)[h].ID, root.Key, root.ID) {
+	if before(o.state[h].key, (*o.cands)[h].ID, root.Key, root.ID) {
 		return h
 	}
 	return root.Slot
@@ -123,7 +125,7 @@ func (o *keyOrder) first() int32 {
 // may be appended; true for an empty run. O(1).
 func (o *keyOrder) afterRun(k rank.Key, id uint64) bool {
 	b := o.run.Back
-	return b == dlist.None || before(o.keys[b], (*o.cands)[b].ID, k, id)
+	return b == dlist.None || before(o.state[b].key, (*o.cands)[b].ID, k, id)
 }
 
 // insert files the evictable candidate in slot, which is in neither the run
@@ -146,7 +148,7 @@ func (o *keyOrder) insert(slot int32) {
 func (o *keyOrder) refile(slot int32) {
 	c := &(*o.cands)[slot]
 	k, id := o.params.keyOf(c), c.ID
-	if !o.inRun(slot) {
+	if o.state[slot].at == inHeap {
 		if o.afterRun(k, id) {
 			o.heap.Remove(slot)
 			o.appendRun(slot, k)
@@ -161,42 +163,45 @@ func (o *keyOrder) refile(slot int32) {
 		return
 	}
 	link := o.links[slot]
-	if p := link.Prev; p != dlist.None && !before(o.keys[p], (*o.cands)[p].ID, k, id) {
+	if p := link.Prev; p != dlist.None && !before(o.state[p].key, (*o.cands)[p].ID, k, id) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	if q := link.Next; q != dlist.None && !before(k, id, o.keys[q], (*o.cands)[q].ID) {
+	if q := link.Next; q != dlist.None && !before(k, id, o.state[q].key, (*o.cands)[q].ID) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	o.keys[slot] = k
+	o.state[slot].key = k
 }
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (o *keyOrder) detach(slot int32) {
-	if o.inRun(slot) {
-		o.unlink(slot)
+	if o.state[slot].at == inHeap {
+		o.heap.Remove(slot)
+		o.state[slot].at = outOfOrder
 		return
 	}
-	o.heap.Remove(slot)
+	o.unlink(slot)
 }
 
 // appendRun adds the candidate in slot, of key k, at the run's back. O(1).
 func (o *keyOrder) appendRun(slot int32, k rank.Key) {
-	o.keys[slot] = k
+	o.state[slot] = keyState{key: k, at: inRun}
 	o.links.PushBack(&o.run, slot)
 }
 
 // unlink takes the candidate in slot out of the run. O(1).
 func (o *keyOrder) unlink(slot int32) {
 	o.links.Remove(&o.run, slot)
+	o.state[slot].at = outOfOrder
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
 func (o *keyOrder) push(slot int32, k rank.Key) {
 	o.heap.Push(newEntry(&(*o.cands)[slot], k, slot))
+	o.state[slot].at = inHeap
 }
 
 // check verifies that the run and the heap hold exactly the evictable
@@ -204,27 +209,27 @@ func (o *keyOrder) push(slot int32, k rank.Key) {
 // in heap order.
 func (o *keyOrder) check() error {
 	cands := *o.cands
-	if len(o.keys) != len(cands) || len(o.links) != len(cands) {
-		return fmt.Errorf("%d keys and %d links for %d slots", len(o.keys), len(o.links), len(cands))
+	if len(o.state) != len(cands) || len(o.links) != len(cands) {
+		return fmt.Errorf("%d states and %d links for %d slots", len(o.state), len(o.links), len(cands))
 	}
 	inRunCount, inHeapCount := 0, 0
 	for slot := range cands {
-		c, run, heaped := &cands[slot], o.inRun(int32(slot)), o.heap.Contains(int32(slot))
-		if run && heaped {
-			return fmt.Errorf("ID %d: in the run and the heap", c.ID)
+		c, at := &cands[slot], o.state[slot].at
+		if o.heap.Contains(int32(slot)) != (at == inHeap) {
+			return fmt.Errorf("ID %d: kept at %d, in the heap %v", c.ID, at, o.heap.Contains(int32(slot)))
 		}
-		if c.evictable() != (run || heaped) {
-			return fmt.Errorf("ID %d: evictable %v, in the run %v, in the heap %v", c.ID, c.evictable(), run, heaped)
-		}
-		if run {
+		switch at {
+		case inRun:
 			inRunCount++
-		}
-		if heaped {
+		case inHeap:
 			inHeapCount++
 			e := o.heap.At(int32(slot))
 			if want := o.params.keyOf(c); e.Key != want || e.ID != c.ID || int(e.Blocks) != len(c.Blocks) {
 				return fmt.Errorf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", c.ID, *e, want, len(c.Blocks))
 			}
+		}
+		if c.evictable() != (at != outOfOrder) {
+			return fmt.Errorf("ID %d: evictable %v but kept at %d", c.ID, c.evictable(), at)
 		}
 	}
 	if inHeapCount != o.heap.Len() {
@@ -235,11 +240,14 @@ func (o *keyOrder) check() error {
 	}
 	prev := dlist.None
 	err := o.links.Check(&o.run, func(slot int32) error {
-		c := &cands[slot]
-		if k := o.params.keyOf(c); o.keys[slot] != k {
-			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", c.ID, o.keys[slot], k)
+		st, c := &o.state[slot], &cands[slot]
+		if st.at != inRun {
+			return fmt.Errorf("run slot %d: kept at %d", slot, st.at)
 		}
-		if prev != dlist.None && !before(o.keys[prev], cands[prev].ID, o.keys[slot], c.ID) {
+		if k := o.params.keyOf(c); st.key != k {
+			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", c.ID, st.key, k)
+		}
+		if prev != dlist.None && !before(o.state[prev].key, cands[prev].ID, st.key, c.ID) {
 			return fmt.Errorf("run order broken between IDs %d and %d", cands[prev].ID, c.ID)
 		}
 		prev = slot
@@ -249,7 +257,7 @@ func (o *keyOrder) check() error {
 		return err
 	}
 	if o.run.Len != inRunCount {
-		return fmt.Errorf("run of %d nodes, %d linked to it", o.run.Len, inRunCount)
+		return fmt.Errorf("run of %d nodes, %d kept in it", o.run.Len, inRunCount)
 	}
 	return nil
 }
