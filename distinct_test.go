@@ -86,61 +86,52 @@ func TestDuplicateBlocksOutsideVictims(t *testing.T) {
 // block twice refuses the eviction and is left as it was: the same
 // candidates, the same evictable blocks, and, once the caller corrects the
 // candidate, the victims a Policy picks after the same refusal. For every
-// strategy, with a victim trimmed by partial eviction among them, and for
-// every key strategy over the B-tree order too.
+// strategy, with a victim trimmed by partial eviction among them.
 func TestIndexDuplicateBlocksRefused(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
-		testIndexDuplicateBlocksRefused(t, s)
-		if !s.Adaptive() {
-			testIndexDuplicateBlocksRefused(t, s, kvevict.WithBTreeOrder())
+		cands := []kvevict.Candidate{
+			{ID: 1, Blocks: []int{10, 11, 12}, LastAccess: 1, CreatedAt: 1, AccessCount: 1},
+			{ID: 2, Blocks: []int{13, 14, 15, 12}, LastAccess: 2, CreatedAt: 2, AccessCount: 1, AllowPartial: true},
+			{ID: 3, Blocks: []int{30, 31}, LastAccess: 3, CreatedAt: 3, AccessCount: 1, AllowPartial: true},
 		}
-	}
-}
-
-func testIndexDuplicateBlocksRefused(t *testing.T, s kvevict.Strategy, opts ...kvevict.Option) {
-	t.Helper()
-	cands := []kvevict.Candidate{
-		{ID: 1, Blocks: []int{10, 11, 12}, LastAccess: 1, CreatedAt: 1, AccessCount: 1},
-		{ID: 2, Blocks: []int{13, 14, 15, 12}, LastAccess: 2, CreatedAt: 2, AccessCount: 1, AllowPartial: true},
-		{ID: 3, Blocks: []int{30, 31}, LastAccess: 3, CreatedAt: 3, AccessCount: 1, AllowPartial: true},
-	}
-	x, err := kvevict.NewIndex(s, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cands {
-		if err := x.Add(c); err != nil {
+		x, err := kvevict.NewIndex(s)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// 8 of 9 blocks: every candidate is a victim, one of them trimmed.
-	if res, err := x.Evict(8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
-		t.Errorf("%s: Evict = %+v, %v; want ErrInvalidCandidate", s, res, err)
-		return
-	}
-	if x.Len() != 3 || x.EvictableBlocks() != 9 || x.Metrics().Selections != 0 {
-		t.Errorf("%s: after the refused Evict: %d held, %d evictable, %d selections; want 3, 9, 0",
-			s, x.Len(), x.EvictableBlocks(), x.Metrics().Selections)
-	}
-	for id, c := range cands {
-		if got, ok := x.Get(c.ID); !ok || fmt.Sprint(got) != fmt.Sprint(c) {
-			t.Errorf("%s: candidate %d is %+v after the refused Evict, want %+v", s, id, got, c)
+		for _, c := range cands {
+			if err := x.Add(c); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	p := mustNew(t, s)
-	if _, err := p.SelectVictims(cands, 8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
-		t.Fatalf("%s: a Policy took the duplicate block: %v", s, err)
-	}
-	cands[1].Blocks = []int{13, 14, 15, 22}
-	if err := x.Update(cands[1]); err != nil {
-		t.Fatal(err)
-	}
-	got, err := x.Evict(8)
-	if err != nil {
-		t.Fatalf("%s: Evict after the fix: %v", s, err)
-	}
-	want, err := p.SelectVictims(cands, 8)
-	if err != nil || fmt.Sprint(got.Victims) != fmt.Sprint(want.Victims) {
-		t.Errorf("%s: Evict after the fix = %v, a Policy picks %v (%v)", s, got.Victims, want.Victims, err)
+		// 8 of 9 blocks: every candidate is a victim, one of them trimmed.
+		if res, err := x.Evict(8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+			t.Errorf("%s: Evict = %+v, %v; want ErrInvalidCandidate", s, res, err)
+			continue
+		}
+		if x.Len() != 3 || x.EvictableBlocks() != 9 || x.Metrics().Selections != 0 {
+			t.Errorf("%s: after the refused Evict: %d held, %d evictable, %d selections; want 3, 9, 0",
+				s, x.Len(), x.EvictableBlocks(), x.Metrics().Selections)
+		}
+		for id, c := range cands {
+			if got, ok := x.Get(c.ID); !ok || fmt.Sprint(got) != fmt.Sprint(c) {
+				t.Errorf("%s: candidate %d is %+v after the refused Evict, want %+v", s, id, got, c)
+			}
+		}
+		p := mustNew(t, s)
+		if _, err := p.SelectVictims(cands, 8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+			t.Fatalf("%s: a Policy took the duplicate block: %v", s, err)
+		}
+		cands[1].Blocks = []int{13, 14, 15, 22}
+		if err := x.Update(cands[1]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.Evict(8)
+		if err != nil {
+			t.Fatalf("%s: Evict after the fix: %v", s, err)
+		}
+		want, err := p.SelectVictims(cands, 8)
+		if err != nil || fmt.Sprint(got.Victims) != fmt.Sprint(want.Victims) {
+			t.Errorf("%s: Evict after the fix = %v, a Policy picks %v (%v)", s, got.Victims, want.Victims, err)
+		}
 	}
 }

@@ -169,8 +169,6 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		x.ord = newAutoOrder(newAuto(&cfg), &x.cands, &x.slots)
 	case info.Kind.Adaptive():
 		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.cands, &x.slots)
-	case cfg.btreeOrder:
-		x.ord = newBTreeOrder(params, &x.cands)
 	default:
 		x.ord = newKeyOrder(params, &x.cands)
 	}

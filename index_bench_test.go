@@ -3,12 +3,10 @@ package kvevict_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/sim"
 )
 
 // BenchmarkIndex measures the Index side by side with golang-lru's simplelru
@@ -27,14 +25,13 @@ import (
 // blocks. simplelru keeps no metrics and supports neither pinning,
 // reference counts nor other strategies.
 //
-// impl=index/strategy=S/order=O runs the same operations on the index with
-// its default metrics for every key strategy S, over each order O: the run
-// and heap that NewIndex keeps (order=run+heap) and a B-tree
-// (order=btree). Its sequences have more fields for the keys to read: a
-// sequence is created when added, accessed once then, of priority ID mod 3,
-// and ID mod 4096 tokens long of 4096 at most. So MRU's, FILO's, LFU's
-// and Predictive's keys, and most of QoS-aware's and SLRU's, arrive out of
-// order, and the run and heap keep most of their sequences in the heap.
+// impl=index/strategy=S runs the same operations on the index with its
+// default metrics for every key strategy S. Its sequences have more fields
+// for the keys to read: a sequence is created when added, accessed once
+// then, of priority ID mod 3, and ID mod 4096 tokens long of 4096 at most.
+// So MRU's, FILO's, LFU's and Predictive's keys, and most of QoS-aware's
+// and SLRU's, arrive out of order, and the index keeps most of their
+// sequences in its heap.
 func BenchmarkIndex(b *testing.B) {
 	for _, n := range []int{1000, 1_000_000} {
 		blocks := make([]int, n)
@@ -115,11 +112,9 @@ func BenchmarkIndex(b *testing.B) {
 				if s.Adaptive() {
 					continue
 				}
-				for _, ord := range indexOrders {
-					b.Run(fmt.Sprintf("impl=index/strategy=%s/order=%s/op=%s/n=%d", s, ord.name, op, n), func(b *testing.B) {
-						benchIndexOp(b, newFullIndex(b, s, ord.opts, n, cand), op, ids, cand)
-					})
-				}
+				b.Run(fmt.Sprintf("impl=index/strategy=%s/op=%s/n=%d", s, op, n), func(b *testing.B) {
+					benchIndexOp(b, newFullIndex(b, s, nil, n, cand), op, ids, cand)
+				})
 			}
 		}
 	}
@@ -141,15 +136,6 @@ func (op indexOp) String() string {
 		return fmt.Sprintf("evict%d", op.victims)
 	}
 	return "touch"
-}
-
-// indexOrders are the orders a key strategy's Index can keep, by name.
-var indexOrders = []struct {
-	name string
-	opts []kvevict.Option
-}{
-	{"run+heap", nil},
-	{"btree", []kvevict.Option{kvevict.WithBTreeOrder()}},
 }
 
 // newFullIndex returns an index of strategy s holding sequences 0 to n-1,
@@ -205,50 +191,6 @@ func benchIndexOp(b *testing.B, x *kvevict.Index, op indexOp, ids []uint64, cand
 			}
 			if err := x.Add(cand(v.ID, tick)); err != nil {
 				b.Fatal(err)
-			}
-		}
-	}
-}
-
-// BenchmarkReplayDayOrder is package sim's BenchmarkReplayDay (a day of
-// one engine's traffic, the chat workload of 285,000 requests, at pools of
-// 10^5 and 10^6 blocks) for every key strategy over each order of
-// BenchmarkIndex: sim's replay keeps its blocks in an Index, which takes
-// the order through the options it passes on. It reports the same
-// metrics. Run it with -benchtime 1x.
-func BenchmarkReplayDayOrder(b *testing.B) {
-	w, err := sim.Synthetic("chat", 1, 285_000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	refs := 0
-	for i := range w.Requests {
-		refs += len(w.Requests[i].HashIDs)
-	}
-	for _, s := range kvevict.Strategies() {
-		if s.Adaptive() {
-			continue
-		}
-		for _, n := range []int{100_000, 1_000_000} {
-			for _, ord := range indexOrders {
-				b.Run(fmt.Sprintf("strategy=%s/order=%s/n=%d", s, ord.name, n), func(b *testing.B) {
-					var peak uint64
-					var ms runtime.MemStats
-					sample := func(int, int) {
-						runtime.ReadMemStats(&ms)
-						peak = max(peak, ms.HeapInuse)
-					}
-					var rep sim.Report
-					for b.Loop() {
-						runtime.GC()
-						if rep, err = sim.Replay(w, s, sim.Config{Capacity: n, Options: ord.opts, Progress: sample}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(float64(refs)*float64(b.N)/b.Elapsed().Seconds(), "refs/s")
-					b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
-					b.ReportMetric(rep.HitRatio, "hit-ratio")
-				})
 			}
 		}
 	}

@@ -83,8 +83,7 @@ func pending(x *Index) (waiting, refile int) {
 }
 
 // indexConfigs are the strategies and options the differential tests cover:
-// every strategy the index supports, some with non-default options, and
-// every key strategy over both orders.
+// every key strategy the index supports, some with non-default options.
 func indexConfigs() []struct {
 	name string
 	s    Strategy
@@ -111,13 +110,6 @@ func indexConfigs() []struct {
 		cfg{"sieve/capacity=6", SIEVE, []Option{WithCapacity(6)}},
 		cfg{"auto/capacity=6", Auto, []Option{WithCapacity(6), WithGhostCap(5)}},
 	)
-	// The key strategies again over the B-tree order, which must pick the
-	// same victims as the run and heap.
-	for _, c := range out {
-		if !c.s.Adaptive() {
-			out = append(out, cfg{c.name + "/btree", c.s, append(slices.Clip(c.opts), WithBTreeOrder())})
-		}
-	}
 	return out
 }
 

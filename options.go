@@ -229,7 +229,6 @@ type config struct {
 	NoTiming        bool // WithTiming(false)
 	Sampling        int  // 0: exact selection
 	Logger          *slog.Logger
-	btreeOrder      bool    // an Index of a key strategy keeps a btreeOrder: for the tests that compare it
 	tuned           tunable // the strategy-specific options given
 	errs            []error
 }

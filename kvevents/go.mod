@@ -7,9 +7,6 @@ require (
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 )
 
-require (
-	github.com/google/btree v1.1.3 // indirect
-	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-)
+require github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 
 replace github.com/sagellm/kvevict => ../

@@ -11,7 +11,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/google/btree v1.1.3 // indirect
 	github.com/sagellm/kvevict v0.0.0 // indirect
 	github.com/sagellm/kvevict/cmd/kvevict v0.0.0 // indirect
 	github.com/sagellm/kvevict/kvevents v0.0.0 // indirect
