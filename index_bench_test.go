@@ -25,6 +25,14 @@ import (
 // WithEvictionHistory(0), which still counts selections, victims and
 // blocks. simplelru keeps no metrics and supports neither pinning,
 // reference counts nor other strategies.
+//
+// impl=index/strategy=S runs the same operations on the index with its
+// default metrics for every key strategy S. Its sequences have more fields
+// for the keys to read: a sequence is created when added, accessed once
+// then, of priority ID mod 3, and ID mod 4096 tokens long of 4096 at most.
+// So MRU's, FILO's, LFU's and Predictive's keys, and most of QoS-aware's
+// and SLRU's, arrive out of order, and the index keeps most of their
+// sequences in its heap.
 func BenchmarkIndex(b *testing.B) {
 	for _, n := range []int{1000, 1_000_000} {
 		blocks := make([]int, n)
@@ -36,20 +44,14 @@ func BenchmarkIndex(b *testing.B) {
 		for i := range ids {
 			ids[i] = uint64(rng.IntN(n))
 		}
-		cand := func(id uint64, tick int64) kvevict.Candidate {
+		lruCand := func(id uint64, tick int64) kvevict.Candidate {
 			return kvevict.Candidate{ID: id, Blocks: blocks[id : id+1 : id+1], LastAccess: tick}
 		}
-		newIndex := func(b *testing.B, opts []kvevict.Option) *kvevict.Index {
-			x, err := kvevict.NewIndex(kvevict.LRU, opts...)
-			if err != nil {
-				b.Fatal(err)
+		cand := func(id uint64, tick int64) kvevict.Candidate {
+			return kvevict.Candidate{
+				ID: id, Blocks: blocks[id : id+1 : id+1], LastAccess: tick, CreatedAt: tick, AccessCount: 1,
+				Priority: kvevict.Priority(id % 3), SeqLen: int(id % 4096), MaxLen: 4096,
 			}
-			for i := range n {
-				if err := x.Add(cand(uint64(i), int64(i))); err != nil {
-					b.Fatal(err)
-				}
-			}
-			return x
 		}
 		newLRU := func(b *testing.B) *simplelru.LRU[uint64, []int] {
 			l, err := simplelru.NewLRU[uint64, []int](n, nil)
@@ -61,18 +63,7 @@ func BenchmarkIndex(b *testing.B) {
 			}
 			return l
 		}
-		type opSpec struct {
-			victims int
-			readd   bool // re-add each victim as the newest, inside the timed loop
-		}
-		for _, op := range []opSpec{{0, false}, {1, false}, {10, false}, {1, true}, {10, true}} {
-			name := "touch"
-			switch {
-			case op.readd:
-				name = fmt.Sprintf("evict%d+add", op.victims)
-			case op.victims > 0:
-				name = fmt.Sprintf("evict%d", op.victims)
-			}
+		for _, op := range indexOps {
 			for _, impl := range []struct {
 				name string
 				opts []kvevict.Option
@@ -80,49 +71,11 @@ func BenchmarkIndex(b *testing.B) {
 				{"index", nil},
 				{"index-lean", []kvevict.Option{kvevict.WithTiming(false), kvevict.WithEvictionHistory(0)}},
 			} {
-				b.Run(fmt.Sprintf("impl=%s/op=%s/n=%d", impl.name, name, n), func(b *testing.B) {
-					x := newIndex(b, impl.opts)
-					tick, i := int64(n), 0
-					dst := make([]kvevict.Victim, 0, 10)
-					var evicted []uint64
-					b.ReportAllocs()
-					for b.Loop() {
-						tick++
-						if op.victims == 0 {
-							if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
-								b.Fatal(err)
-							}
-							i++
-							continue
-						}
-						if !op.readd && x.Len() < op.victims { // refill, untimed
-							b.StopTimer()
-							for _, id := range evicted {
-								tick++
-								if err := x.Add(cand(id, tick)); err != nil {
-									b.Fatal(err)
-								}
-							}
-							evicted = evicted[:0]
-							b.StartTimer()
-						}
-						res, err := x.EvictAppend(dst[:0], op.victims)
-						if err != nil {
-							b.Fatal(err)
-						}
-						for _, v := range res.Victims {
-							if !op.readd {
-								evicted = append(evicted, v.ID)
-								continue
-							}
-							if err := x.Add(cand(v.ID, tick)); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
+				b.Run(fmt.Sprintf("impl=%s/op=%s/n=%d", impl.name, op, n), func(b *testing.B) {
+					benchIndexOp(b, newFullIndex(b, kvevict.LRU, impl.opts, n, lruCand), op, ids, lruCand)
 				})
 			}
-			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", op, n), func(b *testing.B) {
 				l := newLRU(b)
 				i := 0
 				var evicted []uint64
@@ -156,6 +109,90 @@ func BenchmarkIndex(b *testing.B) {
 					}
 				}
 			})
+			for _, s := range kvevict.Strategies() {
+				if s.Adaptive() {
+					continue
+				}
+				b.Run(fmt.Sprintf("impl=index/strategy=%s/op=%s/n=%d", s, op, n), func(b *testing.B) {
+					benchIndexOp(b, newFullIndex(b, s, nil, n, cand), op, ids, cand)
+				})
+			}
+		}
+	}
+}
+
+// indexOp is one of BenchmarkIndex's operations.
+type indexOp struct {
+	victims int  // 0: a touch
+	readd   bool // re-add each victim as the newest, inside the timed loop
+}
+
+var indexOps = []indexOp{{0, false}, {1, false}, {10, false}, {1, true}, {10, true}}
+
+func (op indexOp) String() string {
+	switch {
+	case op.readd:
+		return fmt.Sprintf("evict%d+add", op.victims)
+	case op.victims > 0:
+		return fmt.Sprintf("evict%d", op.victims)
+	}
+	return "touch"
+}
+
+// newFullIndex returns an index of strategy s holding sequences 0 to n-1,
+// made by cand at ticks 0 to n-1.
+func newFullIndex(b *testing.B, s kvevict.Strategy, opts []kvevict.Option, n int, cand func(uint64, int64) kvevict.Candidate) *kvevict.Index {
+	x, err := kvevict.NewIndex(s, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if err := x.Add(cand(uint64(i), int64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return x
+}
+
+// benchIndexOp times op on x, an index of n sequences at ticks below n
+// made by cand: touches of the sequences in ids, in turn, or evictions.
+func benchIndexOp(b *testing.B, x *kvevict.Index, op indexOp, ids []uint64, cand func(uint64, int64) kvevict.Candidate) {
+	tick, i := int64(x.Len()), 0
+	dst := make([]kvevict.Victim, 0, 10)
+	var evicted []uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		tick++
+		if op.victims == 0 {
+			if err := x.Touch(ids[i&(len(ids)-1)], tick); err != nil {
+				b.Fatal(err)
+			}
+			i++
+			continue
+		}
+		if !op.readd && x.Len() < op.victims { // refill, untimed
+			b.StopTimer()
+			for _, id := range evicted {
+				tick++
+				if err := x.Add(cand(id, tick)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			evicted = evicted[:0]
+			b.StartTimer()
+		}
+		res, err := x.EvictAppend(dst[:0], op.victims)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range res.Victims {
+			if !op.readd {
+				evicted = append(evicted, v.ID)
+				continue
+			}
+			if err := x.Add(cand(v.ID, tick)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
