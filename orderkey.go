@@ -154,7 +154,10 @@ func (o *keyOrder) refile(slot int32) {
 			o.appendRun(slot, k)
 			return
 		}
-		o.heap.Fix(slot, k, rank.SaturatedBlocks(len(c.Blocks)))
+		blocks := rank.SaturatedBlocks(len(c.Blocks))
+		if e := o.heap.At(slot); e.Key != k || e.Blocks != blocks { // a touch under FIFO changes neither
+			o.heap.Fix(slot, k, blocks)
+		}
 		return
 	}
 	if slot != o.run.Back && o.afterRun(k, id) {
