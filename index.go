@@ -128,13 +128,14 @@ type order interface {
 	// next returns the slot of the next victim and takes it out of the
 	// possible victims.
 	next() int32
-	// commit ends the eviction: the victims taken by next leave the order
-	// (the Index then removes them), but the last when trimmed, which
-	// keeps a head of its blocks (the Index then updates it).
-	commit(trimmed bool)
-	// rollback ends the eviction with the victims taken by next back in
-	// the order, as they were.
-	rollback()
+	// commit ends the eviction: the victims taken by next, whose slots
+	// are taken in order, leave the order (the Index then removes them),
+	// but the last when trimmed, which keeps a head of its blocks (the
+	// Index then updates it).
+	commit(taken []int32, trimmed bool)
+	// rollback ends the eviction with the victims taken by next, whose
+	// slots are taken, back in the order, as they were.
+	rollback(taken []int32)
 	// check reports a broken invariant, for tests.
 	check() error
 }
@@ -394,8 +395,8 @@ func (x *Index) Evict(requiredBlocks int) (Result, error) {
 // requiredBlocks == 0 returns an empty Result. O(k log n) for k victims;
 // O(k) when they come from the run.
 func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
-	if requiredBlocks < 0 {
-		return Result{}, fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, requiredBlocks)
+	if err := checkRequired(requiredBlocks); err != nil {
+		return Result{}, err
 	}
 	if x.available < requiredBlocks {
 		return Result{}, &InsufficientBlocksError{Required: requiredBlocks, Available: x.available}
@@ -431,7 +432,7 @@ func (x *Index) next() (*Candidate, error) {
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
-	x.ord.commit(trimmed)
+	x.ord.commit(x.taken, trimmed)
 	whole := x.taken
 	if trimmed {
 		slot := whole[len(whole)-1]
@@ -450,7 +451,7 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 }
 
 func (x *Index) rollback() {
-	x.ord.rollback()
+	x.ord.rollback(x.taken)
 	x.taken = x.taken[:0]
 }
 

@@ -106,29 +106,26 @@ func (o *autoOrder) next() int32 {
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.
-func (o *autoOrder) commit(trimmed bool) {
+func (o *autoOrder) commit(taken []int32, trimmed bool) {
 	a, cands := o.a, *o.cands
 	a.evicting()
-	cut := int32(-1)
-	for i, e := range o.ranked[:o.taken] {
-		c := &cands[e.Slot]
+	for i, slot := range taken {
+		c := &cands[slot]
 		n := a.lookup(c.ID)
 		o.clearMark(n)
-		if trimmed && i == o.taken-1 {
-			cut = e.Slot
-			continue
+		if !trimmed || i < len(taken)-1 {
+			a.evict(n, lonePartial(c))
 		}
-		a.evict(n, lonePartial(c))
 	}
 	a.finish()
-	if cut >= 0 {
-		o.markHeld(cut)
+	if trimmed {
+		o.markHeld(taken[len(taken)-1])
 	}
 }
 
 // rollback evicts nothing; the history's bounds hold again after the
 // admissions of begin.
-func (o *autoOrder) rollback() { o.a.finish() }
+func (o *autoOrder) rollback([]int32) { o.a.finish() }
 
 // autoGroups are the groups of an Index of Auto.
 type autoGroups struct {

@@ -20,7 +20,6 @@ type keyOrder struct {
 	run    dlist.List
 	links  dlist.Links // the run's links, by slot
 	heap   rank.Heap
-	taken  []int32 // the victims of the eviction under way
 }
 
 // keyState is where a keyOrder keeps a slot's candidate, and its key while
@@ -84,24 +83,24 @@ func (o *keyOrder) remove(slot int32) {
 // access: a key strategy ranks by the candidates' fields alone.
 func (o *keyOrder) access(uint64) {}
 
-func (o *keyOrder) begin(int) { o.taken = o.taken[:0] }
+// begin: the run and the heap are ready for an eviction at any time.
+func (o *keyOrder) begin(int) {}
 
 // next takes the smaller of the run's front and the heap's root. O(1) from
 // the run, O(log n) from the heap.
 func (o *keyOrder) next() int32 {
 	slot := o.first()
 	o.detach(slot)
-	o.taken = append(o.taken, slot)
 	return slot
 }
 
-func (o *keyOrder) commit(bool) { o.taken = o.taken[:0] }
+// commit: the victims are out of the run and the heap already.
+func (o *keyOrder) commit([]int32, bool) {}
 
-func (o *keyOrder) rollback() {
-	for _, slot := range o.taken {
+func (o *keyOrder) rollback(taken []int32) {
+	for _, slot := range taken {
 		o.insert(slot)
 	}
-	o.taken = o.taken[:0]
 }
 
 // first returns the slot of the next victim: the smaller of the run's

@@ -45,18 +45,14 @@ func (o *listOrder) next() int32 { return o.t.slab[nextListVictim(o.lists)].cand
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.
-func (o *listOrder) commit(trimmed bool) {
-	cut := int32(-1)
-	if trimmed {
-		cut = o.t.slab[o.t.chosen[len(o.t.chosen)-1]].cand
-	}
+func (o *listOrder) commit(taken []int32, trimmed bool) {
 	evictChosen(o.lists, trimmed)
-	if cut >= 0 {
-		o.markHeld(cut)
+	if trimmed {
+		o.markHeld(taken[len(taken)-1])
 	}
 }
 
-func (o *listOrder) rollback() { restoreChosen(o.lists) }
+func (o *listOrder) rollback([]int32) { restoreChosen(o.lists) }
 
 func (o *listOrder) check() error {
 	_, err := o.marks.check()

@@ -88,11 +88,20 @@ func take(c *Candidate, need int) (blocks []int, partial bool) {
 // first: a need that is not negative, and a count of candidates whose
 // indices fit an int32.
 func checkArgs(n, required int) error {
-	if required < 0 {
-		return fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, required)
+	if err := checkRequired(required); err != nil {
+		return err
 	}
 	if n > maxCandidates {
 		return fmt.Errorf("%w: %d candidates, more than %d", ErrInvalidArgument, n, maxCandidates)
+	}
+	return nil
+}
+
+// checkRequired refuses a negative need, for every selection: a Policy's
+// and an Index's.
+func checkRequired(required int) error {
+	if required < 0 {
+		return fmt.Errorf("%w: requiredBlocks must not be negative, got %d", ErrInvalidArgument, required)
 	}
 	return nil
 }
