@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // admitWaiting admits waiting requests in order while they fit.
@@ -25,7 +26,7 @@ func (p *pool) admitWaiting() error {
 // that makes room for the missing ones cannot take them.
 func (p *pool) admit(r int) (bool, error) {
 	req := &p.w.Requests[r]
-	p.prompt = distinct(req.HashIDs, len(req.HashIDs), p.prompt, p.seen)
+	p.prompt = idmap.Distinct(req.HashIDs, len(req.HashIDs), p.prompt, &p.seen)
 	prompt := p.prompt
 	if len(prompt) >= p.capacity {
 		p.reject(r)

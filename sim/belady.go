@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -90,9 +91,9 @@ func belady(w *Workload, cfg Config, loads *int64) (Report, error) {
 func nextUses(w *Workload, capacity int) (uniq [][]uint64, next [][]int) {
 	uniq = make([][]uint64, len(w.Requests))
 	next = make([][]int, len(w.Requests))
-	seen := make(map[uint64]struct{})
+	var seen idmap.Map[struct{}]
 	for r := range w.Requests {
-		uniq[r] = distinct(w.Requests[r].HashIDs, capacity, nil, seen)
+		uniq[r] = idmap.Distinct(w.Requests[r].HashIDs, capacity, nil, &seen)
 	}
 	last := make(map[uint64]int)
 	for r := len(w.Requests) - 1; r >= 0; r-- {

@@ -52,11 +52,11 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 	if s.Adaptive() {
 		opts = append(opts, kvevict.WithCapacity(capacity+longestRequest(w, capacity)))
 	}
-	fastCache, err := unitCacheFor(s, opts, capacity, capacity, false)
+	fastCache, err := cacheFor(s, opts, capacity, capacity, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slowCache, err := unitCacheFor(s, opts, capacity, capacity, true)
+	slowCache, err := cacheFor(s, opts, capacity, capacity, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // workloadFromBytes decodes a small workload: the first byte picks the
@@ -85,14 +86,14 @@ func FuzzPool(f *testing.F) {
 }
 
 // runReplay is Replay, also returning the blocks it loaded, checking the
-// unit cache after every request.
+// tier.Cache after every request.
 func runReplay(t *testing.T, w *Workload, s kvevict.Strategy, cfg Config) (Report, int64) {
 	t.Helper()
 	p, err := kvevict.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newPolicyCache(p, cfg.Capacity)
+	c, err := tier.NewPolicyCache(p, cfg.Capacity)
 	if err != nil {
 		t.Fatal(err)
 	}

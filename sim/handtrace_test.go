@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
-// The papers' hand traces, stepped through the unit cache: each access's
+// The papers' hand traces, stepped through a tier.Cache: each access's
 // hit and the resident set after it.
 
 // traceStep is one access of a hand trace and the resident set after it.
@@ -17,7 +18,7 @@ type traceStep struct {
 	want []uint64 // residents after the access, any order
 }
 
-// runTrace steps a unit cache of capacity c driven by strategy s through
+// runTrace steps a tier.Cache of capacity c driven by strategy s through
 // steps, checking each access's hit and the resident set after it.
 func runTrace(t *testing.T, s kvevict.Strategy, c int, steps []traceStep) {
 	t.Helper()
@@ -25,7 +26,7 @@ func runTrace(t *testing.T, s kvevict.Strategy, c int, steps []traceStep) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := newPolicyCache(p, c)
+	cache, err := tier.NewPolicyCache(p, c)
 	if err != nil {
 		t.Fatal(err)
 	}

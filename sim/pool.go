@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // blockState is where a physical block is.
@@ -115,7 +116,7 @@ type pool struct {
 
 	// Scratch space, reused from call to call.
 	prompt    []uint64            // the distinct hashes of the prompt admitted
-	seen      map[uint64]struct{} // prompt's
+	seen      idmap.Map[struct{}] // prompt's
 	admission Admission           // what the evictor is told of an admission
 	accessed  map[uint64]bool     // admission.Accessed, as a set
 	reused    []reusedOwner       // the owners an admission took blocks from
@@ -148,7 +149,6 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		admitted:    make([]bool, len(w.Requests)),
 		lastOfGroup: make(map[uint64]int),
 		tally:       newTally(w, computeCeiling(w)),
-		seen:        make(map[uint64]struct{}),
 		accessed:    make(map[uint64]bool),
 		found:       make(map[uint64]bool),
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // Config is what a run needs besides the workload and the strategy.
@@ -56,7 +57,7 @@ func (c *Config) progress(done, total int) {
 
 // Replay is the plain prefix-cache replay of w under strategy s, the way
 // caching papers report hit ratios. Each block is one candidate, in the
-// unit cache every policy test uses. For each request in order:
+// tier.Cache every policy test uses. For each request in order:
 //
 //   - its hits are the longest prefix of its HashIDs that is resident;
 //   - Policy.UpdateAccess is called for each of its blocks, resident or
@@ -100,7 +101,7 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	}
 	opts = append(opts, cfg.Options...)
 	ceil := computeCeiling(w)
-	cache, err := unitCacheFor(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
+	cache, err := cacheFor(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
 	if err != nil {
 		return Report{}, err
 	}
@@ -129,28 +130,30 @@ func longestRequest(w *Workload, limit int) int {
 	return min(n, limit)
 }
 
-// replayer is a plain replay's resident set: a unit cache of one block per
+// replayer is a plain replay's resident set: a tier.Cache of one block per
 // candidate, named by hash, that the policy drives.
 type replayer struct {
 	w     *Workload
-	cache *unitCache
+	cache *tier.Cache
 }
 
-// unitCacheFor returns the resident set of a replay under strategy s: kept
-// in an Index when s and opts allow one and contract is false, sized for
-// peak blocks, else handed to a Policy at each eviction.
-func unitCacheFor(s kvevict.Strategy, opts []kvevict.Option, capacity, peak int, contract bool) (*unitCache, error) {
+// cacheFor returns the resident set of a replay under strategy s: kept in
+// an Index when s and opts allow one and contract is false, sized for peak
+// blocks, else handed to a Policy at each eviction.
+func cacheFor(s kvevict.Strategy, opts []kvevict.Option, capacity, peak int, contract bool) (*tier.Cache, error) {
 	if !contract {
-		if x, err := kvevict.NewIndex(s, opts...); err == nil {
-			x.Grow(peak)
-			return newIndexCache(x, capacity)
+		c, err := tier.NewCache(s, capacity, opts...)
+		if err != nil {
+			return nil, err
 		}
+		c.Grow(peak)
+		return c, nil
 	}
 	p, err := kvevict.New(s, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return newPolicyCache(p, capacity)
+	return tier.NewPolicyCache(p, capacity)
 }
 
 // prefixHits is the length of the longest prefix of hashes for which
@@ -166,7 +169,7 @@ func prefixHits(hashes []uint64, resident func(uint64) bool) int {
 // request replays request i: its prefix hits, the re-prefills of blocks
 // evicted earlier, then the cache request that makes all its blocks
 // resident, whose outcome it returns.
-func (r *replayer) request(i int, t *tally) (outcome, error) {
+func (r *replayer) request(i int, t *tally) (tier.Outcome, error) {
 	req := &r.w.Requests[i]
 	t.request(i, prefixHits(req.HashIDs, r.cache.Contains))
 	for j, h := range req.HashIDs {

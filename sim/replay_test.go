@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 
 	"github.com/sagellm/kvevict/internal/tracetest"
 )
@@ -274,7 +275,7 @@ func TestMemoryFollowsWorkload(t *testing.T) {
 // Replay does, and returns the replayer and its tally for inspection.
 func replayAll(t *testing.T, w *Workload, p kvevict.Policy, capacity int) (*replayer, *tally) {
 	t.Helper()
-	c, err := newPolicyCache(p, capacity)
+	c, err := tier.NewPolicyCache(p, capacity)
 	if err != nil {
 		t.Fatal(err)
 	}

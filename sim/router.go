@@ -7,6 +7,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // A Router chooses the engine each request of a [Cluster] goes to.
@@ -184,7 +185,7 @@ func NewApproxRouter(guess, loadWeight float64) (Router, error) {
 type approx struct {
 	scores
 	guess   float64
-	indexes []*unitCache // per engine, made at the first request
+	indexes []*tier.Cache // per engine, made at the first request
 }
 
 func (r *approx) Route(req *Request, engines []*Engine) (Choice, error) {
@@ -215,15 +216,11 @@ func (r *approx) Route(req *Request, engines []*Engine) (Choice, error) {
 	return c, nil
 }
 
-// newApproxIndex returns an empty LRU unit cache of size blocks, rounded,
+// newApproxIndex returns an empty LRU tier.Cache of size blocks, rounded,
 // at least one, and at most what an Index holds.
-func newApproxIndex(size float64) (*unitCache, error) {
+func newApproxIndex(size float64) (*tier.Cache, error) {
 	if size > math.MaxInt32 {
 		return nil, fmt.Errorf("approximate index of %.0f blocks, want at most %d", size, math.MaxInt32)
 	}
-	x, err := kvevict.NewIndex(kvevict.LRU, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
-	if err != nil {
-		return nil, err
-	}
-	return newIndexCache(x, max(1, int(math.Round(size))))
+	return tier.NewCache(kvevict.LRU, max(1, int(math.Round(size))), kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
 }

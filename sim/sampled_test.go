@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // TestSampledDelta replays two small synthetic workloads (500 requests, a
@@ -87,10 +88,10 @@ func sampledBound(s kvevict.Strategy, mode string, k int) float64 {
 	}
 }
 
-// replayHitRatio runs the unit cache of the given capacity, driven by p, over
+// replayHitRatio runs the tier.Cache of the given capacity, driven by p, over
 // trace and returns the hit ratio. It panics if the cache reports an error.
 func replayHitRatio(p kvevict.Policy, capacity int, trace []uint64) float64 {
-	c, err := newPolicyCache(p, capacity)
+	c, err := tier.NewPolicyCache(p, capacity)
 	if err != nil {
 		panic(err)
 	}

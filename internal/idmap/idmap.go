@@ -241,3 +241,20 @@ func (m *Map[V]) Check() error {
 	}
 	return nil
 }
+
+// Distinct returns ids without repeats, in order of first appearance, at
+// most limit of them, in buf's storage; seen is scratch, reset first.
+// O(len(ids)).
+func Distinct(ids []uint64, limit int, buf []uint64, seen *Map[struct{}]) []uint64 {
+	seen.Reset(min(len(ids), limit))
+	buf = buf[:0]
+	for _, id := range ids {
+		if len(buf) == limit {
+			break
+		}
+		if !seen.Add(id) {
+			buf = append(buf, id)
+		}
+	}
+	return buf
+}

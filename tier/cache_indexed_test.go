@@ -1,4 +1,4 @@
-package sim
+package tier
 
 import (
 	"math/rand/v2"
@@ -31,7 +31,7 @@ func TestIndexedMatchesPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				const capacity = 32
-				slow, err := newPolicyCache(p, capacity)
+				slow, err := NewPolicyCache(p, capacity)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -67,7 +67,7 @@ func TestIndexedMatchesPolicy(t *testing.T) {
 						}
 					}
 					if r%101 == 0 {
-						for _, c := range []*unitCache{slow, fast} {
+						for _, c := range []*Cache{slow, fast} {
 							if err := c.Check(); err != nil {
 								t.Fatalf("seed %d, request %d: %v", seed, r, err)
 							}

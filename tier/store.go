@@ -1,4 +1,4 @@
-package sim
+package tier
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func (s *sliceStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
 		return nil, 0, err
 	}
 	for _, v := range res.Victims {
-		s.remove(v.ID)
+		s.drop(v.ID)
 	}
 	return res.Victims, res.Elapsed, nil
 }
@@ -65,6 +65,14 @@ func (s *sliceStore) markPartial(id uint64) bool {
 		s.cands[k].LastBlockPartial = true
 	}
 	return ok
+}
+
+func (s *sliceStore) uses(id uint64) int {
+	k, ok := s.index[id]
+	if !ok {
+		return 0
+	}
+	return int(s.cands[k].AccessCount) + 1
 }
 
 func (s *sliceStore) contains(id uint64) bool {
@@ -101,8 +109,18 @@ func (s *sliceStore) checkVictims(victims []kvevict.Victim, need int) error {
 	return err
 }
 
-// remove drops resident id, moving the last resident into its place. O(1).
-func (s *sliceStore) remove(id uint64) {
+func (s *sliceStore) remove(id uint64) (slot int, ok bool) {
+	k, ok := s.index[id]
+	if !ok || s.cands[k].RefCount != 0 {
+		return 0, false
+	}
+	slot = s.cands[k].Blocks[0]
+	s.drop(id)
+	return slot, true
+}
+
+// drop removes resident id, moving the last resident into its place. O(1).
+func (s *sliceStore) drop(id uint64) {
 	k := s.index[id]
 	last := len(s.cands) - 1
 	if k != last {
@@ -114,15 +132,15 @@ func (s *sliceStore) remove(id uint64) {
 	delete(s.index, id)
 }
 
-func (s *sliceStore) check(c *unitCache, _ []bool) error {
+func (s *sliceStore) check(c *Cache, _ []bool) error {
 	if len(s.index) != len(s.cands) {
-		return fmt.Errorf("unit cache: %d residents, %d indexed", len(s.cands), len(s.index))
+		return fmt.Errorf("tier: cache: %d residents, %d indexed", len(s.cands), len(s.index))
 	}
 	for i := range s.cands {
 		cand := &s.cands[i]
 		if k, ok := s.index[cand.ID]; !ok || k != i || cand.RefCount != 0 || len(cand.Blocks) != 1 ||
 			c.owner[cand.Blocks[0]] != cand.ID {
-			return fmt.Errorf("unit cache: resident %d at %d: index %d, %d references, blocks %v",
+			return fmt.Errorf("tier: cache: resident %d at %d: index %d, %d references, blocks %v",
 				cand.ID, i, k, cand.RefCount, cand.Blocks)
 		}
 	}
@@ -181,6 +199,23 @@ func (s *indexStore) markPartial(id uint64) bool {
 	return ok
 }
 
+func (s *indexStore) remove(id uint64) (slot int, ok bool) {
+	c, ok := s.x.Get(id)
+	if !ok || c.RefCount != 0 {
+		return 0, false
+	}
+	s.x.Remove(id)
+	return c.Blocks[0], true
+}
+
+func (s *indexStore) uses(id uint64) int {
+	c, ok := s.x.Get(id)
+	if !ok {
+		return 0
+	}
+	return int(c.AccessCount) + 1
+}
+
 func (s *indexStore) contains(id uint64) bool {
 	_, ok := s.x.Get(id)
 	return ok
@@ -188,13 +223,13 @@ func (s *indexStore) contains(id uint64) bool {
 
 func (s *indexStore) len() int { return s.x.Len() }
 
-func (s *indexStore) check(c *unitCache, free []bool) error {
+func (s *indexStore) check(c *Cache, free []bool) error {
 	for slot := range c.slots {
 		if free[slot] {
 			continue
 		}
 		if cand, _ := s.x.Get(c.owner[slot]); cand.RefCount != 0 || len(cand.Blocks) != 1 || cand.Blocks[0] != slot {
-			return fmt.Errorf("unit cache: resident %d: %d references, blocks %v, slot %d", cand.ID, cand.RefCount, cand.Blocks, slot)
+			return fmt.Errorf("tier: cache: resident %d: %d references, blocks %v, slot %d", cand.ID, cand.RefCount, cand.Blocks, slot)
 		}
 	}
 	return nil

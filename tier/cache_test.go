@@ -1,4 +1,4 @@
-package sim
+package tier
 
 import (
 	"fmt"
@@ -102,11 +102,11 @@ func skipUnderRace(t *testing.T) {
 // checks, each O(unitCapacity).
 const checkEvery = 997
 
-// replayIDs runs ids through a unit cache driven by p and returns its hits,
+// replayIDs runs ids through a cache driven by p and returns its hits,
 // checking the cache every so often.
 func replayIDs(t *testing.T, p kvevict.Policy, ids []uint64) uint64 {
 	t.Helper()
-	c, err := newPolicyCache(p, unitCapacity)
+	c, err := NewPolicyCache(p, unitCapacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestRequestScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newPolicyCache(p, 3)
+	c, err := NewPolicyCache(p, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +533,7 @@ func TestRequestRejectsBadVictims(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &liar{Policy: lru}
-	c, err := newPolicyCache(p, 2)
+	c, err := NewPolicyCache(p, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,330 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/idmap"
+)
+
+// Cache is one tier's blocks: a cache of blocks named by hash, each one
+// candidate holding one block (the slot it occupies), at most a capacity of
+// them, whose evictions a strategy chooses. It is the one harness that
+// drives a strategy over block references: each tier of a [Hierarchy],
+// package sim's replay and its routers' approximate indexes, and the tests
+// that check a strategy against a reference cache (the same trace must
+// give the same hits) all use it.
+//
+// A request names one or more blocks. Following kvevict's access protocol,
+// the cache calls UpdateAccess for each of them before the SelectVictims
+// that makes room for them: when the missing blocks do not fit the free
+// slots, one SelectVictims over the residents, the request's own
+// referenced so never chosen, frees the rest. Then the missing blocks enter
+// and every block of the request is touched, last first, so the first ends
+// the most recent. Ticks count touches: a candidate's LastAccess is the
+// tick of its latest touch, CreatedAt that of the request it entered with,
+// AccessCount the requests that found it resident.
+//
+// A Cache is not safe for concurrent use.
+type Cache struct {
+	store    store
+	capacity int
+	tick     int64
+	hits     uint64
+	misses   uint64
+
+	slots   []int               // slots[i] = i, for the slots used so far; a resident's Blocks is its slot's element
+	owner   []uint64            // owner[i]: the id in slot i, if it is not free
+	free    []int               // used slots no resident holds now
+	ids     []uint64            // scratch: one request's distinct ids
+	hit     []bool              // scratch: whether ids[i] was resident
+	entered []uint64            // scratch: the ids a request added
+	one     [1]uint64           // scratch: Access's request
+	seen    idmap.Map[struct{}] // scratch for Distinct
+}
+
+// A store holds the residents as candidates and has them ranked: by a
+// Policy over a slice ([NewPolicyCache]), the contract path, or by an Index
+// ([newIndexCache]), which makes a request O(log n) instead of O(n).
+type store interface {
+	access(id uint64)
+	// reference marks resident id as in use by the request, or reports
+	// that it is not resident.
+	reference(id uint64) bool
+	unreference(id uint64)
+	// evict frees need entries among the unreferenced residents and
+	// returns the victims, valid until the next call.
+	evict(need int) ([]kvevict.Victim, time.Duration, error)
+	// enter adds id, referenced, holding block.
+	enter(id uint64, block []int, created int64) error
+	// touch sets a referenced resident's request fields and unreferences
+	// it.
+	touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error
+	markPartial(id uint64) bool
+	// remove drops an unreferenced resident and returns its slot, or
+	// reports that id is not one.
+	remove(id uint64) (slot int, ok bool)
+	// uses returns a resident's AccessCount + 1, 0 for no resident.
+	uses(id uint64) int
+	contains(id uint64) bool
+	len() int
+	// check verifies the store against c's slots, for tests.
+	check(c *Cache, free []bool) error
+}
+
+// NewCache returns an empty cache of capacity blocks under strategy s and
+// opts: kept in a [kvevict.Index], O(log n) per block, where s and opts
+// allow one, else handed to a [kvevict.Policy] at each eviction, O(n).
+// Capacity must be at least 1.
+func NewCache(s kvevict.Strategy, capacity int, opts ...kvevict.Option) (*Cache, error) {
+	if x, err := kvevict.NewIndex(s, opts...); err == nil {
+		return newIndexCache(x, capacity)
+	}
+	p, err := kvevict.New(s, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return NewPolicyCache(p, capacity)
+}
+
+// NewPolicyCache returns an empty cache of capacity blocks driven by p,
+// through Policy.SelectVictims over every resident at each eviction: the
+// contract path, which [NewCache] takes only where no Index serves.
+// Capacity must be at least 1. Memory grows with the residents, not with
+// the capacity.
+func NewPolicyCache(p kvevict.Policy, capacity int) (*Cache, error) {
+	if p == nil {
+		return nil, errors.New("tier: cache: nil policy")
+	}
+	return newCache(&sliceStore{policy: p, index: make(map[uint64]int)}, capacity)
+}
+
+// newIndexCache returns an empty cache of capacity blocks kept in x, which
+// must be empty: the same requests pick the same victims as
+// [NewPolicyCache] with a Policy of x's strategy and options (an Index
+// picks as SelectVictims does), in O(log n) per block instead of O(n) per
+// eviction.
+func newIndexCache(x *kvevict.Index, capacity int) (*Cache, error) {
+	if x == nil || x.Len() != 0 {
+		return nil, errors.New("tier: cache: nil or non-empty index")
+	}
+	return newCache(&indexStore{x: x}, capacity)
+}
+
+func newCache(s store, capacity int) (*Cache, error) {
+	if capacity < 1 {
+		return nil, fmt.Errorf("tier: cache: capacity must be at least 1 block, got %d", capacity)
+	}
+	return &Cache{store: s, capacity: capacity}, nil
+}
+
+// Grow makes room for n residents without reallocating, where the cache
+// keeps an Index: for a caller that knows how many blocks it will hold at
+// most (the lesser of the capacity and the distinct blocks it will see).
+func (c *Cache) Grow(n int) {
+	if s, ok := c.store.(*indexStore); ok {
+		s.x.Grow(n)
+	}
+}
+
+// Access requests the single block id and reports whether it was
+// resident: a [Cache.Request] of one block with the lowest priority.
+func (c *Cache) Access(id uint64) (hit bool, err error) {
+	c.one[0] = id
+	out, err := c.Request(c.one[:], kvevict.PriorityLow)
+	return out.Loaded == 0 && err == nil, err
+}
+
+// Outcome is what one [Cache.Request] did.
+type Outcome struct {
+	// Loaded is how many of the request's blocks were not resident and
+	// entered, and Entered lists them, in the request's order; valid until
+	// the next request.
+	Loaded  int
+	Entered []uint64
+	// Over is how many of the request's distinct blocks it did not keep,
+	// past the cache's capacity.
+	Over int
+	// Victims are the residents the selection removed, in the policy's
+	// order; valid until the next request. Selected says whether a
+	// selection ran, and Elapsed is the time it took.
+	Victims  []kvevict.Victim
+	Selected bool
+	Elapsed  time.Duration
+}
+
+// Request makes ids resident as one request with priority prio: it calls
+// UpdateAccess for every id in order (repeats included), then, if the
+// distinct ids missing do not fit the free slots, asks the policy in one
+// SelectVictims over the residents (the request's own referenced) for the
+// rest and removes the victims; then the missing ids enter, and every id is
+// touched, last first, taking prio and losing any partial mark. A request
+// of more distinct ids than the capacity keeps the first Capacity. An error
+// from the policy, or victims that are not resident or free too little, is
+// returned with the cache unchanged but for the policy's own state.
+// O(len(ids)) plus the selection: O(n) for n residents with [NewPolicyCache],
+// O(len(ids) log n) in an Index.
+func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
+	for _, id := range ids {
+		c.store.access(id)
+	}
+	c.ids = idmap.Distinct(ids, len(ids), c.ids, &c.seen)
+	over := max(0, len(c.ids)-c.capacity)
+	c.ids = c.ids[:len(c.ids)-over]
+	c.hit = c.hit[:0]
+	missing := 0
+	for _, id := range c.ids {
+		hit := c.store.reference(id)
+		c.hit = append(c.hit, hit)
+		if !hit {
+			missing++
+		}
+	}
+	var out Outcome
+	if need := missing - (c.capacity - c.store.len()); need > 0 {
+		victims, elapsed, err := c.store.evict(need)
+		if err != nil {
+			for i, id := range c.ids {
+				if c.hit[i] {
+					c.store.unreference(id)
+				}
+			}
+			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
+		}
+		for _, v := range victims {
+			c.free = append(c.free, v.Blocks[0])
+		}
+		out = Outcome{Victims: victims, Selected: true, Elapsed: elapsed}
+	}
+	out.Loaded, out.Over = missing, over
+	c.entered = c.entered[:0]
+	c.misses += uint64(missing)
+	c.hits += uint64(len(c.ids) - missing)
+	created := c.tick + 1
+	for i, id := range c.ids {
+		if c.hit[i] {
+			continue
+		}
+		c.entered = append(c.entered, id)
+		slot := c.slot()
+		c.owner[slot] = id
+		if err := c.store.enter(id, c.slots[slot:slot+1:slot+1], created); err != nil {
+			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
+		}
+	}
+	out.Entered = c.entered
+	for j := len(c.ids) - 1; j >= 0; j-- {
+		c.tick++
+		if err := c.store.touch(c.ids[j], c.tick, prio, c.hit[j]); err != nil {
+			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
+		}
+	}
+	return out, nil
+}
+
+// MarkPartial marks resident id as the partial last block of the request
+// that just touched it (Candidate.LastBlockPartial), until a request touches
+// it again. It reports whether id is resident. O(1) with [newPolicyCache],
+// O(log n) with [newIndexCache].
+func (c *Cache) MarkPartial(id uint64) bool { return c.store.markPartial(id) }
+
+// slot returns a slot no resident holds: a freed one, or a new one. The
+// residents' Blocks keep pointing into the old array when slots grows; its
+// elements never change. Amortized O(1).
+func (c *Cache) slot() int {
+	if n := len(c.free); n > 0 {
+		s := c.free[n-1]
+		c.free = c.free[:n-1]
+		return s
+	}
+	s := len(c.slots)
+	c.slots = append(c.slots, s)
+	c.owner = append(c.owner, 0)
+	return s
+}
+
+// Check verifies the cache's bookkeeping, for tests: at most capacity
+// residents, each holding one slot of its own, unreferenced; every slot
+// used so far held by one resident or free. O(n).
+func (c *Cache) Check() error {
+	n := c.store.len()
+	if n > c.capacity {
+		return fmt.Errorf("tier: cache: %d residents, capacity %d", n, c.capacity)
+	}
+	free, err := c.freeSlots()
+	if err != nil {
+		return err
+	}
+	if n+len(c.free) != len(c.slots) {
+		return fmt.Errorf("tier: cache: %d residents + %d free slots != %d slots", n, len(c.free), len(c.slots))
+	}
+	for s := range c.slots {
+		if !free[s] && !c.store.contains(c.owner[s]) {
+			return fmt.Errorf("tier: cache: slot %d: its owner %d is not resident", s, c.owner[s])
+		}
+	}
+	return c.store.check(c, free)
+}
+
+// freeSlots marks the free slots among those used so far, and reports the
+// first free slot out of range or listed twice. O(slots).
+func (c *Cache) freeSlots() (free []bool, err error) {
+	free = make([]bool, len(c.slots))
+	for _, s := range c.free {
+		if s < 0 || s >= len(free) || free[s] {
+			if err == nil {
+				err = fmt.Errorf("tier: cache: free slot %d is out of range or free twice", s)
+			}
+			continue
+		}
+		free[s] = true
+	}
+	return free, err
+}
+
+// Remove drops block id, as when another tier takes it, and reports
+// whether it was resident; it counts no eviction. O(1) with
+// [NewPolicyCache], O(log n) in an Index.
+func (c *Cache) Remove(id uint64) bool {
+	slot, ok := c.store.remove(id)
+	if ok {
+		c.free = append(c.free, slot)
+	}
+	return ok
+}
+
+// Capacity returns the most blocks the cache holds.
+func (c *Cache) Capacity() int { return c.capacity }
+
+// Contains reports whether id is resident. O(1).
+func (c *Cache) Contains(id uint64) bool { return c.store.contains(id) }
+
+// Len returns how many entries are resident.
+func (c *Cache) Len() int { return c.store.len() }
+
+// Residents returns the resident ids, in no particular order. O(slots).
+func (c *Cache) Residents() []uint64 {
+	free, _ := c.freeSlots() // Check reports a broken free list
+	ids := make([]uint64, 0, c.store.len())
+	for s := range c.slots {
+		if !free[s] {
+			ids = append(ids, c.owner[s])
+		}
+	}
+	return ids
+}
+
+// Hits returns how many blocks, over all requests, were resident when
+// requested (a request's repeats count once).
+func (c *Cache) Hits() uint64 { return c.hits }
+
+// Misses returns how many blocks, over all requests, were not resident
+// when requested (a request's repeats count once).
+func (c *Cache) Misses() uint64 { return c.misses }
+
+// Uses returns how many requests have referenced resident block id: the
+// one it entered with and every one that found it resident since; 0 if it
+// is not resident. O(1) with [NewPolicyCache], O(1) expected in an Index.
+func (c *Cache) Uses(id uint64) int { return c.store.uses(id) }
