@@ -1,8 +1,12 @@
 package tier
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // This file is the one cost model in time: bytes per block from a model's
@@ -157,4 +161,234 @@ func ModelNames() []string {
 		names[i] = m.Name
 	}
 	return names
+}
+
+// Link is a medium's link to the GPU: blocks loaded from the medium cross
+// it at Bandwidth after a fixed Latency per transfer.
+type Link struct {
+	// Bandwidth is in bytes per second.
+	Bandwidth float64
+	// Latency is what one transfer costs whatever its size: the setup of a
+	// copy, an I/O request, a round trip.
+	Latency time.Duration
+}
+
+// Validate reports a link with no bandwidth (zero, negative, infinite or
+// not a number) or a negative latency.
+func (l Link) Validate() error {
+	switch {
+	case l.Bandwidth == 0:
+		return errors.New("tier: a link with no bandwidth")
+	case !(l.Bandwidth > 0) || math.IsInf(l.Bandwidth, 1):
+		return fmt.Errorf("tier: a link's bandwidth is %v bytes/s, want a positive number", l.Bandwidth)
+	case l.Latency < 0:
+		return fmt.Errorf("tier: a link's latency is %v, want 0 or more", l.Latency)
+	}
+	return nil
+}
+
+// String returns l as [ParseLink] reads it after "MEDIUM=", as
+// "54GB/s,10us"; parsing it gives l back exactly.
+func (l Link) String() string {
+	return formatBandwidth(l.Bandwidth) + "," + formatLatency(l.Latency)
+}
+
+// linkPresets are the named links; the first named for a medium is that
+// medium's default. The figures and their sources are in docs/tiers.md.
+var linkPresets = []struct {
+	name   string
+	medium Medium
+	link   Link
+}{
+	{"pcie5", CPU, Link{Bandwidth: 54e9, Latency: 10 * time.Microsecond}},
+	{"pcie4", CPU, Link{Bandwidth: 25e9, Latency: 10 * time.Microsecond}},
+	{"nvme", Storage, Link{Bandwidth: 7e9, Latency: 80 * time.Microsecond}},
+	{"s3", Storage, Link{Bandwidth: 1e9, Latency: 30 * time.Millisecond}},
+}
+
+// LookupLink returns the link preset named name, in any case: "pcie5" (host
+// memory over PCIe Gen5, the CPU's default), "pcie4", "nvme" (a local NVMe
+// drive, the storage default) or "s3" (an object store).
+func LookupLink(name string) (Link, error) {
+	for _, p := range linkPresets {
+		if strings.EqualFold(name, p.name) {
+			return p.link, nil
+		}
+	}
+	return Link{}, fmt.Errorf("tier: unknown link %q (want %s)", name, strings.Join(LinkNames(), ", "))
+}
+
+// LinkNames returns the names of the link presets, for help text.
+func LinkNames() []string {
+	names := make([]string, len(linkPresets))
+	for i, p := range linkPresets {
+		names[i] = p.name
+	}
+	return names
+}
+
+// DefaultLink returns the link a cost model takes for m when given none:
+// "pcie5" for the CPU, "nvme" for storage. It reports false for the GPU,
+// whose blocks need no link, and for an unknown medium.
+func DefaultLink(m Medium) (Link, bool) {
+	for _, p := range linkPresets {
+		if p.medium == m {
+			return p.link, true
+		}
+	}
+	return Link{}, false
+}
+
+// linkSyntax is what every error of ParseLink ends with.
+const linkSyntax = "want MEDIUM=BANDWIDTH,LATENCY as cpu=54GB/s,10us, or MEDIUM=PRESET as storage=nvme"
+
+// ParseLink reads a medium's link as the command's -link flag gives it:
+// "MEDIUM=BANDWIDTH,LATENCY" ("cpu=54GB/s,10us") or "MEDIUM=PRESET"
+// ("cpu=pcie4", see [LookupLink]). The medium is cpu or storage, in any
+// case; the bandwidth a positive number in GB/s, GiB/s, MB/s, MiB/s or B/s
+// (bytes: a lowercase b, bits, is refused); the latency a number of ns,
+// us, µs, ms or s, or 0. Both are required.
+func ParseLink(s string) (Medium, Link, error) {
+	fail := func(format string, args ...any) (Medium, Link, error) {
+		return "", Link{}, fmt.Errorf("tier: link %q: %s (%s)", s, fmt.Sprintf(format, args...), linkSyntax)
+	}
+	name, spec, ok := strings.Cut(s, "=")
+	if !ok {
+		return fail("no medium")
+	}
+	m, err := ParseMedium(strings.TrimSpace(name))
+	if err != nil {
+		return fail("unknown medium %q", strings.TrimSpace(name))
+	}
+	if m == GPU {
+		return fail("the GPU needs no link: its blocks are where prefill reads them")
+	}
+	bw, lat, ok := strings.Cut(strings.TrimSpace(spec), ",")
+	bw, lat = strings.TrimSpace(bw), strings.TrimSpace(lat)
+	if bw == "" {
+		return fail("no bandwidth")
+	}
+	if !ok {
+		if l, err := LookupLink(bw); err == nil {
+			return m, l, nil
+		}
+		if _, err := parseBandwidth(bw); err == nil {
+			return fail("no latency (write 0 for none)")
+		}
+		return fail("%q is neither a bandwidth and a latency nor a preset (%s)", bw, strings.Join(LinkNames(), ", "))
+	}
+	var l Link
+	if l.Bandwidth, err = parseBandwidth(bw); err != nil {
+		return fail("%v", err)
+	}
+	if lat == "" {
+		return fail("no latency (write 0 for none)")
+	}
+	if l.Latency, err = parseLatency(lat); err != nil {
+		return fail("%v", err)
+	}
+	return m, l, nil
+}
+
+// unit is a unit of bandwidth or latency and its size in bytes per second
+// or nanoseconds.
+type unit struct {
+	name string
+	size float64
+}
+
+var (
+	bandwidthUnits = []unit{{"GB/s", 1e9}, {"GiB/s", 1 << 30}, {"MB/s", 1e6}, {"MiB/s", 1 << 20}, {"B/s", 1}}
+	latencyUnits   = []unit{{"ns", 1}, {"us", 1e3}, {"µs", 1e3}, {"μs", 1e3}, {"ms", 1e6}, {"s", 1e9}}
+)
+
+// splitNumber splits s into its leading number and the unit after it.
+func splitNumber(s string) (number, unitName string) {
+	i := strings.IndexFunc(s, func(r rune) bool {
+		return !strings.ContainsRune("0123456789.+-eE", r)
+	})
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimSpace(s[i:])
+}
+
+// parseQuantity reads a positive (or, if zero is allowed, non-negative)
+// number followed by one of units, and returns it times the unit's size.
+func parseQuantity(what, s string, units []unit, zero bool) (float64, error) {
+	number, name := splitNumber(s)
+	v, err := strconv.ParseFloat(number, 64)
+	if number == "" || err != nil {
+		return 0, fmt.Errorf("%s %q does not start with a number", what, s)
+	}
+	switch {
+	case v < 0:
+		return 0, fmt.Errorf("%s %q is negative", what, s)
+	case v == 0 && !zero:
+		return 0, fmt.Errorf("%s %q is zero", what, s)
+	}
+	if v == 0 && name == "" {
+		return 0, nil
+	}
+	names := make([]string, 0, len(units))
+	for _, u := range units {
+		if name == u.name {
+			return v * u.size, nil
+		}
+		names = append(names, u.name)
+	}
+	list := strings.Join(names, ", ")
+	switch {
+	case name == "":
+		return 0, fmt.Errorf("%s %q has no unit (want %s)", what, s, list)
+	case strings.Contains(name, "b") && !strings.Contains(name, "B"):
+		return 0, fmt.Errorf("%s %q: a lowercase b is bits; give bytes (%s)", what, s, list)
+	}
+	return 0, fmt.Errorf("%s %q: unknown unit %q (want %s)", what, s, name, list)
+}
+
+func parseBandwidth(s string) (float64, error) {
+	bw, err := parseQuantity("bandwidth", s, bandwidthUnits, false)
+	if err == nil && math.IsInf(bw, 1) {
+		return 0, fmt.Errorf("bandwidth %q is too large", s)
+	}
+	return bw, err
+}
+
+func parseLatency(s string) (time.Duration, error) {
+	ns, err := parseQuantity("latency", s, latencyUnits, true)
+	if err != nil {
+		return 0, err
+	}
+	if ns >= math.MaxInt64 {
+		return 0, fmt.Errorf("latency %q is too large", s)
+	}
+	return time.Duration(math.Round(ns)), nil
+}
+
+// formatBandwidth writes bw in the first of GB/s and MB/s that reads back
+// as exactly bw, else in B/s.
+func formatBandwidth(bw float64) string {
+	for _, u := range []unit{{"GB/s", 1e9}, {"MB/s", 1e6}} {
+		s := strconv.FormatFloat(bw/u.size, 'g', -1, 64)
+		if back, err := strconv.ParseFloat(s, 64); err == nil && back*u.size == bw {
+			return s + u.name
+		}
+	}
+	return strconv.FormatFloat(bw, 'g', -1, 64) + "B/s"
+}
+
+// formatLatency writes d in the largest unit that holds it whole.
+func formatLatency(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	case d%time.Microsecond == 0:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + "us"
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
 }

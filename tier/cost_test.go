@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sagellm/kvevict/tier"
 )
@@ -127,5 +128,123 @@ func TestPrefillFLOPs(t *testing.T) {
 	ds := mustModel(t, "deepseek-v3")
 	if got, want := ds.PrefillFLOPs(0, 1), 2*37e9+2*61*128*(192+128.0); got != want {
 		t.Errorf("deepseek-v3 PrefillFLOPs(0, 1) = %.0f, want %.0f", got, want)
+	}
+}
+
+func mustLink(t *testing.T, name string) tier.Link {
+	t.Helper()
+	l, err := tier.LookupLink(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLinkPresets(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		bandwidth float64
+		latency   time.Duration
+	}{
+		{"pcie5", 54e9, 10 * time.Microsecond},
+		{"pcie4", 25e9, 10 * time.Microsecond},
+		{"nvme", 7e9, 80 * time.Microsecond},
+		{"S3", 1e9, 30 * time.Millisecond},
+	} {
+		if l := mustLink(t, tc.name); l.Bandwidth != tc.bandwidth || l.Latency != tc.latency {
+			t.Errorf("LookupLink(%s) = %+v, want %v bytes/s, %v", tc.name, l, tc.bandwidth, tc.latency)
+		}
+	}
+	if _, err := tier.LookupLink("pcie6"); err == nil || !strings.Contains(err.Error(), "pcie5") {
+		t.Errorf("LookupLink(pcie6) = %v, want an error naming the presets", err)
+	}
+	for m, want := range map[tier.Medium]string{tier.CPU: "pcie5", tier.Storage: "nvme"} {
+		if l, ok := tier.DefaultLink(m); !ok || l != mustLink(t, want) {
+			t.Errorf("DefaultLink(%s) = %+v, %v, want %s", m, l, ok, want)
+		}
+	}
+	for _, m := range []tier.Medium{tier.GPU, "TAPE"} {
+		if _, ok := tier.DefaultLink(m); ok {
+			t.Errorf("DefaultLink(%s) reports a link", m)
+		}
+	}
+}
+
+func TestParseLink(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		medium tier.Medium
+		link   tier.Link
+	}{
+		{"cpu=54GB/s,10us", tier.CPU, tier.Link{Bandwidth: 54e9, Latency: 10 * time.Microsecond}},
+		{"STORAGE=7GB/s,80µs", tier.Storage, tier.Link{Bandwidth: 7e9, Latency: 80 * time.Microsecond}},
+		{"storage=7GB/s,80μs", tier.Storage, tier.Link{Bandwidth: 7e9, Latency: 80 * time.Microsecond}},
+		{"storage=1GiB/s,30ms", tier.Storage, tier.Link{Bandwidth: 1 << 30, Latency: 30 * time.Millisecond}},
+		{"cpu=512MB/s,0", tier.CPU, tier.Link{Bandwidth: 512e6}},
+		{"cpu=100MiB/s,1s", tier.CPU, tier.Link{Bandwidth: 100 << 20, Latency: time.Second}},
+		{"cpu=1.5GB/s,1.5us", tier.CPU, tier.Link{Bandwidth: 1.5e9, Latency: 1500}},
+		{"cpu=2e10B/s,250ns", tier.CPU, tier.Link{Bandwidth: 2e10, Latency: 250}},
+		{" cpu = 54GB/s , 10us ", tier.CPU, tier.Link{Bandwidth: 54e9, Latency: 10 * time.Microsecond}},
+		{"cpu=pcie4", tier.CPU, tier.Link{Bandwidth: 25e9, Latency: 10 * time.Microsecond}},
+		{"storage=S3", tier.Storage, tier.Link{Bandwidth: 1e9, Latency: 30 * time.Millisecond}},
+	} {
+		m, l, err := tier.ParseLink(tc.in)
+		if err != nil || m != tc.medium || l != tc.link {
+			t.Errorf("ParseLink(%q) = %s, %+v, %v, want %s, %+v", tc.in, m, l, err, tc.medium, tc.link)
+		}
+	}
+	// What String writes, ParseLink reads back exactly.
+	links := []tier.Link{
+		{Bandwidth: 1 << 30, Latency: 1500},
+		{Bandwidth: 3e9 / 7, Latency: 3 * time.Second},
+		{Bandwidth: 123456.789, Latency: 7 * time.Millisecond},
+		{Bandwidth: 0.5, Latency: 1},
+	}
+	for _, name := range tier.LinkNames() {
+		links = append(links, mustLink(t, name))
+	}
+	for _, l := range links {
+		s := "storage=" + l.String()
+		if m, back, err := tier.ParseLink(s); err != nil || m != tier.Storage || back != l {
+			t.Errorf("ParseLink(%q) = %s, %+v, %v, want STORAGE, %+v", s, m, back, err, l)
+		}
+	}
+	if got := mustLink(t, "pcie5").String(); got != "54GB/s,10us" {
+		t.Errorf("pcie5 String() = %q, want 54GB/s,10us", got)
+	}
+}
+
+func TestParseLinkErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "no medium"},
+		{"cpu", "no medium"},
+		{"54GB/s,10us", "no medium"},
+		{"disk=7GB/s,80us", `unknown medium "disk"`},
+		{"gpu=900GB/s,1us", "the GPU needs no link"},
+		{"cpu=", "no bandwidth"},
+		{"cpu=,10us", "no bandwidth"},
+		{"cpu=54GB/s", "no latency"},
+		{"cpu=54GB/s,", "no latency"},
+		{"cpu=0GB/s,10us", "is zero"},
+		{"cpu=-54GB/s,10us", "is negative"},
+		{"cpu=54Gb/s,10us", "lowercase b is bits"},
+		{"cpu=54gbps,10us", "lowercase b is bits"},
+		{"cpu=54GBps,10us", `unknown unit "GBps"`},
+		{"cpu=54,10us", "has no unit"},
+		{"cpu=GB/s,10us", "does not start with a number"},
+		{"cpu=NaNGB/s,10us", "does not start with a number"},
+		{"cpu=1e999GB/s,10us", "does not start with a number"},
+		{"cpu=54GB/s,10", "has no unit"},
+		{"cpu=54GB/s,-10us", "is negative"},
+		{"cpu=54GB/s,1h", `unknown unit "h"`},
+		{"cpu=54GB/s,1e30s", "too large"},
+		{"cpu=54GB/s,10us,1us", "unknown unit"},
+		{"cpu=fast", "neither a bandwidth and a latency nor a preset"},
+		{"cpu=pcie5,10us", "does not start with a number"},
+	} {
+		_, _, err := tier.ParseLink(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "MEDIUM=BANDWIDTH,LATENCY") {
+			t.Errorf("ParseLink(%q) = %v, want an error with %q and the syntax", tc.in, err, tc.want)
+		}
 	}
 }
