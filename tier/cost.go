@@ -392,3 +392,187 @@ func formatLatency(d time.Duration) string {
 	}
 	return strconv.FormatInt(int64(d), 10) + "ns"
 }
+
+// The default GPU: an H100 SXM's dense bf16 peak, at the share of it a
+// prefill is taken to reach (the sources are in docs/tiers.md).
+const (
+	h100FLOPS  = 989e12
+	defaultMFU = 0.5
+)
+
+// Compute is the GPU's prefill rate: peak FLOPs per second times the model
+// FLOPs utilization (MFU) a prefill reaches, or a measured rate in tokens
+// per second, which overrides the FLOPs estimate (and with it the growth of
+// attention with the position, which a measured rate holds at whatever
+// prompt lengths it was measured on).
+type Compute struct {
+	// FLOPS is the peak dense FLOPs per second at the model's dtype, of
+	// all the GPUs a model instance runs on.
+	FLOPS float64
+	// MFU is the share of FLOPS a prefill reaches, in (0, 1].
+	MFU float64
+	// TokensPerSecond, when above 0, is a measured prefill rate that
+	// replaces FLOPS and MFU.
+	TokensPerSecond float64
+}
+
+// DefaultCompute returns one H100 SXM (989 TFLOPS dense bf16) at 50% MFU.
+func DefaultCompute() Compute {
+	return Compute{FLOPS: h100FLOPS, MFU: defaultMFU}
+}
+
+// Validate reports a value that cannot be a rate (negative, infinite or not
+// a number), an MFU above 1, or no rate at all: TokensPerSecond 0 and
+// FLOPS or MFU 0.
+func (c Compute) Validate() error {
+	finite := func(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
+	switch {
+	case !finite(c.TokensPerSecond):
+		return fmt.Errorf("tier: prefill rate of %v tokens/s, want 0 or more", c.TokensPerSecond)
+	case !finite(c.FLOPS):
+		return fmt.Errorf("tier: peak of %v FLOPS, want 0 or more", c.FLOPS)
+	case !(c.MFU >= 0 && c.MFU <= 1):
+		return fmt.Errorf("tier: MFU %v, want a share in (0, 1]", c.MFU)
+	case c.TokensPerSecond == 0 && c.FLOPS == 0:
+		return errors.New("tier: no prefill rate: give peak FLOPS and MFU, or tokens per second")
+	case c.TokensPerSecond == 0 && c.MFU == 0:
+		return errors.New("tier: MFU 0, want a share in (0, 1]")
+	}
+	return nil
+}
+
+// Cost prices a KV cache's moves in time: the load of blocks from a lower
+// tier, against the prefill that would recompute them. Every figure it
+// gives is modelled from its model, links and compute, not measured. A
+// Cost does not change once made and is safe for concurrent use; every
+// method is O(1).
+type Cost struct {
+	model       Model
+	blockTokens int
+	compute     Compute
+	links       []Link // by rank; the GPU's is unused
+	blockBytes  int64
+}
+
+// NewCost returns the cost model of model in blocks of blockTokens tokens,
+// prefilled at compute's rate, each medium below the GPU reached over its
+// link in links or else over [DefaultLink]'s. It refuses a model, compute
+// or link that does not validate, fewer than 1 token per block, a block of
+// more than 2^62 bytes, and a link for the GPU or an unknown medium.
+func NewCost(model Model, blockTokens int, compute Compute, links map[Medium]Link) (*Cost, error) {
+	if err := model.Validate(); err != nil {
+		return nil, err
+	}
+	if blockTokens < 1 {
+		return nil, fmt.Errorf("tier: %d tokens per block, want at least 1", blockTokens)
+	}
+	if float64(blockTokens)*float64(model.BytesPerToken()) > 1<<62 {
+		return nil, fmt.Errorf("tier: blocks of %d tokens of model %q take more than 2^62 bytes", blockTokens, model.Name)
+	}
+	if err := compute.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cost{
+		model:       model,
+		blockTokens: blockTokens,
+		compute:     compute,
+		links:       make([]Link, len(mediums)),
+		blockBytes:  model.BytesPerBlock(blockTokens),
+	}
+	for m := range links {
+		if m.rank() < 0 {
+			return nil, fmt.Errorf("tier: a link for unknown medium %q", m)
+		}
+	}
+	for i, m := range mediums {
+		l, given := links[m]
+		if m == GPU {
+			if given {
+				return nil, errors.New("tier: a link for the GPU, whose blocks need none")
+			}
+			continue
+		}
+		if !given {
+			l, _ = DefaultLink(m)
+		}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("%w (medium %s)", err, m)
+		}
+		c.links[i] = l
+	}
+	return c, nil
+}
+
+// Model returns the model c prices.
+func (c *Cost) Model() Model { return c.model }
+
+// BlockTokens returns the tokens in a block.
+func (c *Cost) BlockTokens() int { return c.blockTokens }
+
+// BlockBytes returns the bytes of a block's KV cache.
+func (c *Cost) BlockBytes() int64 { return c.blockBytes }
+
+// Compute returns the prefill rate c takes.
+func (c *Cost) Compute() Compute { return c.compute }
+
+// Link returns m's link to the GPU, and false for the GPU and an unknown
+// medium.
+func (c *Cost) Link(m Medium) (Link, bool) {
+	if r := m.rank(); r > 0 {
+		return c.links[r], true
+	}
+	return Link{}, false
+}
+
+// Load returns the time to bring blocks blocks from m to the GPU in one
+// transfer: the link's latency plus the blocks' bytes over its bandwidth.
+// It is 0 for no blocks, and for the GPU (and an unknown medium), whose
+// blocks are where prefill reads them.
+func (c *Cost) Load(m Medium, blocks int) time.Duration {
+	r := m.rank()
+	if blocks < 1 || r <= 0 {
+		return 0
+	}
+	l := c.links[r]
+	return l.Latency + duration(float64(blocks)*float64(c.blockBytes)/l.Bandwidth)
+}
+
+// Prefill returns the time to prefill tokens [cached, total) of a prompt
+// whose first cached tokens are in cache: [Model.PrefillFLOPs] over peak x
+// MFU, or the tokens over a measured rate. It is 0 when total <= cached; a
+// negative cached counts as 0.
+func (c *Cost) Prefill(cached, total int) time.Duration {
+	if tps := c.compute.TokensPerSecond; tps > 0 {
+		cached = max(cached, 0)
+		if total <= cached {
+			return 0
+		}
+		return duration(float64(total-cached) / tps)
+	}
+	return duration(c.model.PrefillFLOPs(cached, total) / (c.compute.FLOPS * c.compute.MFU))
+}
+
+// Pays reports whether loading blocks blocks from m beats recomputing their
+// tokens, the cachedTokens before them being at hand either way: whether
+// Load(m, blocks) < Prefill(cachedTokens, cachedTokens + blocks x block
+// tokens). A load that does not pay is one a policy may skip, and one a
+// replay counts when it is made anyway. Loading no blocks does not pay.
+func (c *Cost) Pays(m Medium, blocks, cachedTokens int) bool {
+	if blocks < 1 {
+		return false
+	}
+	return c.Load(m, blocks) < c.Prefill(cachedTokens, cachedTokens+blocks*c.blockTokens)
+}
+
+// duration converts seconds to a Duration, rounded to the nanosecond and
+// held at the largest Duration beyond it (292 years).
+func duration(seconds float64) time.Duration {
+	ns := seconds * 1e9
+	switch {
+	case !(ns > 0):
+		return 0
+	case ns >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return time.Duration(math.Round(ns))
+}

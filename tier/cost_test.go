@@ -248,3 +248,195 @@ func TestParseLinkErrors(t *testing.T) {
 		}
 	}
 }
+
+// h100Rate is the default compute's FLOPs per second: 989 TFLOPS at 50%.
+const h100Rate = 989e12 * 0.5
+
+func mustCost(t *testing.T, m tier.Model, blockTokens int, c tier.Compute, links map[tier.Medium]tier.Link) *tier.Cost {
+	t.Helper()
+	cost, err := tier.NewCost(m, blockTokens, c, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cost
+}
+
+// near fails unless got is within 1 ns of want seconds: durations are
+// rounded to the nanosecond.
+func near(t *testing.T, what string, got time.Duration, wantSeconds float64) {
+	t.Helper()
+	if d := math.Abs(float64(got) - wantSeconds*1e9); d > 1 {
+		t.Errorf("%s = %v, want %.3fns", what, got, wantSeconds*1e9)
+	}
+}
+
+func TestPrefillTime(t *testing.T) {
+	c := mustCost(t, mustModel(t, "llama-3-8b"), 16, tier.DefaultCompute(), nil)
+	// About 32 us per token on an H100 at 50% MFU: 2 x 8.03e9 FLOPs over
+	// 494.5 TFLOPS, and one key of attention (524288 FLOPs, about 1 ns).
+	first := c.Prefill(0, 1)
+	near(t, "Prefill(0, 1)", first, (2*8030261248+524288)/h100Rate)
+	if first < 32*time.Microsecond || first > 33*time.Microsecond {
+		t.Errorf("Prefill(0, 1) = %v, want about 32us", first)
+	}
+	// At 32k tokens, attention doubles the cost of a token.
+	near(t, "Prefill(32768, 32769)", c.Prefill(32768, 32769), (2*8030261248+524288*32769.0)/h100Rate)
+	if c.Prefill(7, 7) != 0 || c.Prefill(8, 7) != 0 {
+		t.Errorf("Prefill of no tokens = %v, %v, want 0", c.Prefill(7, 7), c.Prefill(8, 7))
+	}
+	// A measured rate replaces the FLOPs: 100 tokens at 10,000 tokens/s take
+	// 10 ms wherever they are.
+	measured := mustCost(t, mustModel(t, "llama-3-8b"), 16, tier.Compute{TokensPerSecond: 10000}, nil)
+	for _, cached := range []int{0, 5000, 100000} {
+		if got := measured.Prefill(cached, cached+100); got != 10*time.Millisecond {
+			t.Errorf("measured Prefill(%d, %d) = %v, want 10ms", cached, cached+100, got)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	m := mustModel(t, "llama-3-8b")
+	// One 128 KiB token per block, links without latency: 2.4 us over PCIe
+	// Gen5 at 54 GB/s, 18.7 us from a 7 GB/s NVMe drive.
+	bare := mustCost(t, m, 1, tier.DefaultCompute(), map[tier.Medium]tier.Link{
+		tier.CPU:     {Bandwidth: 54e9},
+		tier.Storage: {Bandwidth: 7e9},
+	})
+	near(t, "Load(CPU, 1)", bare.Load(tier.CPU, 1), 128*kib/54e9)
+	near(t, "Load(STORAGE, 1)", bare.Load(tier.Storage, 1), 128*kib/7e9)
+
+	// The defaults on 512-token blocks of 64 MiB: latency once per load.
+	c := mustCost(t, m, 512, tier.DefaultCompute(), nil)
+	near(t, "Load(CPU, 1)", c.Load(tier.CPU, 1), 10e-6+64*kib*kib/54e9)
+	near(t, "Load(STORAGE, 1)", c.Load(tier.Storage, 1), 80e-6+64*kib*kib/7e9)
+	near(t, "Load(STORAGE, 3)", c.Load(tier.Storage, 3), 80e-6+3*64*kib*kib/7e9)
+	for _, tc := range []struct {
+		m      tier.Medium
+		blocks int
+	}{{tier.GPU, 10}, {tier.CPU, 0}, {tier.Storage, -1}, {tier.Medium("TAPE"), 1}} {
+		if got := c.Load(tc.m, tc.blocks); got != 0 {
+			t.Errorf("Load(%s, %d) = %v, want 0", tc.m, tc.blocks, got)
+		}
+	}
+}
+
+func TestPays(t *testing.T) {
+	m := mustModel(t, "llama-3-8b")
+	c := mustCost(t, m, 512, tier.DefaultCompute(), map[tier.Medium]tier.Link{tier.Storage: mustLink(t, "s3")})
+	// A 512-token block recomputes in about 16.8 ms; from host memory it
+	// loads in 1.25 ms, from an object store in 30 ms + 67 ms.
+	if !c.Pays(tier.CPU, 1, 0) || c.Pays(tier.Storage, 1, 0) {
+		t.Errorf("Pays(CPU) = %v, Pays(STORAGE over s3) = %v, want true, false", c.Pays(tier.CPU, 1, 0), c.Pays(tier.Storage, 1, 0))
+	}
+	if !c.Pays(tier.GPU, 1, 0) || c.Pays(tier.CPU, 0, 0) {
+		t.Error("a block on the GPU always pays, and no blocks never do")
+	}
+	// From a local NVMe drive, 80 us + 18.7 us per token against 32.5 us
+	// per token: a load pays from 80 / (32.48 - 18.72) = 5.8 tokens on.
+	for tokens, want := range map[int]bool{5: false, 6: true} {
+		nvme := mustCost(t, m, tokens, tier.DefaultCompute(), nil)
+		if got := nvme.Pays(tier.Storage, 1, 0); got != want {
+			t.Errorf("%d-token block from NVMe: Pays = %v, want %v", tokens, got, want)
+		}
+	}
+	// Pays is exactly Load < Prefill, for every preset, medium and place.
+	for _, name := range tier.ModelNames() {
+		for _, bt := range []int{1, 16, 512} {
+			c := mustCost(t, mustModel(t, name), bt, tier.DefaultCompute(), nil)
+			for _, med := range []tier.Medium{tier.GPU, tier.CPU, tier.Storage} {
+				for _, blocks := range []int{0, 1, 2, 64} {
+					for _, cached := range []int{0, 1000, 32768} {
+						want := blocks > 0 && c.Load(med, blocks) < c.Prefill(cached, cached+blocks*bt)
+						if got := c.Pays(med, blocks, cached); got != want {
+							t.Errorf("%s, %d-token blocks: Pays(%s, %d, %d) = %v, want %v", name, bt, med, blocks, cached, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPaysBreakEven sets a link's latency on either side of the break-even
+// (latency + bytes / bandwidth = recompute): one nanosecond below it a load
+// pays, at it and above it a load does not.
+func TestPaysBreakEven(t *testing.T) {
+	m := mustModel(t, "llama-3-70b")
+	const blockTokens, cached = 16, 1000
+	bare := mustCost(t, m, blockTokens, tier.DefaultCompute(), map[tier.Medium]tier.Link{tier.CPU: {Bandwidth: 25e9}})
+	recompute := bare.Prefill(cached, cached+blockTokens)
+	breakEven := recompute - bare.Load(tier.CPU, 1)
+	if breakEven <= 0 {
+		t.Fatalf("recompute %v is no more than the transfer %v", recompute, bare.Load(tier.CPU, 1))
+	}
+	for _, tc := range []struct {
+		latency time.Duration
+		pays    bool
+	}{{breakEven - 1, true}, {breakEven, false}, {breakEven + 1, false}} {
+		c := mustCost(t, m, blockTokens, tier.DefaultCompute(), map[tier.Medium]tier.Link{
+			tier.CPU: {Bandwidth: 25e9, Latency: tc.latency},
+		})
+		if got := c.Pays(tier.CPU, 1, cached); got != tc.pays {
+			t.Errorf("latency %v (break-even %v): Pays = %v, want %v", tc.latency, breakEven, got, tc.pays)
+		}
+	}
+}
+
+func TestNewCostErrors(t *testing.T) {
+	good := mustModel(t, "llama-3-8b")
+	bad := good
+	bad.Latent = 576
+	compute := tier.DefaultCompute()
+	withMFU := func(mfu float64) tier.Compute { c := compute; c.MFU = mfu; return c }
+	for _, tc := range []struct {
+		name        string
+		model       tier.Model
+		blockTokens int
+		compute     tier.Compute
+		links       map[tier.Medium]tier.Link
+		want        string
+	}{
+		{"bad model", bad, 16, compute, nil, "one of the two"},
+		{"no tokens per block", good, 0, compute, nil, "0 tokens per block"},
+		{"negative tokens per block", good, -16, compute, nil, "-16 tokens per block"},
+		{"huge blocks", good, 1 << 50, compute, nil, "2^62 bytes"},
+		{"MFU 0", good, 16, withMFU(0), nil, "MFU 0"},
+		{"MFU above 1", good, 16, withMFU(1.5), nil, "MFU 1.5"},
+		{"negative MFU", good, 16, withMFU(-0.5), nil, "MFU -0.5"},
+		{"MFU not a number", good, 16, withMFU(math.NaN()), nil, "MFU NaN"},
+		{"no FLOPS", good, 16, tier.Compute{MFU: 0.5}, nil, "no prefill rate"},
+		{"no compute", good, 16, tier.Compute{}, nil, "no prefill rate"},
+		{"negative FLOPS", good, 16, tier.Compute{FLOPS: -1, MFU: 0.5}, nil, "FLOPS"},
+		{"negative rate", good, 16, tier.Compute{TokensPerSecond: -1}, nil, "tokens/s"},
+		{"infinite rate", good, 16, tier.Compute{TokensPerSecond: math.Inf(1)}, nil, "tokens/s"},
+		{"link without bandwidth", good, 16, compute, map[tier.Medium]tier.Link{tier.CPU: {Latency: time.Microsecond}}, "no bandwidth (medium CPU)"},
+		{"negative bandwidth", good, 16, compute, map[tier.Medium]tier.Link{tier.Storage: {Bandwidth: -1}}, "want a positive number (medium STORAGE)"},
+		{"negative latency", good, 16, compute, map[tier.Medium]tier.Link{tier.CPU: {Bandwidth: 1e9, Latency: -1}}, "latency is -1ns"},
+		{"GPU link", good, 16, compute, map[tier.Medium]tier.Link{tier.GPU: {Bandwidth: 1e12}}, "for the GPU"},
+		{"unknown medium", good, 16, compute, map[tier.Medium]tier.Link{"TAPE": {Bandwidth: 1e8}}, `unknown medium "TAPE"`},
+	} {
+		c, err := tier.NewCost(tc.model, tc.blockTokens, tc.compute, tc.links)
+		if err == nil || c != nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewCost = %v, %v, want an error with %q", tc.name, c, err, tc.want)
+		}
+	}
+	// A measured rate needs no FLOPS nor MFU, and overrides them if given.
+	for _, c := range []tier.Compute{{TokensPerSecond: 5000}, {FLOPS: 989e12, MFU: 0.5, TokensPerSecond: 5000}} {
+		if _, err := tier.NewCost(good, 16, c, nil); err != nil {
+			t.Errorf("NewCost with %+v: %v", c, err)
+		}
+	}
+}
+
+func TestCostLink(t *testing.T) {
+	c := mustCost(t, mustModel(t, "qwen2.5-7b"), 16, tier.DefaultCompute(), map[tier.Medium]tier.Link{tier.CPU: mustLink(t, "pcie4")})
+	if l, ok := c.Link(tier.CPU); !ok || l != mustLink(t, "pcie4") {
+		t.Errorf("Link(CPU) = %+v, %v, want the pcie4 link given", l, ok)
+	}
+	if l, ok := c.Link(tier.Storage); !ok || l != mustLink(t, "nvme") {
+		t.Errorf("Link(STORAGE) = %+v, %v, want the default nvme", l, ok)
+	}
+	if _, ok := c.Link(tier.GPU); ok {
+		t.Error("Link(GPU) reports a link")
+	}
+}
