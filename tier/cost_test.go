@@ -1,7 +1,9 @@
 package tier_test
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -438,5 +440,75 @@ func TestCostLink(t *testing.T) {
 	}
 	if _, ok := c.Link(tier.GPU); ok {
 		t.Error("Link(GPU) reports a link")
+	}
+}
+
+// docsTable renders the table docs/tiers.md shows: per preset, at the
+// defaults, a 512-token block's bytes, its load from each medium and its
+// recompute, and the smallest block from which a load over each link
+// preset pays.
+func docsTable(t *testing.T) string {
+	t.Helper()
+	const blockTokens, far = 512, 32768
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1e3) }
+	var b strings.Builder
+	b.WriteString("| model | KV per token | 512-token block | load from CPU | load from storage | recompute at 0 | recompute at 32k |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, name := range tier.ModelNames() {
+		c := mustCost(t, mustModel(t, name), blockTokens, tier.DefaultCompute(), nil)
+		fmt.Fprintf(&b, "| %s | %g KiB | %g MiB | %s | %s | %s | %s |\n", name,
+			float64(c.Model().BytesPerToken())/kib, float64(c.BlockBytes())/kib/kib,
+			ms(c.Load(tier.CPU, 1)), ms(c.Load(tier.Storage, 1)),
+			ms(c.Prefill(0, blockTokens)), ms(c.Prefill(far, far+blockTokens)))
+	}
+	b.WriteString("\nSmallest block, in tokens, whose load pays, for a block at the start of a prompt / after 32k tokens (- : not up to 65,536):\n\n")
+	b.WriteString("| model | " + strings.Join(tier.LinkNames(), " | ") + " |\n")
+	b.WriteString("|---" + strings.Repeat("|---:", len(tier.LinkNames())) + "|\n")
+	for _, name := range tier.ModelNames() {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, link := range tier.LinkNames() {
+			links := map[tier.Medium]tier.Link{tier.Storage: mustLink(t, link)}
+			fmt.Fprintf(&b, " %s / %s |", smallestPaying(t, name, links, 0), smallestPaying(t, name, links, far))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// smallestPaying returns the fewest tokens per block from which loading a
+// block from storage after cached tokens pays, or "-" if none up to 65,536.
+// Recompute minus load is convex in the block's tokens and negative at 0,
+// so the blocks that pay are all those from some size on: a binary search
+// finds it.
+func smallestPaying(t *testing.T, name string, links map[tier.Medium]tier.Link, cached int) string {
+	t.Helper()
+	pays := func(tokens int) bool {
+		return mustCost(t, mustModel(t, name), tokens, tier.DefaultCompute(), links).Pays(tier.Storage, 1, cached)
+	}
+	lo, hi := 1, 1<<16
+	if !pays(hi) {
+		return "-"
+	}
+	for lo < hi {
+		if mid := (lo + hi) / 2; pays(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return fmt.Sprint(lo)
+}
+
+// TestDocsTable checks that docs/tiers.md shows the table the cost model
+// gives today; run it with -v to print the table.
+func TestDocsTable(t *testing.T) {
+	table := docsTable(t)
+	t.Log("\n" + table)
+	docs, err := os.ReadFile("../docs/tiers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(docs), table) {
+		t.Errorf("docs/tiers.md does not show the cost model's table; it is now:\n%s", table)
 	}
 }
