@@ -1,0 +1,428 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sagellm/kvevict"
+)
+
+// Write says when a tier below the GPU receives a block.
+type Write uint8
+
+// The write policies.
+const (
+	// WriteThrough stores every block a request used in every tier below
+	// the GPU after the request, as vLLM's offloading connector and
+	// Dynamo's KVBM do; a lower tier's victims are dropped.
+	WriteThrough Write = iota + 1
+	// WriteSelective is WriteThrough for the blocks requested at least
+	// Config.Threshold times (vLLM's store_threshold, SGLang's
+	// write_through_selective, KVBM's second sighting).
+	WriteSelective
+	// WriteBack stores a block in the tier below when the tier above
+	// evicts it (a demotion, SGLang's write_back); the last tier's victims
+	// are dropped.
+	WriteBack
+)
+
+// String returns the policy's name as ParseWrite reads it, without the
+// threshold.
+func (w Write) String() string {
+	switch w {
+	case WriteThrough:
+		return "through"
+	case WriteSelective:
+		return "selective"
+	case WriteBack:
+		return "back"
+	}
+	return "unknown"
+}
+
+// ParseWrite reads a write policy as the command's -write flag takes it:
+// "through", "selective=N" (N >= 1 requests) or "back". It returns the
+// policy and, for selective, its threshold.
+func ParseWrite(s string) (w Write, threshold int, err error) {
+	name, arg, hasArg := strings.Cut(s, "=")
+	switch {
+	case name == "through" && !hasArg:
+		return WriteThrough, 0, nil
+	case name == "back" && !hasArg:
+		return WriteBack, 0, nil
+	case name == "selective" && hasArg:
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return 0, 0, fmt.Errorf("tier: write policy %q: the threshold must be a whole number of requests >= 1", s)
+		}
+		return WriteSelective, n, nil
+	}
+	return 0, 0, fmt.Errorf("tier: unknown write policy %q (want through, selective=N or back)", s)
+}
+
+// Level configures one tier of a [Hierarchy].
+type Level struct {
+	Medium Medium
+	// Capacity is the tier's size in blocks, at least 1.
+	Capacity int
+	// Strategy and Options choose the tier's victims, as [NewCache] takes
+	// them.
+	Strategy kvevict.Strategy
+	Options  []kvevict.Option
+}
+
+// Config configures a [Hierarchy].
+type Config struct {
+	// Levels are the tiers, top first: one GPU tier, then host memory
+	// (CPU) and storage tiers in that order.
+	Levels []Level
+	// Write is when a lower tier receives a block; WriteThrough if zero.
+	Write Write
+	// Threshold is how many requests must reference a block before
+	// WriteSelective stores it; unused by the other policies.
+	Threshold int
+	// Exclusive keeps each block on one tier at a time: a load moves it
+	// up and leaves no copy below (a victim cache). It needs WriteBack:
+	// the other policies copy blocks down on purpose. Inclusive, the
+	// default, leaves a loaded block's copy where it was.
+	Exclusive bool
+	// Events, if set, receives an [Event] for every batch of blocks that
+	// enter or leave a tier, in the order of the changes.
+	Events func(Event)
+}
+
+// selectiveTracked is how many blocks WriteSelective counts requests for,
+// the least recent forgotten first: vLLM's store_threshold tracker keeps
+// 64,000 keys.
+const selectiveTracked = 64_000
+
+// ErrConfig is matched (errors.Is) by every error of [New] about its
+// configuration.
+var ErrConfig = errors.New("tier: invalid configuration")
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	if len(c.Levels) == 0 {
+		return bad("no tiers")
+	}
+	prev := -1
+	for i, l := range c.Levels {
+		r := l.Medium.rank()
+		switch {
+		case r < 0:
+			return bad("tier %d: unknown medium %q", i, l.Medium)
+		case i == 0 && l.Medium != GPU:
+			return bad("the first tier is %s; the hierarchy starts at the GPU", l.Medium)
+		case i > 0 && l.Medium == GPU:
+			return bad("tier %d is a second GPU tier", i)
+		case r < prev:
+			return bad("tier %d (%s) is above tier %d (%s): list the tiers from the GPU down", i, l.Medium, i-1, c.Levels[i-1].Medium)
+		case l.Capacity < 1:
+			return bad("tier %d (%s): capacity must be at least 1 block, got %d", i, l.Medium, l.Capacity)
+		}
+		if _, err := kvevict.ParseStrategy(string(l.Strategy)); err != nil {
+			return bad("tier %d (%s): %v", i, l.Medium, err)
+		}
+		prev = r
+	}
+	switch c.Write {
+	case 0, WriteThrough, WriteBack:
+		if c.Threshold != 0 {
+			return bad("a threshold of %d requests applies to selective writes only", c.Threshold)
+		}
+	case WriteSelective:
+		if c.Threshold < 1 {
+			return bad("selective writes need a threshold of at least 1 request, got %d", c.Threshold)
+		}
+	default:
+		return bad("unknown write policy %d", c.Write)
+	}
+	if c.Exclusive && c.Write != WriteBack {
+		return bad("exclusive tiers need write-back: %s writes copy blocks down on purpose", c.write())
+	}
+	return nil
+}
+
+func (c *Config) write() Write {
+	if c.Write == 0 {
+		return WriteThrough
+	}
+	return c.Write
+}
+
+// Stats counts what happened on one tier, in blocks.
+type Stats struct {
+	Medium   Medium
+	Capacity int
+	Strategy kvevict.Strategy
+	// Hits are blocks a request found on this tier, continuing the run
+	// found above it: on the GPU its prefix hits, below the blocks loaded
+	// from it.
+	Hits int64
+	// Stored are blocks that entered the tier: on the GPU the blocks a
+	// request loaded or computed, below the blocks written to it.
+	Stored int64
+	// Evicted are blocks the tier's strategy chose as victims.
+	Evicted int64
+	// Failed are blocks offered to the tier that it did not store: a
+	// store larger than the tier.
+	Failed int64
+}
+
+// Match is where a request's blocks are: a run on each tier, each run
+// continuing the one above it, then the misses.
+type Match struct {
+	// Runs[i] is how many blocks tier i holds after the runs above it.
+	Runs []int
+	// Misses are the request's blocks after the runs, to be computed.
+	Misses int
+}
+
+// Hits returns the blocks found on any tier.
+func (m *Match) Hits() int {
+	n := 0
+	for _, r := range m.Runs {
+		n += r
+	}
+	return n
+}
+
+// Hierarchy is a KV cache across tiers: the GPU's blocks, then host memory
+// and storage, each tier a [Cache] of its capacity and strategy, keyed by
+// block hash. An engine serves a request with [Hierarchy.Lookup], then
+// [Hierarchy.Load] of the runs found below the GPU, [Hierarchy.Admit] of
+// the request's blocks on the GPU (evicting under pressure, demoting under
+// WriteBack) and [Hierarchy.Offer] of its blocks to the tiers below;
+// [Hierarchy.Request] does all four. Every transfer completes within the
+// call that starts it. Not safe for concurrent use.
+type Hierarchy struct {
+	levels    []*Cache
+	stats     []Stats
+	write     Write
+	threshold int
+	exclusive bool
+	events    func(Event)
+	seen      *Cache // WriteSelective's request counts, bounded
+
+	match   Match
+	offered []uint64   // scratch: the blocks Offer stores
+	evicted [][]uint64 // per tier, its victims since the latest Request began
+}
+
+// New returns an empty hierarchy, or an error matching [ErrConfig] (or
+// from the strategies' options) for a configuration it cannot serve.
+func New(cfg Config) (*Hierarchy, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	h := &Hierarchy{
+		write: cfg.write(), threshold: cfg.Threshold, exclusive: cfg.Exclusive, events: cfg.Events,
+		match: Match{Runs: make([]int, len(cfg.Levels))}, evicted: make([][]uint64, len(cfg.Levels)),
+	}
+	for i, l := range cfg.Levels {
+		opts := append([]kvevict.Option{kvevict.WithEvictionHistory(0)}, l.Options...)
+		if l.Strategy.Adaptive() {
+			// One block per candidate: the history's capacity, counted in
+			// candidates, is the tier's, plus room for the blocks of one
+			// call, which precede the selection that makes room for them.
+			opts = append([]kvevict.Option{kvevict.WithCapacity(2 * l.Capacity)}, opts...)
+		}
+		c, err := NewCache(l.Strategy, l.Capacity, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)
+		}
+		h.levels = append(h.levels, c)
+		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
+	}
+	if h.write == WriteSelective {
+		seen, err := NewCache(kvevict.LRU, selectiveTracked, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
+		if err != nil {
+			return nil, err
+		}
+		h.seen = seen
+	}
+	return h, nil
+}
+
+// Stats returns each tier's counts, top first.
+func (h *Hierarchy) Stats() []Stats { return append([]Stats(nil), h.stats...) }
+
+// Contains reports whether tier i holds block id. O(1).
+func (h *Hierarchy) Contains(i int, id uint64) bool { return h.levels[i].Contains(id) }
+
+// Len returns how many blocks tier i holds.
+func (h *Hierarchy) Len(i int) int { return h.levels[i].Len() }
+
+// Lookup returns where a request's blocks are: the run of its leading
+// blocks on the GPU, the run after it on the next tier, and so on; the
+// blocks after the last run are misses. The Match is valid until the next
+// call. It changes nothing. O(len(hashes)).
+func (h *Hierarchy) Lookup(hashes []uint64) *Match {
+	m := &h.match
+	at := 0
+	for i, c := range h.levels {
+		n := 0
+		for at+n < len(hashes) && c.Contains(hashes[at+n]) {
+			n++
+		}
+		m.Runs[i] = n
+		at += n
+	}
+	m.Misses = len(hashes) - at
+	return m
+}
+
+// Load brings the runs m found below the GPU up: each run counts as hits
+// of its tier, which keeps its copies (touched, as a request of them)
+// unless the hierarchy is exclusive; an exclusive hierarchy then drops
+// every other copy of the request's blocks below the GPU too, since Admit
+// makes them all resident there. m must be Lookup's for the same hashes.
+func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
+	at := m.Runs[0]
+	for i := 1; i < len(h.levels); i++ {
+		run := hashes[at : at+m.Runs[i]]
+		at += m.Runs[i]
+		h.stats[i].Hits += int64(len(run))
+		if len(run) == 0 || h.exclusive {
+			continue
+		}
+		if _, err := h.levels[i].Request(run, kvevict.PriorityLow); err != nil {
+			return fmt.Errorf("tier %d (%s): load: %w", i, h.stats[i].Medium, err)
+		}
+	}
+	if h.exclusive {
+		for i := 1; i < len(h.levels); i++ {
+			h.drop(i, hashes)
+		}
+	}
+	return nil
+}
+
+// drop removes hashes from tier i where it holds them, with a Removed
+// event; not evictions.
+func (h *Hierarchy) drop(i int, hashes []uint64) {
+	gone := h.offered[:0]
+	for _, id := range hashes {
+		if h.levels[i].Remove(id) {
+			gone = append(gone, id)
+		}
+	}
+	h.offered = gone
+	h.emit(Removed, i, gone)
+}
+
+// Admit makes the request's blocks resident on the GPU with priority
+// prio, as [Cache.Request] does: the GPU's strategy evicts what they need,
+// the request's own blocks never, and under WriteBack its victims are
+// demoted to the next tier, whose victims go to the one after. A request
+// of more blocks than the GPU holds keeps its first ones.
+func (h *Hierarchy) Admit(hashes []uint64, prio kvevict.Priority) error {
+	return h.store(0, hashes, prio)
+}
+
+// store makes ids resident on tier i, counts and reports what entered and
+// left, and passes the victims down under WriteBack.
+func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority) error {
+	out, err := h.levels[i].Request(ids, prio)
+	if err != nil {
+		return fmt.Errorf("tier %d (%s): %w", i, h.stats[i].Medium, err)
+	}
+	st := &h.stats[i]
+	st.Stored += int64(out.Loaded)
+	st.Evicted += int64(len(out.Victims))
+	if i > 0 {
+		st.Failed += int64(out.Over)
+	}
+	h.emit(Stored, i, out.Entered)
+	if len(out.Victims) == 0 {
+		return nil
+	}
+	from := len(h.evicted[i])
+	for _, v := range out.Victims {
+		h.evicted[i] = append(h.evicted[i], v.ID)
+	}
+	down := h.evicted[i][from:]
+	h.emit(Removed, i, down)
+	if h.write == WriteBack && i+1 < len(h.levels) {
+		return h.store(i+1, down, kvevict.PriorityLow)
+	}
+	return nil
+}
+
+// Offer stores a request's blocks in the tiers below the GPU as the write
+// policy says: under WriteThrough all of them in every tier, under
+// WriteSelective those requested at least the threshold times (this
+// request included), and under WriteBack none (they go down when evicted).
+// Call it once per request, after Admit: WriteSelective counts the calls.
+func (h *Hierarchy) Offer(hashes []uint64) error {
+	offered := hashes
+	switch h.write {
+	case WriteBack:
+		return nil
+	case WriteSelective:
+		if _, err := h.seen.Request(hashes, kvevict.PriorityLow); err != nil {
+			return err
+		}
+		offered = h.offered[:0]
+		for _, id := range hashes {
+			if h.seen.Uses(id) >= h.threshold {
+				offered = append(offered, id)
+			}
+		}
+		h.offered = offered
+	}
+	if len(offered) == 0 {
+		return nil
+	}
+	for i := 1; i < len(h.levels); i++ {
+		if err := h.store(i, offered, kvevict.PriorityLow); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Request serves one request's blocks: [Hierarchy.Lookup], then
+// [Hierarchy.Load], [Hierarchy.Admit] and [Hierarchy.Offer]. It returns the
+// Match that Lookup found, valid until the next call, and counts the GPU's
+// hits.
+func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, error) {
+	for i := range h.evicted {
+		h.evicted[i] = h.evicted[i][:0]
+	}
+	m := h.Lookup(hashes)
+	h.stats[0].Hits += int64(m.Runs[0])
+	if err := h.Load(hashes, m); err != nil {
+		return nil, err
+	}
+	if err := h.Admit(hashes, prio); err != nil {
+		return nil, err
+	}
+	if err := h.Offer(hashes); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Victims returns the blocks tier i evicted since the latest
+// [Hierarchy.Request] began, in eviction order; valid until the next
+// Request.
+func (h *Hierarchy) Victims(i int) []uint64 { return h.evicted[i] }
+
+// MarkPartial marks block id on the GPU as the partial last block of the
+// request that just used it, as [Cache.MarkPartial] does, and reports
+// whether the GPU holds it.
+func (h *Hierarchy) MarkPartial(id uint64) bool { return h.levels[0].MarkPartial(id) }
+
+// emit sends an event of kind for ids on tier i, in a slice of its own, if
+// anyone listens and ids is not empty.
+func (h *Hierarchy) emit(kind EventKind, i int, ids []uint64) {
+	if h.events == nil || len(ids) == 0 {
+		return
+	}
+	h.events(Event{Kind: kind, Medium: h.stats[i].Medium, Hashes: append([]uint64(nil), ids...)})
+}

@@ -1,0 +1,290 @@
+package tier
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+)
+
+func newHierarchy(t *testing.T, cfg Config) *Hierarchy {
+	t.Helper()
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func lru(m Medium, capacity int) Level {
+	return Level{Medium: m, Capacity: capacity, Strategy: kvevict.LRU}
+}
+
+// step is one request of a script and where its blocks were found.
+type step struct {
+	hashes []uint64
+	runs   []int
+	misses int
+}
+
+// residents returns tier i's blocks, sorted.
+func residents(h *Hierarchy, i int) []uint64 {
+	ids := h.levels[i].Residents()
+	slices.Sort(ids)
+	return ids
+}
+
+func run(t *testing.T, h *Hierarchy, steps []step) {
+	t.Helper()
+	for k, s := range steps {
+		m, err := h.Request(s.hashes, kvevict.PriorityLow)
+		if err != nil {
+			t.Fatalf("request %d %v: %v", k, s.hashes, err)
+		}
+		if !slices.Equal(m.Runs, s.runs) || m.Misses != s.misses {
+			t.Fatalf("request %d %v: runs %v, misses %d; want %v, %d", k, s.hashes, m.Runs, m.Misses, s.runs, s.misses)
+		}
+		for i, c := range h.levels {
+			if err := c.Check(); err != nil {
+				t.Fatalf("request %d, tier %d: %v", k, i, err)
+			}
+		}
+	}
+}
+
+func wantStats(t *testing.T, h *Hierarchy, want []Stats) {
+	t.Helper()
+	got := h.Stats()
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Hits != w.Hits || g.Stored != w.Stored || g.Evicted != w.Evicted || g.Failed != w.Failed {
+			t.Errorf("tier %d (%s): hits %d, stored %d, evicted %d, failed %d; want %d, %d, %d, %d",
+				i, g.Medium, g.Hits, g.Stored, g.Evicted, g.Failed, w.Hits, w.Stored, w.Evicted, w.Failed)
+		}
+	}
+}
+
+// TestWriteThrough steps an inclusive write-through hierarchy of LRU tiers
+// (GPU 2 blocks, host 4) through a hand-worked script. A request touches
+// its blocks last first, so its first block ends the most recent, on every
+// tier.
+func TestWriteThrough(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 2), lru(CPU, 4)}})
+	run(t, h, []step{
+		{[]uint64{1, 2}, []int{0, 0}, 2}, // GPU {1,2}; host {1,2}
+		{[]uint64{3, 4}, []int{0, 0}, 2}, // GPU evicts 2 then 1; host {1,2,3,4}
+		{[]uint64{1, 2}, []int{0, 2}, 0}, // loaded from the host; GPU evicts 4, 3; the host touches 1, 2
+		// The GPU keeps the first 2 of 3 blocks and evicts 2, 1. The host,
+		// least recent first 4, 3, 2, 1, evicts 4, 3, 2 for 5, 6, 7.
+		{[]uint64{5, 6, 7}, []int{0, 0}, 3},
+		{[]uint64{1, 9}, []int{0, 1}, 1}, // 1 from the host; 9 computed
+	})
+	// 5, 6, 7 entered the host last first, and the load touched 1: 9
+	// replaces 7, the host's least recent.
+	if got := residents(h, 1); !slices.Equal(got, []uint64{1, 5, 6, 9}) {
+		t.Fatalf("host holds %v, want [1 5 6 9]", got)
+	}
+	wantStats(t, h, []Stats{
+		{Hits: 0, Stored: 10, Evicted: 8},
+		{Hits: 3, Stored: 8, Evicted: 4},
+	})
+}
+
+// TestWriteBackExclusive steps an exclusive write-back hierarchy of LRU
+// tiers of 2 blocks each through a hand-worked script: victims go down one
+// tier, the last tier's are dropped, and a load moves its blocks up.
+func TestWriteBackExclusive(t *testing.T) {
+	var events []Event
+	h := newHierarchy(t, Config{
+		Levels: []Level{lru(GPU, 2), lru(CPU, 2), lru(Storage, 2)},
+		Write:  WriteBack, Exclusive: true,
+		Events: func(e Event) { events = append(events, e) },
+	})
+	run(t, h, []step{
+		{[]uint64{1, 2}, []int{0, 0, 0}, 2}, // GPU {1,2}
+		{[]uint64{3, 4}, []int{0, 0, 0}, 2}, // GPU evicts 2, 1 to the host
+		// GPU evicts 4, 3 to the host, which evicts 1, 2 (1 is its least
+		// recent: the demotion touched 1 then 2) to storage.
+		{[]uint64{5, 6}, []int{0, 0, 0}, 2},
+		// Loaded from storage, which lets them go. GPU evicts 6, 5 to the
+		// host, which evicts 3, 4 to storage.
+		{[]uint64{1, 2}, []int{0, 0, 2}, 0},
+	})
+	for i, want := range [][]uint64{{1, 2}, {5, 6}, {3, 4}} {
+		if got := residents(h, i); !slices.Equal(got, want) {
+			t.Fatalf("tier %d holds %v, want %v", i, got, want)
+		}
+	}
+	wantStats(t, h, []Stats{
+		{Hits: 0, Stored: 8, Evicted: 6},
+		{Hits: 0, Stored: 6, Evicted: 4},
+		{Hits: 2, Stored: 4, Evicted: 0},
+	})
+	want := []Event{
+		{Stored, GPU, []uint64{1, 2}},
+		{Stored, GPU, []uint64{3, 4}}, {Removed, GPU, []uint64{2, 1}}, {Stored, CPU, []uint64{2, 1}},
+		{Stored, GPU, []uint64{5, 6}}, {Removed, GPU, []uint64{4, 3}}, {Stored, CPU, []uint64{4, 3}},
+		{Removed, CPU, []uint64{1, 2}}, {Stored, Storage, []uint64{1, 2}},
+		{Removed, Storage, []uint64{1, 2}}, // the load takes them up
+		{Stored, GPU, []uint64{1, 2}}, {Removed, GPU, []uint64{6, 5}}, {Stored, CPU, []uint64{6, 5}},
+		{Removed, CPU, []uint64{3, 4}}, {Stored, Storage, []uint64{3, 4}},
+	}
+	if !slices.EqualFunc(events, want, func(a, b Event) bool {
+		return a.Kind == b.Kind && a.Medium == b.Medium && slices.Equal(a.Hashes, b.Hashes)
+	}) {
+		t.Fatalf("events\n%v\nwant\n%v", events, want)
+	}
+}
+
+// TestWriteSelective: a block goes down only from its second request.
+func TestWriteSelective(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 1), lru(CPU, 4)}, Write: WriteSelective, Threshold: 2})
+	run(t, h, []step{
+		{[]uint64{1}, []int{0, 0}, 1}, // first request of 1: not stored
+		{[]uint64{2}, []int{0, 0}, 1}, // GPU evicts 1, which the host lacks
+		{[]uint64{1}, []int{0, 0}, 1}, // second request of 1: stored
+		{[]uint64{2}, []int{0, 0}, 1}, // and 2 now
+		{[]uint64{1}, []int{0, 1}, 0},
+	})
+	wantStats(t, h, []Stats{{Hits: 0, Stored: 5, Evicted: 4}, {Hits: 1, Stored: 2}})
+}
+
+// TestStoreLargerThanTier: the blocks past a lower tier's capacity are
+// counted as failed stores; the head of the request is kept.
+func TestStoreLargerThanTier(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 3)}})
+	run(t, h, []step{{[]uint64{1, 2, 3, 4, 5}, []int{0, 0}, 5}})
+	wantStats(t, h, []Stats{{Stored: 5}, {Stored: 3, Failed: 2}})
+	if got := residents(h, 1); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("host holds %v, want the head [1 2 3]", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no tiers", Config{}},
+		{"no GPU first", Config{Levels: []Level{lru(CPU, 4)}}},
+		{"two GPUs", Config{Levels: []Level{lru(GPU, 4), lru(GPU, 4)}}},
+		{"out of order", Config{Levels: []Level{lru(GPU, 4), lru(Storage, 4), lru(CPU, 4)}}},
+		{"unknown medium", Config{Levels: []Level{lru(GPU, 4), lru("NVME", 4)}}},
+		{"capacity 0", Config{Levels: []Level{lru(GPU, 4), lru(CPU, 0)}}},
+		{"unknown strategy", Config{Levels: []Level{{Medium: GPU, Capacity: 4, Strategy: "nope"}}}},
+		{"selective without threshold", Config{Levels: []Level{lru(GPU, 4)}, Write: WriteSelective}},
+		{"threshold without selective", Config{Levels: []Level{lru(GPU, 4)}, Threshold: 2}},
+		{"exclusive write-through", Config{Levels: []Level{lru(GPU, 4), lru(CPU, 4)}, Exclusive: true}},
+		{"unknown write", Config{Levels: []Level{lru(GPU, 4)}, Write: 9}},
+	} {
+		if _, err := New(c.cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: error %v, want one matching ErrConfig", c.name, err)
+		}
+	}
+}
+
+func TestParseWrite(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		w         Write
+		threshold int
+	}{{"through", WriteThrough, 0}, {"back", WriteBack, 0}, {"selective=3", WriteSelective, 3}} {
+		w, n, err := ParseWrite(c.in)
+		if err != nil || w != c.w || n != c.threshold {
+			t.Errorf("ParseWrite(%q) = %v, %d, %v; want %v, %d", c.in, w, n, err, c.w, c.threshold)
+		}
+	}
+	for _, bad := range []string{"", "thru", "selective", "selective=0", "selective=x", "back=2"} {
+		if _, _, err := ParseWrite(bad); err == nil {
+			t.Errorf("ParseWrite(%q): no error", bad)
+		}
+	}
+}
+
+// TestHierarchyInvariants drives random prompts with shared prefixes
+// through every write policy and inclusion, every tier's strategy drawn
+// from the key and list strategies, and checks after each request: every
+// tier within its capacity and its cache consistent; a tier's residents
+// are what its stores left after its evictions and removals; the runs and
+// misses partition the request; an exclusive hierarchy holds no block
+// twice; and every block of the request ends on the GPU (the GPU's
+// capacity exceeds every request).
+func TestHierarchyInvariants(t *testing.T) {
+	strategies := []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.FIFO, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto}
+	for _, mode := range []struct {
+		name      string
+		write     Write
+		threshold int
+		exclusive bool
+	}{
+		{"through", WriteThrough, 0, false},
+		{"selective=2", WriteSelective, 2, false},
+		{"back", WriteBack, 0, false},
+		{"back-exclusive", WriteBack, 0, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, uint64(mode.write)))
+			var removed [3]int64
+			cfg := Config{
+				Levels: []Level{
+					{GPU, 24, strategies[rng.IntN(len(strategies))], nil},
+					{CPU, 48, strategies[rng.IntN(len(strategies))], nil},
+					{Storage, 96, strategies[rng.IntN(len(strategies))], nil},
+				},
+				Write: mode.write, Threshold: mode.threshold, Exclusive: mode.exclusive,
+				Events: func(e Event) {
+					if e.Kind == Removed {
+						removed[e.Medium.rank()] += int64(len(e.Hashes))
+					}
+				},
+			}
+			h := newHierarchy(t, cfg)
+			for r := range 4000 {
+				hashes := make([]uint64, 1+rng.IntN(12))
+				base := uint64(rng.IntN(60)) * 16
+				for i := range hashes {
+					hashes[i] = base + uint64(i)
+				}
+				m, err := h.Request(hashes, kvevict.PriorityLow)
+				if err != nil {
+					t.Fatalf("request %d: %v", r, err)
+				}
+				if m.Hits()+m.Misses != len(hashes) {
+					t.Fatalf("request %d: runs %v and %d misses for %d blocks", r, m.Runs, m.Misses, len(hashes))
+				}
+				for _, id := range hashes {
+					if !h.Contains(0, id) {
+						t.Fatalf("request %d: block %d not on the GPU after its request", r, id)
+					}
+				}
+				st := h.Stats()
+				for i := range h.levels {
+					if err := h.levels[i].Check(); err != nil {
+						t.Fatalf("request %d, tier %d: %v", r, i, err)
+					}
+					if n := int64(h.Len(i)); n != st[i].Stored-removed[i] || n > int64(st[i].Capacity) {
+						t.Fatalf("request %d, tier %d: %d blocks, stored %d, removed %d, capacity %d",
+							r, i, n, st[i].Stored, removed[i], st[i].Capacity)
+					}
+				}
+				if mode.exclusive {
+					seen := map[uint64]int{}
+					for i := range h.levels {
+						for _, id := range h.levels[i].Residents() {
+							if j, ok := seen[id]; ok {
+								t.Fatalf("request %d: block %d on tiers %d and %d", r, id, j, i)
+							}
+							seen[id] = i
+						}
+					}
+				}
+			}
+			st := h.Stats()
+			if st[1].Hits == 0 || st[2].Evicted == 0 {
+				t.Fatalf("the script exercises little: %+v", st)
+			}
+		})
+	}
+}
