@@ -26,6 +26,18 @@ const (
 	// evicts it (a demotion, SGLang's write_back); the last tier's victims
 	// are dropped.
 	WriteBack
+	// WriteVLLM is vLLM's OffloadingConnector as vLLM's main held it in
+	// mid-May 2026, before PR #51787: one host tier, run by vLLM's
+	// CPUOffloadingManager with its own lru or arc policy (Level.Strategy
+	// kvevict.LRU or kvevict.ARC names which), called in its scheduler's
+	// order. For each request: the host touches all its keys; the run
+	// after the GPU's is looked up and loaded; the GPU admits the request;
+	// the host is offered the keys from the end of the loaded run (from
+	// the first when nothing was loaded), protected from the eviction that
+	// makes room for them, and, when it stores any, touches all the keys
+	// again. A store that cannot find room fails whole: vLLM's ARC does
+	// not fall back to T1 once T1 is under its target.
+	WriteVLLM
 )
 
 // String returns the policy's name as ParseWrite reads it, without the
@@ -38,13 +50,15 @@ func (w Write) String() string {
 		return "selective"
 	case WriteBack:
 		return "back"
+	case WriteVLLM:
+		return "vllm"
 	}
 	return "unknown"
 }
 
 // ParseWrite reads a write policy as the command's -write flag takes it:
-// "through", "selective=N" (N >= 1 requests) or "back". It returns the
-// policy and, for selective, its threshold.
+// "through", "selective=N" (N >= 1 requests), "back" or "vllm". It returns
+// the policy and, for selective, its threshold.
 func ParseWrite(s string) (w Write, threshold int, err error) {
 	name, arg, hasArg := strings.Cut(s, "=")
 	switch {
@@ -52,6 +66,8 @@ func ParseWrite(s string) (w Write, threshold int, err error) {
 		return WriteThrough, 0, nil
 	case name == "back" && !hasArg:
 		return WriteBack, 0, nil
+	case name == "vllm" && !hasArg:
+		return WriteVLLM, 0, nil
 	case name == "selective" && hasArg:
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 1 {
@@ -59,7 +75,7 @@ func ParseWrite(s string) (w Write, threshold int, err error) {
 		}
 		return WriteSelective, n, nil
 	}
-	return 0, 0, fmt.Errorf("tier: unknown write policy %q (want through, selective=N or back)", s)
+	return 0, 0, fmt.Errorf("tier: unknown write policy %q (want through, selective=N, back or vllm)", s)
 }
 
 // Level configures one tier of a [Hierarchy].
@@ -130,7 +146,7 @@ func (c *Config) validate() error {
 		prev = r
 	}
 	switch c.Write {
-	case 0, WriteThrough, WriteBack:
+	case 0, WriteThrough, WriteBack, WriteVLLM:
 		if c.Threshold != 0 {
 			return bad("a threshold of %d requests applies to selective writes only", c.Threshold)
 		}
@@ -140,6 +156,14 @@ func (c *Config) validate() error {
 		}
 	default:
 		return bad("unknown write policy %d", c.Write)
+	}
+	if c.Write == WriteVLLM {
+		if len(c.Levels) != 2 || c.Levels[1].Medium != CPU {
+			return bad("vLLM's offloading has one tier below the GPU, on the host (CPU)")
+		}
+		if s := c.Levels[1].Strategy; s != kvevict.LRU && s != kvevict.ARC {
+			return bad("vLLM's host tier runs its own lru or arc policy, not %s", s)
+		}
 	}
 	if c.Exclusive && c.Write != WriteBack {
 		return bad("exclusive tiers need write-back: %s writes copy blocks down on purpose", c.write())
@@ -206,7 +230,8 @@ type Hierarchy struct {
 	threshold int
 	exclusive bool
 	events    func(Event)
-	seen      *Cache // WriteSelective's request counts, bounded
+	seen      *Cache   // WriteSelective's request counts, bounded
+	vllm      *vllmCPU // WriteVLLM's host tier, in place of levels[1]
 
 	match   Match
 	offered []uint64   // scratch: the blocks Offer stores
@@ -224,6 +249,12 @@ func New(cfg Config) (*Hierarchy, error) {
 		match: Match{Runs: make([]int, len(cfg.Levels))}, evicted: make([][]uint64, len(cfg.Levels)),
 	}
 	for i, l := range cfg.Levels {
+		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
+		if i == 1 && h.write == WriteVLLM {
+			h.vllm = newVLLMCPU(l.Capacity, l.Strategy == kvevict.ARC)
+			h.levels = append(h.levels, nil)
+			continue
+		}
 		opts := append([]kvevict.Option{kvevict.WithEvictionHistory(0)}, l.Options...)
 		if l.Strategy.Adaptive() {
 			// One block per candidate: the history's capacity, counted in
@@ -236,7 +267,6 @@ func New(cfg Config) (*Hierarchy, error) {
 			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)
 		}
 		h.levels = append(h.levels, c)
-		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
 	}
 	if h.write == WriteSelective {
 		seen, err := NewCache(kvevict.LRU, selectiveTracked, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
@@ -252,10 +282,20 @@ func New(cfg Config) (*Hierarchy, error) {
 func (h *Hierarchy) Stats() []Stats { return append([]Stats(nil), h.stats...) }
 
 // Contains reports whether tier i holds block id. O(1).
-func (h *Hierarchy) Contains(i int, id uint64) bool { return h.levels[i].Contains(id) }
+func (h *Hierarchy) Contains(i int, id uint64) bool {
+	if h.levels[i] == nil {
+		return h.vllm.contains(id)
+	}
+	return h.levels[i].Contains(id)
+}
 
 // Len returns how many blocks tier i holds.
-func (h *Hierarchy) Len(i int) int { return h.levels[i].Len() }
+func (h *Hierarchy) Len(i int) int {
+	if h.levels[i] == nil {
+		return h.vllm.cached
+	}
+	return h.levels[i].Len()
+}
 
 // Lookup returns where a request's blocks are: the run of its leading
 // blocks on the GPU, the run after it on the next tier, and so on; the
@@ -264,9 +304,9 @@ func (h *Hierarchy) Len(i int) int { return h.levels[i].Len() }
 func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 	m := &h.match
 	at := 0
-	for i, c := range h.levels {
+	for i := range h.levels {
 		n := 0
-		for at+n < len(hashes) && c.Contains(hashes[at+n]) {
+		for at+n < len(hashes) && h.Contains(i, hashes[at+n]) {
 			n++
 		}
 		m.Runs[i] = n
@@ -282,6 +322,13 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 // every other copy of the request's blocks below the GPU too, since Admit
 // makes them all resident there. m must be Lookup's for the same hashes.
 func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
+	if h.vllm != nil {
+		// vLLM touches the request's keys before it looks them up; its
+		// lookup changes nothing, so after is the same.
+		h.vllm.touch(hashes)
+		h.stats[1].Hits += int64(m.Runs[1])
+		return nil
+	}
 	at := m.Runs[0]
 	for i := 1; i < len(h.levels); i++ {
 		run := hashes[at : at+m.Runs[i]]
@@ -363,6 +410,9 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 	switch h.write {
 	case WriteBack:
 		return nil
+	case WriteVLLM:
+		h.offerVLLM(hashes)
+		return nil
 	case WriteSelective:
 		if _, err := h.seen.Request(hashes, kvevict.PriorityLow); err != nil {
 			return err
@@ -425,4 +475,34 @@ func (h *Hierarchy) emit(kind EventKind, i int, ids []uint64) {
 		return
 	}
 	h.events(Event{Kind: kind, Medium: h.stats[i].Medium, Hashes: append([]uint64(nil), ids...)})
+}
+
+// offerVLLM is WriteVLLM's store: the keys from the end of the run loaded
+// by the latest Lookup's Match (from the first when nothing was loaded),
+// then, if any was stored, a touch of all the request's keys before the
+// store completes.
+func (h *Hierarchy) offerVLLM(hashes []uint64) {
+	start := 0
+	if loaded := h.match.Runs[1]; loaded > 0 {
+		start = h.match.Runs[0] + loaded
+	}
+	if start >= len(hashes) {
+		return // vLLM's scheduler offers nothing
+	}
+	stored, evicted, ok := h.vllm.store(hashes[start:])
+	st := &h.stats[1]
+	if !ok {
+		st.Failed += int64(len(h.vllm.toStore))
+		return
+	}
+	if len(stored) == 0 {
+		return
+	}
+	st.Stored += int64(len(stored))
+	st.Evicted += int64(len(evicted))
+	h.evicted[1] = append(h.evicted[1], evicted...)
+	h.emit(Removed, 1, evicted)
+	h.emit(Stored, 1, stored)
+	h.vllm.touch(hashes)
+	h.vllm.complete(stored)
 }
