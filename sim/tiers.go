@@ -1,0 +1,214 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// TierConfig is a replay across tiers: the GPU is the replay's pool, of
+// Config.Capacity blocks evicting by the strategy under test, and Below are
+// the tiers under it, top first, each its own capacity and strategy.
+type TierConfig struct {
+	Config
+	Below     []tier.Level
+	Write     tier.Write // WriteThrough if zero
+	Threshold int        // WriteSelective's
+	Exclusive bool
+	// Cost prices each request in time: its loads from the tiers below and
+	// the prefill of its misses. Its block tokens must be the workload's.
+	// Without it the report's seconds are 0.
+	Cost *tier.Cost
+}
+
+// TierStats is one tier's part of a [TierReport], in blocks and bytes.
+type TierStats struct {
+	Medium         tier.Medium `json:"medium"`
+	CapacityBlocks int         `json:"capacity_blocks"`
+	Strategy       string      `json:"strategy"`
+	// Hits are the request blocks this tier served: the GPU's prefix
+	// hits, or the blocks loaded from a lower tier.
+	Hits int64 `json:"hits"`
+	// StoredBlocks entered the tier, EvictedBlocks were its strategy's
+	// victims, and FailedStores were offered and not stored.
+	StoredBlocks  int64 `json:"stored_blocks"`
+	EvictedBlocks int64 `json:"evicted_blocks"`
+	FailedStores  int64 `json:"failed_stores"`
+	// BytesRead are the bytes loaded from the tier to the GPU and
+	// BytesWritten those stored into it, by the cost model's block size (0
+	// on the GPU, and without a cost model). WriteAmplification is
+	// BytesWritten / BytesRead: bytes written for each byte that came back
+	// (0 when none did).
+	BytesRead          int64   `json:"bytes_read"`
+	BytesWritten       int64   `json:"bytes_written"`
+	WriteAmplification float64 `json:"write_amplification"`
+}
+
+// TierReport is how one GPU strategy did over a hierarchy of tiers. Its
+// Report counts a block as a hit when any tier served it (HitRatio, the
+// prefill tokens) and the GPU's evictions (EvictedBlocks, whose
+// re-prefills are the evicted blocks computed again, not loaded).
+type TierReport struct {
+	Report
+	Write     string      `json:"write"`     // through, selective=N or back
+	Inclusion string      `json:"inclusion"` // inclusive or exclusive
+	Tiers     []TierStats `json:"tiers"`     // the GPU first
+	// GPUHits are the blocks found on the GPU, Misses those computed.
+	GPUHits int64 `json:"gpu_hits"`
+	Misses  int64 `json:"misses"`
+	// PrefillSeconds is the modelled time of every request's prefill: the
+	// recompute of its misses (ComputeSeconds) and the loads of its hits
+	// below the GPU (LoadSeconds), one after the other. UnpaidLoads counts
+	// the loads, one per tier and request, that took longer than
+	// recomputing their blocks would have.
+	PrefillSeconds float64 `json:"prefill_seconds"`
+	ComputeSeconds float64 `json:"compute_seconds"`
+	LoadSeconds    float64 `json:"load_seconds"`
+	UnpaidLoads    int64   `json:"unpaid_loads"`
+}
+
+func (c *TierConfig) validate(w *Workload) error {
+	if err := c.Config.validate(w); err != nil {
+		return err
+	}
+	if len(c.Below) == 0 {
+		return fmt.Errorf("sim: a tiered replay needs at least one tier below the GPU")
+	}
+	if c.Cost != nil && c.Cost.BlockTokens() != w.BlockTokens {
+		return fmt.Errorf("sim: the cost model's blocks are %d tokens, the workload's %d", c.Cost.BlockTokens(), w.BlockTokens)
+	}
+	return nil
+}
+
+// write names the write policy as the command's -write flag does.
+func (c *TierConfig) write() string {
+	switch c.Write {
+	case tier.WriteSelective:
+		return fmt.Sprintf("selective=%d", c.Threshold)
+	case 0:
+		return tier.WriteThrough.String()
+	}
+	return c.Write.String()
+}
+
+// ReplayTiers is [Replay] over a hierarchy of tiers (package tier): the
+// GPU, of cfg.Capacity blocks under strategy s, is the plain replay's
+// pool, and below it are cfg.Below. For each request in order: its hits
+// are the run of its blocks on the GPU, then the run after it on each
+// tier below ([tier.Hierarchy.Lookup]); those below are loaded, the
+// request's blocks admitted to the GPU as a plain replay admits them
+// (evicting under pressure, demoting under write-back), and offered to the
+// tiers below as the write policy says ([tier.Hierarchy.Request]). With no
+// tier below it would be Replay, hit for hit.
+func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, error) {
+	if err := cfg.validate(w); err != nil {
+		return TierReport{}, err
+	}
+	// The GPU's options are a plain replay's (see replay), so that the GPU
+	// alone evicts as Replay does.
+	gpuOpts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
+	if s.Adaptive() {
+		gpuOpts = append(gpuOpts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
+	}
+	levels := append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s,
+		Options: append(gpuOpts, cfg.Options...)}}, cfg.Below...)
+	h, err := tier.New(tier.Config{Levels: levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive})
+	if err != nil {
+		return TierReport{}, fmt.Errorf("sim: %w", err)
+	}
+	ceil := computeCeiling(w)
+	t := newTally(w, ceil)
+	var gpuHits int64
+	var clock clock
+	for i := range w.Requests {
+		req := &w.Requests[i]
+		m, err := h.Request(req.HashIDs, kvevict.Priority(req.Priority))
+		if err != nil {
+			return TierReport{}, fmt.Errorf("sim: %s, request %d: %w", s, i, err)
+		}
+		if cfg.Cost != nil {
+			clock.request(cfg.Cost, levels, req, m, w.BlockTokens)
+		}
+		hits := m.Hits()
+		t.request(i, hits)
+		gpuHits += int64(m.Runs[0])
+		for j, id := range req.HashIDs {
+			if j < hits {
+				t.evictions.Clear(id) // found, on the GPU or loaded: not computed again
+			} else if _, again := t.evictions.Access(id); again {
+				t.rePrefillTokens += int64(blockTokens(req, j, w.BlockTokens))
+			}
+		}
+		for _, id := range h.Victims(0) {
+			t.evictions.Evict(id, 0)
+		}
+		if last := len(req.HashIDs) - 1; last >= 0 && blockTokens(req, last, w.BlockTokens) < w.BlockTokens {
+			h.MarkPartial(req.HashIDs[last])
+		}
+		t.utilization(h.Len(0), cfg.Capacity)
+		cfg.progress(i+1, len(w.Requests))
+	}
+	rep := TierReport{
+		Report:         t.report(string(s), "replay", cfg.Capacity),
+		Write:          cfg.write(),
+		Inclusion:      "inclusive",
+		GPUHits:        gpuHits,
+		Misses:         t.refs - t.hits,
+		ComputeSeconds: clock.compute.Seconds(),
+		LoadSeconds:    clock.load.Seconds(),
+		PrefillSeconds: (clock.compute + clock.load).Seconds(),
+		UnpaidLoads:    clock.unpaid,
+	}
+	if cfg.Exclusive {
+		rep.Inclusion = "exclusive"
+	}
+	for i, st := range h.Stats() {
+		ts := TierStats{
+			Medium: st.Medium, CapacityBlocks: st.Capacity, Strategy: string(st.Strategy),
+			Hits: st.Hits, StoredBlocks: st.Stored, EvictedBlocks: st.Evicted, FailedStores: st.Failed,
+		}
+		if i > 0 && cfg.Cost != nil {
+			ts.BytesRead = st.Hits * cfg.Cost.BlockBytes()
+			ts.BytesWritten = st.Stored * cfg.Cost.BlockBytes()
+			if ts.BytesRead > 0 {
+				ts.WriteAmplification = float64(ts.BytesWritten) / float64(ts.BytesRead)
+			}
+		}
+		rep.Tiers = append(rep.Tiers, ts)
+	}
+	return rep, nil
+}
+
+// clock sums a tiered replay's modelled time.
+type clock struct {
+	compute, load time.Duration
+	unpaid        int64
+}
+
+// request adds request req's time: the load of each run found below the
+// GPU, and the prefill of the tokens after the runs.
+func (c *clock) request(cost *tier.Cost, levels []tier.Level, req *Request, m *tier.Match, blockTokens int) {
+	at := m.Runs[0] // blocks at hand so far
+	for i := 1; i < len(levels); i++ {
+		n := m.Runs[i]
+		if n == 0 {
+			continue
+		}
+		c.load += cost.Load(levels[i].Medium, n)
+		if !cost.Pays(levels[i].Medium, n, tokensBefore(req, at, blockTokens)) {
+			c.unpaid++
+		}
+		at += n
+	}
+	c.compute += cost.Prefill(tokensBefore(req, at, blockTokens), req.InputTokens)
+}
+
+// tokensBefore is how many prompt tokens req's first n blocks hold.
+func tokensBefore(req *Request, n, blockTokens int) int {
+	if n == len(req.HashIDs) {
+		return req.InputTokens
+	}
+	return min(n*blockTokens, req.InputTokens)
+}

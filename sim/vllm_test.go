@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/tracetest"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// TestVLLMOffloadFigures replays the conversation trace through
+// tier.WriteVLLM and checks it against vLLM's own code.
+//
+// How the figures were derived: vLLM's files, unmodified, were run under
+// Debian's python3 3.11 with numpy, torch and vllm.logger stubbed, outside
+// this repository: vllm/v1/kv_offload/cpu/manager.py (the code index's
+// c8dd6f9, the bytes of upstream main's 5bd8c71 of 2026-05-14),
+// cpu/policies/base.py (index 59bf71d), kv_offload/base.py (index
+// 14d6506), and cpu/policies/lru.py and arc.py at upstream c42981d, the
+// versions of that policy interface (touch(keys), evict(n, protected));
+// the call order is that of the OffloadingConnectorScheduler at 5bd8c71,
+// before PR #51787. CPUOffloadingManager(num_blocks = 4 x GPU,
+// cache_policy = "lru" or "arc"), store_threshold 1, events off; keys are
+// the trace's hash ids, one CPU block per GPU block. Per request, in file
+// order: g = the GPU's prefix hits (the GPU being the plain replay's LRU
+// pool, whose hits and evictions the harness checked against `kvevict
+// compare`: 12,847 / 16,974 / 32,260 hits); touch(all keys); h =
+// consecutive lookup hits from key g; prepare_load and complete_load of
+// keys[g:g+h]; the GPU admits the request; prepare_store(keys[start:]),
+// start = g+h if h > 0 else 0; if it stored any, touch(all keys) then
+// complete_store. A prepare_store that returns None is a failed store and
+// is not retried.
+//
+// stored are the blocks newly written to the host, evicted the host's
+// victims, failed the blocks not yet on the host that failed stores
+// offered (vLLM's ARC failed 1,357 stores at 1,000 blocks, offering
+// 67,620 blocks of which 66,244 were not on the host).
+func TestVLLMOffloadFigures(t *testing.T) {
+	if reduced() {
+		t.Skip("six replays of the whole trace; run without -short and -race")
+	}
+	w, err := LoadTrace(tracetest.Conversation(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		policy                                       kvevict.Strategy
+		gpu                                          int
+		gpuHits, cpuHits, stored, cpuEvicted, failed int64
+	}{
+		{kvevict.LRU, 1000, 12_847, 12_117, 263_536, 259_536, 0},
+		{kvevict.LRU, 2500, 16_974, 44_072, 227_454, 217_454, 0},
+		{kvevict.LRU, 5000, 32_260, 50_775, 205_465, 185_465, 0},
+		{kvevict.ARC, 1000, 12_847, 16_260, 192_946, 188_946, 66_244},
+		{kvevict.ARC, 2500, 16_974, 39_541, 231_481, 221_481, 0},
+		{kvevict.ARC, 5000, 32_260, 50_085, 206_155, 186_155, 0},
+	} {
+		t.Run(fmt.Sprintf("%s/gpu=%d", c.policy, c.gpu), func(t *testing.T) {
+			rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
+				Config: Config{Capacity: c.gpu},
+				Below:  []tier.Level{{Medium: tier.CPU, Capacity: 4 * c.gpu, Strategy: c.policy}},
+				Write:  tier.WriteVLLM,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu := rep.Tiers[1]
+			if rep.GPUHits != c.gpuHits || cpu.Hits != c.cpuHits || cpu.StoredBlocks != c.stored ||
+				cpu.EvictedBlocks != c.cpuEvicted || cpu.FailedStores != c.failed {
+				t.Errorf("GPU hits %d, host hits %d, stored %d, evicted %d, failed %d; vLLM's %d, %d, %d, %d, %d",
+					rep.GPUHits, cpu.Hits, cpu.StoredBlocks, cpu.EvictedBlocks, cpu.FailedStores,
+					c.gpuHits, c.cpuHits, c.stored, c.cpuEvicted, c.failed)
+			}
+			if want := rep.BlockRefs - c.gpuHits - c.cpuHits; rep.Misses != want {
+				t.Errorf("misses %d, want %d", rep.Misses, want)
+			}
+		})
+	}
+}
