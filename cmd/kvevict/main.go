@@ -7,6 +7,8 @@
 //	                [-mode replay|serve] [-granularity sequence|tail|block]
 //	                [-token-time D] [-capacity LIST] [-strategies LIST]
 //	                [-sampling K] [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
+//	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back|vllm]
+//	                 [-inclusive|-exclusive] [-model NAME] [-link MEDIUM=BANDWIDTH,LATENCY ...]]
 //	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
 //	                [-warmup D] [-format table|json]
 //	kvevict mirror -endpoint E -duration D [-capacity N] [-format table|json]
@@ -36,6 +38,14 @@
 // replay) beside the strategies. -sampling K runs the key strategies with
 // kvevict.WithSampling(K), the approximate selection, to compare its hit
 // ratio with an exact run's.
+//
+// -tier replays across tiers (package tier, docs/tiers.md): the pool is
+// the GPU, and each -tier adds one below it, host memory (cpu) then
+// storage, of its own size and strategy; -write says when a lower tier
+// gets a block (-write vllm reproduces vLLM's offloading of May 2026) and
+// -exclusive keeps each block on one tier. Each row then shows the hits of
+// each tier and the prefill's modelled seconds (-model, -link), beside
+// Belady's MIN at the GPU's capacity and at every tier's together.
 //
 // Every flag is checked before the run starts, and a flag that does not
 // apply to the run is refused: -requests and -seed with -trace, -token-time
@@ -132,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // packageNames matches the names of this module's packages where they
 // begin an error or a wrapped cause ("sim: lru, request 5: kvevict: ..."):
 // the user ran kvevict, and the line names it once.
-var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix): )+`)
+var packageNames = regexp.MustCompile(`(^|: )(?:(?:kvevict|sim|prefix|tier): )+`)
 
 // userMessage is err's text without the package names it passed through.
 func userMessage(err error) string {
@@ -173,6 +183,7 @@ type options struct {
 	plot            string
 	tokenTime       time.Duration
 	sampling        int // WithSampling's k; 0: exact selection
+	tiers           tierOptions
 }
 
 // parseFlags parses compare's flags; -h prints the usage and the columns'
@@ -181,7 +192,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
-	var capacity, strategies, granularity string
+	var capacity, strategies, granularity, write, model string
+	var inclusive bool
 	sourceFlags(fs, o)
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
 	fs.StringVar(&granularity, "granularity", "", "serve mode: what one eviction victim is: sequence, tail or block (default "+string(sim.DefaultGranularity)+"; replay is block by construction)")
@@ -192,6 +204,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
+	tierFlags(fs, &o.tiers, &write, &model, &inclusive)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
@@ -227,6 +240,9 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
 	}
 	if err := checkPlotPath(o.plot); err != nil {
+		return nil, err
+	}
+	if err := checkTiers(o, set, write, model, inclusive); err != nil {
 		return nil, err
 	}
 	if capacity == "" {
@@ -439,6 +455,10 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
+	if len(o.tiers.specs) > 0 {
+		defer signal.Stop(interrupt)
+		return compareTiers(o, w, stdout, stderr, interrupt, runtime.GOMAXPROCS(0))
+	}
 	// Each run only reads the workload: one per core at once.
 	reports, err := runAll(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)
 	signal.Stop(interrupt) // from here a second Ctrl-C ends the command as usual

@@ -17,6 +17,7 @@ import (
 type job struct {
 	capacity int
 	strategy kvevict.Strategy // "": Belady
+	total    bool             // with -tier: Belady at every tier's capacity together
 }
 
 // jobs lists compare's runs in the order of the output: per capacity, the

@@ -1,0 +1,346 @@
+package main
+
+// compare -tier: the replay across tiers, its rows and its table.
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/sim"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// tierOptions are compare's flags for a replay across tiers.
+type tierOptions struct {
+	specs     tierList
+	write     tier.Write
+	threshold int
+	exclusive bool
+	model     tier.Model
+	links     linkList
+}
+
+// linkList is the repeatable -link flag.
+type linkList map[tier.Medium]tier.Link
+
+func (l linkList) String() string {
+	var parts []string
+	for _, m := range []tier.Medium{tier.CPU, tier.Storage} {
+		if k, ok := l[m]; ok {
+			parts = append(parts, strings.ToLower(string(m))+"="+k.String())
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func (l linkList) Set(v string) error {
+	m, k, err := tier.ParseLink(v)
+	if err != nil {
+		return err
+	}
+	if _, dup := l[m]; dup {
+		return fmt.Errorf("the %s link is given twice", strings.ToLower(string(m)))
+	}
+	l[m] = k
+	return nil
+}
+
+// tierFlags defines the tier flags on fs.
+func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive *bool) {
+	t.links = linkList{}
+	fs.Var(&t.specs, "tier", "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo (replay mode)")
+	fs.StringVar(write, "write", "through", "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request), back (when the tier above evicts it) or vllm (vLLM's offloading of May 2026: one cpu tier, lru or arc, run as vLLM runs them)")
+	fs.BoolVar(inclusive, "inclusive", false, "with -tier: a block loaded to the GPU keeps its copy below (the default)")
+	fs.BoolVar(&t.exclusive, "exclusive", false, "with -tier and -write back: each block on one tier at a time, a load moving it up")
+	fs.StringVar(model, "model", "llama-3-8b", "with -tier: the model whose KV bytes and prefill FLOPs price the seconds: "+strings.Join(tier.ModelNames(), ", "))
+	fs.Var(t.links, "link", "with -tier: a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
+}
+
+// checkTiers checks the tier flags against each other and the rest of
+// compare's, given which were set.
+func checkTiers(o *options, set map[string]bool, write, model string, inclusive bool) error {
+	t := &o.tiers
+	if len(t.specs) == 0 {
+		for _, name := range []string{"write", "inclusive", "exclusive", "model", "link"} {
+			if set[name] {
+				return usagef("-%s needs -tier: it shapes the tiers below the GPU", name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case o.mode != "replay":
+		return usagef("-tier needs -mode replay: serve mode's pool has no tiers below it")
+	case o.sampling > 0:
+		return usagef("-sampling and -tier: the tiers keep their blocks in an Index, which selects exactly")
+	case o.format == "csv":
+		return usagef("-format csv has no place for each tier's counts: use -format json or the table")
+	case o.plot != "":
+		return usagef("-plot draws the plain replay's curves: with -tier, use -format json")
+	case inclusive && t.exclusive:
+		return usagef("-inclusive and -exclusive: choose one")
+	}
+	var err error
+	if t.write, t.threshold, err = tier.ParseWrite(strings.ToLower(strings.TrimSpace(write))); err != nil {
+		return usagef("-write: %v", err)
+	}
+	if t.exclusive && t.write != tier.WriteBack {
+		return usagef("-exclusive needs -write back: %s writes copy blocks down on purpose", t.write)
+	}
+	if err := checkTierOrder(t.specs); err != nil {
+		return usagef("%v", err)
+	}
+	if t.write == tier.WriteVLLM && (len(t.specs) != 1 || t.specs[0].medium != tier.CPU ||
+		(t.specs[0].strategy != kvevict.LRU && t.specs[0].strategy != kvevict.ARC)) {
+		return usagef("-write vllm runs vLLM's offloading: one -tier cpu:BLOCKS:lru or cpu:BLOCKS:arc")
+	}
+	for m := range t.links {
+		found := false
+		for _, s := range t.specs {
+			found = found || s.medium == m
+		}
+		if !found {
+			return usagef("-link %s: no -tier on that medium", strings.ToLower(string(m)))
+		}
+	}
+	if t.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
+		return usagef("-model: %v", err)
+	}
+	return nil
+}
+
+// tierJobs are compare's runs with -tier, in the order of the output: per
+// GPU capacity, each strategy over the tiers, then Belady's MIN at the
+// GPU's capacity and at the capacity of every tier together.
+func (o *options) tierJobs() []job {
+	var out []job
+	for _, c := range o.capacities {
+		for _, s := range o.strategies {
+			out = append(out, job{capacity: c, strategy: s})
+		}
+		out = append(out, job{capacity: c}, job{capacity: c, total: true})
+	}
+	return out
+}
+
+// totalCapacity is the blocks of every tier beside a GPU of gpu blocks.
+func (t *tierOptions) totalCapacity(gpu int) int {
+	n := gpu
+	for _, s := range t.specs {
+		n += s.capacity(gpu)
+	}
+	return n
+}
+
+// runTier runs j over the tiers.
+func (o *options) runTier(w *sim.Workload, cost *tier.Cost, j job, progress func(done, total int)) (tierRow, error) {
+	t := &o.tiers
+	cfg := sim.Config{Capacity: j.capacity, Progress: progress}
+	if j.strategy == "" {
+		if j.total {
+			cfg.Capacity = t.totalCapacity(j.capacity)
+		}
+		rep, err := sim.Belady(w, cfg)
+		return tierRow{TierReport: sim.TierReport{Report: rep}, GPUCapacity: j.capacity}, err
+	}
+	tc := sim.TierConfig{Config: cfg, Write: t.write, Threshold: t.threshold, Exclusive: t.exclusive, Cost: cost}
+	for _, s := range t.specs {
+		tc.Below = append(tc.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(j.capacity), Strategy: s.strategy})
+	}
+	rep, err := sim.ReplayTiers(w, j.strategy, tc)
+	return tierRow{TierReport: rep, GPUCapacity: j.capacity}, err
+}
+
+// tierRow is one line of compare -tier's output.
+type tierRow struct {
+	Workload string `json:"workload"`
+	sim.TierReport
+	// GPUCapacity is the GPU's blocks: CapacityBlocks but on the row of
+	// Belady at every tier's capacity.
+	GPUCapacity int    `json:"gpu_capacity_blocks"`
+	Model       string `json:"model"`
+	Best        bool   `json:"best"`
+}
+
+// compareTiers is compare with -tier.
+func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interrupt <-chan os.Signal, workers int) error {
+	t := &o.tiers
+	cost, err := tier.NewCost(t.model, w.BlockTokens, tier.DefaultCompute(), t.links)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	js := o.tierJobs()
+	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
+	rows, _, err := runJobs(len(js), workers, func(i int) (tierRow, error) {
+		r, err := o.runTier(w, cost, js[i], bar.callback())
+		bar.finished()
+		return r, err
+	}, interrupt)
+	bar.stop()
+	if err != nil {
+		return err
+	}
+	best := map[int]float64{}
+	for _, r := range rows {
+		if r.Strategy != sim.BeladyName {
+			best[r.GPUCapacity] = max(best[r.GPUCapacity], r.HitRatio)
+		}
+	}
+	for i := range rows {
+		rows[i].Workload, rows[i].Model = w.Name, t.model.Name
+		rows[i].Best = rows[i].Strategy != sim.BeladyName && rows[i].HitRatio == best[rows[i].GPUCapacity]
+	}
+	if o.format == "json" {
+		return writeRecords(stdout, "json", rows)
+	}
+	return writeTierTable(stdout, o, w, cost, rows)
+}
+
+// writeTierTable prints compare -tier's table, within 100 columns unless
+// -wide.
+func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost, rs []tierRow) error {
+	t := &o.tiers
+	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks; mode replay across tiers\n", w.Name, len(w.Requests), w.BlockTokens)
+	specs := make([]string, len(t.specs))
+	for i, s := range t.specs {
+		specs[i] = s.String()
+	}
+	inclusion := "inclusive"
+	if t.exclusive {
+		inclusion = "exclusive"
+	}
+	write := t.write.String()
+	if t.write == tier.WriteSelective {
+		write = fmt.Sprintf("selective=%d", t.threshold)
+	}
+	fmt.Fprintf(out, "below the GPU: %s; write %s, %s\n", strings.Join(specs, ", "), write, inclusion)
+	var links []string
+	for _, s := range t.specs {
+		if k, ok := cost.Link(s.medium); ok {
+			links = append(links, strings.ToLower(string(s.medium))+" "+k.String())
+		}
+	}
+	fmt.Fprintf(out, "seconds are modelled (docs/tiers.md): %s, %s per block, %s\n", t.model.Name,
+		bytesCell(cost.BlockBytes()), computeText(cost.Compute()))
+	fmt.Fprintf(out, "links to the GPU: %s\n", strings.Join(links, ", "))
+	fmt.Fprintln(out, "belady is Belady's MIN at the GPU's capacity; belady total at every tier's capacity together")
+
+	var grid bytes.Buffer
+	tw := tabwriter.NewWriter(&grid, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"gpu blocks", "strategy      ", "hit ratio", "gpu"}
+	for _, s := range t.specs {
+		head = append(head, strings.ToLower(string(s.medium)))
+	}
+	head = append(head, "prefill s", "unpaid")
+	if o.wide {
+		for _, s := range t.specs {
+			m := strings.ToLower(string(s.medium))
+			head = append(head, m+" stored", m+" evicted", m+" failed", m+" read", m+" written", m+" w-amp")
+		}
+		head = append(head, "compute s", "load s", "block re-prefill")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for i := range rs {
+		r := &rs[i]
+		name := r.Strategy
+		if r.Strategy == sim.BeladyName && r.CapacityBlocks != r.GPUCapacity {
+			name = "belady total"
+		}
+		mark := " "
+		if r.Best {
+			mark = "*"
+		}
+		cells := []string{strconv.Itoa(r.GPUCapacity), fmt.Sprintf("%-14s", name), ratioCell(r.HitRatio) + mark}
+		if len(r.Tiers) == 0 { // Belady: one cache, no tiers
+			for range 1 + len(t.specs) {
+				cells = append(cells, "-")
+			}
+			cells = append(cells, "-", "-")
+			if o.wide {
+				for range 6*len(t.specs) + 2 {
+					cells = append(cells, "-")
+				}
+				cells = append(cells, ratioCell(r.BlockRePrefillRate))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+			continue
+		}
+		for _, ts := range r.Tiers {
+			cells = append(cells, ratioCell(float64(ts.Hits)/float64(max(r.BlockRefs, 1))))
+		}
+		cells = append(cells, strconv.FormatFloat(r.PrefillSeconds, 'f', 1, 64), strconv.FormatInt(r.UnpaidLoads, 10))
+		if o.wide {
+			for _, ts := range r.Tiers[1:] {
+				cells = append(cells, strconv.FormatInt(ts.StoredBlocks, 10), strconv.FormatInt(ts.EvictedBlocks, 10),
+					strconv.FormatInt(ts.FailedStores, 10), bytesCell(ts.BytesRead), bytesCell(ts.BytesWritten),
+					strconv.FormatFloat(ts.WriteAmplification, 'f', 2, 64))
+			}
+			cells = append(cells, strconv.FormatFloat(r.ComputeSeconds, 'f', 1, 64),
+				strconv.FormatFloat(r.LoadSeconds, 'f', 1, 64), ratioCell(r.BlockRePrefillRate))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(grid.String(), "\n")
+	fmt.Fprint(out, "\n"+lines[0])
+	for i := range rs {
+		fmt.Fprint(out, lines[1+i])
+		if i+1 == len(rs) || rs[i+1].GPUCapacity != rs[i].GPUCapacity {
+			fmt.Fprintln(out, tierBestLine(rs, rs[i].GPUCapacity))
+			if i+1 < len(rs) {
+				fmt.Fprintln(out)
+			}
+		}
+	}
+	return nil
+}
+
+// tierBestLine names the best strategies on the GPU at gpu blocks.
+func tierBestLine(rs []tierRow, gpu int) string {
+	var names []string
+	ratio := 0.0
+	for _, r := range rs {
+		if r.GPUCapacity == gpu && r.Best {
+			names, ratio = append(names, r.Strategy), r.HitRatio
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("at %d GPU blocks: no online strategy", gpu)
+	}
+	list := strings.Join(names, ", ")
+	if len(names) > 4 { // a line within 100 columns
+		list = fmt.Sprintf("%d strategies tied", len(names))
+	} else if len(names) > 1 {
+		list += " (tied)"
+	}
+	return fmt.Sprintf("best at %d GPU blocks: %s %.4f (hits on any tier)", gpu, list, ratio)
+}
+
+// bytesCell prints a byte count in the largest binary unit under 1,024 of
+// it, to three significant digits.
+func bytesCell(n int64) string {
+	v, units := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64) + " " + units[i]
+}
+
+// computeText describes the prefill rate the seconds assume.
+func computeText(c tier.Compute) string {
+	if c.TokensPerSecond > 0 {
+		return fmt.Sprintf("prefill at %.0f tokens/s", c.TokensPerSecond)
+	}
+	return fmt.Sprintf("prefill at %.0f TFLOPS x %.0f%% MFU", c.FLOPS/1e12, 100*c.MFU)
+}

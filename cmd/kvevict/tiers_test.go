@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sagellm/kvevict/sim"
+)
+
+// TestCompareTiersErrors: every bad tier flag is refused before any work,
+// with a line that says why.
+func TestCompareTiersErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-tier", "cpu:0:lru"}, "at least 1 block"},
+		{[]string{"-tier", "cpu:-3x:lru"}, "whole number >= 1"},
+		{[]string{"-tier", "nvme:100:lru"}, `unknown medium "nvme"`},
+		{[]string{"-tier", "gpu:100:lru"}, "-tier names the tiers below the GPU"},
+		{[]string{"-tier", "cpu:100:bogus"}, `unknown strategy "bogus"`},
+		{[]string{"-tier", "cpu:100"}, "want MEDIUM:BLOCKS:STRATEGY"},
+		{[]string{"-tier", "storage:100:lru", "-tier", "cpu:50:lru"}, "list the tiers from the GPU down"},
+		{[]string{"-write", "back"}, "-write needs -tier"},
+		{[]string{"-exclusive"}, "-exclusive needs -tier"},
+		{[]string{"-link", "cpu=pcie5"}, "-link needs -tier"},
+		{[]string{"-model", "llama-3-8b"}, "-model needs -tier"},
+		{[]string{"-tier", "cpu:100:lru", "-write", "sideways"}, `unknown write policy "sideways"`},
+		{[]string{"-tier", "cpu:100:lru", "-write", "selective=0"}, "threshold must be a whole number"},
+		{[]string{"-tier", "cpu:100:lru", "-exclusive"}, "-exclusive needs -write back"},
+		{[]string{"-tier", "cpu:100:lru", "-write", "back", "-exclusive", "-inclusive"}, "choose one"},
+		{[]string{"-tier", "cpu:100:s3fifo", "-write", "vllm"}, "one -tier cpu:BLOCKS:lru or cpu:BLOCKS:arc"},
+		{[]string{"-tier", "cpu:100:lru", "-link", "cpu=,10us"}, "-link"},
+		{[]string{"-tier", "cpu:100:lru", "-link", "storage=nvme"}, "no -tier on that medium"},
+		{[]string{"-tier", "cpu:100:lru", "-link", "cpu=pcie5", "-link", "cpu=pcie4"}, "given twice"},
+		{[]string{"-tier", "cpu:100:lru", "-model", "gpt-9"}, "gpt-9"},
+		{[]string{"-tier", "cpu:100:lru", "-mode", "serve"}, "-tier needs -mode replay"},
+		{[]string{"-tier", "cpu:100:lru", "-format", "csv"}, "use -format json"},
+		{[]string{"-tier", "cpu:100:lru", "-sampling", "4", "-strategies", "lru"}, "-sampling and -tier"},
+	} {
+		code, out, errOut := runArgs(t, append([]string{"compare", "-requests", "50"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 || out != "" ||
+			strings.Contains(errOut, ": tier: ") || strings.Contains(errOut, "kvevict: tier: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and a line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
+
+// TestCompareTiersJSON: each row carries its tiers and the fields the
+// issue names, and a row's GPU is the plain replay's pool: its hits are
+// the plain compare's, whatever lies below.
+func TestCompareTiersJSON(t *testing.T) {
+	common := []string{"compare", "-format", "json", "-requests", "400", "-capacity", "100,300", "-strategies", "lru,arc"}
+	code, out, errOut := runArgs(t, common...)
+	if code != 0 {
+		t.Fatalf("plain: exit %d: %s", code, errOut)
+	}
+	var plain []sim.Report
+	if err := json.Unmarshal([]byte(out), &plain); err != nil {
+		t.Fatal(err)
+	}
+	hits := map[string]int64{}
+	for _, r := range plain {
+		hits[r.Strategy+"/"+strconv.Itoa(r.CapacityBlocks)] = r.BlockHits
+	}
+	code, out, errOut = runArgs(t, append(common, "-tier", "cpu:2x:lru", "-tier", "storage:2000:s3fifo", "-write", "back")...)
+	if code != 0 {
+		t.Fatalf("tiered: exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*4 {
+		t.Fatalf("%d rows, want 2 strategies and 2 Belady rows at each of 2 capacities", len(rows))
+	}
+	for _, r := range rows {
+		for _, k := range []string{"gpu_hits", "misses", "block_refs", "prefill_tokens", "prefill_seconds", "tiers", "write", "best", "model"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("row %v lacks %q", r["strategy"], k)
+			}
+		}
+		if r["strategy"] == sim.BeladyName {
+			continue
+		}
+		tiers := r["tiers"].([]any)
+		if len(tiers) != 3 {
+			t.Fatalf("%d tiers, want GPU, cpu, storage", len(tiers))
+		}
+		for i, want := range []string{"GPU", "CPU", "STORAGE"} {
+			tr := tiers[i].(map[string]any)
+			for _, k := range []string{"medium", "capacity_blocks", "strategy", "hits", "stored_blocks", "evicted_blocks", "failed_stores"} {
+				if _, ok := tr[k]; !ok {
+					t.Fatalf("tier %d lacks %q", i, k)
+				}
+			}
+			if tr["medium"] != want {
+				t.Fatalf("tier %d is %v, want %s", i, tr["medium"], want)
+			}
+		}
+		gpu := int(r["gpu_capacity_blocks"].(float64))
+		if cpu := tiers[1].(map[string]any)["capacity_blocks"].(float64); int(cpu) != 2*gpu {
+			t.Fatalf("cpu:2x beside %d GPU blocks holds %v", gpu, cpu)
+		}
+		key := r["strategy"].(string) + "/" + strconv.Itoa(gpu)
+		if got := int64(r["gpu_hits"].(float64)); got != hits[key] {
+			t.Fatalf("%s: GPU hits %d, the plain replay's %d", key, got, hits[key])
+		}
+		if r["prefill_seconds"].(float64) <= 0 {
+			t.Fatalf("%s: no prefill seconds", key)
+		}
+	}
+	code, table, errOut := runArgs(t, "compare", "-requests", "400", "-capacity", "100,300", "-tier", "cpu:4x:lru", "-tier", "storage:8x:lru")
+	if code != 0 {
+		t.Fatalf("table: exit %d: %s", code, errOut)
+	}
+	for _, line := range strings.Split(table, "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Fatalf("a line of %d columns:\n%s", n, line)
+		}
+	}
+}
