@@ -227,7 +227,7 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 			links = append(links, strings.ToLower(string(s.medium))+" "+k.String())
 		}
 	}
-	fmt.Fprintf(out, "seconds are modelled (docs/tiers.md): %s, %s per block, %s\n", t.model.Name,
+	fmt.Fprintf(out, "modelled seconds (docs/tiers.md): %s, %s per block, %s\n", t.model.Name,
 		bytesCell(cost.BlockBytes()), computeText(cost.Compute()))
 	fmt.Fprintf(out, "links to the GPU: %s\n", strings.Join(links, ", "))
 	fmt.Fprintln(out, "belady is Belady's MIN at the GPU's capacity; belady total at every tier's capacity together")
@@ -325,16 +325,23 @@ func tierBestLine(rs []tierRow, gpu int) string {
 	return fmt.Sprintf("best at %d GPU blocks: %s %.4f (hits on any tier)", gpu, list, ratio)
 }
 
-// bytesCell prints a byte count in the largest binary unit under 1,024 of
-// it, to three significant digits.
+// bytesCell prints a byte count in the largest binary unit of which it
+// holds at least one, with up to two decimals.
 func bytesCell(n int64) string {
-	v, units := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, units := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 	i := 0
 	for v >= 1024 && i < len(units)-1 {
 		v /= 1024
 		i++
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64) + " " + units[i]
+	decimals := 2
+	switch {
+	case i == 0 || v >= 100:
+		decimals = 0
+	case v >= 10:
+		decimals = 1
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64) + " " + units[i]
 }
 
 // computeText describes the prefill rate the seconds assume.

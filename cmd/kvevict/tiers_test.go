@@ -122,3 +122,14 @@ func TestCompareTiersJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestBytesCell(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.00 KiB"}, {64 << 20, "64.0 MiB"}, {1020 << 30, "1020 GiB"}, {3 << 40, "3.00 TiB"}} {
+		if got := bytesCell(c.n); got != c.want {
+			t.Errorf("bytesCell(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
