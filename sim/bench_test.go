@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // BenchmarkReplay replays the synthetic chat workload (2,000 requests, seed
@@ -157,4 +158,39 @@ func blockRefs(w *Workload) int {
 		n += len(w.Requests[i].HashIDs)
 	}
 	return n
+}
+
+// BenchmarkReplayTiersDay is BenchmarkReplayDay's traffic across a GPU of
+// 10^5 blocks and a host tier of 4 x 10^5, both of the strategy under test,
+// written through, each request priced by the cost model (Llama-3-8B).
+func BenchmarkReplayTiersDay(b *testing.B) {
+	w, err := Synthetic("chat", 1, 285_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	model, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost, err := tier.NewCost(model, w.BlockTokens, tier.DefaultCompute(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs := blockRefs(w)
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {
+		for _, write := range []tier.Write{tier.WriteThrough, tier.WriteBack} {
+			b.Run(fmt.Sprintf("strategy=%s/write=%s", s, write), func(b *testing.B) {
+				var rep TierReport
+				for b.Loop() {
+					cfg := TierConfig{Config: Config{Capacity: 100_000}, Write: write, Cost: cost,
+						Below: []tier.Level{{Medium: tier.CPU, Capacity: 400_000, Strategy: s}}}
+					if rep, err = ReplayTiers(w, s, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(refs)*float64(b.N)/b.Elapsed().Seconds(), "refs/s")
+				b.ReportMetric(rep.HitRatio, "hit-ratio")
+			})
+		}
+	}
 }

@@ -317,8 +317,10 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 }
 
 // Load brings the runs m found below the GPU up: each run counts as hits
-// of its tier, which keeps its copies (touched, as a request of them)
-// unless the hierarchy is exclusive; an exclusive hierarchy then drops
+// of its tier, which keeps its copies unless the hierarchy is exclusive,
+// touched as a request of them (under WriteThrough by Offer, which stores
+// every block of the request anyway: one access per request and tier).
+// An exclusive hierarchy drops
 // every other copy of the request's blocks below the GPU too, since Admit
 // makes them all resident there. m must be Lookup's for the same hashes.
 func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
@@ -334,8 +336,8 @@ func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 		run := hashes[at : at+m.Runs[i]]
 		at += m.Runs[i]
 		h.stats[i].Hits += int64(len(run))
-		if len(run) == 0 || h.exclusive {
-			continue
+		if len(run) == 0 || h.exclusive || h.write == WriteThrough {
+			continue // under WriteThrough, Offer touches every block of the request, once
 		}
 		if _, err := h.levels[i].Request(run, kvevict.PriorityLow); err != nil {
 			return fmt.Errorf("tier %d (%s): load: %w", i, h.stats[i].Medium, err)
