@@ -24,10 +24,12 @@
 //     kind and skipped, and every limit holds before what it bounds is
 //     allocated.
 //   - [FromPrefix]: a [prefix.Tree]'s events as vLLM events, so a
-//     kvevict-managed pool can feed a router.
+//     kvevict-managed pool can feed a router; [FromTier] likewise for a
+//     [tier.Hierarchy]'s, each with its tier's medium.
 //   - [Mirror]: one engine's blocks per topic, KV cache group and medium,
 //     bounded, answering the longest resident prefix of a request, which
-//     is what a router scores.
+//     is what a router scores, and where each block has a copy
+//     ([Mirror.ResidentOn]).
 //
 // The sockets speak ZMTP 3.0 in plain Go, with no cgo and no system
 // library, and interoperate with libzmq (vLLM's pyzmq) and go-zeromq/zmq4

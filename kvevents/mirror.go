@@ -397,6 +397,16 @@ func (m *Mirror) MatchGroup(topic string, group int64, hashes []Hash) int {
 // group. O(groups).
 func (m *Mirror) Resident(topic string, h Hash) bool { return m.match(topic, nil, []Hash{h}) == 1 }
 
+// ResidentOn reports whether topic holds the block h on medium ("GPU",
+// "CPU", "STORAGE"), in any group: where a router that weighs each tier
+// (llm-d scores a GPU copy above a CPU one) finds a copy. O(groups).
+func (m *Mirror) ResidentOn(topic, medium string, h Hash) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.topics[topic]
+	return ok && t.resident(h, nil, medium)
+}
+
 // Topics returns the stats of every topic seen, by topic name.
 // O(topics), plus O(blocks) for a medium that more than one group uses.
 func (m *Mirror) Topics() []TopicStats {
