@@ -50,18 +50,19 @@ type Cache struct {
 // ([newIndexCache]), which makes a request O(log n) instead of O(n).
 type store interface {
 	access(id uint64)
-	// reference marks resident id as in use by the request, or reports
-	// that it is not resident.
-	reference(id uint64) bool
+	// reference marks resident id, the request's jth distinct block, as
+	// in use by the request, or reports that it is not resident.
+	reference(j int, id uint64) bool
 	unreference(id uint64)
 	// evict frees need entries among the unreferenced residents and
 	// returns the victims, valid until the next call.
 	evict(need int) ([]kvevict.Victim, time.Duration, error)
-	// enter adds id, referenced, holding block.
-	enter(id uint64, block []int, created int64) error
-	// touch sets a referenced resident's request fields and unreferences
-	// it.
-	touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error
+	// enter adds id, the request's jth distinct block, referenced,
+	// holding block.
+	enter(j int, id uint64, block []int, created int64) error
+	// touch sets the request fields of id, its jth distinct block, which
+	// reference or enter saw, and unreferences it.
+	touch(j int, id uint64, tick int64, prio kvevict.Priority, hit bool) error
 	markPartial(id uint64) bool
 	// remove drops an unreferenced resident and returns its slot, or
 	// reports that id is not one.
@@ -175,8 +176,8 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	c.ids = c.ids[:len(c.ids)-over]
 	c.hit = c.hit[:0]
 	missing := 0
-	for _, id := range c.ids {
-		hit := c.store.reference(id)
+	for j, id := range c.ids {
+		hit := c.store.reference(j, id)
 		c.hit = append(c.hit, hit)
 		if !hit {
 			missing++
@@ -210,14 +211,14 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 		c.entered = append(c.entered, id)
 		slot := c.slot()
 		c.owner[slot] = id
-		if err := c.store.enter(id, c.slots[slot:slot+1:slot+1], created); err != nil {
+		if err := c.store.enter(i, id, c.slots[slot:slot+1:slot+1], created); err != nil {
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}
 	out.Entered = c.entered
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
-		if err := c.store.touch(c.ids[j], c.tick, prio, c.hit[j]); err != nil {
+		if err := c.store.touch(j, c.ids[j], c.tick, prio, c.hit[j]); err != nil {
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}

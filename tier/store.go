@@ -17,7 +17,7 @@ type sliceStore struct {
 
 func (s *sliceStore) access(id uint64) { s.policy.UpdateAccess(id) }
 
-func (s *sliceStore) reference(id uint64) bool {
+func (s *sliceStore) reference(_ int, id uint64) bool {
 	k, ok := s.index[id]
 	if ok {
 		s.cands[k].RefCount = 1
@@ -41,13 +41,13 @@ func (s *sliceStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
 	return res.Victims, res.Elapsed, nil
 }
 
-func (s *sliceStore) enter(id uint64, block []int, created int64) error {
+func (s *sliceStore) enter(_ int, id uint64, block []int, created int64) error {
 	s.index[id] = len(s.cands)
 	s.cands = append(s.cands, kvevict.Candidate{ID: id, Blocks: block, CreatedAt: created, RefCount: 1})
 	return nil
 }
 
-func (s *sliceStore) touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error {
+func (s *sliceStore) touch(_ int, id uint64, tick int64, prio kvevict.Priority, hit bool) error {
 	c := &s.cands[s.index[id]]
 	if hit {
 		c.AccessCount++
@@ -152,15 +152,29 @@ func (s *sliceStore) check(c *Cache, _ []bool) error {
 type indexStore struct {
 	x       *kvevict.Index
 	victims []kvevict.Victim // the latest eviction's, reused
+	// held[j] is the request's jth distinct block as reference or enter
+	// left it, so that touch needs no second look-up: nothing but touch
+	// changes a referenced candidate until then.
+	held []kvevict.Candidate
+}
+
+// hold keeps c as the request's jth block.
+func (s *indexStore) hold(j int, c kvevict.Candidate) {
+	for j >= len(s.held) {
+		s.held = append(s.held, kvevict.Candidate{})
+	}
+	s.held[j] = c
 }
 
 func (s *indexStore) access(id uint64) { s.x.UpdateAccess(id) }
 
-func (s *indexStore) reference(id uint64) bool {
-	if !s.contains(id) {
+func (s *indexStore) reference(j int, id uint64) bool {
+	c, ok := s.x.Get(id)
+	if !ok || s.x.Lock(id) != nil {
 		return false // a miss: no error to build
 	}
-	return s.x.Lock(id) == nil
+	s.hold(j, c)
+	return true
 }
 
 func (s *indexStore) unreference(id uint64) { _ = s.x.Unlock(id) } // held and referenced: cannot fail
@@ -174,12 +188,15 @@ func (s *indexStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
 	return res.Victims, res.Elapsed, nil
 }
 
-func (s *indexStore) enter(id uint64, block []int, created int64) error {
-	return s.x.Add(kvevict.Candidate{ID: id, Blocks: block, CreatedAt: created, RefCount: 1})
+func (s *indexStore) enter(j int, id uint64, block []int, created int64) error {
+	c := kvevict.Candidate{ID: id, Blocks: block, CreatedAt: created, RefCount: 1}
+	s.hold(j, c)
+	return s.x.Add(c)
 }
 
-func (s *indexStore) touch(id uint64, tick int64, prio kvevict.Priority, hit bool) error {
-	c, _ := s.x.Get(id)
+func (s *indexStore) touch(j int, _ uint64, tick int64, prio kvevict.Priority, hit bool) error {
+	c := s.held[j]
+	s.held[j] = kvevict.Candidate{} // drop the Blocks reference
 	if hit {
 		c.AccessCount++
 	}
