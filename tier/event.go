@@ -1,27 +1,17 @@
 package tier
 
-// EventKind says what happened to the blocks of an [Event].
-type EventKind uint8
+import "github.com/sagellm/kvevict/prefix"
 
-// The event kinds.
+// EventKind says what happened to the blocks of an [Event]: the prefix
+// tree's kinds, one definition for both.
+type EventKind = prefix.EventKind
+
+// The event kinds: Stored, the blocks entered a tier; Removed, they left
+// it, evicted or, in an exclusive hierarchy, taken up by a load.
 const (
-	// Stored: the blocks entered a tier.
-	Stored EventKind = iota + 1
-	// Removed: the blocks left a tier, evicted or taken up by a load of an
-	// exclusive hierarchy.
-	Removed
+	Stored  = prefix.Stored
+	Removed = prefix.Removed
 )
-
-// String returns "stored" or "removed".
-func (k EventKind) String() string {
-	switch k {
-	case Stored:
-		return "stored"
-	case Removed:
-		return "removed"
-	}
-	return "unknown"
-}
 
 // Event reports blocks that entered or left one tier, for an external
 // index such as a KV-aware router's, which keeps the medium of each copy

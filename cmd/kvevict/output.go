@@ -310,18 +310,28 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	lines := strings.SplitAfter(grid.String(), "\n")
+	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].CapacityBlocks == rs[i-1].CapacityBlocks },
+		func(i int) string { return bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals) })
+	return nil
+}
+
+// writeBlocks writes a table's grid, its header line then one line per
+// row, in blocks of consecutive rows (same(i): row i continues row i-1's
+// block), each closed by its closing line and the blocks apart by an empty
+// line: the lines between the blocks go in after a tabwriter has aligned
+// every row.
+func writeBlocks(out io.Writer, grid string, rows int, same func(i int) bool, closing func(last int) string) {
+	lines := strings.SplitAfter(grid, "\n")
 	fmt.Fprint(out, "\n"+lines[0])
-	for i := range rs {
+	for i := range rows {
 		fmt.Fprint(out, lines[1+i])
-		if i+1 == len(rs) || rs[i+1].CapacityBlocks != rs[i].CapacityBlocks {
-			fmt.Fprintf(out, "%s\n", bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals))
-			if i+1 < len(rs) {
+		if i+1 == rows || !same(i+1) {
+			fmt.Fprintln(out, closing(i))
+			if i+1 < rows {
 				fmt.Fprintln(out)
 			}
 		}
 	}
-	return nil
 }
 
 // onlineAt returns the rows of the online strategies at capacity c, best

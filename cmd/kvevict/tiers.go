@@ -290,17 +290,8 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	lines := strings.SplitAfter(grid.String(), "\n")
-	fmt.Fprint(out, "\n"+lines[0])
-	for i := range rs {
-		fmt.Fprint(out, lines[1+i])
-		if i+1 == len(rs) || rs[i+1].GPUCapacity != rs[i].GPUCapacity {
-			fmt.Fprintln(out, tierBestLine(rs, rs[i].GPUCapacity))
-			if i+1 < len(rs) {
-				fmt.Fprintln(out)
-			}
-		}
-	}
+	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].GPUCapacity == rs[i-1].GPUCapacity },
+		func(i int) string { return tierBestLine(rs, rs[i].GPUCapacity) })
 	return nil
 }
 
