@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // Write says when a tier below the GPU receives a block.
@@ -234,7 +235,9 @@ type Hierarchy struct {
 	vllm      *vllmCPU // WriteVLLM's host tier, in place of levels[1]
 
 	match   Match
-	offered []uint64   // scratch: the blocks Offer stores
+	offered []uint64 // scratch: the blocks Offer stores
+	kept    []uint64 // scratch: the blocks Admit will keep on the GPU
+	seenIDs idmap.Map[struct{}]
 	evicted [][]uint64 // per tier, its victims since the latest Request began
 }
 
@@ -321,8 +324,9 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 // touched as a request of them (under WriteThrough by Offer, which stores
 // every block of the request anyway: one access per request and tier).
 // An exclusive hierarchy drops
-// every other copy of the request's blocks below the GPU too, since Admit
-// makes them all resident there. m must be Lookup's for the same hashes.
+// every other copy below the GPU of the request's blocks that Admit will
+// keep (all of them, unless the request is larger than the GPU). m must
+// be Lookup's for the same hashes.
 func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 	if h.vllm != nil {
 		// vLLM touches the request's keys before it looks them up; its
@@ -344,8 +348,10 @@ func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 		}
 	}
 	if h.exclusive {
+		// The blocks Admit will keep: the first the GPU holds, distinct.
+		h.kept = idmap.Distinct(hashes, h.levels[0].Capacity(), h.kept, &h.seenIDs)
 		for i := 1; i < len(h.levels); i++ {
-			h.drop(i, hashes)
+			h.drop(i, h.kept)
 		}
 	}
 	return nil

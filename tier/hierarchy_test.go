@@ -288,3 +288,19 @@ func TestHierarchyInvariants(t *testing.T) {
 		})
 	}
 }
+
+// TestExclusiveKeepsWhatTheGPUCannot: a request larger than the GPU keeps
+// its head there; an exclusive hierarchy drops the copies below of that
+// head only, and the tail it could not keep stays on the host.
+func TestExclusiveKeepsWhatTheGPUCannot(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 2), lru(CPU, 8)}, Write: WriteBack, Exclusive: true})
+	run(t, h, []step{
+		{[]uint64{1, 2, 3, 4}, []int{0, 0}, 4}, // GPU keeps 1, 2
+		{[]uint64{5, 6}, []int{0, 0}, 2},       // 2, 1 go down
+		{[]uint64{7, 8}, []int{0, 0}, 2},       // 6, 5 go down
+		{[]uint64{5, 6, 1, 2}, []int{0, 4}, 0}, // the GPU keeps 5, 6; 1, 2 stay below
+	})
+	if got := residents(h, 1); !slices.Equal(got, []uint64{1, 2, 7, 8}) {
+		t.Fatalf("host holds %v, want [1 2 7 8]", got)
+	}
+}
