@@ -211,6 +211,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 			fmt.Fprintln(help, "usage: kvevict compare [flags]")
 			fs.PrintDefaults()
 			fmt.Fprint(help, columnHelp)
+			fmt.Fprint(help, tierColumnHelp)
 			return nil, err
 		}
 		return nil, usagef("%v", err)

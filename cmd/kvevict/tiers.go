@@ -17,6 +17,30 @@ import (
 	"github.com/sagellm/kvevict/tier"
 )
 
+// tierColumnHelp explains the columns of compare -tier's table; -h prints
+// it after columnHelp, and docs/tiers.md carries the same text.
+const tierColumnHelp = `
+With -tier, the table has one block per GPU capacity, and these columns (MEDIUM is
+cpu or storage, one column per -tier):
+  gpu blocks         the GPU's capacity (-capacity)
+  strategy           the GPU's strategy; belady and belady total are Belady's MIN at
+                     the GPU's capacity and at every tier's capacity together
+  hit ratio          prompt blocks found on any tier / prompt blocks
+  gpu, MEDIUM        the blocks each tier served / prompt blocks: the GPU's prefix,
+                     then the run each tier below continued it with
+  prefill s          modelled seconds of every prefill: loads plus recompute
+  unpaid             loads that took longer than recomputing their blocks
+  MEDIUM stored      -wide: blocks written to the tier
+  MEDIUM evicted     -wide: blocks the tier's strategy evicted
+  MEDIUM failed      -wide: blocks offered to the tier and not stored
+  MEDIUM read        -wide: bytes loaded from the tier
+  MEDIUM written     -wide: bytes written to the tier
+  MEDIUM w-amp       -wide: bytes written / bytes read
+  compute s          -wide: the recompute's part of prefill s
+  load s             -wide: the loads' part of prefill s
+  block re-prefill   -wide: GPU-evicted blocks computed again / GPU-evicted blocks
+`
+
 // tierOptions are compare's flags for a replay across tiers.
 type tierOptions struct {
 	specs     tierList

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,6 +133,32 @@ func TestBytesCell(t *testing.T) {
 	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.00 KiB"}, {64 << 20, "64.0 MiB"}, {1020 << 30, "1020 GiB"}, {3 << 40, "3.00 TiB"}} {
 		if got := bytesCell(c.n); got != c.want {
 			t.Errorf("bytesCell(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
+// TestTierColumnsExplained: -h and docs/tiers.md explain every column of
+// compare -tier's table, the docs with -h's text verbatim.
+func TestTierColumnsExplained(t *testing.T) {
+	_, help, _ := runArgs(t, "compare", "-h")
+	doc, err := os.ReadFile("../../docs/tiers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), strings.Trim(tierColumnHelp, "\n")) {
+		t.Error("docs/tiers.md lacks -h's explanation of the tier columns as printed")
+	}
+	_, out, errOut := runArgs(t, "compare", "-requests", "100", "-capacity", "50", "-strategies", "lru", "-wide",
+		"-tier", "cpu:2x:lru", "-tier", "storage:4x:lru")
+	lines := strings.Split(out, "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "gpu blocks") })
+	if i < 0 {
+		t.Fatalf("no header in:\n%s%s", out, errOut)
+	}
+	for _, col := range regexp.MustCompile(`\S+(?: \S+)*`).FindAllString(lines[i], -1) {
+		generic := regexp.MustCompile(`^(cpu|storage)( |$)`).ReplaceAllString(col, "MEDIUM$2")
+		if !strings.Contains(help, "\n  "+col) && !strings.Contains(help, "\n  "+generic) && !strings.Contains(help, ", "+col+" ") {
+			t.Errorf("-h does not explain the tier table's column %q", col)
 		}
 	}
 }
