@@ -14,7 +14,12 @@ import (
 // serves every block an unbounded cache would: the tiered replay's prefill
 // is the unbounded cache's.
 func TestReplayTiersGPUIsReplay(t *testing.T) {
-	w, err := Synthetic("multiturn", 1, 600)
+	// Single-threaded: under the race detector a smaller run, as reduced says.
+	requests, strategies := 600, []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.S3FIFO, kvevict.Auto}
+	if reduced() {
+		requests, strategies = 150, strategies[2:3]
+	}
+	w, err := Synthetic("multiturn", 1, requests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +33,7 @@ func TestReplayTiersGPUIsReplay(t *testing.T) {
 		{"back", TierConfig{Write: tier.WriteBack}},
 		{"back-exclusive", TierConfig{Write: tier.WriteBack, Exclusive: true}},
 	}
-	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.S3FIFO, kvevict.Auto} {
+	for _, s := range strategies {
 		plain, err := Replay(w, s, Config{Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)
