@@ -243,9 +243,6 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	if err := checkPlotPath(o.plot); err != nil {
 		return nil, err
 	}
-	if err := checkTiers(o, set, write, model, inclusive); err != nil {
-		return nil, err
-	}
 	if capacity == "" {
 		capacity = defaultCapacities
 		if o.trace != "" {
@@ -266,6 +263,9 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-sampling needs a policy's selection: -granularity block evicts a prefix tree's leaves in exact key order")
 	}
 	if o.strategies, err = parseStrategies(strategies, treeKeys, o.sampling > 0); err != nil {
+		return nil, err
+	}
+	if err := checkTiers(o, set, write, model, inclusive); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -38,6 +39,14 @@ func (s tierSpec) String() string {
 	}
 	return strings.ToLower(string(s.medium)) + ":" + size + ":" + string(s.strategy)
 }
+
+// A tier keeps its blocks in an Index, which holds at most
+// math.MaxInt32 of them; maxTierTimes keeps a product with the GPU's
+// capacity far from overflow, and checkTiers bounds the product itself.
+const (
+	maxTierBlocks = math.MaxInt32
+	maxTierTimes  = 1 << 16
+)
 
 // tierList is the repeatable -tier flag.
 type tierList []tierSpec
@@ -76,11 +85,11 @@ func parseTier(v string) (tierSpec, error) {
 	size := strings.TrimSpace(parts[1])
 	if n, ok := strings.CutSuffix(size, "x"); ok {
 		s.times, err = strconv.Atoi(n)
-		if err != nil || s.times < 1 {
-			return tierSpec{}, fmt.Errorf("tier %q: a size in times the GPU's must be a whole number >= 1, such as 4x", v)
+		if err != nil || s.times < 1 || s.times > maxTierTimes {
+			return tierSpec{}, fmt.Errorf("tier %q: a size in times the GPU's must be a whole number from 1 to %d, such as 4x", v, maxTierTimes)
 		}
-	} else if s.blocks, err = strconv.Atoi(size); err != nil || s.blocks < 1 {
-		return tierSpec{}, fmt.Errorf("tier %q: the size must be at least 1 block (or Nx the GPU's)", v)
+	} else if s.blocks, err = strconv.Atoi(size); err != nil || s.blocks < 1 || s.blocks > maxTierBlocks {
+		return tierSpec{}, fmt.Errorf("tier %q: the size must be 1 to %d blocks (or Nx the GPU's)", v, maxTierBlocks)
 	}
 	s.strategy, err = kvevict.ParseStrategy(strings.TrimSpace(parts[2]))
 	if err != nil {

@@ -121,6 +121,13 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 	if err := checkTierOrder(t.specs); err != nil {
 		return usagef("%v", err)
 	}
+	for _, s := range t.specs {
+		for _, c := range o.capacities {
+			if s.capacity(c) > maxTierBlocks {
+				return usagef("-tier %s beside %d GPU blocks is %d blocks, more than a tier holds (%d)", s, c, s.capacity(c), maxTierBlocks)
+			}
+		}
+	}
 	if t.write == tier.WriteVLLM && (len(t.specs) != 1 || t.specs[0].medium != tier.CPU ||
 		(t.specs[0].strategy != kvevict.LRU && t.specs[0].strategy != kvevict.ARC)) {
 		return usagef("-write vllm runs vLLM's offloading: one -tier cpu:BLOCKS:lru or cpu:BLOCKS:arc")

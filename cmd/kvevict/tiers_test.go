@@ -19,8 +19,10 @@ func TestCompareTiersErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-tier", "cpu:0:lru"}, "at least 1 block"},
-		{[]string{"-tier", "cpu:-3x:lru"}, "whole number >= 1"},
+		{[]string{"-tier", "cpu:0:lru"}, "the size must be 1 to 2147483647 blocks"},
+		{[]string{"-tier", "cpu:-3x:lru"}, "whole number from 1 to 65536"},
+		{[]string{"-tier", "cpu:9999999999999999x:lru"}, "whole number from 1 to 65536"},
+		{[]string{"-tier", "cpu:65536x:lru", "-capacity", "100000"}, "more than a tier holds"},
 		{[]string{"-tier", "nvme:100:lru"}, `unknown medium "nvme"`},
 		{[]string{"-tier", "gpu:100:lru"}, "-tier names the tiers below the GPU"},
 		{[]string{"-tier", "cpu:100:bogus"}, `unknown strategy "bogus"`},
@@ -161,4 +163,25 @@ func TestTierColumnsExplained(t *testing.T) {
 			t.Errorf("-h does not explain the tier table's column %q", col)
 		}
 	}
+}
+
+// FuzzParseTier: -tier's parser never panics, and what it accepts prints
+// back as a flag it reads the same.
+func FuzzParseTier(f *testing.F) {
+	for _, s := range []string{"cpu:10000:lru", "storage:4x:s3fifo", "cpu:0x:lru", "gpu:5:lru", "cpu:9999999999999999999:lru", "cpu:9999999999999999x:lru", "::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := parseTier(s)
+		if err != nil {
+			return
+		}
+		again, err := parseTier(spec.String())
+		if err != nil || again != spec {
+			t.Fatalf("parseTier(%q) = %+v, which prints %q and reads %+v, %v", s, spec, spec.String(), again, err)
+		}
+		if spec.capacity(1000) < 1 {
+			t.Fatalf("parseTier(%q): capacity %d beside 1000 GPU blocks", s, spec.capacity(1000))
+		}
+	})
 }
