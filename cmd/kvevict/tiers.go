@@ -4,10 +4,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -209,15 +211,39 @@ func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interru
 	}
 	js := o.tierJobs()
 	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
-	rows, _, err := runJobs(len(js), workers, func(i int) (tierRow, error) {
+	rows, finished, err := runJobs(len(js), workers, func(i int) (tierRow, error) {
 		r, err := o.runTier(w, cost, js[i], bar.callback())
 		bar.finished()
 		return r, err
 	}, interrupt)
 	bar.stop()
-	if err != nil {
+	if err != nil && !errors.Is(err, errInterrupted) {
 		return err
 	}
+	if err != nil { // as compare without -tier: the capacities whose runs all finished
+		kept := []tierRow{} // JSON's [] when none finished
+		var left []string
+		per := len(js) / len(o.capacities)
+		for c, capacity := range o.capacities {
+			if slices.Contains(finished[c*per:(c+1)*per], false) {
+				left = append(left, strconv.Itoa(capacity))
+			} else {
+				kept = append(kept, rows[c*per:(c+1)*per]...)
+			}
+		}
+		rows = kept
+		err = fmt.Errorf("%w: left out GPU capacities %s, whose runs had not all finished", err, strings.Join(left, ", "))
+	}
+	if werr := writeTierRows(stdout, o, w, cost, rows); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// writeTierRows marks each GPU capacity's best rows and writes them in
+// -format o.format.
+func writeTierRows(stdout io.Writer, o *options, w *sim.Workload, cost *tier.Cost, rows []tierRow) error {
+	t := &o.tiers
 	best := map[int]float64{}
 	for _, r := range rows {
 		if r.Strategy != sim.BeladyName {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -184,4 +187,30 @@ func FuzzParseTier(f *testing.F) {
 			t.Fatalf("parseTier(%q): capacity %d beside 1000 GPU blocks", s, spec.capacity(1000))
 		}
 	})
+}
+
+// TestCompareTiersInterrupt: interrupted, compare -tier writes the GPU
+// capacities whose runs all finished, here none, as valid JSON, and says
+// which it left out, as compare without -tier does.
+func TestCompareTiersInterrupt(t *testing.T) {
+	o, err := parseFlags([]string{"-requests", "200", "-capacity", "50,100", "-strategies", "lru", "-format", "json",
+		"-tier", "cpu:2x:lru"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := loadWorkload(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupt := make(chan os.Signal, 1)
+	interrupt <- os.Interrupt
+	var stdout bytes.Buffer
+	err = compareTiers(o, w, &stdout, io.Discard, interrupt, 1)
+	if !errors.Is(err, errInterrupted) || !strings.Contains(err.Error(), "left out GPU capacities 50, 100") {
+		t.Fatalf("error %v, want the interruption naming both capacities", err)
+	}
+	var rows []tierRow
+	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || rows == nil || len(rows) != 0 {
+		t.Fatalf("output %q (%v), want []", stdout.String(), err)
+	}
 }
