@@ -629,7 +629,7 @@ func TestPlotStyles(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
 		strategies = append(strategies, string(s))
 	}
-	for _, names := range [][]string{strategies, routers} {
+	for _, names := range [][]string{strategies, routers, {tierGPU, tierHost, tierStorage}} {
 		seen := map[look]string{}
 		glyphs := map[string]string{}
 		for _, s := range names {
@@ -652,7 +652,7 @@ func TestPlotStyles(t *testing.T) {
 			}
 		}
 	}
-	if len(styles) != len(strategies)+len(routers) {
+	if len(styles) != len(strategies)+len(routers)+3 {
 		t.Errorf("%d styles for %d strategies and %d routers", len(styles), len(strategies), len(routers))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/sagellm/kvevict/sim"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // Paul Tol's "bright" colour scheme, seven hues that stay apart for
@@ -65,6 +66,62 @@ var styles = map[string]lineStyle{
 	routePrefix:      {tolBlue, false, draw.CircleGlyph{}},
 	routeApprox:      {tolPurple, true, draw.SquareGlyph{}},
 	routeOracle:      {tolGreen, true, draw.PyramidGlyph{}},
+	// compare -tier's cumulative hit ratios, by the deepest tier counted;
+	// the strategy gives the colour.
+	tierGPU:     {tolGrey, false, draw.CircleGlyph{}},
+	tierHost:    {tolGrey, true, draw.TriangleGlyph{}},
+	tierStorage: {tolBlue, true, draw.SquareGlyph{}},
+}
+
+// The cumulative curves of compare -tier's plot: the GPU's hits, then
+// with the host tier's, then with storage's.
+const (
+	tierGPU     = "GPU"
+	tierHost    = "+CPU"
+	tierStorage = "+STORAGE"
+)
+
+// tierCurveStyles are the styles of the cumulative curves, in tier order.
+var tierCurveStyles = map[tier.Medium]string{tier.GPU: tierGPU, tier.CPU: tierHost, tier.Storage: tierStorage}
+
+// plotTiers draws each strategy's block hit ratio stacked by tier, as
+// cumulative curves (the GPU's hits, then with each tier below), against
+// the first tier below the GPU's size, beside Belady's MIN at every tier's
+// capacity together.
+func plotTiers(path string, o *options, workload string, rs []tierRow) error {
+	host := o.tiers.specs[0]
+	var cs []curve
+	at := map[string]int{}
+	add := func(name, style, color string, x int, y float64) {
+		i, ok := at[name]
+		if !ok {
+			i = len(cs)
+			at[name] = i
+			cs = append(cs, curve{names: []string{name}, style: style, color: color})
+		}
+		cs[i].xys = append(cs[i].xys, plotter.XY{X: float64(x), Y: y})
+	}
+	for i := range rs {
+		r := &rs[i]
+		x := host.capacity(r.GPUCapacity)
+		if r.Strategy == sim.BeladyName {
+			if r.CapacityBlocks != r.GPUCapacity {
+				add("belady total", sim.BeladyName, "", x, r.HitRatio)
+			}
+			continue
+		}
+		sum, label := 0.0, ""
+		for k, ts := range r.Tiers {
+			sum += float64(ts.Hits) / float64(max(r.BlockRefs, 1))
+			if k > 0 {
+				label += "+"
+			}
+			label += string(ts.Medium)
+			add(r.Strategy+" "+label, tierCurveStyles[ts.Medium], r.Strategy, x, sum)
+		}
+	}
+	xLabel := fmt.Sprintf("%s tier (blocks, log scale)", strings.ToLower(string(host.medium)))
+	return drawCurves(path, workload+", block hits stacked by tier", xLabel, true, merge(cs))
 }
 
 // styleOf returns strategy name's look; a strategy without one in styles

@@ -108,8 +108,8 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 		return usagef("-sampling and -tier: the tiers keep their blocks in an Index, which selects exactly")
 	case o.format == "csv":
 		return usagef("-format csv has no place for each tier's counts: use -format json or the table")
-	case o.plot != "":
-		return usagef("-plot draws the plain replay's curves: with -tier, use -format json")
+	case o.plot != "" && t.specs[0].times == 0 && len(o.capacities) > 1:
+		return usagef("-plot with -tier draws against the size of the first tier below the GPU: give it in times the GPU's (such as -tier cpu:4x:lru) so that it changes with -capacity")
 	case inclusive && t.exclusive:
 		return usagef("-inclusive and -exclusive: choose one")
 	}
@@ -237,7 +237,13 @@ func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interru
 	if werr := writeTierRows(stdout, o, w, cost, rows); werr != nil {
 		return werr
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if o.plot != "" {
+		return plotTiers(o.plot, o, w.Name, rows)
+	}
+	return nil
 }
 
 // writeTierRows marks each GPU capacity's best rows and writes them in

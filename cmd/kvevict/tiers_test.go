@@ -46,6 +46,7 @@ func TestCompareTiersErrors(t *testing.T) {
 		{[]string{"-tier", "cpu:100:lru", "-model", "gpt-9"}, "gpt-9"},
 		{[]string{"-tier", "cpu:100:lru", "-mode", "serve"}, "-tier needs -mode replay"},
 		{[]string{"-tier", "cpu:100:lru", "-format", "csv"}, "use -format json"},
+		{[]string{"-tier", "cpu:100:lru", "-capacity", "10,20", "-plot", "x.svg"}, "give it in times the GPU's"},
 		{[]string{"-tier", "cpu:100:lru", "-sampling", "4", "-strategies", "lru"}, "-sampling and -tier"},
 	} {
 		code, out, errOut := runArgs(t, append([]string{"compare", "-requests", "50"}, tc.args...)...)
