@@ -201,7 +201,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, each once, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
-	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity to `file`.svg or .png (its directory must exist)")
+	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	tierFlags(fs, &o.tiers, &write, &model, &inclusive)
