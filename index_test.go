@@ -60,7 +60,7 @@ func tableCaps(x *Index) string {
 	caps := []int{cap(x.cands), x.slots.Slots()}
 	switch o := x.ord.(type) {
 	case *keyOrder:
-		caps = append(caps, cap(o.state), cap(o.links))
+		caps = append(caps, cap(o.nodes))
 	case *listOrder:
 		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots())
 	case *autoOrder:

@@ -16,10 +16,12 @@ import (
 type keyOrder struct {
 	params keyParams
 	cands  *[]Candidate // the Index's candidates, by slot
-	state  []keyState   // by slot
-	run    dlist.List
-	links  dlist.Links // the run's links, by slot
-	heap   rank.Heap
+	// nodes holds, by slot, the run's links and beside them where the
+	// candidate is and its key: a touch that moves a candidate to the
+	// run's back reads and writes all three, in one cache line.
+	nodes dlist.Nodes[keyState]
+	run   dlist.List
+	heap  rank.Heap
 }
 
 // keyState is where a keyOrder keeps a slot's candidate, and its key while
@@ -43,17 +45,15 @@ func newKeyOrder(params keyParams, cands *[]Candidate) *keyOrder {
 }
 
 func (o *keyOrder) grow(n int) {
-	o.state = slices.Grow(o.state, n)
-	o.links = slices.Grow(o.links, n)
+	o.nodes = slices.Grow(o.nodes, n)
 }
 
 // add files a new slot: O(1) in the run, else O(log n).
 func (o *keyOrder) add(slot int32) {
-	for int(slot) >= len(o.state) {
-		o.state = append(o.state, keyState{})
-		o.links = append(o.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
+	for int(slot) >= len(o.nodes) {
+		o.nodes = append(o.nodes, dlist.Node[keyState]{Prev: dlist.None, Next: dlist.None})
 	}
-	o.state[slot] = keyState{}
+	o.nodes[slot].Val = keyState{}
 	if (*o.cands)[slot].evictable() {
 		o.insert(slot)
 	}
@@ -63,7 +63,7 @@ func (o *keyOrder) add(slot int32) {
 // its evictability and key require: O(1) when it stays in the run or
 // moves to its back, else O(log n).
 func (o *keyOrder) update(slot int32, _ int64) {
-	was, now := o.state[slot].at != outOfOrder, (*o.cands)[slot].evictable()
+	was, now := o.nodes[slot].Val.at != outOfOrder, (*o.cands)[slot].evictable()
 	switch {
 	case was && now:
 		o.refile(slot)
@@ -75,7 +75,7 @@ func (o *keyOrder) update(slot int32, _ int64) {
 }
 
 func (o *keyOrder) remove(slot int32) {
-	if o.state[slot].at != outOfOrder {
+	if o.nodes[slot].Val.at != outOfOrder {
 		o.detach(slot)
 	}
 }
@@ -114,7 +114,7 @@ func (o *keyOrder) first() int32 {
 	if h == dlist.None {
 		return root.Slot
 	}
-	if before(o.state[h].key, (*o.cands)[h].ID, root.Key, root.ID) {
+	if before(o.nodes[h].Val.key, (*o.cands)[h].ID, root.Key, root.ID) {
 		return h
 	}
 	return root.Slot
@@ -124,7 +124,7 @@ func (o *keyOrder) first() int32 {
 // may be appended; true for an empty run. O(1).
 func (o *keyOrder) afterRun(k rank.Key, id uint64) bool {
 	b := o.run.Back
-	return b == dlist.None || before(o.state[b].key, (*o.cands)[b].ID, k, id)
+	return b == dlist.None || before(o.nodes[b].Val.key, (*o.cands)[b].ID, k, id)
 }
 
 // insert files the evictable candidate in slot, which is in neither the run
@@ -147,7 +147,7 @@ func (o *keyOrder) insert(slot int32) {
 func (o *keyOrder) refile(slot int32) {
 	c := &(*o.cands)[slot]
 	k, id := o.params.keyOf(c), c.ID
-	if o.state[slot].at == inHeap {
+	if o.nodes[slot].Val.at == inHeap {
 		if o.afterRun(k, id) {
 			o.heap.Remove(slot)
 			o.appendRun(slot, k)
@@ -164,25 +164,25 @@ func (o *keyOrder) refile(slot int32) {
 		o.appendRun(slot, k)
 		return
 	}
-	link := o.links[slot]
-	if p := link.Prev; p != dlist.None && !before(o.state[p].key, (*o.cands)[p].ID, k, id) {
+	link := &o.nodes[slot]
+	if p := link.Prev; p != dlist.None && !before(o.nodes[p].Val.key, (*o.cands)[p].ID, k, id) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	if q := link.Next; q != dlist.None && !before(k, id, o.state[q].key, (*o.cands)[q].ID) {
+	if q := link.Next; q != dlist.None && !before(k, id, o.nodes[q].Val.key, (*o.cands)[q].ID) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	o.state[slot].key = k
+	o.nodes[slot].Val.key = k
 }
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (o *keyOrder) detach(slot int32) {
-	if o.state[slot].at == inHeap {
+	if o.nodes[slot].Val.at == inHeap {
 		o.heap.Remove(slot)
-		o.state[slot].at = outOfOrder
+		o.nodes[slot].Val.at = outOfOrder
 		return
 	}
 	o.unlink(slot)
@@ -190,20 +190,20 @@ func (o *keyOrder) detach(slot int32) {
 
 // appendRun adds the candidate in slot, of key k, at the run's back. O(1).
 func (o *keyOrder) appendRun(slot int32, k rank.Key) {
-	o.state[slot] = keyState{key: k, at: inRun}
-	o.links.PushBack(&o.run, slot)
+	o.nodes[slot].Val = keyState{key: k, at: inRun}
+	o.nodes.PushBack(&o.run, slot)
 }
 
 // unlink takes the candidate in slot out of the run. O(1).
 func (o *keyOrder) unlink(slot int32) {
-	o.links.Remove(&o.run, slot)
-	o.state[slot].at = outOfOrder
+	o.nodes.Remove(&o.run, slot)
+	o.nodes[slot].Val.at = outOfOrder
 }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
 func (o *keyOrder) push(slot int32, k rank.Key) {
 	o.heap.Push(newEntry(&(*o.cands)[slot], k, slot))
-	o.state[slot].at = inHeap
+	o.nodes[slot].Val.at = inHeap
 }
 
 // check verifies that the run and the heap hold exactly the evictable
@@ -211,12 +211,12 @@ func (o *keyOrder) push(slot int32, k rank.Key) {
 // in heap order.
 func (o *keyOrder) check() error {
 	cands := *o.cands
-	if len(o.state) != len(cands) || len(o.links) != len(cands) {
-		return fmt.Errorf("%d states and %d links for %d slots", len(o.state), len(o.links), len(cands))
+	if len(o.nodes) != len(cands) {
+		return fmt.Errorf("%d nodes for %d slots", len(o.nodes), len(cands))
 	}
 	inRunCount, inHeapCount := 0, 0
 	for slot := range cands {
-		c, at := &cands[slot], o.state[slot].at
+		c, at := &cands[slot], o.nodes[slot].Val.at
 		if o.heap.Contains(int32(slot)) != (at == inHeap) {
 			return fmt.Errorf("ID %d: kept at %d, in the heap %v", c.ID, at, o.heap.Contains(int32(slot)))
 		}
@@ -241,15 +241,15 @@ func (o *keyOrder) check() error {
 		return err
 	}
 	prev := dlist.None
-	err := o.links.Check(&o.run, func(slot int32) error {
-		st, c := &o.state[slot], &cands[slot]
+	err := o.nodes.Check(&o.run, func(slot int32) error {
+		st, c := &o.nodes[slot].Val, &cands[slot]
 		if st.at != inRun {
 			return fmt.Errorf("run slot %d: kept at %d", slot, st.at)
 		}
 		if k := o.params.keyOf(c); st.key != k {
 			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", c.ID, st.key, k)
 		}
-		if prev != dlist.None && !before(o.state[prev].key, cands[prev].ID, st.key, c.ID) {
+		if prev != dlist.None && !before(o.nodes[prev].Val.key, cands[prev].ID, st.key, c.ID) {
 			return fmt.Errorf("run order broken between IDs %d and %d", cands[prev].ID, c.ID)
 		}
 		prev = slot
