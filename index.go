@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
@@ -86,14 +85,14 @@ type Index struct {
 	logger   *slog.Logger
 	watch    stopwatch // Result.Elapsed
 
-	cands     []Candidate      // by slot; a free slot holds the zero Candidate
 	slots     idmap.Map[int32] // ID -> slot
+	made      int32            // slots made, held or free
 	free      []int32          // the free slots
 	available int              // blocks held by evictable candidates
 
-	// ord keeps the evictable candidates in eviction order: by key
-	// (orderkey.go), by an adaptive strategy's lists (orderlist.go) or by
-	// Auto's groups (orderauto.go).
+	// ord holds the candidates by slot and keeps the evictable ones in
+	// eviction order: by key (orderkey.go), by an adaptive strategy's
+	// lists (orderlist.go) or by Auto's groups (orderauto.go).
 	ord   order
 	txn   transaction
 	taken []int32 // the slots of the victims of the transaction under way
@@ -101,33 +100,39 @@ type Index struct {
 	stats stats
 }
 
-// order keeps the evictable candidates of an Index in eviction order
-// between evictions: one small interface, as heap.Interface is, that the
-// Index calls and that never calls it back. An order reads the Index's
-// candidates through the slice it was made with. The Index calls add,
-// update and remove as its candidates come, change and go, access for
-// every request, and for an eviction begin, then next until the victims
-// cover the need, then commit or rollback. The costs are each
-// implementation's.
+// order holds the candidates of an Index by slot and keeps the evictable
+// ones in eviction order between evictions: one small interface, as
+// heap.Interface is, that the Index calls and that never calls it back.
+// An order holds the candidates so that it keeps what it needs of a slot
+// beside the slot's candidate, where one look at the candidate finds it.
+// The Index calls add, update and remove as its candidates come, change
+// and go, access for every request, and for an eviction begin, then next
+// until the victims cover the need, then commit or rollback. The costs
+// are each implementation's.
 type order interface {
 	// grow makes room for n more slots.
 	grow(n int)
-	// add files the candidate just put in slot, evictable or not.
-	add(slot int32)
+	// add puts c in slot, a free slot or the next one made, and files
+	// it, evictable or not.
+	add(slot int32, c Candidate)
+	// cand returns the candidate in slot, which the Index changes in
+	// place (then calling update) but for its ID.
+	cand(slot int32) *Candidate
 	// update files the candidate in slot again after it changed: its
 	// fields, its evictability, or its blocks after a partial eviction.
 	// tick is its LastAccess before the change.
 	update(slot int32, tick int64)
-	// remove forgets the candidate in slot, which leaves the index.
+	// remove forgets the candidate in slot, which leaves the index: the
+	// slot holds the zero Candidate after, which keeps no Blocks alive.
 	remove(slot int32)
 	// access records a request for id, held or not.
 	access(id uint64)
 	// begin starts an eviction of required > 0 blocks, which the
 	// evictable candidates cover.
 	begin(required int)
-	// next returns the slot of the next victim and takes it out of the
-	// possible victims.
-	next() int32
+	// next returns the slot of the next victim and its candidate, and
+	// takes it out of the possible victims.
+	next() (int32, *Candidate)
 	// commit ends the eviction: the victims taken by next, whose slots
 	// are taken in order, leave the order (the Index then removes them),
 	// but the last when trimmed, which keeps a head of its blocks (the
@@ -167,11 +172,11 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.ord = newAutoOrder(newAuto(&cfg), &x.cands, &x.slots)
+		x.ord = newAutoOrder(newAuto(&cfg), &x.slots)
 	case info.Kind.Adaptive():
-		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.cands, &x.slots)
+		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.slots)
 	default:
-		x.ord = newKeyOrder(params, &x.cands)
+		x.ord = newKeyOrder(params)
 	}
 	return x, nil
 }
@@ -186,7 +191,6 @@ func (x *Index) Grow(n int) {
 		return
 	}
 	n = min(n, maxIndexLen-x.slots.Len())
-	x.cands = slices.Grow(x.cands, n)
 	x.slots.Reserve(n)
 	x.ord.grow(n)
 }
@@ -204,7 +208,7 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 	if !ok {
 		return Candidate{}, false
 	}
-	return x.cands[slot], true
+	return *x.ord.cand(slot), true
 }
 
 // Add inserts c. It returns an error matching [ErrInvalidCandidate] if c has
@@ -227,16 +231,15 @@ func (x *Index) Add(c Candidate) error {
 	if n := len(x.free); n > 0 {
 		slot, x.free = x.free[n-1], x.free[:n-1]
 	} else {
-		slot = int32(len(x.cands))
-		x.cands = append(x.cands, Candidate{})
+		slot = x.made
+		x.made++
 	}
-	x.cands[slot] = c
 	x.slots.Put(c.ID, slot)
 	x.stats.evictions.Access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
 	}
-	x.ord.add(slot)
+	x.ord.add(slot, c)
 	return nil
 }
 
@@ -248,18 +251,19 @@ func (x *Index) Remove(id uint64) bool {
 	if !ok {
 		return false
 	}
-	if c := &x.cands[slot]; c.evictable() {
+	c := x.ord.cand(slot)
+	if c.evictable() {
 		x.available -= len(c.Blocks)
 	}
-	x.release(slot)
+	x.release(slot, c.ID)
 	return true
 }
 
-// release frees a slot: its candidate leaves the order and the index.
-func (x *Index) release(slot int32) {
+// release frees a slot, whose candidate has the given ID: the candidate
+// leaves the order and the index.
+func (x *Index) release(slot int32, id uint64) {
 	x.ord.remove(slot)
-	x.slots.Del(x.cands[slot].ID)
-	x.cands[slot] = Candidate{} // drop the Blocks reference
+	x.slots.Del(id)
 	x.free = append(x.free, slot)
 }
 
@@ -274,7 +278,7 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	c := &x.cands[slot]
+	c := x.ord.cand(slot)
 	old := c.LastAccess
 	c.LastAccess = tick
 	if c.AccessCount < math.MaxInt {
@@ -326,7 +330,7 @@ func (x *Index) Lock(id uint64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.cands[slot].RefCount == math.MaxInt {
+	if x.ord.cand(slot).RefCount == math.MaxInt {
 		return fmt.Errorf("%w: reference count of ID %d would overflow", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount++ })
@@ -342,7 +346,7 @@ func (x *Index) Unlock(id uint64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.cands[slot].RefCount == 0 {
+	if x.ord.cand(slot).RefCount == 0 {
 		return fmt.Errorf("%w: ID %d holds no reference to release", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount-- })
@@ -356,7 +360,7 @@ func unknownSequence(id uint64) error {
 // change applies f to the candidate in slot and has the order file it
 // again.
 func (x *Index) change(slot int32, f func(*Candidate)) {
-	c := &x.cands[slot]
+	c := x.ord.cand(slot)
 	if c.evictable() {
 		x.available -= len(c.Blocks)
 	}
@@ -426,9 +430,9 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // those committed.
 
 func (x *Index) next() (*Candidate, error) {
-	slot := x.ord.next()
+	slot, c := x.ord.next()
 	x.taken = append(x.taken, slot)
-	return &x.cands[slot], nil
+	return c, nil
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
@@ -437,15 +441,16 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 	if trimmed {
 		slot := whole[len(whole)-1]
 		whole = whole[:len(whole)-1]
-		c := &x.cands[slot]
+		c := x.ord.cand(slot)
 		keep := len(c.Blocks) - len(victims[len(victims)-1].Blocks)
 		x.available -= len(c.Blocks) - keep
 		c.Blocks = c.Blocks[:keep:keep]
 		x.ord.update(slot, c.LastAccess)
 	}
 	for _, slot := range whole {
-		x.available -= len(x.cands[slot].Blocks)
-		x.release(slot)
+		c := x.ord.cand(slot)
+		x.available -= len(c.Blocks)
+		x.release(slot, c.ID)
 	}
 	x.taken = x.taken[:0]
 }

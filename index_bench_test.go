@@ -23,8 +23,9 @@ import (
 // impl=index times each eviction and keeps its metrics, eviction history
 // included; impl=index-lean is the same index with WithTiming(false) and
 // WithEvictionHistory(0), which still counts selections, victims and
-// blocks. simplelru keeps no metrics and supports neither pinning,
-// reference counts nor other strategies.
+// blocks; impl=index-untimed and impl=index-nohistory drop one of the two,
+// so that the rows show what each costs. simplelru keeps no metrics and
+// supports neither pinning, reference counts nor other strategies.
 //
 // impl=index/strategy=S runs the same operations on the index with its
 // default metrics for every key strategy S. Its sequences have more fields
@@ -70,6 +71,8 @@ func BenchmarkIndex(b *testing.B) {
 			}{
 				{"index", nil},
 				{"index-lean", []kvevict.Option{kvevict.WithTiming(false), kvevict.WithEvictionHistory(0)}},
+				{"index-untimed", []kvevict.Option{kvevict.WithTiming(false)}},
+				{"index-nohistory", []kvevict.Option{kvevict.WithEvictionHistory(0)}},
 			} {
 				b.Run(fmt.Sprintf("impl=%s/op=%s/n=%d", impl.name, op, n), func(b *testing.B) {
 					benchIndexOp(b, newFullIndex(b, kvevict.LRU, impl.opts, n, lruCand), op, ids, lruCand)

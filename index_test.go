@@ -19,9 +19,9 @@ var soak = flag.Bool("soak", false, "run the index soak test for 10M operations 
 func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
 	live, available := 0, 0
-	for slot := range x.cands {
-		c := &x.cands[slot]
-		if got, ok := x.slots.Get(c.ID); !ok || got != int32(slot) {
+	for slot := range x.made {
+		c := x.ord.cand(slot)
+		if got, ok := x.slots.Get(c.ID); !ok || got != slot {
 			continue // a free slot
 		}
 		live++
@@ -35,11 +35,11 @@ func checkIndex(t testing.TB, x *Index) {
 	if live != x.slots.Len() {
 		t.Fatalf("%d live slots, map holds %d", live, x.slots.Len())
 	}
-	if live+len(x.free) != len(x.cands) {
-		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), len(x.cands))
+	if live+len(x.free) != int(x.made) {
+		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), x.made)
 	}
 	for _, slot := range x.free {
-		if c := &x.cands[slot]; c.Blocks != nil || c.ID != 0 {
+		if c := x.ord.cand(slot); c.Blocks != nil || c.ID != 0 {
 			t.Fatalf("free slot %d holds ID %d", slot, c.ID)
 		}
 	}
@@ -57,16 +57,27 @@ func checkIndex(t testing.TB, x *Index) {
 // tableCaps describes the capacities of x's tables: a table that grows
 // moves to a larger array, so its capacity changes.
 func tableCaps(x *Index) string {
-	caps := []int{cap(x.cands), x.slots.Slots()}
+	caps := []int{slabCap(x), x.slots.Slots()}
 	switch o := x.ord.(type) {
-	case *keyOrder:
-		caps = append(caps, cap(o.state), cap(o.links))
 	case *listOrder:
 		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots())
 	case *autoOrder:
 		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots(), cap(o.g.slots), cap(o.g.links), cap(o.a.info))
 	}
 	return fmt.Sprint(caps)
+}
+
+// slabCap returns how many candidates x's order has room for.
+func slabCap(x *Index) int {
+	switch o := x.ord.(type) {
+	case *keyOrder:
+		return cap(o.slab)
+	case *listOrder:
+		return cap(o.slab)
+	case *autoOrder:
+		return cap(o.slab)
+	}
+	panic(fmt.Sprintf("unknown order %T", x.ord))
 }
 
 // pending returns the lengths of the lists an adaptive order keeps until
@@ -634,9 +645,9 @@ func TestIndexSoak(t *testing.T) {
 		if i%100_000 == 0 {
 			checkIndex(t, x)
 		}
-		if used > poolBlocks || len(x.cands) > poolBlocks {
+		if used > poolBlocks || int(x.made) > poolBlocks {
 			t.Fatalf("op %d: %d blocks used, %d slots for a pool of %d blocks",
-				i, used, len(x.cands), poolBlocks)
+				i, used, x.made, poolBlocks)
 		}
 	}
 	checkIndex(t, x)
@@ -667,8 +678,8 @@ func TestIndexGrow(t *testing.T) {
 		}
 		x.Grow(-1)
 		x.Grow(0)
-		if cap(x.cands) != 0 {
-			t.Fatalf("%s: Grow(<= 0) allocated %d slots", s, cap(x.cands))
+		if slabCap(x) != 0 {
+			t.Fatalf("%s: Grow(<= 0) allocated %d slots", s, slabCap(x))
 		}
 		const n = 1000
 		x.Grow(n)
@@ -712,9 +723,9 @@ func TestIndexListsBounded(t *testing.T) {
 			if i%7 == 0 {
 				x.Remove((i / 7) % 50)
 			}
-			limit := 2*len(x.cands) + 17
+			limit := 2*int(x.made) + 17
 			if waiting, refile := pending(x); waiting > limit || refile > limit {
-				t.Fatalf("%s after %d requests: %d waiting, %d to file again, for %d slots", s, i, waiting, refile, len(x.cands))
+				t.Fatalf("%s after %d requests: %d waiting, %d to file again, for %d slots", s, i, waiting, refile, x.made)
 			}
 		}
 		checkIndex(t, x)

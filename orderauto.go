@@ -42,9 +42,10 @@ type autoOrder struct {
 	taken  int         // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto, cands *[]Candidate, slots *idmap.Map[int32]) *autoOrder {
-	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a, cands: cands}
-	o := &autoOrder{marks: newMarks(a, cands, slots, g), a: a, g: g}
+func newAutoOrder(a *auto, slots *idmap.Map[int32]) *autoOrder {
+	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
+	o := &autoOrder{marks: newMarks(a, slots, g), a: a, g: g}
+	g.cands = &o.slab
 	o.t.observer = &o.marks
 	return o
 }
@@ -56,29 +57,30 @@ func (o *autoOrder) grow(n int) {
 	o.g.links = slices.Grow(o.g.links, n)
 }
 
-func (o *autoOrder) add(slot int32) {
+func (o *autoOrder) add(slot int32, c Candidate) {
 	g := o.g
-	for int(slot) >= len(g.slots) {
+	if int(slot) == len(g.slots) {
 		g.slots = append(g.slots, autoSlot{})
 		g.links = append(g.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
 	}
 	g.slots[slot] = autoSlot{held: true}
-	g.seen(math.MinInt64, (*o.cands)[slot].LastAccess)
-	o.marks.add(slot)
+	g.seen(math.MinInt64, c.LastAccess)
+	o.marks.add(slot, c)
 }
 
 // update files a candidate that stayed marked again: its group follows
 // LastAccess and a partial last block.
 func (o *autoOrder) update(slot int32, tick int64) {
-	o.g.seen(tick, (*o.cands)[slot].LastAccess)
+	o.g.seen(tick, o.slab[slot].LastAccess)
 	if o.marks.update(slot) {
 		o.regroup(slot)
 	}
 }
 
 func (o *autoOrder) remove(slot int32) {
+	last := o.slab[slot].LastAccess
 	o.marks.remove(slot)
-	o.g.gone((*o.cands)[slot].LastAccess)
+	o.g.gone(last)
 	o.g.slots[slot] = autoSlot{}
 }
 
@@ -96,18 +98,19 @@ func (o *autoOrder) begin(required int) {
 	o.ranked, o.taken = o.greedy(required), 0
 }
 
-func (o *autoOrder) next() int32 {
+func (o *autoOrder) next() (int32, *Candidate) {
 	if o.taken == len(o.ranked) {
 		panic("kvevict: the index's groups lost an evictable candidate")
 	}
 	o.taken++
-	return o.ranked[o.taken-1].Slot
+	slot := o.ranked[o.taken-1].Slot
+	return slot, &o.slab[slot]
 }
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.
 func (o *autoOrder) commit(taken []int32, trimmed bool) {
-	a, cands := o.a, *o.cands
+	a, cands := o.a, o.slab
 	a.evicting()
 	for i, slot := range taken {
 		c := &cands[slot]
@@ -130,7 +133,7 @@ func (o *autoOrder) rollback([]int32) { o.a.finish() }
 // autoGroups are the groups of an Index of Auto.
 type autoGroups struct {
 	a       *auto
-	cands   *[]Candidate           // the Index's candidates, by slot
+	cands   *[]Candidate           // the order's candidates, by slot (marks.slab)
 	slots   []autoSlot             // by slot
 	byKey   map[autoGroupKey]int32 // group of each (partial, log2r) held
 	groups  []autoGroup            // by number; an empty one is free
@@ -232,7 +235,7 @@ func (g *autoGroups) close(gi int32) {
 // regroup files a marked candidate again after its fields changed.
 func (o *autoOrder) regroup(slot int32) {
 	o.g.unmarked(slot)
-	if n := o.t.lookup((*o.cands)[slot].ID); n >= 0 && o.t.marked(n) {
+	if n := o.t.lookup(o.slab[slot].ID); n >= 0 && o.t.marked(n) {
 		o.g.marked(slot, n)
 	}
 }
@@ -290,7 +293,7 @@ func (g *autoGroups) now() int64 {
 // so far. It returns the victims, smallest first (Slot: the index's slot),
 // valid until the next selection.
 func (o *autoOrder) greedy(required int) []entry {
-	g, a, cands := o.g, o.a, *o.cands
+	g, a, cands := o.g, o.a, o.slab
 	for _, slot := range g.refile {
 		if g.slots[slot].refile { // not released since
 			g.slots[slot].refile = false
@@ -325,7 +328,7 @@ func (o *autoOrder) check() error {
 	if err != nil {
 		return err
 	}
-	g, a, cands := o.g, o.a, *o.cands
+	g, a, cands := o.g, o.a, o.slab
 	grouped := 0
 	for i, gi := range g.live {
 		grp := &g.groups[gi]

@@ -15,21 +15,26 @@ import (
 // indexed heap of the others (see Order structure on [Index]).
 type keyOrder struct {
 	params keyParams
-	cands  *[]Candidate // the Index's candidates, by slot
-	state  []keyState   // by slot
-	run    dlist.List
-	links  dlist.Links // the run's links, by slot
-	heap   rank.Heap
+	// slab holds, by slot, the candidate and beside it its key while in
+	// the run and its run links, 128 bytes: a touch that moves a candidate
+	// to the run's back reads and writes them where it reads the
+	// candidate, not in arrays of their own.
+	slab dlist.Nodes[keySlot]
+	run  dlist.List
+	heap rank.Heap
 }
 
-// keyState is where a keyOrder keeps a slot's candidate, and its key while
-// in the run.
-type keyState struct {
+// keySlot is a slot of a keyOrder: its candidate, and its key while in
+// the run.
+type keySlot struct {
+	c   Candidate
 	key rank.Key
-	at  keyPlace
 }
 
-// keyPlace is where a keyOrder keeps a slot's candidate.
+// keyPlace is where a keyOrder keeps a slot's candidate. The slot's links
+// say it, so that it takes no byte beside them: a slot in the heap, in no
+// list, has the Prev link inHeapLink; one in the run is linked or the
+// run's front; the others are unlinked.
 type keyPlace uint8
 
 const (
@@ -38,32 +43,46 @@ const (
 	inHeap
 )
 
-func newKeyOrder(params keyParams, cands *[]Candidate) *keyOrder {
-	return &keyOrder{params: params, cands: cands, run: dlist.Empty()}
+// inHeapLink is the Prev link of a slot in the heap, which no list uses.
+const inHeapLink = dlist.None - 1
+
+// place returns where the candidate in slot is kept. O(1).
+func (o *keyOrder) place(slot int32) keyPlace {
+	switch n := &o.slab[slot]; {
+	case n.Prev == inHeapLink:
+		return inHeap
+	case n.Prev != dlist.None || o.run.Front == slot:
+		return inRun
+	}
+	return outOfOrder
+}
+
+func newKeyOrder(params keyParams) *keyOrder {
+	return &keyOrder{params: params, run: dlist.Empty()}
 }
 
 func (o *keyOrder) grow(n int) {
-	o.state = slices.Grow(o.state, n)
-	o.links = slices.Grow(o.links, n)
+	o.slab = slices.Grow(o.slab, n)
 }
 
-// add files a new slot: O(1) in the run, else O(log n).
-func (o *keyOrder) add(slot int32) {
-	for int(slot) >= len(o.state) {
-		o.state = append(o.state, keyState{})
-		o.links = append(o.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
+// add files a new candidate: O(1) in the run, else O(log n).
+func (o *keyOrder) add(slot int32, c Candidate) {
+	if int(slot) == len(o.slab) {
+		o.slab = append(o.slab, dlist.Node[keySlot]{Prev: dlist.None, Next: dlist.None})
 	}
-	o.state[slot] = keyState{}
-	if (*o.cands)[slot].evictable() {
+	o.slab[slot].Val.c = c // its key is set when it goes to the run
+	if c.evictable() {
 		o.insert(slot)
 	}
 }
+
+func (o *keyOrder) cand(slot int32) *Candidate { return &o.slab[slot].Val.c }
 
 // update moves the candidate in slot into, out of or within the order as
 // its evictability and key require: O(1) when it stays in the run or
 // moves to its back, else O(log n).
 func (o *keyOrder) update(slot int32, _ int64) {
-	was, now := o.state[slot].at != outOfOrder, (*o.cands)[slot].evictable()
+	was, now := o.place(slot) != outOfOrder, o.cand(slot).evictable()
 	switch {
 	case was && now:
 		o.refile(slot)
@@ -75,9 +94,10 @@ func (o *keyOrder) update(slot int32, _ int64) {
 }
 
 func (o *keyOrder) remove(slot int32) {
-	if o.state[slot].at != outOfOrder {
+	if o.place(slot) != outOfOrder {
 		o.detach(slot)
 	}
+	o.slab[slot].Val.c = Candidate{} // drop the Blocks reference
 }
 
 // access: a key strategy ranks by the candidates' fields alone.
@@ -88,10 +108,10 @@ func (o *keyOrder) begin(int) {}
 
 // next takes the smaller of the run's front and the heap's root. O(1) from
 // the run, O(log n) from the heap.
-func (o *keyOrder) next() int32 {
+func (o *keyOrder) next() (int32, *Candidate) {
 	slot := o.first()
 	o.detach(slot)
-	return slot
+	return slot, o.cand(slot)
 }
 
 // commit: the victims are out of the run and the heap already.
@@ -114,7 +134,7 @@ func (o *keyOrder) first() int32 {
 	if h == dlist.None {
 		return root.Slot
 	}
-	if before(o.state[h].key, (*o.cands)[h].ID, root.Key, root.ID) {
+	if before(o.slab[h].Val.key, o.cand(h).ID, root.Key, root.ID) {
 		return h
 	}
 	return root.Slot
@@ -124,14 +144,14 @@ func (o *keyOrder) first() int32 {
 // may be appended; true for an empty run. O(1).
 func (o *keyOrder) afterRun(k rank.Key, id uint64) bool {
 	b := o.run.Back
-	return b == dlist.None || before(o.state[b].key, (*o.cands)[b].ID, k, id)
+	return b == dlist.None || before(o.slab[b].Val.key, o.cand(b).ID, k, id)
 }
 
 // insert files the evictable candidate in slot, which is in neither the run
 // nor the heap: at the run's back if its key sorts after the back's, O(1),
 // else in the heap, O(log n).
 func (o *keyOrder) insert(slot int32) {
-	c := &(*o.cands)[slot]
+	c := o.cand(slot)
 	k := o.params.keyOf(c)
 	if o.afterRun(k, c.ID) {
 		o.appendRun(slot, k)
@@ -145,9 +165,9 @@ func (o *keyOrder) insert(slot int32) {
 // moves there, in O(1) plus, from the heap, O(log n); one still between its
 // run neighbours stays; the rest go to the heap, O(log n).
 func (o *keyOrder) refile(slot int32) {
-	c := &(*o.cands)[slot]
+	c := o.cand(slot)
 	k, id := o.params.keyOf(c), c.ID
-	if o.state[slot].at == inHeap {
+	if o.place(slot) == inHeap {
 		if o.afterRun(k, id) {
 			o.heap.Remove(slot)
 			o.appendRun(slot, k)
@@ -164,25 +184,25 @@ func (o *keyOrder) refile(slot int32) {
 		o.appendRun(slot, k)
 		return
 	}
-	link := o.links[slot]
-	if p := link.Prev; p != dlist.None && !before(o.state[p].key, (*o.cands)[p].ID, k, id) {
+	link := &o.slab[slot]
+	if p := link.Prev; p != dlist.None && !before(o.slab[p].Val.key, o.cand(p).ID, k, id) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	if q := link.Next; q != dlist.None && !before(k, id, o.state[q].key, (*o.cands)[q].ID) {
+	if q := link.Next; q != dlist.None && !before(k, id, o.slab[q].Val.key, o.cand(q).ID) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	o.state[slot].key = k
+	o.slab[slot].Val.key = k
 }
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (o *keyOrder) detach(slot int32) {
-	if o.state[slot].at == inHeap {
+	if o.place(slot) == inHeap {
 		o.heap.Remove(slot)
-		o.state[slot].at = outOfOrder
+		o.slab[slot].Prev = dlist.None
 		return
 	}
 	o.unlink(slot)
@@ -190,33 +210,27 @@ func (o *keyOrder) detach(slot int32) {
 
 // appendRun adds the candidate in slot, of key k, at the run's back. O(1).
 func (o *keyOrder) appendRun(slot int32, k rank.Key) {
-	o.state[slot] = keyState{key: k, at: inRun}
-	o.links.PushBack(&o.run, slot)
+	o.slab[slot].Val.key = k
+	o.slab.PushBack(&o.run, slot)
 }
 
-// unlink takes the candidate in slot out of the run. O(1).
-func (o *keyOrder) unlink(slot int32) {
-	o.links.Remove(&o.run, slot)
-	o.state[slot].at = outOfOrder
-}
+// unlink takes the candidate in slot out of the run, leaving its links
+// None: out of the order. O(1).
+func (o *keyOrder) unlink(slot int32) { o.slab.Remove(&o.run, slot) }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
 func (o *keyOrder) push(slot int32, k rank.Key) {
-	o.heap.Push(newEntry(&(*o.cands)[slot], k, slot))
-	o.state[slot].at = inHeap
+	o.heap.Push(newEntry(o.cand(slot), k, slot))
+	o.slab[slot].Prev = inHeapLink
 }
 
 // check verifies that the run and the heap hold exactly the evictable
 // candidates, with current keys, the run strictly ascending and the heap
 // in heap order.
 func (o *keyOrder) check() error {
-	cands := *o.cands
-	if len(o.state) != len(cands) || len(o.links) != len(cands) {
-		return fmt.Errorf("%d states and %d links for %d slots", len(o.state), len(o.links), len(cands))
-	}
 	inRunCount, inHeapCount := 0, 0
-	for slot := range cands {
-		c, at := &cands[slot], o.state[slot].at
+	for slot := range o.slab {
+		c, at := &o.slab[slot].Val.c, o.place(int32(slot))
 		if o.heap.Contains(int32(slot)) != (at == inHeap) {
 			return fmt.Errorf("ID %d: kept at %d, in the heap %v", c.ID, at, o.heap.Contains(int32(slot)))
 		}
@@ -241,16 +255,17 @@ func (o *keyOrder) check() error {
 		return err
 	}
 	prev := dlist.None
-	err := o.links.Check(&o.run, func(slot int32) error {
-		st, c := &o.state[slot], &cands[slot]
-		if st.at != inRun {
-			return fmt.Errorf("run slot %d: kept at %d", slot, st.at)
+	err := o.slab.Check(&o.run, func(slot int32) error {
+		st := &o.slab[slot].Val
+		c := &st.c
+		if at := o.place(slot); at != inRun {
+			return fmt.Errorf("run slot %d: kept at %d", slot, at)
 		}
 		if k := o.params.keyOf(c); st.key != k {
 			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", c.ID, st.key, k)
 		}
-		if prev != dlist.None && !before(o.state[prev].key, cands[prev].ID, st.key, c.ID) {
-			return fmt.Errorf("run order broken between IDs %d and %d", cands[prev].ID, c.ID)
+		if prev != dlist.None && !before(o.slab[prev].Val.key, o.cand(prev).ID, st.key, c.ID) {
+			return fmt.Errorf("run order broken between IDs %d and %d", o.cand(prev).ID, c.ID)
 		}
 		prev = slot
 		return nil

@@ -18,8 +18,8 @@ type unfollowed struct{}
 func (unfollowed) marked(int32, int32) {}
 func (unfollowed) unmarked(int32)      {}
 
-func newListOrder(h listHistory, cands *[]Candidate, slots *idmap.Map[int32]) *listOrder {
-	o := &listOrder{marks: newMarks(h, cands, slots, unfollowed{}), lists: h}
+func newListOrder(h listHistory, slots *idmap.Map[int32]) *listOrder {
+	o := &listOrder{marks: newMarks(h, slots, unfollowed{}), lists: h}
 	o.t.observer = &o.marks
 	return o
 }
@@ -41,7 +41,10 @@ func (o *listOrder) begin(int) {
 	o.admitWaiting()
 }
 
-func (o *listOrder) next() int32 { return o.t.slab[nextListVictim(o.lists)].cand }
+func (o *listOrder) next() (int32, *Candidate) {
+	slot := o.t.slab[nextListVictim(o.lists)].cand
+	return slot, &o.slab[slot]
+}
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.

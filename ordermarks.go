@@ -27,7 +27,7 @@ import (
 // admission. G follows the marks: Auto's groups (orderauto.go), or nothing
 // for the lists (orderlist.go).
 type marks[G follower] struct {
-	cands   *[]Candidate      // the Index's candidates, by slot
+	slab    []Candidate       // the Index's candidates, by slot
 	slots   *idmap.Map[int32] // the Index's ID -> slot
 	h       history
 	t       *table
@@ -49,29 +49,33 @@ type markState struct {
 	waiting   bool // in marks.waiting
 }
 
-func newMarks[G follower](h history, cands *[]Candidate, slots *idmap.Map[int32], follow G) marks[G] {
-	m := marks[G]{cands: cands, slots: slots, h: h, t: h.nodes(), follow: follow}
+func newMarks[G follower](h history, slots *idmap.Map[int32], follow G) marks[G] {
+	m := marks[G]{slots: slots, h: h, t: h.nodes(), follow: follow}
 	m.t.nextEpoch() // the one epoch of the index's marks
 	return m
 }
 
 func (m *marks[G]) grow(n int) {
+	m.slab = slices.Grow(m.slab, n)
 	m.state = slices.Grow(m.state, n)
 	m.waiting = slices.Grow(m.waiting, n)
 	m.t.reserve(n)
 }
 
-// add files a new slot: marked if the history holds its id as resident
-// and it is evictable; else, if not resident, it waits for admission.
-func (m *marks[G]) add(slot int32) {
-	for int(slot) >= len(m.state) {
+// add files a new candidate: marked if the history holds its id as
+// resident and it is evictable; else, if not resident, it waits for
+// admission.
+func (m *marks[G]) add(slot int32, c Candidate) {
+	if int(slot) == len(m.slab) {
+		m.slab = append(m.slab, Candidate{})
 		m.state = append(m.state, markState{})
 	}
+	m.slab[slot] = c
 	m.state[slot] = markState{}
-	if (*m.cands)[slot].evictable() {
+	if m.slab[slot].evictable() {
 		m.markHeld(slot)
 	}
-	if n := m.t.lookup((*m.cands)[slot].ID); n < 0 || !m.t.resident(n) {
+	if n := m.t.lookup(m.slab[slot].ID); n < 0 || !m.t.resident(n) {
 		m.wait(slot)
 	}
 }
@@ -80,7 +84,7 @@ func (m *marks[G]) add(slot int32) {
 // It reports whether the candidate was and still is evictable: its fields
 // changed while marked, which a follower may need to know.
 func (m *marks[G]) update(slot int32) (stayed bool) {
-	was, now := m.state[slot].evictable, (*m.cands)[slot].evictable()
+	was, now := m.state[slot].evictable, m.slab[slot].evictable()
 	switch {
 	case was && now:
 		return true
@@ -92,12 +96,15 @@ func (m *marks[G]) update(slot int32) (stayed bool) {
 	return false
 }
 
+func (m *marks[G]) cand(slot int32) *Candidate { return &m.slab[slot] }
+
 // remove forgets slot, which leaves the index.
 func (m *marks[G]) remove(slot int32) {
 	if m.state[slot].evictable {
 		m.unmarkHeld(slot)
 	}
 	m.state[slot] = markState{}
+	m.slab[slot] = Candidate{}
 }
 
 // admitWaiting admits into the history the held ids it does not hold as
@@ -108,7 +115,7 @@ func (m *marks[G]) admitWaiting() {
 	if len(m.waiting) == 0 {
 		return
 	}
-	cands := *m.cands
+	cands := m.slab
 	admit := m.waiting
 	m.waiting = m.spare[:0] // the observer may add to it while admit is read
 	keep := admit[:0]
@@ -169,7 +176,7 @@ func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (m *marks[G]) markHeld(slot int32) {
 	m.state[slot].evictable = true
-	if n := m.t.lookup((*m.cands)[slot].ID); n >= 0 && m.t.resident(n) {
+	if n := m.t.lookup(m.slab[slot].ID); n >= 0 && m.t.resident(n) {
 		m.setMark(n, slot)
 	}
 }
@@ -177,7 +184,7 @@ func (m *marks[G]) markHeld(slot int32) {
 // unmarkHeld takes the candidate in slot out of the possible victims.
 func (m *marks[G]) unmarkHeld(slot int32) {
 	m.state[slot].evictable = false
-	if n := m.t.lookup((*m.cands)[slot].ID); n >= 0 {
+	if n := m.t.lookup(m.slab[slot].ID); n >= 0 {
 		m.clearMark(n)
 	}
 }
@@ -231,7 +238,7 @@ func (m *marks[G]) check() (marked int, err error) {
 	if err := m.h.check(); err != nil {
 		return 0, err
 	}
-	cands := *m.cands
+	cands := m.slab
 	if len(m.state) != len(cands) {
 		return 0, fmt.Errorf("%d mark states for %d slots", len(m.state), len(cands))
 	}

@@ -4,11 +4,15 @@
 // follow. [Slots] hands out the slab's slots, reusing freed ones.
 //
 // The links live in a slice of their own, indexed like the caller's slab,
-// rather than in the slab's elements: the list is then one non-generic type
-// whose operations inline into the caller, and a walk along a list reads
-// eight bytes per slot. One [Links] slice can thread any number of disjoint
-// lists; each [List] is one list's ends and length. A slot is in at most one
-// list of a Links at a time, and the caller knows which.
+// rather than in the slab's elements: a walk along a list then reads eight
+// bytes per slot, and the list's operations, which take no function to
+// reach a slot's links, inline into the caller. A caller that reads a few
+// bytes of its own per slot whenever it follows or moves a slot's links
+// keeps them beside the links, as the value of a [Node], so that one cache
+// line holds both; [Links] is the slice of nodes without a value. One
+// slice of nodes can thread any number of disjoint lists; each [List] is
+// one list's ends and length. A slot is in at most one list of a slice at a
+// time, and the caller knows which.
 package dlist
 
 import "fmt"
@@ -17,13 +21,27 @@ import "fmt"
 // of its back, and both ends of an empty list.
 const None int32 = -1
 
-// Link is one slot's neighbours in its list: Prev toward the front, Next
-// toward the back, None past the ends.
-type Link struct {
+// Node is one slot's neighbours in its list, Prev toward the front and
+// Next toward the back (None past the ends), and Val, the caller's value
+// for the slot, which the list's operations leave as it is. Val comes
+// first so that a Node without a value (a [Link]) is eight bytes: a
+// zero-size last field would be padded.
+type Node[V any] struct {
+	Val        V
 	Prev, Next int32
 }
 
-// List is the ends and length of one list threaded through a [Links].
+// Link is a node without a value: one slot's neighbours alone.
+type Link = Node[struct{}]
+
+// Nodes holds the node of every slot of a slab, indexed like it. The caller
+// grows it with its slab.
+type Nodes[V any] []Node[V]
+
+// Links holds the links of every slot of a slab, without values.
+type Links = Nodes[struct{}]
+
+// List is the ends and length of one list threaded through a [Nodes].
 // A list is empty when made by [Empty]; the zero List is not a valid list.
 type List struct {
 	Front, Back int32
@@ -33,13 +51,9 @@ type List struct {
 // Empty returns an empty list.
 func Empty() List { return List{Front: None, Back: None} }
 
-// Links holds the links of every slot of a slab, indexed like it. The caller
-// grows it with its slab.
-type Links []Link
-
 // PushBack links slot n, which is in no list, at the back of l. O(1).
-func (s Links) PushBack(l *List, n int32) {
-	s[n] = Link{Prev: l.Back, Next: None}
+func (s Nodes[V]) PushBack(l *List, n int32) {
+	s[n].Prev, s[n].Next = l.Back, None
 	if l.Back != None {
 		s[l.Back].Next = n
 	} else {
@@ -50,8 +64,8 @@ func (s Links) PushBack(l *List, n int32) {
 }
 
 // PushFront links slot n, which is in no list, at the front of l. O(1).
-func (s Links) PushFront(l *List, n int32) {
-	s[n] = Link{Prev: None, Next: l.Front}
+func (s Nodes[V]) PushFront(l *List, n int32) {
+	s[n].Prev, s[n].Next = None, l.Front
 	if l.Front != None {
 		s[l.Front].Prev = n
 	} else {
@@ -63,7 +77,7 @@ func (s Links) PushFront(l *List, n int32) {
 
 // InsertAfter links slot n, which is in no list, right after slot at of l,
 // or at the front of l if at is None. O(1).
-func (s Links) InsertAfter(l *List, at, n int32) {
+func (s Nodes[V]) InsertAfter(l *List, at, n int32) {
 	if at == None {
 		s.PushFront(l, n)
 		return
@@ -73,7 +87,7 @@ func (s Links) InsertAfter(l *List, at, n int32) {
 		s.PushBack(l, n)
 		return
 	}
-	s[n] = Link{Prev: at, Next: next}
+	s[n].Prev, s[n].Next = at, next
 	s[at].Next = n
 	s[next].Prev = n
 	l.Len++
@@ -81,11 +95,11 @@ func (s Links) InsertAfter(l *List, at, n int32) {
 
 // Prev returns the neighbour of slot n toward the front of its list, or
 // None.
-func (s Links) Prev(n int32) int32 { return s[n].Prev }
+func (s Nodes[V]) Prev(n int32) int32 { return s[n].Prev }
 
 // Remove unlinks slot n from l, which holds it, and leaves both its links
 // None. O(1).
-func (s Links) Remove(l *List, n int32) {
+func (s Nodes[V]) Remove(l *List, n int32) {
 	x := &s[n]
 	if x.Prev != None {
 		s[x.Prev].Next = x.Next
@@ -143,12 +157,12 @@ func (s *Slots) Reset() {
 func (s *Slots) FreeLen() int { return s.nFree }
 
 // Next returns the neighbour of slot n toward the back of its list, or None.
-func (s Links) Next(n int32) int32 { return s[n].Next }
+func (s Nodes[V]) Next(n int32) int32 { return s[n].Next }
 
 // Check verifies l: linked both ways from Front to Back, Len slots long,
 // every slot within s. It calls visit, if not nil, on each slot from front
 // to back, stopping at the first error visit returns. O(len). For tests.
-func (s Links) Check(l *List, visit func(n int32) error) error {
+func (s Nodes[V]) Check(l *List, visit func(n int32) error) error {
 	count, prev := 0, None
 	for n := l.Front; n != None; n = s[n].Next {
 		if n < 0 || int(n) >= len(s) {

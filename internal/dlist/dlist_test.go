@@ -49,7 +49,7 @@ func TestRandomOperations(t *testing.T) {
 			s.Remove(&lists[l], n)
 			m.remove(l, n)
 			in[n] = -1
-			if s[n] != (Link{None, None}) {
+			if s[n] != (Link{Prev: None, Next: None}) {
 				t.Fatalf("removed slot %d keeps links %+v", n, s[n])
 			}
 		} else {
@@ -132,7 +132,7 @@ func TestSlots(t *testing.T) {
 			case !grown || int(n) != len(s.Links)-1:
 				t.Fatalf("Alloc() = %d, %v with nothing free and %d links", n, grown, len(s.Links))
 			}
-			if s.Links[n] != (Link{None, None}) {
+			if s.Links[n] != (Link{Prev: None, Next: None}) {
 				t.Fatalf("allocated slot %d has links %+v", n, s.Links[n])
 			}
 			s.PushBack(&used, n)
@@ -151,5 +151,29 @@ func TestSlots(t *testing.T) {
 	s.Reset()
 	if n, grown := s.Alloc(); n != 0 || !grown || s.FreeLen() != 0 {
 		t.Fatalf("after Reset, Alloc() = %d, %v with %d free", n, grown, s.FreeLen())
+	}
+}
+
+// TestNodesKeepValues: the list's operations move a node's links and
+// leave its value as it was.
+func TestNodesKeepValues(t *testing.T) {
+	s := make(Nodes[int], 4)
+	for n := range s {
+		s[n].Val = 10 * n
+	}
+	l := Empty()
+	s.PushBack(&l, 0)
+	s.PushFront(&l, 1)
+	s.InsertAfter(&l, 1, 2)
+	s.PushBack(&l, 3)
+	s.Remove(&l, 2)
+	s.Remove(&l, 0)
+	if err := s.Check(&l, nil); err != nil {
+		t.Fatal(err)
+	}
+	for n := range s {
+		if s[n].Val != 10*n {
+			t.Fatalf("slot %d holds %d, want %d", n, s[n].Val, 10*n)
+		}
 	}
 }
