@@ -303,8 +303,12 @@ func (h *Hierarchy) Len(i int) int {
 // Lookup returns where a request's blocks are: the run of its leading
 // blocks on the GPU, the run after it on the next tier, and so on; the
 // blocks after the last run are misses. The Match is valid until the next
-// call. It changes nothing. O(len(hashes)).
+// call. It changes no tier; it begins a request, whose victims
+// [Hierarchy.Victims] lists from here. O(len(hashes)).
 func (h *Hierarchy) Lookup(hashes []uint64) *Match {
+	for i := range h.evicted {
+		h.evicted[i] = h.evicted[i][:0]
+	}
 	m := &h.match
 	at := 0
 	for i := range h.levels {
@@ -319,8 +323,8 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 	return m
 }
 
-// Load brings the runs m found below the GPU up: each run counts as hits
-// of its tier, which keeps its copies unless the hierarchy is exclusive,
+// Load brings the runs m found below the GPU up: each run, the GPU's
+// too, counts as hits of its tier, which keeps its copies unless the hierarchy is exclusive,
 // touched as a request of them (under WriteThrough by Offer, which stores
 // every block of the request anyway: one access per request and tier).
 // An exclusive hierarchy drops
@@ -328,6 +332,7 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 // keep (all of them, unless the request is larger than the GPU). m must
 // be Lookup's for the same hashes.
 func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
+	h.stats[0].Hits += int64(m.Runs[0])
 	if h.vllm != nil {
 		// vLLM touches the request's keys before it looks them up; its
 		// lookup changes nothing, so after is the same.
@@ -446,14 +451,9 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 
 // Request serves one request's blocks: [Hierarchy.Lookup], then
 // [Hierarchy.Load], [Hierarchy.Admit] and [Hierarchy.Offer]. It returns the
-// Match that Lookup found, valid until the next call, and counts the GPU's
-// hits.
+// Match that Lookup found, valid until the next call.
 func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, error) {
-	for i := range h.evicted {
-		h.evicted[i] = h.evicted[i][:0]
-	}
 	m := h.Lookup(hashes)
-	h.stats[0].Hits += int64(m.Runs[0])
 	if err := h.Load(hashes, m); err != nil {
 		return nil, err
 	}
@@ -467,8 +467,8 @@ func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, err
 }
 
 // Victims returns the blocks tier i evicted since the latest
-// [Hierarchy.Request] began, in eviction order; valid until the next
-// Request.
+// [Hierarchy.Lookup] (which [Hierarchy.Request] begins with), in eviction
+// order; valid until the next Lookup.
 func (h *Hierarchy) Victims(i int) []uint64 { return h.evicted[i] }
 
 // MarkPartial marks block id on the GPU as the partial last block of the

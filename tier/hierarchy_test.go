@@ -308,3 +308,39 @@ func TestExclusiveKeepsWhatTheGPUCannot(t *testing.T) {
 		t.Fatalf("host holds %v, want [1 2 7 8]", got)
 	}
 }
+
+// TestRequestIsItsSteps: Request is Lookup, Load, Admit and Offer; an
+// engine that makes the four calls itself gets the same tiers and counts.
+func TestRequestIsItsSteps(t *testing.T) {
+	for _, write := range []Write{WriteThrough, WriteBack, WriteVLLM} {
+		cfg := Config{Levels: []Level{lru(GPU, 8), {Medium: CPU, Capacity: 16, Strategy: kvevict.ARC}}, Write: write}
+		whole, steps := newHierarchy(t, cfg), newHierarchy(t, cfg)
+		rng := rand.New(rand.NewPCG(7, uint64(write)))
+		for r := range 500 {
+			hashes := make([]uint64, 1+rng.IntN(6))
+			base := uint64(rng.IntN(20)) * 8
+			for i := range hashes {
+				hashes[i] = base + uint64(i)
+			}
+			if _, err := whole.Request(hashes, kvevict.PriorityLow); err != nil {
+				t.Fatal(err)
+			}
+			m := steps.Lookup(hashes)
+			if err := steps.Load(hashes, m); err != nil {
+				t.Fatal(err)
+			}
+			if err := steps.Admit(hashes, kvevict.PriorityLow); err != nil {
+				t.Fatal(err)
+			}
+			if err := steps.Offer(hashes); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(whole.Stats(), steps.Stats()) || !slices.Equal(whole.Victims(0), steps.Victims(0)) {
+				t.Fatalf("%s, request %d: Request %+v, the four calls %+v", write, r, whole.Stats(), steps.Stats())
+			}
+		}
+		if whole.Stats()[0].Hits == 0 || whole.Stats()[1].Hits == 0 {
+			t.Fatalf("%s: the script exercises little: %+v", write, whole.Stats())
+		}
+	}
+}
