@@ -113,6 +113,22 @@ func runJobs[R any](n, workers int, run func(i int) (R, error), interrupt <-chan
 	}
 }
 
+// finishedCapacities splits the results of an interrupted run, in blocks
+// of one per capacity in order, as jobs and tierJobs list them: the
+// results of the capacities whose runs all finished, and the capacities
+// left out.
+func finishedCapacities[R any](results []R, finished []bool, capacities []int) (kept []R, left []string) {
+	per := len(results) / len(capacities)
+	for c, capacity := range capacities {
+		if slices.Contains(finished[c*per:(c+1)*per], false) {
+			left = append(left, strconv.Itoa(capacity))
+		} else {
+			kept = append(kept, results[c*per:(c+1)*per]...)
+		}
+	}
+	return kept, left
+}
+
 // runAll runs o's jobs on w, workers at once, with their progress on
 // stderr, and returns their reports in the order of jobs. On a value from
 // interrupt it returns the reports of the capacities whose runs all
@@ -129,16 +145,7 @@ func runAll(o *options, w *sim.Workload, stderr io.Writer, workers int, interrup
 	if err == nil || !errors.Is(err, errInterrupted) {
 		return reports, err
 	}
-	var kept []sim.Report
-	var left []string
-	per := len(o.strategies) + 1 // runs per capacity, as jobs lists them
-	for c, capacity := range o.capacities {
-		if slices.Contains(finished[c*per:(c+1)*per], false) {
-			left = append(left, strconv.Itoa(capacity))
-		} else {
-			kept = append(kept, reports[c*per:(c+1)*per]...)
-		}
-	}
+	kept, left := finishedCapacities(reports, finished, o.capacities)
 	msg := "left out capacity " + left[0] + ", whose runs had not all finished"
 	if len(left) > 1 {
 		msg = "left out capacities " + strings.Join(left, ", ") + ", whose runs had not all finished"

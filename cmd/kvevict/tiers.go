@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -221,17 +220,10 @@ func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interru
 		return err
 	}
 	if err != nil { // as compare without -tier: the capacities whose runs all finished
-		kept := []tierRow{} // JSON's [] when none finished
 		var left []string
-		per := len(js) / len(o.capacities)
-		for c, capacity := range o.capacities {
-			if slices.Contains(finished[c*per:(c+1)*per], false) {
-				left = append(left, strconv.Itoa(capacity))
-			} else {
-				kept = append(kept, rows[c*per:(c+1)*per]...)
-			}
+		if rows, left = finishedCapacities(rows, finished, o.capacities); rows == nil {
+			rows = []tierRow{} // JSON's [] when none finished
 		}
-		rows = kept
 		err = fmt.Errorf("%w: left out GPU capacities %s, whose runs had not all finished", err, strings.Join(left, ", "))
 	}
 	if werr := writeTierRows(stdout, o, w, cost, rows); werr != nil {
