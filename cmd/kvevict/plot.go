@@ -90,23 +90,13 @@ var tierCurveStyles = map[tier.Medium]string{tier.GPU: tierGPU, tier.CPU: tierHo
 // capacity together.
 func plotTiers(path string, o *options, workload string, rs []tierRow) error {
 	host := o.tiers.specs[0]
-	var cs []curve
-	at := map[string]int{}
-	add := func(name, style, color string, x int, y float64) {
-		i, ok := at[name]
-		if !ok {
-			i = len(cs)
-			at[name] = i
-			cs = append(cs, curve{names: []string{name}, style: style, color: color})
-		}
-		cs[i].xys = append(cs[i].xys, plotter.XY{X: float64(x), Y: y})
-	}
+	var set curveSet
 	for i := range rs {
 		r := &rs[i]
-		x := host.capacity(r.GPUCapacity)
+		x := float64(host.capacity(r.GPUCapacity))
 		if r.Strategy == sim.BeladyName {
 			if r.CapacityBlocks != r.GPUCapacity {
-				add("belady total", sim.BeladyName, "", x, r.HitRatio)
+				set.add("belady total", sim.BeladyName, "", x, r.HitRatio)
 			}
 			continue
 		}
@@ -117,11 +107,11 @@ func plotTiers(path string, o *options, workload string, rs []tierRow) error {
 				label += "+"
 			}
 			label += string(ts.Medium)
-			add(r.Strategy+" "+label, tierCurveStyles[ts.Medium], r.Strategy, x, sum)
+			set.add(r.Strategy+" "+label, tierCurveStyles[ts.Medium], r.Strategy, x, sum)
 		}
 	}
 	xLabel := fmt.Sprintf("%s tier (blocks, log scale)", strings.ToLower(string(host.medium)))
-	return drawCurves(path, workload+", block hits stacked by tier", xLabel, true, merge(cs))
+	return drawCurves(path, workload+", block hits stacked by tier", xLabel, true, merge(set.cs))
 }
 
 // styleOf returns strategy name's look; a strategy without one in styles
@@ -142,21 +132,38 @@ type curve struct {
 	xys   plotter.XYs // by capacity, or by engines
 }
 
+// curveSet gathers points into curves by name, in order of first
+// appearance.
+type curveSet struct {
+	cs []curve
+	at map[string]int
+}
+
+// add puts (x, y) on the curve named name, made in style and color if new;
+// a curve keeps its first point at an x.
+func (s *curveSet) add(name, style, color string, x, y float64) {
+	if s.at == nil {
+		s.at = map[string]int{}
+	}
+	i, ok := s.at[name]
+	if !ok {
+		i = len(s.cs)
+		s.at[name] = i
+		s.cs = append(s.cs, curve{names: []string{name}, style: style, color: color})
+	}
+	if !slices.ContainsFunc(s.cs[i].xys, func(xy plotter.XY) bool { return xy.X == x }) {
+		s.cs[i].xys = append(s.cs[i].xys, plotter.XY{X: x, Y: y})
+	}
+}
+
 // curves groups reports by strategy, in order of first appearance, and
 // merges strategies with identical hit ratios at every capacity.
 func curves(reports []sim.Report) []curve {
-	var out []curve
-	byName := map[string]int{}
+	var set curveSet
 	for _, r := range reports {
-		i, ok := byName[r.Strategy]
-		if !ok {
-			i = len(out)
-			byName[r.Strategy] = i
-			out = append(out, curve{names: []string{r.Strategy}, style: r.Strategy})
-		}
-		out[i].xys = append(out[i].xys, plotter.XY{X: float64(r.CapacityBlocks), Y: r.HitRatio})
+		set.add(r.Strategy, r.Strategy, "", float64(r.CapacityBlocks), r.HitRatio)
 	}
-	return merge(out)
+	return merge(set.cs)
 }
 
 // merge sorts each curve by x and draws curves with identical points once,
@@ -342,32 +349,20 @@ func plotCluster(path, workload string, rs []clusterRow) error {
 		}
 		return first
 	}
-	var cs []curve
-	at := map[string]int{}
 	// A router's dash and glyph; with several strategies, the strategy's
 	// colour.
-	add := func(n, style, color string, x int, y float64) {
-		i, ok := at[n]
-		if !ok {
-			i = len(cs)
-			at[n] = i
-			cs = append(cs, curve{names: []string{n}, style: style, color: color})
-		}
-		if !slices.ContainsFunc(cs[i].xys, func(xy plotter.XY) bool { return xy.X == float64(x) }) {
-			cs[i].xys = append(cs[i].xys, plotter.XY{X: float64(x), Y: y})
-		}
-	}
+	var set curveSet
 	for i := range rs {
 		r := &rs[i]
 		color := ""
 		if len(strategies) > 1 {
 			color = r.Strategy
 		}
-		add(name(r.Router, r), r.Router, color, r.Engines, r.HitRatio)
+		set.add(name(r.Router, r), r.Router, color, float64(r.Engines), r.HitRatio)
 	}
 	for i := range rs {
 		r := &rs[i]
-		add(name(sim.BeladyName, r)+" (pooled)", sim.BeladyName, "", r.Engines, r.PooledBelady)
+		set.add(name(sim.BeladyName, r)+" (pooled)", sim.BeladyName, "", float64(r.Engines), r.PooledBelady)
 	}
-	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, merge(cs))
+	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, merge(set.cs))
 }
