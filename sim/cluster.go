@@ -2,10 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/stat"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // LoadWindow is how many of a cluster's latest requests an engine's load
@@ -21,6 +25,20 @@ type ClusterConfig struct {
 	Config
 	// Engines is how many engines the cluster has. Must be >= 1.
 	Engines int
+	// Cost, when set, runs the cluster in time: requests arrive at their
+	// Timestamp divided by Speedup, each engine prefills them one at a
+	// time in arrival order, a request's prefill taking what Cost gives
+	// for the prompt tokens past its hits, and its time to first token is
+	// its wait in the engine's queue plus its prefill. Its block tokens
+	// must be the workload's. Without it the report's times are 0 and
+	// [Engine.Wait] is always 0.
+	Cost *tier.Cost
+	// Speedup divides every arrival time, to study the cluster under more
+	// load: 2 serves the workload in half its span. 0 means 1.
+	Speedup float64
+	// SLO is the time to first token the report's WithinSLO counts
+	// requests within.
+	SLO time.Duration
 }
 
 // ClusterReport is how a cluster did on a workload. Its JSON form is the
@@ -44,6 +62,20 @@ type ClusterReport struct {
 	// engine it chose (Choice.Predicted), that the engine did not hold,
 	// per request.
 	MispredictedPerRequest float64 `json:"mispredicted_per_request"`
+	// The times of a cluster run in time (ClusterConfig.Cost), all
+	// modelled, in seconds. TTFT* are the nearest-rank percentiles of the
+	// requests' time to first token: the wait in their engine's queue plus
+	// their prefill. WithinSLO is the share of requests whose TTFT is at
+	// most ClusterConfig.SLO. PrefillSeconds is every engine's prefill
+	// time summed. BusiestUtilization is the most prefill time an engine
+	// spent over the run's span, from the first arrival to the last
+	// prefill's end.
+	TTFTP50            float64 `json:"ttft_p50_s"`
+	TTFTP90            float64 `json:"ttft_p90_s"`
+	TTFTP99            float64 `json:"ttft_p99_s"`
+	WithinSLO          float64 `json:"within_slo"`
+	PrefillSeconds     float64 `json:"prefill_seconds"`
+	BusiestUtilization float64 `json:"busiest_utilization"`
 }
 
 // An Engine is one engine of a [Cluster] as a [Router] reads it: its pool,
@@ -54,6 +86,10 @@ type Engine struct {
 	events   []prefix.Event // since the router's previous Route
 	load     int            // requests among the cluster's last LoadWindow
 	received int            // requests in all
+	// In time: when the prefills queued on the engine end, the prefill
+	// time it spent, and the cluster's clock, the current arrival.
+	free, busy time.Duration
+	now        *time.Duration
 }
 
 // CachedPrefix returns how many leading blocks of hashes the engine's pool
@@ -66,6 +102,11 @@ func (e *Engine) CachedPrefix(hashes []uint64) int { return e.tree.Peek(hashes) 
 // Load returns how many of the cluster's last [LoadWindow] requests went to
 // the engine. O(1).
 func (e *Engine) Load() int { return e.load }
+
+// Wait returns how long a request arriving now would wait before the
+// engine starts its prefill: the prefills queued on it that have not
+// ended. It is 0 for a cluster not run in time (ClusterConfig.Cost). O(1).
+func (e *Engine) Wait() time.Duration { return max(e.free-*e.now, 0) }
 
 // Capacity returns the blocks the engine's pool holds. O(1).
 func (e *Engine) Capacity() int { return e.capacity }
@@ -89,7 +130,14 @@ func (e *Engine) Events() []prefix.Event { return e.events }
 //     that engine, and its prompt tokens past them are prefilled;
 //   - the engine admits all its blocks (prefix.Tree.Admit), evicting leaves
 //     to make room, and counts the request in its load;
-//   - the blocks the router predicted beyond the hits are mispredicted.
+//   - the blocks the router predicted beyond the hits are mispredicted;
+//   - in time (cfg.Cost), the request waits for the engine's earlier
+//     requests to be prefilled, then its own prompt tokens past its hits
+//     are. A request whose Timestamp is before its predecessor's arrives
+//     with it: arrival order is the workload's order.
+//
+// Batching and chunked prefill are not modelled: an engine prefills one
+// request at a time, whole.
 //
 // A router serves one run: pass a new one to each call.
 func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (ClusterReport, error) {
@@ -101,6 +149,14 @@ func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (Clus
 	}
 	if r == nil {
 		return ClusterReport{}, fmt.Errorf("sim: nil router")
+	}
+	switch {
+	case cfg.Cost != nil && cfg.Cost.BlockTokens() != w.BlockTokens:
+		return ClusterReport{}, fmt.Errorf("sim: the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
+	case !(cfg.Speedup >= 0) || math.IsInf(cfg.Speedup, 1):
+		return ClusterReport{}, fmt.Errorf("sim: %w: speedup must be a finite number above 0 (or 0 for 1), got %v", kvevict.ErrInvalidArgument, cfg.Speedup)
+	case cfg.SLO < 0:
+		return ClusterReport{}, fmt.Errorf("sim: %w: negative SLO %v", kvevict.ErrInvalidArgument, cfg.SLO)
 	}
 	c, err := newCluster(w, s, cfg)
 	if err != nil {
@@ -128,12 +184,27 @@ type cluster struct {
 	counted  int             // requests in recent, at most LoadWindow
 
 	hits, refs, prefill, mispredicted int64
+
+	// In time: the cost model, the speedup, the SLO, the current arrival
+	// and the first, and every request's time to first token.
+	cost    *tier.Cost
+	speedup float64
+	slo     time.Duration
+	now     time.Duration
+	first   time.Duration
+	ttft    []time.Duration
 }
 
 func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, error) {
-	c := &cluster{w: w, strategy: s, capacity: cfg.Capacity}
+	c := &cluster{w: w, strategy: s, capacity: cfg.Capacity, cost: cfg.Cost, speedup: cfg.Speedup, slo: cfg.SLO}
+	if c.speedup == 0 {
+		c.speedup = 1
+	}
+	if c.cost != nil {
+		c.ttft = make([]time.Duration, 0, len(w.Requests))
+	}
 	for range cfg.Engines {
-		e := &Engine{capacity: cfg.Capacity}
+		e := &Engine{capacity: cfg.Capacity, now: &c.now}
 		t, err := prefix.New(s, cfg.Capacity,
 			prefix.WithStrategyOptions(cfg.Options...),
 			prefix.WithEvents(func(ev prefix.Event) { e.events = append(e.events, ev) }))
@@ -150,6 +221,12 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 // that engine's load.
 func (c *cluster) serve(i int, r Router) error {
 	req := &c.w.Requests[i]
+	if c.cost != nil {
+		c.now = max(c.now, time.Duration(float64(req.Timestamp)*float64(time.Millisecond)/c.speedup))
+		if i == 0 {
+			c.first = c.now
+		}
+	}
 	choice, err := r.Route(req, c.engines)
 	if err != nil {
 		return err
@@ -167,7 +244,14 @@ func (c *cluster) serve(i int, r Router) error {
 	}
 	c.hits += int64(hit)
 	c.refs += int64(len(req.HashIDs))
-	c.prefill += int64(req.InputTokens - min(hit*c.w.BlockTokens, req.InputTokens))
+	cached := tokensBefore(req, hit, c.w.BlockTokens)
+	c.prefill += int64(req.InputTokens - cached)
+	if c.cost != nil {
+		service := c.cost.Prefill(cached, req.InputTokens)
+		e.free = max(e.free, c.now) + service
+		e.busy += service
+		c.ttft = append(c.ttft, e.free-c.now)
+	}
 	c.mispredicted += int64(max(choice.Predicted-hit, 0))
 	if c.counted == LoadWindow {
 		c.engines[c.recent[c.next]].load--
@@ -203,5 +287,26 @@ func (c *cluster) report() ClusterReport {
 		rep.LoadImbalance = float64(most) / (sum / float64(len(c.engines)))
 	}
 	rep.MispredictedPerRequest = float64(c.mispredicted) / float64(len(c.w.Requests))
+	if c.cost != nil {
+		c.timeReport(&rep)
+	}
 	return rep
+}
+
+// timeReport fills in rep's times.
+func (c *cluster) timeReport(rep *ClusterReport) {
+	var end, busiest, busy time.Duration
+	for _, e := range c.engines {
+		end, busiest, busy = max(end, e.free), max(busiest, e.busy), busy+e.busy
+	}
+	rep.PrefillSeconds = busy.Seconds()
+	if span := end - c.first; span > 0 {
+		rep.BusiestUtilization = float64(busiest) / float64(span)
+	}
+	slices.Sort(c.ttft)
+	rep.TTFTP50 = stat.Percentile(c.ttft, 50).Seconds()
+	rep.TTFTP90 = stat.Percentile(c.ttft, 90).Seconds()
+	rep.TTFTP99 = stat.Percentile(c.ttft, 99).Seconds()
+	within, _ := slices.BinarySearch(c.ttft, c.slo+1)
+	rep.WithinSLO = float64(within) / float64(len(c.ttft))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
@@ -65,20 +66,23 @@ func (leastLoaded) Route(_ *Request, engines []*Engine) (Choice, error) {
 	return Choice{Engine: pick}, nil
 }
 
-// The scoring routers send a request to the engine with the highest score:
-// the leading blocks of its prompt the router believes the engine holds,
-// less loadWeight blocks per request of the engine's [Engine.Load]; the
-// lowest engine among equals. They differ in where the belief comes from:
-// the engine itself ([NewOracleRouter]), a mirror of its KV events
-// ([NewMirrorRouter]) or a guess from the prompts routed to it
-// ([NewApproxRouter]). Each takes O(N + the blocks it matches) per request
-// for N engines, plus what it learns.
+// The scoring routers send a request to the engine with the best score,
+// from the leading blocks of its prompt the router believes each engine
+// holds. The score is one of two rules: the blocks believed held less
+// loadWeight blocks per request of the engine's [Engine.Load], highest
+// wins; or, with a cost model ([NewTTFTRouter]), the request's estimated
+// time to first token there, lowest wins. The routers differ in where the
+// belief comes from: the engine itself ([NewOracleRouter]), a mirror of its
+// KV events ([NewMirrorRouter], [NewTTFTRouter]) or a guess from the
+// prompts routed to it ([NewApproxRouter]). Each takes O(N + the blocks it
+// matches) per request for N engines, plus what it learns.
 
-// scores holds a scoring router's belief of each engine's prefix, reused
-// from request to request.
+// scores holds a scoring router's rule and its belief of each engine's
+// prefix, reused from request to request.
 type scores struct {
 	loadWeight float64
-	prefix     []int // scratch: the prefix believed held, per engine
+	cost       *tier.Cost // the ttft rule when set
+	prefix     []int      // scratch: the prefix believed held, per engine
 }
 
 func newScores(loadWeight float64) (scores, error) {
@@ -88,9 +92,22 @@ func newScores(loadWeight float64) (scores, error) {
 	return scores{loadWeight: loadWeight}, nil
 }
 
-// best returns the engine with the highest score by s.prefix.
-func (s *scores) best(engines []*Engine) Choice {
-	top, pick := math.Inf(-1), 0
+// best returns the engine with the best score by s.prefix, the lowest
+// engine among equals; under the ttft rule, the least loaded among equal
+// estimates, so that idle engines share the requests none has cached.
+func (s *scores) best(req *Request, engines []*Engine) Choice {
+	pick := 0
+	if s.cost != nil {
+		var least time.Duration
+		for i, e := range engines {
+			est := e.Wait() + s.cost.Prefill(tokensBefore(req, s.prefix[i], s.cost.BlockTokens()), req.InputTokens)
+			if i == 0 || est < least || est == least && e.Load() < engines[pick].Load() {
+				least, pick = est, i
+			}
+		}
+		return Choice{Engine: pick, Predicted: s.prefix[pick]}
+	}
+	top := math.Inf(-1)
 	for i, e := range engines {
 		if score := float64(s.prefix[i]) - s.loadWeight*float64(e.Load()); score > top {
 			top, pick = score, i
@@ -117,7 +134,7 @@ func (r *oracle) Route(req *Request, engines []*Engine) (Choice, error) {
 	for _, e := range engines {
 		r.prefix = append(r.prefix, e.CachedPrefix(req.HashIDs))
 	}
-	return r.best(engines), nil
+	return r.best(req, engines), nil
 }
 
 // A Mirror is a router's copy of the engines' caches, kept from the KV
@@ -148,6 +165,25 @@ func NewMirrorRouter(m Mirror, loadWeight float64) (Router, error) {
 	return &mirrored{scores: s, m: m}, nil
 }
 
+// NewTTFTRouter returns a scoring router that believes m, fed with the
+// engines' events as [NewMirrorRouter]'s is, and sends each request to the
+// engine where cost estimates its time to first token lowest: the
+// engine's queue ([Engine.Wait]) plus the prefill of the prompt past the
+// prefix m says it holds. That is Mooncake's KVCache-centric scheduling
+// (FAST '25, its Algorithm 1) without KV transfers between engines. Its
+// estimates are the cluster's own times only when the cluster runs in
+// time with the same cost model (ClusterConfig.Cost); without one every
+// wait is 0 and it routes by cache alone.
+func NewTTFTRouter(m Mirror, cost *tier.Cost) (Router, error) {
+	if m == nil {
+		return nil, errors.New("sim: nil mirror")
+	}
+	if cost == nil {
+		return nil, errors.New("sim: the ttft router needs a cost model")
+	}
+	return &mirrored{scores: scores{cost: cost}, m: m}, nil
+}
+
 type mirrored struct {
 	scores
 	m Mirror
@@ -163,7 +199,7 @@ func (r *mirrored) Route(req *Request, engines []*Engine) (Choice, error) {
 		}
 		r.prefix = append(r.prefix, r.m.CachedPrefix(i, req.HashIDs))
 	}
-	return r.best(engines), nil
+	return r.best(req, engines), nil
 }
 
 // NewApproxRouter returns a scoring router that believes an approximate
@@ -205,7 +241,7 @@ func (r *approx) Route(req *Request, engines []*Engine) (Choice, error) {
 	for _, x := range r.indexes {
 		r.prefix = append(r.prefix, prefixHits(req.HashIDs, x.Contains))
 	}
-	c := r.best(engines)
+	c := r.best(req, engines)
 	// Head first: each block becomes the most recent in turn, the least
 	// recent leaving when the index is full.
 	for _, h := range req.HashIDs {

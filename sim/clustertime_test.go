@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// handTimed is a four-request workload of 16-token blocks, and a cost
+// model that prefills 1,000 tokens a second (a token a millisecond), so
+// that every time below is worked out by hand.
+func handTimed(t *testing.T) (*Workload, *tier.Cost) {
+	t.Helper()
+	w := &Workload{Name: "hand", BlockTokens: 16, Requests: []Request{
+		{Timestamp: 0, InputTokens: 32, HashIDs: []uint64{1, 2}},
+		{Timestamp: 10, InputTokens: 48, HashIDs: []uint64{1, 2, 3}},
+		{Timestamp: 20, InputTokens: 48, HashIDs: []uint64{1, 2, 3}},
+		{Timestamp: 100, InputTokens: 16, HashIDs: []uint64{4}},
+	}}
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost, err := tier.NewCost(m, 16, tier.Compute{TokensPerSecond: 1000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cost
+}
+
+// timingRouter routes as the router it wraps and records, per request,
+// every engine's Wait as the router saw it.
+type timingRouter struct {
+	Router
+	waits [][]time.Duration
+}
+
+func (r *timingRouter) Route(req *Request, engines []*Engine) (Choice, error) {
+	var w []time.Duration
+	for _, e := range engines {
+		w = append(w, e.Wait())
+	}
+	r.waits = append(r.waits, w)
+	return r.Router.Route(req, engines)
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestClusterTimeByHand checks a cluster in time against the queue worked
+// out by hand. Round robin over two engines, a token a millisecond:
+//
+//	request  arrives  engine  hits  prefill  starts  ends  TTFT
+//	0          0 ms     0      0     32 ms      0     32    32
+//	1         10 ms     1      0     48 ms     10     58    48
+//	2         20 ms     0      2     16 ms     32     48    28
+//	3        100 ms     1      0     16 ms    100    116    16
+//
+// TTFTs sorted: 16, 28, 32, 48; nearest rank p50 28, p90 and p99 48; two
+// within a 30 ms SLO. Engine 1 was busy 64 ms of the 116 from the first
+// arrival to the last end. At speedup 2 the arrivals are 0, 5, 10 and 50
+// ms: TTFTs 32, 48, 38 (starts at 32) and 19 (starts at 53).
+func TestClusterTimeByHand(t *testing.T) {
+	w, cost := handTimed(t)
+	r := &timingRouter{Router: NewRoundRobin()}
+	rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, SLO: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"p50", rep.TTFTP50, 0.028}, {"p90", rep.TTFTP90, 0.048}, {"p99", rep.TTFTP99, 0.048},
+		{"within SLO", rep.WithinSLO, 0.5}, {"prefill seconds", rep.PrefillSeconds, 0.112},
+		{"busiest utilization", rep.BusiestUtilization, 64.0 / 116},
+	} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// The waits each router saw: request 2 finds engine 0 busy until 32 ms
+	// and engine 1 until 58; request 3 finds both free.
+	ms := time.Millisecond
+	want := [][]time.Duration{{0, 0}, {22 * ms, 0}, {12 * ms, 38 * ms}, {0, 0}}
+	for i := range want {
+		if r.waits[i][0] != want[i][0] || r.waits[i][1] != want[i][1] {
+			t.Errorf("request %d saw waits %v, want %v", i, r.waits[i], want[i])
+		}
+	}
+
+	rep, err = Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, Speedup: 2, SLO: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sorted 19, 32, 38, 48.
+	if !near(rep.TTFTP50, 0.032) || !near(rep.TTFTP99, 0.048) || !near(rep.WithinSLO, 0.25) {
+		t.Errorf("speedup 2: p50 %v p99 %v within %v, want 0.032, 0.048, 0.25", rep.TTFTP50, rep.TTFTP99, rep.WithinSLO)
+	}
+}
+
+// TestTTFTRouterByHand checks Mooncake's rule on the same workload. Request
+// 0 finds two idle, empty engines and goes to the first. Request 1 would
+// wait 22 ms on engine 0 and prefill 16 tokens past its 2 cached blocks
+// (38 ms), or prefill all 48 on engine 1: engine 0, ending at 48 ms.
+// Request 2 is cached whole on engine 0: it waits there 28 ms with nothing
+// to prefill, against 48 ms on engine 1: engine 0. Request 3 costs 16 ms
+// on either idle engine, and goes to engine 1, which received fewer
+// requests. TTFTs 32, 38, 28 and 16.
+func TestTTFTRouterByHand(t *testing.T) {
+	w, cost := handTimed(t)
+	r, err := NewTTFTRouter(newExactMirror(2), cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingRouter{Router: r}
+	rep, err := Cluster(w, kvevict.LRU, rec, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, SLO: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 0, 0, 1}; !equalInts(rec.engines, want) {
+		t.Errorf("engines %v, want %v", rec.engines, want)
+	}
+	// Sorted 16, 28, 32, 38.
+	if !near(rep.TTFTP50, 0.028) || !near(rep.TTFTP99, 0.038) || !near(rep.WithinSLO, 0.5) {
+		t.Errorf("p50 %v p99 %v within %v, want 0.028, 0.038, 0.5", rep.TTFTP50, rep.TTFTP99, rep.WithinSLO)
+	}
+	if rep.BlockHits != 2+3 {
+		t.Errorf("%d block hits, want 5", rep.BlockHits)
+	}
+}
+
+// recordingRouter routes as the router it wraps and records its choices.
+type recordingRouter struct {
+	Router
+	engines []int
+}
+
+func (r *recordingRouter) Route(req *Request, engines []*Engine) (Choice, error) {
+	c, err := r.Router.Route(req, engines)
+	r.engines = append(r.engines, c.Engine)
+	return c, err
+}
+
+// TestClusterTimeRefuses checks the time model's arguments.
+func TestClusterTimeRefuses(t *testing.T) {
+	w, cost := handTimed(t)
+	other, err := tier.NewCost(cost.Model(), 32, cost.Compute(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]ClusterConfig{
+		"block size": {Cost: other},
+		"speedup":    {Cost: cost, Speedup: -1},
+		"inf":        {Cost: cost, Speedup: math.Inf(1)},
+		"nan":        {Cost: cost, Speedup: math.NaN()},
+		"slo":        {Cost: cost, SLO: -time.Second},
+	} {
+		cfg.Config, cfg.Engines = Config{Capacity: 10}, 2
+		if _, err := Cluster(w, kvevict.LRU, NewRoundRobin(), cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		} else if name != "block size" && !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("%s: %v does not match ErrInvalidArgument", name, err)
+		}
+	}
+	if _, err := NewTTFTRouter(nil, cost); err == nil {
+		t.Error("nil mirror: no error")
+	}
+	if _, err := NewTTFTRouter(newExactMirror(2), nil); err == nil {
+		t.Error("nil cost: no error")
+	}
+}
