@@ -194,3 +194,44 @@ func BenchmarkReplayTiersDay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCluster runs the synthetic chat workload (2,000 requests, seed
+// 1) over 8 engines of 500 blocks behind round robin and the prefix
+// router, with and without the time model: the time model's share of a
+// cluster run's wall time is the ratio of the two.
+func BenchmarkCluster(b *testing.B) {
+	w, err := Synthetic("chat", 1, 2000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, router := range []string{"round-robin", "direct"} {
+		for _, timed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("router=%s/time=%v", router, timed), func(b *testing.B) {
+				b.ReportAllocs()
+				cfg := ClusterConfig{Config: Config{Capacity: 500}, Engines: 8}
+				if timed {
+					cfg.Cost = cost
+				}
+				for b.Loop() {
+					r := NewRoundRobin()
+					if router == "direct" {
+						if r, err = NewOracleRouter(0.5); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := Cluster(w, kvevict.LRU, r, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -94,7 +94,7 @@ type Engine struct {
 
 // CachedPrefix returns how many leading blocks of hashes the engine's pool
 // holds: the hits a request of those blocks would get there. It reads the
-// pool without touching it, as only an oracle could; a router that does
+// pool without touching it, as only a simulator can; a router that does
 // not read the engine directly knows it from the engine's [Engine.Events].
 // O(len(hashes)).
 func (e *Engine) CachedPrefix(hashes []uint64) int { return e.tree.Peek(hashes) }

@@ -76,7 +76,7 @@ func (r *checkingRouter) Route(req *Request, engines []*Engine) (Choice, error) 
 }
 
 // routerNames are the routers of the tests, in the order of newRouter.
-var routerNames = []string{"round-robin", "least-loaded", "mirror", "approx", "oracle"}
+var routerNames = []string{"round-robin", "least-loaded", "mirror", "approx", "direct"}
 
 // newRouter returns a new router by name, scoring routers at load weight
 // 0.5 and approx at the given guess.
@@ -93,8 +93,8 @@ func newRouter(t *testing.T, name string, engines int, guess float64) Router {
 		r, err = NewMirrorRouter(newExactMirror(engines), 0.5)
 	case "approx":
 		r, err = NewApproxRouter(guess, 0.5)
-	case "oracle":
-		r, err = NewOracleRouter(0.5)
+	case "direct":
+		r, err = NewDirectRouter(0.5)
 	default:
 		t.Fatalf("unknown router %q", name)
 	}
@@ -117,10 +117,10 @@ func runCluster(t *testing.T, w *Workload, s kvevict.Strategy, r Router, engines
 // 2,500 blocks under LRU and checks the numbers the router benchmark
 // measured: routing by prefix 0.207 at 4 engines and 0.287 at 8, round
 // robin 0.089 and 0.086, within 0.005. A mirror fed by the events routes
-// as the oracle. An approximate index sized at half an engine falls well
+// as the direct router. An approximate index sized at half an engine falls well
 // below (an independent prototype measured 0.129), and one sized at
 // double counts on about two blocks per request that the engine lost.
-// Nothing passes the pooled Belady bound.
+// Nothing passes the pooled bound.
 func TestClusterConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("long single-threaded replays; run without -race or -short")
@@ -128,40 +128,40 @@ func TestClusterConversation(t *testing.T) {
 	w := loadConversation(t)
 	const capacity = 2500
 	for _, n := range []int{4, 8} {
-		bound, err := Belady(w, Config{Capacity: n * capacity})
+		bound, err := PooledBound(w, Config{Capacity: n * capacity})
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]ClusterReport{}
 		for _, name := range routerNames {
 			got[name] = runCluster(t, w, kvevict.LRU, newRouter(t, name, n, 1), n, capacity)
-			if h := got[name].HitRatio; h > bound.HitRatio {
-				t.Errorf("%s at %d engines: %.4f above the pooled Belady bound %.4f", name, n, h, bound.HitRatio)
+			if h := got[name].HitRatio; h > bound {
+				t.Errorf("%s at %d engines: %.4f above the pooled bound %.4f", name, n, h, bound)
 			}
 		}
 		want := map[int][2]float64{4: {0.207, 0.089}, 8: {0.287, 0.086}}[n]
-		for i, name := range []string{"oracle", "round-robin"} {
+		for i, name := range []string{"direct", "round-robin"} {
 			if h := got[name].HitRatio; math.Abs(h-want[i]) > 0.005 {
 				t.Errorf("%s at %d engines: hit ratio %.4f, want %.3f +- 0.005", name, n, h, want[i])
 			}
 		}
-		if m, o := got["mirror"], got["oracle"]; m != o || o.MispredictedPerRequest != 0 {
-			t.Errorf("%d engines: mirror %+v, oracle %+v", n, m, o)
+		if m, o := got["mirror"], got["direct"]; m != o || o.MispredictedPerRequest != 0 {
+			t.Errorf("%d engines: mirror %+v, direct %+v", n, m, o)
 		}
 		if n != 4 {
 			continue
 		}
 		for _, tc := range []struct {
 			guess              float64
-			below              float64 // the hit ratio stays this far under the oracle's at least
+			below              float64 // the hit ratio stays this far under the direct router's at least
 			mispredictedWithin [2]float64
 		}{
 			{0.5, 0.05, [2]float64{0, 0.5}},
 			{2, -0.01, [2]float64{1, 3}},
 		} {
 			a := runCluster(t, w, kvevict.LRU, newRouter(t, "approx", n, tc.guess), n, capacity)
-			if a.HitRatio > got["oracle"].HitRatio-tc.below {
-				t.Errorf("approx at guess %v: %.4f, oracle %.4f", tc.guess, a.HitRatio, got["oracle"].HitRatio)
+			if a.HitRatio > got["direct"].HitRatio-tc.below {
+				t.Errorf("approx at guess %v: %.4f, direct %.4f", tc.guess, a.HitRatio, got["direct"].HitRatio)
 			}
 			if m := a.MispredictedPerRequest; m < tc.mispredictedWithin[0] || m > tc.mispredictedWithin[1] {
 				t.Errorf("approx at guess %v: %.2f mispredicted blocks per request, want %v", tc.guess, m, tc.mispredictedWithin)
@@ -172,7 +172,7 @@ func TestClusterConversation(t *testing.T) {
 
 // TestClusterProperties: on every synthetic workload, under a key strategy
 // and Auto, every router sees engines whose events rebuild their pools
-// (checkingRouter), a mirror fed by the events routes as the oracle, round
+// (checkingRouter), a mirror fed by the events routes as the direct router, round
 // robin spreads the requests evenly, the hits stay within the references,
 // and a run is the same when repeated.
 func TestClusterProperties(t *testing.T) {
@@ -199,8 +199,8 @@ func TestClusterProperties(t *testing.T) {
 					}
 					got[router] = rep
 				}
-				if got["mirror"] != got["oracle"] {
-					t.Errorf("%s, %s at %d engines: mirror %+v, oracle %+v", name, s, n, got["mirror"], got["oracle"])
+				if got["mirror"] != got["direct"] {
+					t.Errorf("%s, %s at %d engines: mirror %+v, direct %+v", name, s, n, got["mirror"], got["direct"])
 				}
 			}
 		}
@@ -335,8 +335,8 @@ func TestClusterErrors(t *testing.T) {
 		}
 	}
 	for _, weight := range []float64{-1, math.NaN(), math.Inf(1)} {
-		if _, err := NewOracleRouter(weight); !errors.Is(err, kvevict.ErrInvalidArgument) {
-			t.Errorf("oracle at load weight %v: error %v", weight, err)
+		if _, err := NewDirectRouter(weight); !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("direct at load weight %v: error %v", weight, err)
 		}
 		if _, err := NewMirrorRouter(newExactMirror(1), weight); !errors.Is(err, kvevict.ErrInvalidArgument) {
 			t.Errorf("mirror at load weight %v: error %v", weight, err)

@@ -15,7 +15,7 @@ func ExampleCluster() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	oracle, err := sim.NewOracleRouter(0.5) // half a block of score per request of load
+	direct, err := sim.NewDirectRouter(0.5) // half a block of score per request of load
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func ExampleCluster() {
 	for _, r := range []struct {
 		name   string
 		router sim.Router
-	}{{"round-robin", sim.NewRoundRobin()}, {"oracle", oracle}} {
+	}{{"round-robin", sim.NewRoundRobin()}, {"direct", direct}} {
 		rep, err := sim.Cluster(w, kvevict.LRU, r.router, cfg)
 		if err != nil {
 			log.Fatal(err)
@@ -32,5 +32,5 @@ func ExampleCluster() {
 	}
 	// Output:
 	// round-robin hit ratio 0.415, load imbalance 1.00
-	// oracle      hit ratio 0.563, load imbalance 1.04
+	// direct      hit ratio 0.563, load imbalance 1.04
 }

@@ -72,7 +72,7 @@ func (leastLoaded) Route(_ *Request, engines []*Engine) (Choice, error) {
 // loadWeight blocks per request of the engine's [Engine.Load], highest
 // wins; or, with a cost model ([NewTTFTRouter]), the request's estimated
 // time to first token there, lowest wins. The routers differ in where the
-// belief comes from: the engine itself ([NewOracleRouter]), a mirror of its
+// belief comes from: the engine itself ([NewDirectRouter]), a mirror of its
 // KV events ([NewMirrorRouter], [NewTTFTRouter]) or a guess from the
 // prompts routed to it ([NewApproxRouter]). Each takes O(N + the blocks it
 // matches) per request for N engines, plus what it learns.
@@ -116,20 +116,28 @@ func (s *scores) best(req *Request, engines []*Engine) Choice {
 	return Choice{Engine: pick, Predicted: s.prefix[pick]}
 }
 
-// NewOracleRouter returns a scoring router that reads each engine's prefix
-// from its pool ([Engine.CachedPrefix]): what perfect knowledge gives at
-// the same load weight.
-func NewOracleRouter(loadWeight float64) (Router, error) {
+// NewDirectRouter returns a scoring router that reads each engine's prefix
+// directly from its pool ([Engine.CachedPrefix]): what perfect knowledge
+// of the caches gives at the same load weight. It is no bound on the other
+// routers: greedy routing on perfect knowledge can place a request worse
+// than a guess does; [PooledBound] is the bound on hit ratio.
+func NewDirectRouter(loadWeight float64) (Router, error) {
 	s, err := newScores(loadWeight)
 	if err != nil {
 		return nil, err
 	}
-	return &oracle{s}, nil
+	return &direct{s}, nil
 }
 
-type oracle struct{ scores }
+// NewOracleRouter is NewDirectRouter's former name.
+//
+// Deprecated: use [NewDirectRouter]; the router is no oracle, as its name
+// suggested: it bounds nothing.
+func NewOracleRouter(loadWeight float64) (Router, error) { return NewDirectRouter(loadWeight) }
 
-func (r *oracle) Route(req *Request, engines []*Engine) (Choice, error) {
+type direct struct{ scores }
+
+func (r *direct) Route(req *Request, engines []*Engine) (Choice, error) {
 	r.prefix = r.prefix[:0]
 	for _, e := range engines {
 		r.prefix = append(r.prefix, e.CachedPrefix(req.HashIDs))
@@ -152,7 +160,7 @@ type Mirror interface {
 }
 
 // NewMirrorRouter returns a scoring router that believes m, fed with the
-// engines' events ([Engine.Events]): an exact mirror routes as the oracle
+// engines' events ([Engine.Events]): an exact mirror routes as the direct router
 // does, and one that loses or garbles events routes worse.
 func NewMirrorRouter(m Mirror, loadWeight float64) (Router, error) {
 	if m == nil {

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -20,11 +19,13 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // The routers of kvevict cluster.
@@ -39,18 +40,31 @@ const (
 	// says (encoded and decoded as on the wire: wireMirror), less the
 	// load term.
 	routePrefix = "prefix"
+	// routeTTFT sends a request to the engine with the least estimated
+	// time to first token, its queue plus the prefill past the prefix the
+	// same mirror says it holds (sim.NewTTFTRouter: Mooncake's rule).
+	routeTTFT = "ttft"
 	// routeApprox scores each engine by the same prefix on an approximate
 	// index (sim.NewApproxRouter) sized at -guess times the engine's
 	// capacity.
 	routeApprox = "approx"
-	// routeOracle scores each engine by the prefix it really holds, read
-	// from its pool without events: what perfect knowledge gives the
-	// same load term.
-	routeOracle = "oracle"
+	// routeDirect scores each engine as prefix does, reading the prefix
+	// from its pool without events (sim.NewDirectRouter): prefix equals
+	// it unless events are lost. It is no bound: greedy routing on
+	// perfect knowledge can lose to a guess.
+	routeDirect = "direct"
 )
 
 // routers lists the routers in the order of the output.
-var routers = []string{routeRoundRobin, routeLeastLoaded, routePrefix, routeApprox, routeOracle}
+var routers = []string{routeRoundRobin, routeLeastLoaded, routePrefix, routeTTFT, routeApprox, routeDirect}
+
+// oldRouterNames are the routers' former names, still accepted, with a
+// note.
+var oldRouterNames = map[string]string{"oracle": routeDirect}
+
+// scoring reports whether router r weighs prefix against load by
+// -load-weight.
+func scoring(r string) bool { return r == routePrefix || r == routeApprox || r == routeDirect }
 
 // Defaults of kvevict cluster.
 const (
@@ -60,72 +74,119 @@ const (
 	maxEngines                  = 1024
 	// defaultLoadWeight is the blocks of prefix one request of load costs
 	// an engine's score.
-	defaultLoadWeight = 0.5
+	defaultLoadWeight = "0.5"
 	// defaultGuess is the approximate index's size over the engine's.
 	defaultGuess = 1.0
+	// defaultSLO is the TTFT target within which -slo counts requests: a
+	// chosen default, not a standard (docs/cluster.md).
+	defaultSLO      = 2 * time.Second
+	defaultBaseline = routeRoundRobin + "/" + string(kvevict.LRU)
+	maxSpeedup      = 1e6
+	maxLoadWeights  = 16
+)
+
+// The orders -rank puts a block's rows in to name its best.
+const (
+	rankTTFT = "ttft" // lowest TTFT p99 first
+	rankHit  = "hit"  // highest hit ratio first
 )
 
 // clusterOptions are cluster's parsed flags.
 type clusterOptions struct {
-	source     options // -trace, -workload, -requests, -seed: as compare reads them
-	engines    []int
-	capacities []int
-	strategies []kvevict.Strategy
-	routers    []string
-	guess      float64
-	loadWeight float64
-	format     string
-	plot       string
+	source      options // -trace, -workload, -requests, -seed: as compare reads them
+	engines     []int
+	capacities  []int
+	strategies  []kvevict.Strategy
+	routers     []string
+	guess       float64
+	loadWeights []float64
+	model       tier.Model
+	speedup     float64
+	slo         time.Duration
+	baseline    clusterRun // its router and strategy
+	rank        string
+	format      string
+	plot        string
+	wide        bool
+	notes       []string // what stderr says before the run: old flag names used
 }
 
-const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategy LIST] [-router LIST] [-guess F] [-load-weight W] [-format table|csv|json] [-plot FILE]"
+const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-format table|csv|json] [-wide] [-plot FILE]"
 
 // clusterHelp explains cluster's output; -h prints it after the flags.
 const clusterHelp = `
-kvevict cluster replays the requests in arrival order over N engines, each a
-pool of -capacity blocks (a prefix tree evicting leaves first by -strategy),
-and routes each request with each router of -router:
+kvevict cluster replays the requests over N engines, each a pool of -capacity
+blocks (a prefix tree evicting leaves first by -strategies), in time: requests
+arrive at their timestamps over -speedup, each engine prefills them one at a
+time in arrival order (batching and chunked prefill are not modelled), a
+prefill takes what the cost model gives for the prompt tokens past its hits
+(-model on one H100 at 50% MFU; docs/tiers.md), and a request's time to first
+token (TTFT) is its wait in the queue plus its prefill. Every time is
+modelled, not measured. Each request is routed by each router of -routers:
   round-robin    request r to engine r mod N
   least-loaded   the engine with the fewest of the last 64 requests
   prefix         the longest resident prefix per engine on an exact mirror,
                  fed by the engines' KV events encoded and decoded as on the
                  wire, less -load-weight blocks per request of that load
-  approx         the same score on an approximate index per engine: an LRU of
+  ttft           the least estimated TTFT: the engine's queue plus the
+                 prefill past the prefix the same mirror says it holds
+                 (Mooncake's rule)
+  approx         prefix's score on an approximate index per engine: an LRU of
                  block hashes filled head first with the prompts routed there,
                  sized at -guess x the engine's capacity (llm-d's approximate
                  indexer)
-  oracle         the same score on the prefix each engine really holds, read
-                 without events: prefix equals it unless events are lost
-Table columns, one block per engine count and capacity, closed by a line with
-the best router and the pooled bound:
+  direct         prefix's score on the prefix each engine really holds, read
+                 without events: prefix equals it unless events are lost. No
+                 bound: greedy routing on perfect knowledge can lose to a
+                 guess (it was named oracle)
+Table columns, one block per engine count and capacity, closed by a line
+naming the best row by -rank and its change against -baseline:
   engines        engines in the cluster
   blocks         each engine's pool, in blocks
   strategy       each engine's eviction strategy
-  router         how requests were routed
+  router         how requests were routed, with its -load-weight when
+                 several are given
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
+  Δhit           hit ratio minus the baseline's at the same engines and blocks
   prefill Mtok   prompt tokens the engines computed, in millions
+  ttft p99 s     the 99th percentile of TTFT, in seconds
+  Δp99           TTFT p99 over the baseline's, as a change in percent
+  in slo         share of requests whose TTFT is at most -slo
+  busiest        the most prefill time an engine spent / the run's span
   imbalance      most requests an engine received / the mean
+-wide adds:
+  Δprefill       prefill tokens over the baseline's, in percent
+  ttft p50 s     the median TTFT; ttft p90 s, the 90th percentile
   jain           Jain's index of the requests per engine (1: even)
-  mispredicted   blocks per request a scoring router counted on, on the engine
-                 it chose, that the engine did not hold
-The closing line's pooled belady is Belady's MIN on one cache of engines x
-blocks: the customary bound on hit ratio (see kvevict compare -h).
--format csv and json carry every field, pooled_belady_hit_ratio on each row.
+  mispredicted   blocks per request a router counted on, on the engine it
+                 chose, that the engine did not hold
+The verdict's pooled belady is Belady's MIN on one cache of engines x blocks,
+counting every block of a request found (not only a prefix) and free not to
+cache a block: the bound on hit ratio, which no row passes (sim.PooledBound).
+-format csv and json carry every field, and every flag that shapes a row.
 `
 
 func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs := newFlagSet("cluster")
 	o := &clusterOptions{}
-	var engines, capacity, strategies, routerList string
+	var engines, capacity, strategies, routerList, oldStrategies, oldRouters, loadWeights, model, baseline string
 	sourceFlags(fs, &o.source)
 	fs.StringVar(&engines, "engines", defaultClusterEngines, "comma-separated engine counts, each once")
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes per engine in blocks, each once (default "+defaultClusterCapacity+", or "+defaultClusterTraceCapacity+" with -trace)")
-	fs.StringVar(&strategies, "strategy", string(kvevict.LRU), "comma-separated eviction strategies a prefix tree ranks by, each once, or all")
-	fs.StringVar(&routerList, "router", "all", "comma-separated routers, each once, or all: "+strings.Join(routers, ", "))
+	fs.StringVar(&strategies, "strategies", string(kvevict.LRU), "comma-separated eviction strategies a prefix tree ranks by, each once, or all")
+	fs.StringVar(&routerList, "routers", "all", "comma-separated routers, each once, or all: "+strings.Join(routers, ", "))
+	fs.StringVar(&oldStrategies, "strategy", "", "the former name of -strategies, still accepted")
+	fs.StringVar(&oldRouters, "router", "", "the former name of -routers, still accepted")
 	fs.Float64Var(&o.guess, "guess", defaultGuess, "approx: the approximate index's size over an engine's capacity")
-	fs.Float64Var(&o.loadWeight, "load-weight", defaultLoadWeight, "prefix, approx, oracle: blocks of score one request of an engine's recent load costs")
+	fs.StringVar(&loadWeights, "load-weight", defaultLoadWeight, "prefix, approx, direct: comma-separated blocks of score one request of an engine's recent load costs, a row each")
+	fs.StringVar(&model, "model", "llama-3-8b", "the model whose prefill FLOPs price the times: "+strings.Join(tier.ModelNames(), ", "))
+	fs.Float64Var(&o.speedup, "speedup", 1, "divide every arrival time by `F`, to study the cluster under more load")
+	fs.DurationVar(&o.slo, "slo", defaultSLO, "the TTFT target the in slo column counts requests within")
+	fs.StringVar(&baseline, "baseline", defaultBaseline, "the `ROUTER/STRATEGY` each row is set against (run if -routers or -strategies leave it out)")
+	fs.StringVar(&o.rank, "rank", rankTTFT, "what names a block's best row: ttft (lowest TTFT p99) or hit (highest hit ratio)")
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
+	fs.BoolVar(&o.wide, "wide", false, "table: add the columns -h lists under -wide")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against engines to `file`.svg or .png")
 	if err := parseFlagSet(fs, args, clusterUsage, help); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -135,22 +196,47 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, old := range []struct {
+		name, now string
+		value     *string
+		into      *string
+	}{{"strategy", "strategies", &oldStrategies, &strategies}, {"router", "routers", &oldRouters, &routerList}} {
+		if !set[old.name] {
+			continue
+		}
+		if set[old.now] {
+			return nil, usagef("-%s and -%s are one flag: give -%s", old.name, old.now, old.now)
+		}
+		*old.into = *old.value
+		set[old.now] = true
+		o.notes = append(o.notes, fmt.Sprintf("note: -%s is now -%s, as compare spells it; -%s is still accepted", old.name, old.now, old.name))
+	}
 	o.format = strings.ToLower(strings.TrimSpace(o.format))
+	o.rank = strings.ToLower(strings.TrimSpace(o.rank))
 	if err := checkSource(&o.source, set); err != nil {
 		return nil, err
 	}
 	switch {
 	case o.format != "table" && o.format != "csv" && o.format != "json":
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
+	case o.wide && o.format != "table":
+		return nil, usagef("-wide widens the table, and -format %s carries every field already", o.format)
 	case !(o.guess > 0 && o.guess <= 100):
 		return nil, usagef("-guess must be above 0 and at most 100 (times an engine's capacity), got %v", o.guess)
-	case !(o.loadWeight >= 0 && o.loadWeight <= 1e6):
-		return nil, usagef("-load-weight must be from 0 to 1e6 blocks per request, got %v", o.loadWeight)
+	case !(o.speedup > 0 && o.speedup <= maxSpeedup):
+		return nil, usagef("-speedup must be above 0 and at most %g, got %v", float64(maxSpeedup), o.speedup)
+	case o.slo <= 0:
+		return nil, usagef("-slo must be a positive duration such as 2s or 500ms, got %v", o.slo)
+	case o.rank != rankTTFT && o.rank != rankHit:
+		return nil, usagef("-rank must be ttft or hit, got %q", o.rank)
 	}
 	if err := checkPlotPath(o.plot); err != nil {
 		return nil, err
 	}
 	var err error
+	if o.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
+		return nil, usagef("-model: %v", err)
+	}
 	if o.engines, err = parseCounts(engines, "engine count", "-engines", maxEngines); err != nil {
 		return nil, err
 	}
@@ -163,18 +249,24 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	if o.capacities, err = parseCapacities(capacity); err != nil {
 		return nil, err
 	}
-	if o.strategies, err = parseStrategies(strategies, true, false); err != nil {
+	const treeWhy = "a cluster's engines are prefix trees, which rank by a key strategy or auto, and %s ranks by lists of sequences"
+	if o.strategies, err = parseStrategies(strategies, treeWhy, false); err != nil {
 		return nil, err
 	}
-	if o.routers, err = parseRouters(routerList); err != nil {
+	if o.routers, o.notes, err = parseRouters(routerList, o.notes); err != nil {
 		return nil, err
 	}
-	scoring := slices.ContainsFunc(o.routers, func(r string) bool { return r == routePrefix || r == routeApprox || r == routeOracle })
+	if o.loadWeights, err = parseLoadWeights(loadWeights); err != nil {
+		return nil, err
+	}
+	if o.baseline, o.notes, err = parseBaseline(baseline, treeWhy, o.notes); err != nil {
+		return nil, err
+	}
 	switch {
 	case set["guess"] && !slices.Contains(o.routers, routeApprox):
-		return nil, usagef("-guess sizes the approx router's index, and -router does not name approx")
-	case set["load-weight"] && !scoring:
-		return nil, usagef("-load-weight weighs the scoring routers (prefix, approx, oracle), and -router names none")
+		return nil, usagef("-guess sizes the approx router's index, and -routers does not name approx")
+	case set["load-weight"] && !slices.ContainsFunc(o.routers, scoring) && !scoring(o.baseline.router):
+		return nil, usagef("-load-weight weighs the scoring routers (prefix, approx, direct), and neither -routers nor -baseline names one")
 	}
 	return o, nil
 }
@@ -196,23 +288,75 @@ func parseCounts(list, what, flagName string, most int) ([]int, error) {
 	return out, nil
 }
 
-// parseRouters parses -router: known routers, each once, or all.
-func parseRouters(list string) ([]string, error) {
+// parseLoadWeights parses -load-weight: weights from 0 to 1e6 blocks per
+// request, each once.
+func parseLoadWeights(list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		w, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(w >= 0 && w <= 1e6) {
+			return nil, usagef("bad load weight %q: want 0 to 1e6 blocks per request", f)
+		}
+		if slices.Contains(out, w) {
+			return nil, usagef("load weight %v is named twice in -load-weight", w)
+		}
+		out = append(out, w)
+	}
+	if len(out) > maxLoadWeights {
+		return nil, usagef("-load-weight names %d weights, at most %d", len(out), maxLoadWeights)
+	}
+	return out, nil
+}
+
+// parseRouter parses one router's name, a former name with a note.
+func parseRouter(f string, notes []string) (string, []string, error) {
+	r := strings.ToLower(strings.TrimSpace(f))
+	if now, ok := oldRouterNames[r]; ok {
+		notes = append(notes, fmt.Sprintf("note: router %s is now named %s (it is no bound on the others); %s is still accepted", r, now, r))
+		r = now
+	}
+	if !slices.Contains(routers, r) {
+		return "", notes, usagef("unknown router %q (known: %s)", f, strings.Join(routers, ", "))
+	}
+	return r, notes, nil
+}
+
+// parseRouters parses -routers: known routers, each once, or all.
+func parseRouters(list string, notes []string) ([]string, []string, error) {
 	if strings.EqualFold(strings.TrimSpace(list), "all") {
-		return slices.Clone(routers), nil
+		return slices.Clone(routers), notes, nil
 	}
 	var out []string
 	for _, f := range strings.Split(list, ",") {
-		r := strings.ToLower(strings.TrimSpace(f))
-		switch {
-		case !slices.Contains(routers, r):
-			return nil, usagef("unknown router %q (known: %s)", f, strings.Join(routers, ", "))
-		case slices.Contains(out, r):
-			return nil, usagef("router %s is named twice in -router", r)
+		r, n, err := parseRouter(f, notes)
+		if err != nil {
+			return nil, nil, err
+		}
+		notes = n
+		if slices.Contains(out, r) {
+			return nil, nil, usagef("router %s is named twice in -routers", r)
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, notes, nil
+}
+
+// parseBaseline parses -baseline ROUTER/STRATEGY.
+func parseBaseline(v, treeWhy string, notes []string) (clusterRun, []string, error) {
+	router, strategy, ok := strings.Cut(v, "/")
+	if !ok {
+		return clusterRun{}, nil, usagef("-baseline wants ROUTER/STRATEGY, such as %s, got %q", defaultBaseline, v)
+	}
+	r, notes, err := parseRouter(router, notes)
+	if err != nil {
+		return clusterRun{}, nil, usagef("-baseline: %v", err)
+	}
+	ss, err := parseStrategies(strategy, treeWhy, false)
+	if err != nil || len(ss) != 1 {
+		return clusterRun{}, nil, usagef("-baseline %q: want one strategy a prefix tree ranks by after the /", v)
+	}
+	return clusterRun{router: r, strategy: ss[0]}, notes, nil
 }
 
 // clusterRun is one run of kvevict cluster.
@@ -220,41 +364,99 @@ type clusterRun struct {
 	engines, capacity int
 	strategy          kvevict.Strategy
 	router            string
+	loadWeight        float64 // a scoring router's
+	baseline          bool    // run only for the baseline, not asked for
 }
 
 // clusterRow is a row of kvevict cluster's output, as -format json prints
-// it: the workload, the router, how the cluster did, and the bound.
+// it: the workload, the router and every flag that shaped the row, how the
+// cluster did, its change against the baseline, and the bound.
 type clusterRow struct {
 	Workload string `json:"workload"`
 	Router   string `json:"router"`
 	sim.ClusterReport
+	// LoadWeight is a scoring router's, Guess approx's.
+	LoadWeight *float64 `json:"load_weight,omitempty"`
+	Guess      *float64 `json:"guess,omitempty"`
+	Model      string   `json:"model"`
+	Speedup    float64  `json:"speedup"`
+	SLOSeconds float64  `json:"slo_s"`
+	// Baseline is the ROUTER/STRATEGY the row is set against, at the same
+	// engines and blocks. The changes: the hit ratio's difference, and the
+	// prefill tokens' and TTFT p99's ratios less 1.
+	Baseline       string  `json:"baseline"`
+	IsBaseline     bool    `json:"is_baseline"`
+	HitRatioChange float64 `json:"hit_ratio_change"`
+	PrefillChange  float64 `json:"prefill_tokens_change"`
+	TTFTP99Change  float64 `json:"ttft_p99_change"`
+	// Best is whether the row is its block's best by Rank, ties included.
+	Rank string `json:"rank"`
+	Best bool   `json:"best"`
 	// PooledBelady is the hit ratio of Belady's MIN on one pooled cache of
-	// engines x capacity blocks: the customary bound (see compare -h).
+	// engines x capacity blocks, counting every block found and free to
+	// bypass (sim.PooledBound): the bound no row passes.
 	PooledBelady float64 `json:"pooled_belady_hit_ratio"`
+}
+
+// routerName is r's router as the table and the plot name it: with its
+// load weight when several are run.
+func (o *clusterOptions) routerName(r *clusterRow) string {
+	if r.LoadWeight != nil && len(o.loadWeights) > 1 {
+		return fmt.Sprintf("%s w%g", r.Router, *r.LoadWeight)
+	}
+	return r.Router
 }
 
 // jobs lists the runs in the order of the output: per engine count and
 // capacity, the pooled bound (a run without a router), then each
-// strategy's routers.
+// strategy's routers (a scoring router once per load weight), then the
+// baseline if none of those is it.
 func (o *clusterOptions) jobs() []clusterRun {
 	var out []clusterRun
 	for _, n := range o.engines {
 		for _, c := range o.capacities {
 			out = append(out, clusterRun{engines: n, capacity: c})
+			found := false
 			for _, s := range o.strategies {
 				for _, r := range o.routers {
-					out = append(out, clusterRun{n, c, s, r})
+					weights := []float64{0}
+					if scoring(r) {
+						weights = o.loadWeights
+					}
+					for _, lw := range weights {
+						run := clusterRun{engines: n, capacity: c, strategy: s, router: r, loadWeight: lw}
+						found = found || o.isBaseline(run)
+						out = append(out, run)
+					}
 				}
+			}
+			if !found {
+				b := o.baseline
+				b.engines, b.capacity, b.baseline = n, c, true
+				if scoring(b.router) {
+					b.loadWeight = o.loadWeights[0]
+				}
+				out = append(out, b)
 			}
 		}
 	}
 	return out
 }
 
+// isBaseline reports whether run is the baseline: its router and strategy,
+// at the first load weight for a scoring router.
+func (o *clusterOptions) isBaseline(run clusterRun) bool {
+	return run.router == o.baseline.router && run.strategy == o.baseline.strategy &&
+		(!scoring(run.router) || run.loadWeight == o.loadWeights[0])
+}
+
 func clusterCommand(args []string, stdout, stderr io.Writer) error {
 	o, err := parseClusterFlags(args, stdout)
 	if err != nil {
 		return err
+	}
+	for _, n := range o.notes {
+		fmt.Fprintln(stderr, n)
 	}
 	w, err := loadWorkload(&o.source)
 	if err != nil {
@@ -275,111 +477,216 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil || o.plot == "" {
 		return err
 	}
-	return plotCluster(o.plot, w.Name, reports)
+	return plotCluster(o.plot, w.Name, o, reports)
 }
 
 // runCluster runs o's jobs on w, workers at once, and returns the routers'
-// reports in the order of jobs, each with its pooled bound. The bound of
-// an engine count and capacity is its first job, so every report after it
+// reports in the order of jobs, each with its pooled bound, its change
+// against the baseline and whether it is its block's best. The bound of an
+// engine count and capacity is its first job, so every report after it
 // finds it. Ctrl-C stops the command with nothing written: a cluster's
 // rows make sense beside their bound and their peers.
 func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterRow, error) {
+	cost, err := tier.NewCost(o.model, w.BlockTokens, tier.DefaultCompute(), nil)
+	if err != nil {
+		return nil, err
+	}
 	js := o.jobs()
 	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
 	results, _, err := runJobs(len(js), workers, func(i int) (clusterRow, error) {
 		defer bar.finished()
 		run := js[i]
 		if run.router == "" {
-			rep, err := sim.Belady(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
-			return clusterRow{PooledBelady: rep.HitRatio}, err
+			bound, err := sim.PooledBound(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
+			return clusterRow{PooledBelady: bound}, err
 		}
-		r, err := o.newRouter(run, w)
+		r, err := o.newRouter(run, w, cost)
 		if err != nil {
 			return clusterRow{}, err
 		}
-		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines}
+		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines,
+			Cost: cost, Speedup: o.speedup, SLO: o.slo}
 		rep, err := sim.Cluster(w, run.strategy, r, cfg)
 		if err != nil {
 			return clusterRow{}, fmt.Errorf("%s router: %w", run.router, err)
 		}
-		return clusterRow{Workload: w.Name, Router: run.router, ClusterReport: rep}, nil
+		row := clusterRow{Workload: w.Name, Router: run.router, Model: o.model.Name, Speedup: o.speedup,
+			SLOSeconds: o.slo.Seconds(), ClusterReport: rep, IsBaseline: o.isBaseline(run), Rank: o.rank,
+			Baseline: o.baseline.router + "/" + string(o.baseline.strategy)}
+		if scoring(run.router) {
+			row.LoadWeight = &run.loadWeight
+		}
+		if run.router == routeApprox {
+			row.Guess = &o.guess
+		}
+		return row, nil
 	}, interrupt)
 	bar.stop()
 	if err != nil {
 		return nil, err
 	}
 	var out []clusterRow
-	var bound float64
 	for i, run := range js {
-		if run.router == "" {
-			bound = results[i].PooledBelady
-			continue
+		if run.router != "" {
+			results[i].PooledBelady = results[i-1].PooledBelady // carried down from the block's bound
+			out = append(out, results[i])
 		}
-		results[i].PooledBelady = bound
-		out = append(out, results[i])
+	}
+	// The baseline's run is the one of its block; every row is set
+	// against it and the best named.
+	for lo := 0; lo < len(out); {
+		hi := lo + 1
+		for hi < len(out) && out[hi].Engines == out[lo].Engines && out[hi].CapacityBlocks == out[lo].CapacityBlocks {
+			hi++
+		}
+		block := out[lo:hi]
+		base := block[slices.IndexFunc(block, func(r clusterRow) bool { return r.IsBaseline })]
+		for k := range block {
+			r := &block[k]
+			r.HitRatioChange = r.HitRatio - base.HitRatio
+			r.PrefillChange = change(float64(r.PrefillTokens), float64(base.PrefillTokens))
+			r.TTFTP99Change = change(r.TTFTP99, base.TTFTP99)
+		}
+		for _, k := range o.best(block) {
+			block[k].Best = true
+		}
+		lo = hi
 	}
 	return out, nil
 }
 
+// change is v over base, less 1: 0 when base is 0.
+func change(v, base float64) float64 {
+	if base == 0 {
+		return 0
+	}
+	return v/base - 1
+}
+
+// best returns the rows of a block tied best by o.rank, the rows run only
+// for the baseline included.
+func (o *clusterOptions) best(block []clusterRow) []int {
+	key := func(r *clusterRow) float64 { return r.TTFTP99 }
+	if o.rank == rankHit {
+		key = func(r *clusterRow) float64 { return -r.HitRatio }
+	}
+	var out []int
+	for k := range block {
+		switch {
+		case len(out) == 0 || key(&block[k]) < key(&block[out[0]]):
+			out = []int{k}
+		case key(&block[k]) == key(&block[out[0]]):
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // writeClusterTable writes one block per engine count and capacity, each
-// closed by its best router and the pooled bound.
+// closed by its verdict: the best row by -rank against the baseline, and
+// the pooled bound.
 func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []clusterRow) error {
 	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks\n", w.Name, len(w.Requests), w.BlockTokens)
-	if slices.ContainsFunc(o.routers, func(r string) bool { return r != routeRoundRobin && r != routeLeastLoaded }) {
-		fmt.Fprintf(out, "load term %v blocks per request of the last %d", o.loadWeight, sim.LoadWindow)
-		if slices.Contains(o.routers, routeApprox) {
-			fmt.Fprintf(out, "; approx index %v x an engine's blocks", o.guess)
+	fmt.Fprintf(out, "modelled times (docs/cluster.md): %s on one H100 at 50%% MFU, arrivals sped up %gx, slo %v\n",
+		o.model.Name, o.speedup, o.slo)
+	var terms []string
+	if slices.ContainsFunc(o.routers, scoring) || scoring(o.baseline.router) {
+		ws := make([]string, len(o.loadWeights))
+		for i, lw := range o.loadWeights {
+			ws[i] = strconv.FormatFloat(lw, 'g', -1, 64)
 		}
-		fmt.Fprintln(out)
+		terms = append(terms, fmt.Sprintf("load term %s blocks per request of the last %d", strings.Join(ws, ", "), sim.LoadWindow))
 	}
+	if slices.Contains(o.routers, routeApprox) {
+		terms = append(terms, fmt.Sprintf("approx index %v x an engine's blocks", o.guess))
+	}
+	if len(terms) > 0 {
+		fmt.Fprintln(out, strings.Join(terms, "; "))
+	}
+	fmt.Fprintf(out, "Δ: each row against %s at its engines and blocks\n", strings.Replace(rs[0].Baseline, "/", " ", 1))
 	// Names align left, in columns as wide as the longest.
 	sw, rw := len("strategy"), len("router")
-	for _, r := range rs {
-		sw, rw = max(sw, len(r.Strategy)), max(rw, len(r.Router))
+	for i := range rs {
+		sw, rw = max(sw, len(rs[i].Strategy)), max(rw, len(o.routerName(&rs[i])))
 	}
 	var grid bytes.Buffer
 	tw := tabwriter.NewWriter(&grid, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "engines\tblocks\t%-*s\t%-*s\thit ratio\tprefill Mtok\timbalance\tjain\tmispredicted\t\n", sw, "strategy", rw, "router")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%d\t%-*s\t%-*s\t%.4f\t%.1f\t%.3f\t%.3f\t%.2f\t\n", r.Engines, r.CapacityBlocks, sw, r.Strategy, rw, r.Router,
-			r.HitRatio, float64(r.PrefillTokens)/1e6, r.LoadImbalance, r.Jain, r.MispredictedPerRequest)
+	head := fmt.Sprintf("%-*s\t%-*s\thit ratio\tΔhit\t", sw, "strategy", rw, "router")
+	if o.wide {
+		head += "prefill Mtok\t"
+	}
+	head += "Δprefill\t"
+	if o.wide {
+		head += "ttft p50 s\tttft p90 s\t"
+	}
+	head += "ttft p99 s\tΔp99\tin slo\tbusiest\timbalance\t"
+	if o.wide {
+		head += "jain\tmispredicted\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i := range rs {
+		r := &rs[i]
+		line := fmt.Sprintf("%-*s\t%-*s\t%.4f\t%+.4f\t", sw, r.Strategy, rw, o.routerName(r), r.HitRatio, r.HitRatioChange)
+		if o.wide {
+			line += fmt.Sprintf("%.1f\t", float64(r.PrefillTokens)/1e6)
+		}
+		line += fmt.Sprintf("%+.1f%%\t", 100*r.PrefillChange)
+		if o.wide {
+			line += fmt.Sprintf("%.3f\t%.3f\t", r.TTFTP50, r.TTFTP90)
+		}
+		line += fmt.Sprintf("%.3f\t%+.1f%%\t%.3f\t%.3f\t%.3f\t", r.TTFTP99, 100*r.TTFTP99Change, r.WithinSLO, r.BusiestUtilization, r.LoadImbalance)
+		if o.wide {
+			line += fmt.Sprintf("%.3f\t%.2f\t", r.Jain, r.MispredictedPerRequest)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// A block per engine count and capacity: its title, the columns, its
+	// rows and its verdict.
 	lines := strings.SplitAfter(grid.String(), "\n")
-	fmt.Fprint(out, "\n"+lines[0])
-	for i, r := range rs {
+	for i := range rs {
+		r := &rs[i]
+		if i == 0 || rs[i-1].Engines != r.Engines || rs[i-1].CapacityBlocks != r.CapacityBlocks {
+			fmt.Fprintf(out, "\n%d engines of %d blocks\n%s", r.Engines, r.CapacityBlocks, lines[0])
+		}
 		fmt.Fprint(out, lines[1+i])
-		if i+1 < len(rs) && rs[i+1].Engines == r.Engines && rs[i+1].CapacityBlocks == r.CapacityBlocks {
-			continue
-		}
-		top := math.Inf(-1)
-		var best []string
-		for _, q := range rs {
-			switch {
-			case q.Engines != r.Engines || q.CapacityBlocks != r.CapacityBlocks || q.HitRatio < top:
-			case q.HitRatio > top:
-				top, best = q.HitRatio, []string{q.Router + " " + q.Strategy}
-			default: // a tie: every one is named
-				best = append(best, q.Router+" "+q.Strategy)
-			}
-		}
-		tied := ""
-		if len(best) > 1 {
-			tied = fmt.Sprintf(" (tied with %d more)", len(best)-1)
-		}
-		fmt.Fprintf(out, "best at %d x %d blocks: %s %.4f%s; pooled belady %.4f\n",
-			r.Engines, r.CapacityBlocks, best[0], top, tied, r.PooledBelady)
-		if i+1 < len(rs) {
-			fmt.Fprintln(out)
+		if i+1 == len(rs) || rs[i+1].Engines != r.Engines || rs[i+1].CapacityBlocks != r.CapacityBlocks {
+			fmt.Fprintln(out, o.verdict(rs, r.Engines, r.CapacityBlocks))
 		}
 	}
 	return nil
 }
 
-// newRouter returns a new router for run, as o configures it.
-func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload) (sim.Router, error) {
+// verdict is the line that closes the block of n engines of c blocks: its
+// best rows by -rank, every tie named, the best's change against the
+// baseline in hit ratio, prefill and TTFT p99, what the rank did not
+// weigh, and the pooled bound.
+func (o *clusterOptions) verdict(rs []clusterRow, n, c int) string {
+	var best []*clusterRow
+	for i := range rs {
+		if r := &rs[i]; r.Engines == n && r.CapacityBlocks == c && r.Best {
+			best = append(best, r)
+		}
+	}
+	names := make([]string, len(best))
+	for i, r := range best {
+		names[i] = o.routerName(r) + " " + r.Strategy
+	}
+	b := best[0]
+	by, value, ignored := "TTFT p99", fmt.Sprintf("%.3f s", b.TTFTP99), "hit ratio, balance"
+	if o.rank == rankHit {
+		by, value, ignored = "hit ratio", fmt.Sprintf("%.4f", b.HitRatio), "time, balance"
+	}
+	return fmt.Sprintf("best by %s: %s %s\n  vs %s: hit ratio %+.4f, prefill %+.1f%%, TTFT p99 %+.1f%%\n  not weighed: %s; pooled belady (the hit ratio bound) %.4f",
+		by, strings.Join(names, ", "), value, strings.Replace(b.Baseline, "/", " ", 1),
+		b.HitRatioChange, 100*b.PrefillChange, 100*b.TTFTP99Change, ignored, b.PooledBelady)
+}
+
+// newRouter returns a new router for run, as o configures it, cost
+// pricing the ttft router's estimates.
+func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload, cost *tier.Cost) (sim.Router, error) {
 	switch run.router {
 	case routeRoundRobin:
 		return sim.NewRoundRobin(), nil
@@ -390,11 +697,17 @@ func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload) (sim.Router,
 		if err != nil {
 			return nil, err
 		}
-		return sim.NewMirrorRouter(m, o.loadWeight)
+		return sim.NewMirrorRouter(m, run.loadWeight)
+	case routeTTFT:
+		m, err := newWireMirror(run.engines, run.capacity, w.BlockTokens)
+		if err != nil {
+			return nil, err
+		}
+		return sim.NewTTFTRouter(m, cost)
 	case routeApprox:
-		return sim.NewApproxRouter(o.guess, o.loadWeight)
-	case routeOracle:
-		return sim.NewOracleRouter(o.loadWeight)
+		return sim.NewApproxRouter(o.guess, run.loadWeight)
+	case routeDirect:
+		return sim.NewDirectRouter(run.loadWeight)
 	}
 	return nil, fmt.Errorf("unknown router %q", run.router) // parseRouters refuses it first
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestClusterWireMirror: the prefix router, whose mirror takes the
-// engines' events through the wire encoding, routes as the oracle, which
+// engines' events through the wire encoding, routes as direct, which
 // reads the engines' pools, on every synthetic workload and on the trace
 // excerpt, under a key strategy and Auto: no event is lost or garbled on
 // the way. The runs give the same rows on one worker and on three.
@@ -31,8 +31,9 @@ func TestClusterWireMirror(t *testing.T) {
 		workloads = append(workloads, w)
 	}
 	for _, w := range workloads {
-		o := &clusterOptions{engines: []int{2, 3}, capacities: []int{200}, strategies: []kvevict.Strategy{kvevict.LRU, kvevict.Auto},
-			routers: routers, guess: 0.7, loadWeight: defaultLoadWeight}
+		o := testClusterOptions()
+		o.engines, o.capacities, o.strategies = []int{2, 3}, []int{200}, []kvevict.Strategy{kvevict.LRU, kvevict.Auto}
+		o.guess = 0.7
 		one, err := runCluster(o, w, io.Discard, 1, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -47,22 +48,36 @@ func TestClusterWireMirror(t *testing.T) {
 		if len(one) != len(o.engines)*len(o.strategies)*len(routers) {
 			t.Fatalf("%s: %d rows", w.Name, len(one))
 		}
-		oracle := map[string]clusterRow{}
+		direct := map[string]clusterRow{}
 		for _, r := range one {
-			if r.Router == routeOracle {
-				oracle[fmt.Sprint(r.Strategy, r.Engines)] = r
+			if r.Router == routeDirect {
+				direct[fmt.Sprint(r.Strategy, r.Engines)] = r
+			}
+			// No row passes the bound it is set beside.
+			if r.HitRatio > r.PooledBelady {
+				t.Errorf("%s, %s %s at %d engines: hit ratio %v above the pooled Belady's %v", w.Name, r.Router, r.Strategy, r.Engines, r.HitRatio, r.PooledBelady)
 			}
 		}
 		for _, r := range one {
 			if r.Router != routePrefix {
 				continue
 			}
-			o := oracle[fmt.Sprint(r.Strategy, r.Engines)]
-			if r.ClusterReport != o.ClusterReport || r.PooledBelady != o.PooledBelady || r.Workload != w.Name {
-				t.Errorf("%s, %s at %d engines: prefix %+v, oracle %+v", w.Name, r.Strategy, r.Engines, r, o)
+			d := direct[fmt.Sprint(r.Strategy, r.Engines)]
+			if r.ClusterReport != d.ClusterReport || r.PooledBelady != d.PooledBelady || r.Workload != w.Name {
+				t.Errorf("%s, %s at %d engines: prefix %+v, direct %+v", w.Name, r.Strategy, r.Engines, r, d)
 			}
 		}
 	}
+}
+
+// testClusterOptions returns cluster's options as its flags' defaults set
+// them, every router run.
+func testClusterOptions() *clusterOptions {
+	o, err := parseClusterFlags(nil, io.Discard)
+	if err != nil {
+		panic(err)
+	}
+	return o
 }
 
 // TestClusterOutput: the JSON rows carry the fields the issue names, and
@@ -80,16 +95,29 @@ func TestClusterOutput(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(rows), 2*len(routers))
 	}
 	for _, f := range []string{"workload", "router", "engines", "capacity_blocks", "strategy", "hit_ratio", "prefill_tokens",
-		"load_imbalance", "jain", "mispredicted_per_request", "pooled_belady_hit_ratio"} {
+		"load_imbalance", "jain", "mispredicted_per_request", "pooled_belady_hit_ratio", "model", "speedup", "slo_s",
+		"ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "within_slo", "busiest_utilization", "baseline", "is_baseline",
+		"hit_ratio_change", "prefill_tokens_change", "ttft_p99_change", "rank", "best"} {
 		if _, ok := rows[0][f]; !ok {
 			t.Errorf("JSON row lacks %q", f)
+		}
+	}
+	// A flag that shapes a row is on the rows it shapes.
+	for _, r := range rows {
+		_, lw := r["load_weight"]
+		_, guess := r["guess"]
+		switch name := r["router"].(string); {
+		case lw != scoring(name):
+			t.Errorf("router %s: load_weight given %v", name, lw)
+		case guess != (name == routeApprox):
+			t.Errorf("router %s: guess given %v", name, guess)
 		}
 	}
 	code, out, _ = runArgs(t, "cluster", "-trace", excerpt, "-engines", "2", "-capacity", "300", "-format", "csv")
 	if header, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.HasPrefix(header, "workload,router,engines,capacity_blocks,strategy,hit_ratio") {
 		t.Errorf("exit %d, CSV header %q", code, header)
 	}
-	code, out, _ = runArgs(t, "cluster", "-trace", excerpt, "-engines", "2,16", "-capacity", "300", "-strategy", "frequency_cost,lru")
+	code, out, _ = runArgs(t, "cluster", "-trace", excerpt, "-engines", "2,16", "-capacity", "300", "-strategies", "frequency_cost,lru")
 	for _, line := range strings.Split(out, "\n") {
 		if n := len([]rune(line)); code != 0 || n > 100 {
 			t.Errorf("exit %d, a line of %d columns: %q", code, n, line)
@@ -105,13 +133,24 @@ func TestClusterFlags(t *testing.T) {
 		{"-engines", "2,2"},
 		{"-engines", "2000"},
 		{"-capacity", "0"},
-		{"-router", "random"},
-		{"-router", "prefix,prefix"},
-		{"-router", "round-robin", "-guess", "2"},
-		{"-router", "round-robin,least-loaded", "-load-weight", "1"},
+		{"-routers", "random"},
+		{"-routers", "prefix,prefix"},
+		{"-routers", "direct,oracle"},
+		{"-routers", "round-robin", "-guess", "2"},
+		{"-routers", "round-robin,least-loaded", "-load-weight", "1"},
+		{"-router", "prefix", "-routers", "ttft"},
 		{"-guess", "0"},
 		{"-load-weight", "-1"},
-		{"-strategy", "arc"},
+		{"-load-weight", "1,1"},
+		{"-strategies", "arc"},
+		{"-speedup", "0"},
+		{"-slo", "0s"},
+		{"-slo", "2"},
+		{"-rank", "p99"},
+		{"-baseline", "round-robin"},
+		{"-baseline", "oracle/arc"},
+		{"-model", "gpt-5"},
+		{"-format", "json", "-wide"},
 		{"-format", "yaml"},
 		{"-plot", "x.pdf"},
 		{"-trace", excerpt, "-requests", "10"},

@@ -262,7 +262,11 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	if treeKeys && o.sampling > 0 {
 		return nil, usagef("-sampling needs a policy's selection: -granularity block evicts a prefix tree's leaves in exact key order")
 	}
-	if o.strategies, err = parseStrategies(strategies, treeKeys, o.sampling > 0); err != nil {
+	treeWhy := ""
+	if treeKeys {
+		treeWhy = "-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and %s ranks by lists of sequences: use -granularity tail or sequence for it"
+	}
+	if o.strategies, err = parseStrategies(strategies, treeWhy, o.sampling > 0); err != nil {
 		return nil, err
 	}
 	if err := checkTiers(o, set, write, model, inclusive); err != nil {
@@ -354,12 +358,14 @@ func parseCapacities(list string) ([]int, error) {
 	return out, nil
 }
 
-// parseStrategies parses -strategies, refusing a strategy named twice. With
-// blockKeys (serving at block granularity, where a prefix tree ranks
-// blocks: by a key, or by auto's score) "all" means every strategy a tree
-// ranks by; with sampling (kvevict.WithSampling, which samples candidates
-// by their keys) every key strategy. Naming another is an error.
-func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy, error) {
+// parseStrategies parses -strategies, refusing a strategy named twice.
+// Where a prefix tree ranks blocks (by a key, or by auto's score), tree
+// says why, as a sentence about the strategy named by its %s, and "all"
+// means every strategy a tree ranks by; with sampling
+// (kvevict.WithSampling, which samples candidates by their keys) every key
+// strategy. Naming another is an error.
+func parseStrategies(list, tree string, sampling bool) ([]kvevict.Strategy, error) {
+	blockKeys := tree != ""
 	fits := func(s kvevict.Strategy) bool {
 		return !(sampling && s.Adaptive()) && !(blockKeys && !treeRanks(s))
 	}
@@ -381,7 +387,7 @@ func parseStrategies(list string, blockKeys, sampling bool) ([]kvevict.Strategy,
 		case slices.Contains(out, s):
 			return nil, usagef("strategy %s is named twice in -strategies", s)
 		case blockKeys && !treeRanks(s):
-			return nil, usagef("-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and %s ranks by lists of sequences: use -granularity tail or sequence for it", s)
+			return nil, usagef(tree, s)
 		case sampling && s.Adaptive():
 			return nil, usagef("-sampling applies to key strategies, and %s ranks by history: run it without -sampling", s)
 		}

@@ -168,8 +168,15 @@ func writeCSV[T any](out io.Writer, rs []T) error {
 	return cw.Error()
 }
 
+// csvValue writes a field: a nil pointer (a field JSON omits) as an empty
+// cell.
 func csvValue(v reflect.Value) string {
 	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return ""
+		}
+		return csvValue(v.Elem())
 	case reflect.Float32, reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'f', 6, 64)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

@@ -32,6 +32,10 @@ var (
 	tolGrey   = color.RGBA{0x88, 0x88, 0x88, 0xff}
 )
 
+// palette colours the variants of a line (a router at several capacities)
+// in order of first use.
+var palette = []color.Color{tolBlue, tolRed, tolGreen, tolPurple, tolYellow, tolCyan, tolGrey}
+
 // lineStyle is how a strategy's line looks.
 type lineStyle struct {
 	color  color.Color
@@ -64,8 +68,9 @@ var styles = map[string]lineStyle{
 	routeRoundRobin:  {tolGrey, false, draw.CrossGlyph{}},
 	routeLeastLoaded: {tolYellow, true, draw.RingGlyph{}},
 	routePrefix:      {tolBlue, false, draw.CircleGlyph{}},
+	routeTTFT:        {tolRed, false, draw.BoxGlyph{}},
 	routeApprox:      {tolPurple, true, draw.SquareGlyph{}},
-	routeOracle:      {tolGreen, true, draw.PyramidGlyph{}},
+	routeDirect:      {tolGreen, true, draw.PyramidGlyph{}},
 	// compare -tier's cumulative hit ratios, by the deepest tier counted;
 	// the strategy gives the colour.
 	tierGPU:     {tolGrey, false, draw.CircleGlyph{}},
@@ -127,8 +132,10 @@ func styleOf(name string) lineStyle {
 // ratios agree at every point, drawn once in the style of style.
 type curve struct {
 	names []string
-	style string      // a key of styles, or sim.BeladyName
-	color string      // if set, a key of styles whose colour replaces style's
+	style string // a key of styles, or sim.BeladyName
+	// color, if set, replaces style's colour: a key of styles gives its
+	// colour, any other key the next of palette, in order of first use.
+	color string
 	xys   plotter.XYs // by capacity, or by engines
 }
 
@@ -239,6 +246,16 @@ func drawCurves(path, title, xLabel string, logX bool, cs []curve) error {
 		ticks = append(ticks, plot.Tick{Value: xy.X, Label: fmt.Sprint(xy.X)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks) // the points run
+	colors := map[string]color.Color{}
+	colorOf := func(key string) color.Color {
+		if st, ok := styles[key]; ok {
+			return st.color
+		}
+		if _, ok := colors[key]; !ok {
+			colors[key] = palette[len(colors)%len(palette)]
+		}
+		return colors[key]
+	}
 	for _, c := range cs {
 		line, points, err := plotter.NewLinePoints(c.xys)
 		if err != nil {
@@ -247,13 +264,16 @@ func drawCurves(path, title, xLabel string, logX bool, cs []curve) error {
 		label := strings.Join(c.names, " = ")
 		if c.style == sim.BeladyName {
 			line.Color, points.Color = color.Black, color.Black
+			if c.color != "" {
+				line.Color, points.Color = colorOf(c.color), colorOf(c.color)
+			}
 			line.Width = vg.Points(2)
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			points.Shape = draw.BoxGlyph{}
 		} else {
 			st := styleOf(c.style)
 			if c.color != "" {
-				st.color = styleOf(c.color).color
+				st.color = colorOf(c.color)
 			}
 			line.Color, points.Color = st.color, st.color
 			line.Width = vg.Points(1.5)
@@ -332,7 +352,7 @@ func yRange(lo, hi float64) (float64, float64) {
 // plotCluster draws the cluster's hit ratio against its engines, one line
 // per router (and strategy and capacity, when there are several), and the
 // pooled Belady bound per capacity.
-func plotCluster(path, workload string, rs []clusterRow) error {
+func plotCluster(path, workload string, o *clusterOptions, rs []clusterRow) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
@@ -340,29 +360,28 @@ func plotCluster(path, workload string, rs []clusterRow) error {
 	for _, r := range rs {
 		strategies[r.Strategy], capacities[r.CapacityBlocks] = true, true
 	}
-	name := func(first string, r *clusterRow) string {
-		if len(strategies) > 1 && first != sim.BeladyName {
-			first += " " + r.Strategy
+	// A router's dash and glyph; the strategy and the capacity, where
+	// several are run, the colour, so that no two lines look alike.
+	variant := func(r *clusterRow, belady bool) string {
+		v := ""
+		if len(strategies) > 1 && !belady {
+			v += " " + r.Strategy
 		}
 		if len(capacities) > 1 {
-			first += fmt.Sprintf(" %d", r.CapacityBlocks)
+			v += fmt.Sprintf(" %d", r.CapacityBlocks)
 		}
-		return first
+		return v
 	}
-	// A router's dash and glyph; with several strategies, the strategy's
-	// colour.
 	var set curveSet
 	for i := range rs {
 		r := &rs[i]
-		color := ""
-		if len(strategies) > 1 {
-			color = r.Strategy
-		}
-		set.add(name(r.Router, r), r.Router, color, float64(r.Engines), r.HitRatio)
+		v := variant(r, false)
+		set.add(o.routerName(r)+v, r.Router, strings.TrimSpace(v), float64(r.Engines), r.HitRatio)
 	}
 	for i := range rs {
 		r := &rs[i]
-		set.add(name(sim.BeladyName, r)+" (pooled)", sim.BeladyName, "", float64(r.Engines), r.PooledBelady)
+		v := variant(r, true)
+		set.add(sim.BeladyName+v+" (pooled)", sim.BeladyName, strings.TrimSpace(v), float64(r.Engines), r.PooledBelady)
 	}
 	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, merge(set.cs))
 }

@@ -1,0 +1,114 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// TestPooledBoundByHand: a pool of 2 blocks, requests [1 2 3], [4],
+// [5 2 3], [1]. After the first, blocks 2 and 3 come back at request 2
+// and block 1 only at request 3: the pool keeps 2 and 3 and bypasses 1.
+// Block 4 never comes back and is bypassed; request 2 finds 2 and 3 (hits
+// though its first block, 5, is a miss: not a prefix); request 3 misses
+// 1. Two hits of eight references. Belady, counting prefixes and caching
+// every block, finds none of them.
+func TestPooledBoundByHand(t *testing.T) {
+	w := &Workload{Name: "hand", BlockTokens: 1, Requests: []Request{
+		{InputTokens: 3, HashIDs: []uint64{1, 2, 3}},
+		{InputTokens: 1, HashIDs: []uint64{4}},
+		{InputTokens: 3, HashIDs: []uint64{5, 2, 3}},
+		{InputTokens: 1, HashIDs: []uint64{1}},
+	}}
+	got, err := PooledBound(w, Config{Capacity: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 0.25 {
+		t.Errorf("bound %v, want 2/8", got)
+	}
+	b, err := Belady(w, Config{Capacity: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HitRatio != 0 {
+		t.Errorf("Belady %v, want 0", b.HitRatio)
+	}
+	if _, err := PooledBound(w, Config{Capacity: 0}); err == nil {
+		t.Error("capacity 0: no error")
+	}
+}
+
+// TestPooledBoundIsABound: on every synthetic workload, at pools from a
+// few blocks to all of them, the bound is at least Belady's hit ratio at
+// the same capacity and every cluster's whose engines hold that capacity
+// in all, behind every router (ttft in time) and under a key strategy and
+// Auto; with room for every block it is the share of references to a block
+// referenced before, as an unbounded pool that counts every block finds.
+func TestPooledBoundIsABound(t *testing.T) {
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range WorkloadNames() {
+		w, err := Synthetic(name, 2, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, again, refs := map[uint64]bool{}, 0, 0
+		for _, r := range w.Requests {
+			for _, h := range r.HashIDs {
+				if seen[h] {
+					again++
+				}
+				refs++
+			}
+			for _, h := range r.HashIDs {
+				seen[h] = true
+			}
+		}
+		if got, err := PooledBound(w, Config{Capacity: len(seen)}); err != nil || math.Abs(got-float64(again)/float64(refs)) > 1e-12 {
+			t.Errorf("%s with room for all: bound %v (%v), want %v", name, got, err, float64(again)/float64(refs))
+		}
+		for _, engines := range []int{1, 2, 3} {
+			for _, capacity := range []int{20, 200} {
+				bound, err := PooledBound(w, Config{Capacity: engines * capacity})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := Belady(w, Config{Capacity: engines * capacity})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.HitRatio > bound {
+					t.Errorf("%s at %d blocks: Belady %v above the bound %v", name, engines*capacity, b.HitRatio, bound)
+				}
+				for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.Auto} {
+					for _, router := range append(routerNames, "ttft") {
+						var r Router
+						if router == "ttft" {
+							if r, err = NewTTFTRouter(newExactMirror(engines), cost); err != nil {
+								t.Fatal(err)
+							}
+						} else {
+							r = newRouter(t, router, engines, 0.7)
+						}
+						rep, err := Cluster(w, s, r, ClusterConfig{Config: Config{Capacity: capacity}, Engines: engines, Cost: cost})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if rep.HitRatio > bound {
+							t.Errorf("%s, %s, %s at %d x %d: hit ratio %v above the bound %v", name, s, router, engines, capacity, rep.HitRatio, bound)
+						}
+					}
+				}
+			}
+		}
+	}
+}
