@@ -108,6 +108,15 @@ type Config struct {
 	// Events, if set, receives an [Event] for every batch of blocks that
 	// enter or leave a tier, in the order of the changes.
 	Events func(Event)
+	// ExternalGPU says the GPU's pool is the caller's own (a prefix tree,
+	// an engine's allocator), not the hierarchy's; Levels[0] gives its
+	// capacity, for Stats and for what an exclusive hierarchy keeps. The
+	// caller finds the request's run on its pool and passes it to
+	// [Hierarchy.LookupBelow], admits the blocks to its pool in place of
+	// [Hierarchy.Admit], and passes the pool's victims to
+	// [Hierarchy.Demote]. The GPU's events are its pool's to emit. Not with
+	// WriteVLLM, which replays vLLM's own GPU.
+	ExternalGPU bool
 }
 
 // selectiveTracked is how many blocks WriteSelective counts requests for,
@@ -165,6 +174,9 @@ func (c *Config) validate() error {
 		if s := c.Levels[1].Strategy; s != kvevict.LRU && s != kvevict.ARC {
 			return bad("vLLM's host tier runs its own lru or arc policy, not %s", s)
 		}
+	}
+	if c.ExternalGPU && c.Write == WriteVLLM {
+		return bad("vLLM's offloading runs vLLM's own GPU pool, not the caller's")
 	}
 	if c.Exclusive && c.Write != WriteBack {
 		return bad("exclusive tiers need write-back: %s writes copy blocks down on purpose", c.write())
@@ -230,6 +242,7 @@ type Hierarchy struct {
 	write     Write
 	threshold int
 	exclusive bool
+	external  bool // ExternalGPU: levels[0] is nil
 	events    func(Event)
 	seen      *Cache   // WriteSelective's request counts, bounded
 	vllm      *vllmCPU // WriteVLLM's host tier, in place of levels[1]
@@ -248,11 +261,15 @@ func New(cfg Config) (*Hierarchy, error) {
 		return nil, err
 	}
 	h := &Hierarchy{
-		write: cfg.write(), threshold: cfg.Threshold, exclusive: cfg.Exclusive, events: cfg.Events,
+		write: cfg.write(), threshold: cfg.Threshold, exclusive: cfg.Exclusive, external: cfg.ExternalGPU, events: cfg.Events,
 		match: Match{Runs: make([]int, len(cfg.Levels))}, evicted: make([][]uint64, len(cfg.Levels)),
 	}
 	for i, l := range cfg.Levels {
 		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
+		if i == 0 && h.external {
+			h.levels = append(h.levels, nil)
+			continue
+		}
 		if i == 1 && h.write == WriteVLLM {
 			h.vllm = newVLLMCPU(l.Capacity, l.Strategy == kvevict.ARC)
 			h.levels = append(h.levels, nil)
@@ -284,16 +301,24 @@ func New(cfg Config) (*Hierarchy, error) {
 // Stats returns each tier's counts, top first.
 func (h *Hierarchy) Stats() []Stats { return append([]Stats(nil), h.stats...) }
 
-// Contains reports whether tier i holds block id. O(1).
+// Contains reports whether tier i holds block id; false for a GPU that
+// is the caller's (ExternalGPU). O(1).
 func (h *Hierarchy) Contains(i int, id uint64) bool {
+	if i == 0 && h.external {
+		return false
+	}
 	if h.levels[i] == nil {
 		return h.vllm.contains(id)
 	}
 	return h.levels[i].Contains(id)
 }
 
-// Len returns how many blocks tier i holds.
+// Len returns how many blocks tier i holds; 0 for a GPU that is the
+// caller's (ExternalGPU).
 func (h *Hierarchy) Len(i int) int {
+	if i == 0 && h.external {
+		return 0
+	}
 	if h.levels[i] == nil {
 		return h.vllm.cached
 	}
@@ -304,14 +329,28 @@ func (h *Hierarchy) Len(i int) int {
 // blocks on the GPU, the run after it on the next tier, and so on; the
 // blocks after the last run are misses. The Match is valid until the next
 // call. It changes no tier; it begins a request, whose victims
-// [Hierarchy.Victims] lists from here. O(len(hashes)).
+// [Hierarchy.Victims] lists from here. Under ExternalGPU it finds no GPU
+// run: use [Hierarchy.LookupBelow]. O(len(hashes)).
 func (h *Hierarchy) Lookup(hashes []uint64) *Match {
+	gpu := 0
+	for !h.external && gpu < len(hashes) && h.levels[0].Contains(hashes[gpu]) {
+		gpu++
+	}
+	return h.LookupBelow(hashes, gpu)
+}
+
+// LookupBelow is [Hierarchy.Lookup] for a request whose first gpu blocks
+// the GPU holds, as its caller found them (ExternalGPU): the runs after
+// them on each lower tier, then the misses. gpu is held within [0,
+// len(hashes)].
+func (h *Hierarchy) LookupBelow(hashes []uint64, gpu int) *Match {
 	for i := range h.evicted {
 		h.evicted[i] = h.evicted[i][:0]
 	}
 	m := &h.match
-	at := 0
-	for i := range h.levels {
+	at := min(max(gpu, 0), len(hashes))
+	m.Runs[0] = at
+	for i := 1; i < len(h.levels); i++ {
 		n := 0
 		for at+n < len(hashes) && h.Contains(i, hashes[at+n]) {
 			n++
@@ -330,7 +369,7 @@ func (h *Hierarchy) Lookup(hashes []uint64) *Match {
 // An exclusive hierarchy drops
 // every other copy below the GPU of the request's blocks that Admit will
 // keep (all of them, unless the request is larger than the GPU). m must
-// be Lookup's for the same hashes.
+// be Lookup's (or LookupBelow's) for the same hashes.
 func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 	h.stats[0].Hits += int64(m.Runs[0])
 	if h.vllm != nil {
@@ -354,7 +393,7 @@ func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 	}
 	if h.exclusive {
 		// The blocks Admit will keep: the first the GPU holds, distinct.
-		h.kept = idmap.Distinct(hashes, h.levels[0].Capacity(), h.kept, &h.seenIDs)
+		h.kept = idmap.Distinct(hashes, h.stats[0].Capacity, h.kept, &h.seenIDs)
 		for i := 1; i < len(h.levels); i++ {
 			h.drop(i, h.kept)
 		}
@@ -379,9 +418,32 @@ func (h *Hierarchy) drop(i int, hashes []uint64) {
 // prio, as [Cache.Request] does: the GPU's strategy evicts what they need,
 // the request's own blocks never, and under WriteBack its victims are
 // demoted to the next tier, whose victims go to the one after. A request
-// of more blocks than the GPU holds keeps its first ones.
+// of more blocks than the GPU holds keeps its first ones. Under
+// ExternalGPU the caller admits them to its own pool: Admit refuses.
 func (h *Hierarchy) Admit(hashes []uint64, prio kvevict.Priority) error {
+	if h.external {
+		return errors.New("tier: the GPU's pool is the caller's (ExternalGPU): admit to it, and pass its victims to Demote")
+	}
 	return h.store(0, hashes, prio)
+}
+
+// Demote takes the victims of the caller's GPU pool (ExternalGPU): counted
+// as the GPU's evictions and, under WriteBack, stored in the next tier,
+// whose victims go to the one after. Without ExternalGPU the hierarchy's
+// own GPU demotes its victims, and Demote refuses.
+func (h *Hierarchy) Demote(victims []uint64) error {
+	if !h.external {
+		return errors.New("tier: Demote takes the victims of a GPU pool the caller keeps (ExternalGPU)")
+	}
+	if len(victims) == 0 {
+		return nil
+	}
+	h.stats[0].Evicted += int64(len(victims))
+	h.evicted[0] = append(h.evicted[0], victims...)
+	if h.write == WriteBack && len(h.levels) > 1 {
+		return h.store(1, victims, kvevict.PriorityLow)
+	}
+	return nil
 }
 
 // store makes ids resident on tier i, counts and reports what entered and
@@ -453,6 +515,9 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 // [Hierarchy.Load], [Hierarchy.Admit] and [Hierarchy.Offer]. It returns the
 // Match that Lookup found, valid until the next call.
 func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, error) {
+	if h.external {
+		return nil, errors.New("tier: the GPU's pool is the caller's (ExternalGPU): call LookupBelow, Load, your pool, Demote and Offer")
+	}
 	m := h.Lookup(hashes)
 	if err := h.Load(hashes, m); err != nil {
 		return nil, err
@@ -474,7 +539,9 @@ func (h *Hierarchy) Victims(i int) []uint64 { return h.evicted[i] }
 // MarkPartial marks block id on the GPU as the partial last block of the
 // request that just used it, as [Cache.MarkPartial] does, and reports
 // whether the GPU holds it.
-func (h *Hierarchy) MarkPartial(id uint64) bool { return h.levels[0].MarkPartial(id) }
+func (h *Hierarchy) MarkPartial(id uint64) bool {
+	return !h.external && h.levels[0].MarkPartial(id)
+}
 
 // emit sends an event of kind for ids on tier i, in a slice of its own, if
 // anyone listens and ids is not empty.

@@ -344,3 +344,85 @@ func TestRequestIsItsSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalGPUIsTheHierarchys: a hierarchy whose GPU is the caller's
+// (ExternalGPU), driven with a Cache of the same strategy and capacity as
+// that GPU (its run found by the caller, its victims demoted), serves every
+// request as a hierarchy that keeps the GPU itself: the same runs, the same
+// victims, the same counts below the GPU, under every write policy but
+// vLLM's, inclusive and exclusive. Only the GPU's stored blocks, which the
+// caller's pool counts, are not the hierarchy's.
+func TestExternalGPUIsTheHierarchys(t *testing.T) {
+	for _, mode := range []struct {
+		write     Write
+		threshold int
+		exclusive bool
+	}{{WriteThrough, 0, false}, {WriteSelective, 2, false}, {WriteBack, 0, false}, {WriteBack, 0, true}} {
+		levels := []Level{lru(GPU, 8), {Medium: CPU, Capacity: 16, Strategy: kvevict.ARC}, lru(Storage, 40)}
+		own := newHierarchy(t, Config{Levels: levels, Write: mode.write, Threshold: mode.threshold, Exclusive: mode.exclusive})
+		ext := newHierarchy(t, Config{Levels: levels, Write: mode.write, Threshold: mode.threshold, Exclusive: mode.exclusive, ExternalGPU: true})
+		gpu, err := NewCache(kvevict.LRU, 8, kvevict.WithEvictionHistory(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(11, uint64(mode.write)))
+		var victims []uint64
+		for r := range 800 {
+			hashes := make([]uint64, 1+rng.IntN(6))
+			base := uint64(rng.IntN(30)) * 8
+			for i := range hashes {
+				hashes[i] = base + uint64(i)
+			}
+			want, err := own.Request(hashes, kvevict.PriorityLow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := 0
+			for run < len(hashes) && gpu.Contains(hashes[run]) {
+				run++
+			}
+			m := ext.LookupBelow(hashes, run)
+			if !slices.Equal(m.Runs, want.Runs) || m.Misses != want.Misses {
+				t.Fatalf("%v, request %d: runs %v, misses %d; want %v, %d", mode, r, m.Runs, m.Misses, want.Runs, want.Misses)
+			}
+			if err := ext.Load(hashes, m); err != nil {
+				t.Fatal(err)
+			}
+			out, err := gpu.Request(hashes, kvevict.PriorityLow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victims = victims[:0]
+			for _, v := range out.Victims {
+				victims = append(victims, v.ID)
+			}
+			if err := ext.Demote(victims); err != nil {
+				t.Fatal(err)
+			}
+			if err := ext.Offer(hashes); err != nil {
+				t.Fatal(err)
+			}
+			got, wantStats := ext.Stats(), own.Stats()
+			got[0].Stored = wantStats[0].Stored
+			if !slices.Equal(got, wantStats) || !slices.Equal(ext.Victims(0), own.Victims(0)) || !slices.Equal(ext.Victims(1), own.Victims(1)) {
+				t.Fatalf("%v, request %d: external %+v, own %+v", mode, r, got, wantStats)
+			}
+		}
+		if st := own.Stats(); st[1].Hits == 0 || st[2].Hits == 0 {
+			t.Fatalf("%v: the script exercises little: %+v", mode, st)
+		}
+	}
+	ext := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}, ExternalGPU: true})
+	if err := ext.Admit([]uint64{1}, kvevict.PriorityLow); err == nil {
+		t.Error("Admit on an external GPU: no error")
+	}
+	if _, err := ext.Request([]uint64{1}, kvevict.PriorityLow); err == nil {
+		t.Error("Request on an external GPU: no error")
+	}
+	if err := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}}).Demote([]uint64{1}); err == nil {
+		t.Error("Demote on the hierarchy's own GPU: no error")
+	}
+	if _, err := New(Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}, Write: WriteVLLM, ExternalGPU: true}); !errors.Is(err, ErrConfig) {
+		t.Errorf("vLLM's mode on an external GPU: %v", err)
+	}
+}
