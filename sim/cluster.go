@@ -39,6 +39,18 @@ type ClusterConfig struct {
 	// SLO is the time to first token the report's WithinSLO counts
 	// requests within.
 	SLO time.Duration
+	// Below are the tiers under each engine's pool, top first, each
+	// engine's own (a [tier.Hierarchy] below the engine's prefix tree, its
+	// GPU); Write, Threshold and Exclusive configure them as a
+	// [TierConfig]'s do, except that vLLM's mode, which replays vLLM's own
+	// GPU, is refused. A request's hits are then the run on the engine's
+	// tree followed by the runs below it; in time, the runs below are
+	// loaded over their links (Cost's) before the rest is prefilled.
+	// Routers see the trees only.
+	Below     []tier.Level
+	Write     tier.Write
+	Threshold int
+	Exclusive bool
 }
 
 // ClusterReport is how a cluster did on a workload. Its JSON form is the
@@ -62,6 +74,9 @@ type ClusterReport struct {
 	// engine it chose (Choice.Predicted), that the engine did not hold,
 	// per request.
 	MispredictedPerRequest float64 `json:"mispredicted_per_request"`
+	// Tiers are the engines' tiers summed, the GPU first, with ClusterConfig.Below;
+	// their capacities are all the engines' together.
+	Tiers []TierStats `json:"tiers,omitempty"`
 	// The times of a cluster run in time (ClusterConfig.Cost), all
 	// modelled, in seconds. TTFT* are the nearest-rank percentiles of the
 	// requests' time to first token: the wait in their engine's queue plus
@@ -84,6 +99,9 @@ type Engine struct {
 	tree     *prefix.Tree
 	capacity int
 	events   []prefix.Event // since the router's previous Route
+	tiers    *tier.Hierarchy // below the tree, with ClusterConfig.Below
+	victims  []uint64        // scratch: the tree's victims in one request
+	stored   int64           // blocks the tree stored, with tiers below
 	load     int            // requests among the cluster's last LoadWindow
 	received int            // requests in all
 	// In time: when the prefills queued on the engine end, the prefill
@@ -184,6 +202,7 @@ type cluster struct {
 	counted  int             // requests in recent, at most LoadWindow
 
 	hits, refs, prefill, mispredicted int64
+	levels                            []tier.Level // with Below: the GPU, then Below
 
 	// In time: the cost model, the speedup, the SLO, the current arrival
 	// and the first, and every request's time to first token.
@@ -203,8 +222,18 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 	if c.cost != nil {
 		c.ttft = make([]time.Duration, 0, len(w.Requests))
 	}
+	if len(cfg.Below) > 0 {
+		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s}}, cfg.Below...)
+	}
 	for range cfg.Engines {
 		e := &Engine{capacity: cfg.Capacity, now: &c.now}
+		if c.levels != nil {
+			h, err := tier.New(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive, ExternalGPU: true})
+			if err != nil {
+				return nil, err
+			}
+			e.tiers = h
+		}
 		t, err := prefix.New(s, cfg.Capacity,
 			prefix.WithStrategyOptions(cfg.Options...),
 			prefix.WithEvents(func(ev prefix.Event) { e.events = append(e.events, ev) }))
@@ -238,9 +267,24 @@ func (c *cluster) serve(i int, r Router) error {
 		c.last.events = c.last.events[:0] // the router had them
 	}
 	e := c.engines[choice.Engine]
-	hit, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
+	var m *tier.Match
+	if e.tiers != nil {
+		m = e.tiers.LookupBelow(req.HashIDs, e.tree.Peek(req.HashIDs))
+		if err := e.tiers.Load(req.HashIDs, m); err != nil {
+			return err
+		}
+	}
+	from := len(e.events)
+	gpu, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
 	if err != nil {
 		return err
+	}
+	hit := gpu
+	if e.tiers != nil {
+		if err := c.below(e, req, from, m); err != nil {
+			return err
+		}
+		hit = m.Hits()
 	}
 	c.hits += int64(hit)
 	c.refs += int64(len(req.HashIDs))
@@ -248,11 +292,15 @@ func (c *cluster) serve(i int, r Router) error {
 	c.prefill += int64(req.InputTokens - cached)
 	if c.cost != nil {
 		service := c.cost.Prefill(cached, req.InputTokens)
+		if m != nil {
+			load, compute, _ := price(c.cost, c.levels, req, m, c.w.BlockTokens)
+			service = load + compute
+		}
 		e.free = max(e.free, c.now) + service
 		e.busy += service
 		c.ttft = append(c.ttft, e.free-c.now)
 	}
-	c.mispredicted += int64(max(choice.Predicted-hit, 0))
+	c.mispredicted += int64(max(choice.Predicted-gpu, 0))
 	if c.counted == LoadWindow {
 		c.engines[c.recent[c.next]].load--
 	} else {
@@ -264,6 +312,24 @@ func (c *cluster) serve(i int, r Router) error {
 	e.received++
 	c.last = e
 	return nil
+}
+
+// below passes the victims of e's tree, in its events from from on, to
+// the tiers below it, and offers them req's blocks.
+func (c *cluster) below(e *Engine, req *Request, from int, m *tier.Match) error {
+	e.victims = e.victims[:0]
+	for _, ev := range e.events[from:] {
+		switch ev.Kind {
+		case prefix.Removed:
+			e.victims = append(e.victims, ev.Hashes...)
+		case prefix.Stored:
+			e.stored += int64(len(ev.Hashes))
+		}
+	}
+	if err := e.tiers.Demote(e.victims); err != nil {
+		return err
+	}
+	return e.tiers.Offer(req.HashIDs)
 }
 
 func (c *cluster) report() ClusterReport {
@@ -289,6 +355,12 @@ func (c *cluster) report() ClusterReport {
 	rep.MispredictedPerRequest = float64(c.mispredicted) / float64(len(c.w.Requests))
 	if c.cost != nil {
 		c.timeReport(&rep)
+	}
+	for _, e := range c.engines {
+		if e.tiers != nil {
+			rep.Tiers = addTierStats(rep.Tiers, e.tiers.Stats(), c.cost)
+			rep.Tiers[0].StoredBlocks += e.stored // the tree's, not the hierarchy's
+		}
 	}
 	return rep
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -145,7 +146,7 @@ func TestClusterConversation(t *testing.T) {
 				t.Errorf("%s at %d engines: hit ratio %.4f, want %.3f +- 0.005", name, n, h, want[i])
 			}
 		}
-		if m, o := got["mirror"], got["direct"]; m != o || o.MispredictedPerRequest != 0 {
+		if m, o := got["mirror"], got["direct"]; !reflect.DeepEqual(m, o) || o.MispredictedPerRequest != 0 {
 			t.Errorf("%d engines: mirror %+v, direct %+v", n, m, o)
 		}
 		if n != 4 {
@@ -187,7 +188,7 @@ func TestClusterProperties(t *testing.T) {
 				for _, router := range routerNames {
 					r := &checkingRouter{Router: newRouter(t, router, n, 0.7), t: t}
 					rep := runCluster(t, w, s, r, n, 200)
-					if again := runCluster(t, w, s, newRouter(t, router, n, 0.7), n, 200); again != rep {
+					if again := runCluster(t, w, s, newRouter(t, router, n, 0.7), n, 200); !reflect.DeepEqual(again, rep) {
 						t.Errorf("%s, %s, %s at %d engines: %+v, then %+v", name, s, router, n, rep, again)
 					}
 					if rep.BlockHits > rep.BlockRefs || rep.Jain <= 0 || rep.Jain > 1+1e-12 || rep.LoadImbalance < 1-1e-12 ||
@@ -199,7 +200,7 @@ func TestClusterProperties(t *testing.T) {
 					}
 					got[router] = rep
 				}
-				if got["mirror"] != got["direct"] {
+				if !reflect.DeepEqual(got["mirror"], got["direct"]) {
 					t.Errorf("%s, %s at %d engines: mirror %+v, direct %+v", name, s, n, got["mirror"], got["direct"])
 				}
 			}
@@ -239,7 +240,7 @@ func TestClusterScript(t *testing.T) {
 		LoadImbalance: 1.5, Jain: 16.0 / (2 * 10),
 		MispredictedPerRequest: (2 + 2 + 0 + 1) / 4.0,
 	}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Errorf("got %+v\nwant %+v", rep, want)
 	}
 

@@ -228,3 +228,97 @@ func TestTTFTRouterConversation(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTiersByHand: one engine whose tree holds 2 blocks, over a host
+// tier of 10 written through, a token prefilled a millisecond and a block
+// (2 MiB of Llama-3-8B's cache at 16 tokens) loaded a millisecond after a
+// millisecond's latency. Request 0, [1 2] at 0 ms, and request 1, [3 4] at
+// 100 ms, miss everywhere: 32 ms each, and the tree keeps [3 4], the host
+// all four. Request 2, [1 2] at 200 ms, finds both on the host: loaded in
+// 1 + 2 ms, nothing left to prefill. TTFTs 32, 32 and 3 ms; 2 hits of 6.
+func TestClusterTiersByHand(t *testing.T) {
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := m.BytesPerBlock(16)
+	cost, err := tier.NewCost(m, 16, tier.Compute{TokensPerSecond: 1000},
+		map[tier.Medium]tier.Link{tier.CPU: {Bandwidth: float64(block) * 1000, Latency: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Workload{Name: "hand", BlockTokens: 16, Requests: []Request{
+		{Timestamp: 0, InputTokens: 32, HashIDs: []uint64{1, 2}},
+		{Timestamp: 100, InputTokens: 32, HashIDs: []uint64{3, 4}},
+		{Timestamp: 200, InputTokens: 32, HashIDs: []uint64{1, 2}},
+	}}
+	rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Cost: cost,
+		Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BlockHits != 2 || rep.BlockRefs != 6 || !near(rep.PrefillSeconds, 0.067) || !near(rep.TTFTP50, 0.032) {
+		t.Errorf("hits %d of %d, prefill %v s, p50 %v s; want 2 of 6, 0.067, 0.032", rep.BlockHits, rep.BlockRefs, rep.PrefillSeconds, rep.TTFTP50)
+	}
+	if len(rep.Tiers) != 2 {
+		t.Fatalf("tiers %+v", rep.Tiers)
+	}
+	gpu, cpu := rep.Tiers[0], rep.Tiers[1]
+	if gpu.Hits != 0 || gpu.StoredBlocks != 6 || gpu.EvictedBlocks != 4 || cpu.Hits != 2 || cpu.StoredBlocks != 4 || cpu.BytesRead != 2*block {
+		t.Errorf("GPU %+v, CPU %+v", gpu, cpu)
+	}
+}
+
+// TestClusterTiersAddHits: tiers below the engines change no tree (round
+// robin routes alike), so the GPU's hits are the cluster's without tiers
+// and the hits below add to them; a host tier that holds every block,
+// written through, behind one engine finds every block referenced before
+// in a prefix (the unbounded cache's hits); and no cluster passes the
+// pooled bound at every tier's capacity together.
+func TestClusterTiersAddHits(t *testing.T) {
+	for _, name := range WorkloadNames() {
+		w, err := Synthetic(name, 2, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ceil := computeCeiling(w)
+		for _, engines := range []int{1, 3} {
+			plain := runCluster(t, w, kvevict.LRU, NewRoundRobin(), engines, 100)
+			for _, mode := range []struct {
+				write     tier.Write
+				exclusive bool
+			}{{tier.WriteThrough, false}, {tier.WriteBack, false}, {tier.WriteBack, true}} {
+				cfg := ClusterConfig{Config: Config{Capacity: 100}, Engines: engines, Write: mode.write, Exclusive: mode.exclusive,
+					Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}}
+				rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Tiers[0].Hits != plain.BlockHits || rep.BlockHits != rep.Tiers[0].Hits+rep.Tiers[1].Hits || rep.BlockHits < plain.BlockHits {
+					t.Errorf("%s, %d engines, %v: plain %d hits, tiered %d (%+v)", name, engines, mode, plain.BlockHits, rep.BlockHits, rep.Tiers)
+				}
+				bound, err := PooledBound(w, Config{Capacity: engines * 400})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.HitRatio > bound {
+					t.Errorf("%s, %d engines, %v: %v above the bound %v", name, engines, mode, rep.HitRatio, bound)
+				}
+			}
+		}
+		rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 100}, Engines: 1,
+			Below: []tier.Level{{Medium: tier.CPU, Capacity: ceil.distinct, Strategy: kvevict.LRU}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.BlockHits != ceil.hits {
+			t.Errorf("%s: a host tier holding everything finds %d blocks, the unbounded cache %d", name, rep.BlockHits, ceil.hits)
+		}
+	}
+	w, _ := handTimed(t)
+	_, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Write: tier.WriteVLLM,
+		Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}})
+	if !errors.Is(err, tier.ErrConfig) {
+		t.Errorf("vLLM's mode below a tree: %v", err)
+	}
+}

@@ -164,21 +164,33 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 	if cfg.Exclusive {
 		rep.Inclusion = "exclusive"
 	}
-	for i, st := range h.Stats() {
-		ts := TierStats{
-			Medium: st.Medium, CapacityBlocks: st.Capacity, Strategy: string(st.Strategy),
-			Hits: st.Hits, StoredBlocks: st.Stored, EvictedBlocks: st.Evicted, FailedStores: st.Failed,
+	rep.Tiers = addTierStats(nil, h.Stats(), cfg.Cost)
+	return rep, nil
+}
+
+// addTierStats adds a hierarchy's counts to sum, tier by tier (a cluster
+// sums its engines'), and prices the bytes below the GPU by cost's block
+// size when it is set.
+func addTierStats(sum []TierStats, stats []tier.Stats, cost *tier.Cost) []TierStats {
+	for i, st := range stats {
+		if i == len(sum) {
+			sum = append(sum, TierStats{Medium: st.Medium, Strategy: string(st.Strategy)})
 		}
-		if i > 0 && cfg.Cost != nil {
-			ts.BytesRead = st.Hits * cfg.Cost.BlockBytes()
-			ts.BytesWritten = st.Stored * cfg.Cost.BlockBytes()
+		ts := &sum[i]
+		ts.CapacityBlocks += st.Capacity
+		ts.Hits += st.Hits
+		ts.StoredBlocks += st.Stored
+		ts.EvictedBlocks += st.Evicted
+		ts.FailedStores += st.Failed
+		if i > 0 && cost != nil {
+			ts.BytesRead = ts.Hits * cost.BlockBytes()
+			ts.BytesWritten = ts.StoredBlocks * cost.BlockBytes()
 			if ts.BytesRead > 0 {
 				ts.WriteAmplification = float64(ts.BytesWritten) / float64(ts.BytesRead)
 			}
 		}
-		rep.Tiers = append(rep.Tiers, ts)
 	}
-	return rep, nil
+	return sum
 }
 
 // clock sums a tiered replay's modelled time.
@@ -187,22 +199,32 @@ type clock struct {
 	unpaid        int64
 }
 
-// request adds request req's time: the load of each run found below the
-// GPU, and the prefill of the tokens after the runs.
+// request adds request req's time (see price).
 func (c *clock) request(cost *tier.Cost, levels []tier.Level, req *Request, m *tier.Match, blockTokens int) {
+	load, compute, unpaid := price(cost, levels, req, m, blockTokens)
+	c.load += load
+	c.compute += compute
+	c.unpaid += int64(unpaid)
+}
+
+// price is request req's time, as m found its blocks on levels: the load
+// of each run found below the GPU, one after the other, the prefill of the
+// tokens after the runs, and how many of the loads took longer than
+// recomputing their blocks would have.
+func price(cost *tier.Cost, levels []tier.Level, req *Request, m *tier.Match, blockTokens int) (load, compute time.Duration, unpaid int) {
 	at := m.Runs[0] // blocks at hand so far
 	for i := 1; i < len(levels); i++ {
 		n := m.Runs[i]
 		if n == 0 {
 			continue
 		}
-		c.load += cost.Load(levels[i].Medium, n)
+		load += cost.Load(levels[i].Medium, n)
 		if !cost.Pays(levels[i].Medium, n, tokensBefore(req, at, blockTokens)) {
-			c.unpaid++
+			unpaid++
 		}
 		at += n
 	}
-	c.compute += cost.Prefill(tokensBefore(req, at, blockTokens), req.InputTokens)
+	return load, cost.Prefill(tokensBefore(req, at, blockTokens), req.InputTokens), unpaid
 }
 
 // tokensBefore is how many prompt tokens req's first n blocks hold.
