@@ -98,12 +98,12 @@ type ClusterReport struct {
 type Engine struct {
 	tree     *prefix.Tree
 	capacity int
-	events   []prefix.Event // since the router's previous Route
+	events   []prefix.Event  // since the router's previous Route
 	tiers    *tier.Hierarchy // below the tree, with ClusterConfig.Below
 	victims  []uint64        // scratch: the tree's victims in one request
 	stored   int64           // blocks the tree stored, with tiers below
-	load     int            // requests among the cluster's last LoadWindow
-	received int            // requests in all
+	load     int             // requests among the cluster's last LoadWindow
+	received int             // requests in all
 	// In time: when the prefills queued on the engine end, the prefill
 	// time it spent, and the cluster's clock, the current arrival.
 	free, busy time.Duration

@@ -63,7 +63,7 @@ func TestClusterWireMirror(t *testing.T) {
 				continue
 			}
 			d := direct[fmt.Sprint(r.Strategy, r.Engines)]
-			if r.ClusterReport != d.ClusterReport || r.PooledBelady != d.PooledBelady || r.Workload != w.Name {
+			if !reflect.DeepEqual(r.ClusterReport, d.ClusterReport) || r.PooledBelady != d.PooledBelady || r.Workload != w.Name {
 				t.Errorf("%s, %s at %d engines: prefix %+v, direct %+v", w.Name, r.Strategy, r.Engines, r, d)
 			}
 		}
