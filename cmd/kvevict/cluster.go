@@ -101,6 +101,7 @@ type clusterOptions struct {
 	guess       float64
 	loadWeights []float64
 	model       tier.Model
+	tiers       tierOptions // -tier, -write, -inclusive, -exclusive, -link: as compare reads them
 	speedup     float64
 	slo         time.Duration
 	baseline    clusterRun // its router and strategy
@@ -111,7 +112,7 @@ type clusterOptions struct {
 	notes       []string // what stderr says before the run: old flag names used
 }
 
-const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-format table|csv|json] [-wide] [-plot FILE]"
+const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-tier MEDIUM:BLOCKS:STRATEGY ... [-write W] [-inclusive|-exclusive] [-link L]] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-format table|csv|json] [-wide] [-plot FILE]"
 
 // clusterHelp explains cluster's output; -h prints it after the flags.
 const clusterHelp = `
@@ -122,7 +123,11 @@ time in arrival order (batching and chunked prefill are not modelled), a
 prefill takes what the cost model gives for the prompt tokens past its hits
 (-model on one H100 at 50% MFU; docs/tiers.md), and a request's time to first
 token (TTFT) is its wait in the queue plus its prefill. Every time is
-modelled, not measured. Each request is routed by each router of -routers:
+modelled, not measured. -tier puts tiers below each engine's pool as compare
+-tier does (with -write through|selective=N|back, -inclusive or -exclusive,
+-link): a hit is then a block found on any tier, and the blocks found below
+are loaded over their link before the rest is prefilled; routers see the pools
+only. Each request is routed by each router of -routers:
   round-robin    request r to engine r mod N
   least-loaded   the engine with the fewest of the last 64 requests
   prefix         the longest resident prefix per engine on an exact mirror,
@@ -161,7 +166,8 @@ naming the best row by -rank and its change against -baseline:
   jain           Jain's index of the requests per engine (1: even)
   mispredicted   blocks per request a router counted on, on the engine it
                  chose, that the engine did not hold
-The verdict's pooled belady is Belady's MIN on one cache of engines x blocks,
+The verdict's pooled belady is Belady's MIN on one cache of engines x blocks
+(and every tier's blocks, with -tier),
 counting every block of a request found (not only a prefix) and free not to
 cache a block: the bound on hit ratio, which no row passes (sim.PooledBound).
 -format csv and json carry every field, and every flag that shapes a row.
@@ -180,7 +186,9 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs.StringVar(&oldRouters, "router", "", "the former name of -routers, still accepted")
 	fs.Float64Var(&o.guess, "guess", defaultGuess, "approx: the approximate index's size over an engine's capacity")
 	fs.StringVar(&loadWeights, "load-weight", defaultLoadWeight, "prefix, approx, direct: comma-separated blocks of score one request of an engine's recent load costs, a row each")
-	fs.StringVar(&model, "model", "llama-3-8b", "the model whose prefill FLOPs price the times: "+strings.Join(tier.ModelNames(), ", "))
+	var write string
+	var inclusive bool
+	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "the model whose prefill FLOPs and KV bytes price the times", false)
 	fs.Float64Var(&o.speedup, "speedup", 1, "divide every arrival time by `F`, to study the cluster under more load")
 	fs.DurationVar(&o.slo, "slo", defaultSLO, "the TTFT target the in slo column counts requests within")
 	fs.StringVar(&baseline, "baseline", defaultBaseline, "the `ROUTER/STRATEGY` each row is set against (run if -routers or -strategies leave it out)")
@@ -237,6 +245,7 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	if o.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
 		return nil, usagef("-model: %v", err)
 	}
+	o.tiers.model = o.model
 	if o.engines, err = parseCounts(engines, "engine count", "-engines", maxEngines); err != nil {
 		return nil, err
 	}
@@ -248,6 +257,12 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	}
 	if o.capacities, err = parseCapacities(capacity); err != nil {
 		return nil, err
+	}
+	if err := o.tiers.check(set, write, inclusive, o.capacities); err != nil {
+		return nil, err
+	}
+	if o.tiers.write == tier.WriteVLLM {
+		return nil, usagef("-write vllm replays vLLM's own GPU pool, and a cluster's engines are prefix trees: use through, selective=N or back")
 	}
 	const treeWhy = "a cluster's engines are prefix trees, which rank by a key strategy or auto, and %s ranks by lists of sequences"
 	if o.strategies, err = parseStrategies(strategies, treeWhy, false); err != nil {
@@ -487,9 +502,9 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 // finds it. Ctrl-C stops the command with nothing written: a cluster's
 // rows make sense beside their bound and their peers.
 func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterRow, error) {
-	cost, err := tier.NewCost(o.model, w.BlockTokens, tier.DefaultCompute(), nil)
+	cost, err := tier.NewCost(o.model, w.BlockTokens, tier.DefaultCompute(), o.tiers.links)
 	if err != nil {
-		return nil, err
+		return nil, usagef("%v", err)
 	}
 	js := o.jobs()
 	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
@@ -497,7 +512,7 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 		defer bar.finished()
 		run := js[i]
 		if run.router == "" {
-			bound, err := sim.PooledBound(w, sim.Config{Capacity: run.engines * run.capacity, Progress: bar.callback()})
+			bound, err := sim.PooledBound(w, sim.Config{Capacity: run.engines * o.tiers.totalCapacity(run.capacity), Progress: bar.callback()})
 			return clusterRow{PooledBelady: bound}, err
 		}
 		r, err := o.newRouter(run, w, cost)
@@ -505,7 +520,10 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 			return clusterRow{}, err
 		}
 		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines,
-			Cost: cost, Speedup: o.speedup, SLO: o.slo}
+			Cost: cost, Speedup: o.speedup, SLO: o.slo, Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}
+		for _, s := range o.tiers.specs {
+			cfg.Below = append(cfg.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(run.capacity), Strategy: s.strategy})
+		}
 		rep, err := sim.Cluster(w, run.strategy, r, cfg)
 		if err != nil {
 			return clusterRow{}, fmt.Errorf("%s router: %w", run.router, err)
@@ -589,6 +607,25 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks\n", w.Name, len(w.Requests), w.BlockTokens)
 	fmt.Fprintf(out, "modelled times (docs/cluster.md): %s on one H100 at 50%% MFU, arrivals sped up %gx, slo %v\n",
 		o.model.Name, o.speedup, o.slo)
+	if t := &o.tiers; len(t.specs) > 0 {
+		var below []string
+		for _, sp := range t.specs {
+			k, _ := tier.DefaultLink(sp.medium)
+			if l, ok := t.links[sp.medium]; ok {
+				k = l
+			}
+			below = append(below, fmt.Sprintf("%s over %s", sp, k))
+		}
+		inclusion := "inclusive"
+		if t.exclusive {
+			inclusion = "exclusive"
+		}
+		w := t.write.String()
+		if t.write == tier.WriteSelective {
+			w = fmt.Sprintf("selective=%d", t.threshold)
+		}
+		fmt.Fprintf(out, "below each engine: %s; write %s, %s (hits count every tier)\n", strings.Join(below, ", "), w, inclusion)
+	}
 	var terms []string
 	if slices.ContainsFunc(o.routers, scoring) || scoring(o.baseline.router) {
 		ws := make([]string, len(o.loadWeights))

@@ -125,6 +125,43 @@ func TestClusterOutput(t *testing.T) {
 	}
 }
 
+// TestClusterTiers: with -tier every row carries the engines' tiers
+// summed, the GPU's hits under round robin are those of the run without
+// tiers (the tiers change no tree), the host's add to them, and no row
+// passes the bound at every tier's capacity.
+func TestClusterTiers(t *testing.T) {
+	args := []string{"cluster", "-trace", excerpt, "-engines", "2", "-capacity", "300", "-routers", "round-robin,ttft", "-format", "json"}
+	decode := func(out string) []clusterRow {
+		var rows []clusterRow
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	code, plain, errOut := runArgs(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, tiered, errOut := runArgs(t, append(args, "-tier", "cpu:4x:lru", "-write", "back", "-exclusive", "-link", "cpu=pcie4")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	p, q := decode(plain), decode(tiered)
+	if len(p) != 2 || len(q) != 2 {
+		t.Fatalf("%d and %d rows", len(p), len(q))
+	}
+	rr := q[0]
+	if len(rr.Tiers) != 2 || rr.Tiers[1].CapacityBlocks != 2*1200 || rr.Tiers[0].Hits != p[0].BlockHits ||
+		rr.BlockHits != rr.Tiers[0].Hits+rr.Tiers[1].Hits || rr.Tiers[1].Hits == 0 {
+		t.Errorf("round robin: without tiers %+v, with %+v", p[0].ClusterReport, rr.ClusterReport)
+	}
+	for _, r := range q {
+		if r.HitRatio > r.PooledBelady || r.PooledBelady < p[0].PooledBelady {
+			t.Errorf("%s: hit ratio %v, bound %v (without tiers %v)", r.Router, r.HitRatio, r.PooledBelady, p[0].PooledBelady)
+		}
+	}
+}
+
 // TestClusterFlags: a flag that cannot apply, or a bad value, is refused
 // before the run, with exit status 2.
 func TestClusterFlags(t *testing.T) {
@@ -151,6 +188,13 @@ func TestClusterFlags(t *testing.T) {
 		{"-baseline", "oracle/arc"},
 		{"-model", "gpt-5"},
 		{"-format", "json", "-wide"},
+		{"-write", "back"},
+		{"-link", "cpu=pcie4"},
+		{"-exclusive"},
+		{"-tier", "cpu:4x:lru", "-write", "vllm"},
+		{"-tier", "cpu:4x:lru", "-exclusive"},
+		{"-tier", "gpu:4x:lru"},
+		{"-tier", "cpu:4x:lru", "-link", "storage=nvme"},
 		{"-format", "yaml"},
 		{"-plot", "x.pdf"},
 		{"-trace", excerpt, "-requests", "10"},

@@ -204,7 +204,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
-	tierFlags(fs, &o.tiers, &write, &model, &inclusive)
+	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds", true)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)

@@ -77,14 +77,23 @@ func (l linkList) Set(v string) error {
 	return nil
 }
 
-// tierFlags defines the tier flags on fs.
-func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive *bool) {
+// tierFlags defines the tier flags on fs, -model with modelHelp; compare's
+// -tier needs replay mode and its -write takes vllm, cluster's not.
+func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive *bool, modelHelp string, compare bool) {
 	t.links = linkList{}
-	fs.Var(&t.specs, "tier", "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo (replay mode)")
-	fs.StringVar(write, "write", "through", "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request), back (when the tier above evicts it) or vllm (vLLM's offloading of May 2026: one cpu tier, lru or arc, run as vLLM runs them)")
+	tierHelp := "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo"
+	if compare {
+		tierHelp += " (replay mode)"
+	}
+	fs.Var(&t.specs, "tier", tierHelp)
+	writeHelp := "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request) or back (when the tier above evicts it)"
+	if compare {
+		writeHelp = "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request), back (when the tier above evicts it) or vllm (vLLM's offloading of May 2026: one cpu tier, lru or arc, run as vLLM runs them)"
+	}
+	fs.StringVar(write, "write", "through", writeHelp)
 	fs.BoolVar(inclusive, "inclusive", false, "with -tier: a block loaded to the GPU keeps its copy below (the default)")
 	fs.BoolVar(&t.exclusive, "exclusive", false, "with -tier and -write back: each block on one tier at a time, a load moving it up")
-	fs.StringVar(model, "model", "llama-3-8b", "with -tier: the model whose KV bytes and prefill FLOPs price the seconds: "+strings.Join(tier.ModelNames(), ", "))
+	fs.StringVar(model, "model", "llama-3-8b", modelHelp+": "+strings.Join(tier.ModelNames(), ", "))
 	fs.Var(t.links, "link", "with -tier: a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
 }
 
@@ -92,13 +101,11 @@ func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive
 // compare's, given which were set.
 func checkTiers(o *options, set map[string]bool, write, model string, inclusive bool) error {
 	t := &o.tiers
+	if len(t.specs) == 0 && set["model"] {
+		return usagef("-model needs -tier: it shapes the tiers below the GPU")
+	}
 	if len(t.specs) == 0 {
-		for _, name := range []string{"write", "inclusive", "exclusive", "model", "link"} {
-			if set[name] {
-				return usagef("-%s needs -tier: it shapes the tiers below the GPU", name)
-			}
-		}
-		return nil
+		return t.check(set, write, inclusive, o.capacities)
 	}
 	switch {
 	case o.mode != "replay":
@@ -109,7 +116,29 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 		return usagef("-format csv has no place for each tier's counts: use -format json or the table")
 	case o.plot != "" && t.specs[0].times == 0 && len(o.capacities) > 1:
 		return usagef("-plot with -tier draws against the size of the first tier below the GPU: give it in times the GPU's (such as -tier cpu:4x:lru) so that it changes with -capacity")
-	case inclusive && t.exclusive:
+	}
+	if err := t.check(set, write, inclusive, o.capacities); err != nil {
+		return err
+	}
+	var err error
+	if t.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
+		return usagef("-model: %v", err)
+	}
+	return nil
+}
+
+// check checks the tier flags against each other and the GPU capacities,
+// given which were set, and reads -write.
+func (t *tierOptions) check(set map[string]bool, write string, inclusive bool, capacities []int) error {
+	if len(t.specs) == 0 {
+		for _, name := range []string{"write", "inclusive", "exclusive", "link"} {
+			if set[name] {
+				return usagef("-%s needs -tier: it shapes the tiers below the GPU", name)
+			}
+		}
+		return nil
+	}
+	if inclusive && t.exclusive {
 		return usagef("-inclusive and -exclusive: choose one")
 	}
 	var err error
@@ -123,7 +152,7 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 		return usagef("%v", err)
 	}
 	for _, s := range t.specs {
-		for _, c := range o.capacities {
+		for _, c := range capacities {
 			if s.capacity(c) > maxTierBlocks {
 				return usagef("-tier %s beside %d GPU blocks is %d blocks, more than a tier holds (%d)", s, c, s.capacity(c), maxTierBlocks)
 			}
@@ -141,9 +170,6 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 		if !found {
 			return usagef("-link %s: no -tier on that medium", strings.ToLower(string(m)))
 		}
-	}
-	if t.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
-		return usagef("-model: %v", err)
 	}
 	return nil
 }
