@@ -38,7 +38,7 @@ func TestGoldenHandshake(t *testing.T) {
 		0x0B, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 3, 'P', 'U', 'B',
 	}
 	r.write(libzmqPub)
-	r.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	r.c.SetDeadline(time.Now().Add(2 * time.Second))
 	got := make([]byte, 64+2+25+3)
 	if _, err := io_ReadFull(r, got); err != nil {
 		t.Fatal(err)
@@ -193,10 +193,14 @@ func TestHandshakeDeadlineAndMaxPeers(t *testing.T) {
 	a.hello("PUB", 0)
 	b.hello("XPUB", 1)
 	c := dialRaw(t, s.Addr())
+	c.write(rawGreeting(0), rawReady("PUB"))
 	if !c.closed(2 * time.Second) {
 		t.Fatal("a third peer was kept")
 	}
 	v.want(t, ErrTooManyPeers)
+	if r := s.Refusals(); r.Peers < 1 || r.Timeouts != 1 {
+		t.Errorf("refusals %+v, want a peer or more and one timeout", r)
+	}
 	a.nc.Close()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
