@@ -92,6 +92,10 @@ type pubPeer struct {
 	unsent   int64
 }
 
+func newPubPeer(c *Conn) *pubPeer {
+	return &pubPeer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), subs: make(map[string]struct{})}
+}
+
 // maxBatch bounds the messages a writer takes from its queue at once.
 const maxBatch = 512
 
@@ -294,7 +298,7 @@ func (pp *pubPeer) shut() {
 // serve runs one subscriber's connection: a writer goroutine for its
 // queue, and its subscriptions read here until the connection ends.
 func (p *Pub) serve(c *Conn) {
-	pp := &pubPeer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), subs: make(map[string]struct{})}
+	pp := newPubPeer(c)
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
