@@ -335,6 +335,7 @@ func (p *Pub) read(pp *pubPeer) {
 		if err != nil {
 			return
 		}
+		pp.c.handOn()
 		switch {
 		case cmd == "SUBSCRIBE" || cmd == "CANCEL":
 			err = p.subscribe(pp, data, cmd == "SUBSCRIBE")

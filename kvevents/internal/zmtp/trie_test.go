@@ -97,12 +97,15 @@ func FuzzSubscriptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := NewPub(PubOptions{Limits: Limits{Frames: []int{64}, MaxFrames: 1}})
 		defer p.Close(0)
-		c := newConn(&fakeConn{r: bytes.NewReader(append(hello[:len(hello):len(hello)], data...))}, p.s.lim, nil, "fuzz")
+		c := p.s.newConn(&fakeConn{r: bytes.NewReader(append(hello[:len(hello):len(hello)], data...))}, endpoint{raw: "fuzz"})
 		if err := c.handshake("PUB", nil, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		pp := newPubPeer(c)
 		p.read(pp)
+		if n := p.ReadBytes(); n != 0 {
+			t.Fatalf("%d bytes of the read budget still held", n)
+		}
 		if len(pp.subs) > maxSubscriptions {
 			t.Fatalf("%d subscriptions", len(pp.subs))
 		}

@@ -358,6 +358,9 @@ func TestSubscriptions(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	if n := p.ReadBytes(); n != 0 {
+		t.Errorf("%d bytes of the read budget held after the subscriptions were read", n)
+	}
 }
 
 // A Pub that connects to a listening Sub connects again after the Sub
