@@ -212,7 +212,6 @@ func Dial(ctx context.Context, endpoint, socketType string, identity []byte, lim
 func (c *Conn) ReadMsg() ([][]byte, error) {
 	for {
 		msg, cmd, data, err := c.recv()
-		c.handOn()
 		if err != nil {
 			return nil, err
 		}
@@ -358,12 +357,13 @@ func (c *Conn) command(name string, data []byte) error {
 	return nil
 }
 
-// recv is next that closes the connection on error.
+// recv is next that closes the connection on error, and hands the
+// message on: its bytes leave the read budget.
 func (c *Conn) recv() (msg [][]byte, cmd string, data []byte, err error) {
 	msg, cmd, data, err = c.next()
 	c.partial = false
+	c.handOn()
 	if err != nil {
-		c.handOn()
 		c.fail(err)
 	}
 	return msg, cmd, data, err

@@ -335,7 +335,6 @@ func (p *Pub) read(pp *pubPeer) {
 		if err != nil {
 			return
 		}
-		pp.c.handOn()
 		switch {
 		case cmd == "SUBSCRIBE" || cmd == "CANCEL":
 			err = p.subscribe(pp, data, cmd == "SUBSCRIBE")
