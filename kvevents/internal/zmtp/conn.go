@@ -296,7 +296,7 @@ func (c *Conn) handOn() {
 // reserve takes n bytes of the budget for the message being read,
 // waiting up to FrameTimeout for room.
 func (c *Conn) reserve(n int64) error {
-	if !c.budget.reserve(n, time.Now().Add(c.lim.FrameTimeout), c.done) {
+	if !c.budget.reserve(n, c.held, time.Now().Add(c.lim.FrameTimeout), c.done) {
 		c.counts.stalled.Add(1)
 		return fmt.Errorf("zmtp: %s: no room for %d more bytes of a message within %v: %w", c.label, n, c.lim.FrameTimeout, ErrTimeout)
 	}

@@ -173,10 +173,11 @@ func newBudget(max int) *budget {
 	return &budget{max: int64(max), room: make(chan struct{})}
 }
 
-// reserve takes n bytes, waiting for room until deadline or done; a
-// request larger than the whole budget is granted when nothing else is
-// held.
-func (b *budget) reserve(n int64, deadline time.Time, done <-chan struct{}) bool {
+// reserve takes n more bytes for a reader that holds own already,
+// waiting for room until deadline or done. A reader that holds all that
+// is held may go past the budget: a frame larger than the budget is read
+// when it is alone.
+func (b *budget) reserve(n, own int64, deadline time.Time, done <-chan struct{}) bool {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -185,7 +186,7 @@ func (b *budget) reserve(n int64, deadline time.Time, done <-chan struct{}) bool
 	}()
 	for {
 		b.mu.Lock()
-		if b.used+n <= b.max || b.used == 0 {
+		if b.used+n <= b.max || b.used == own {
 			b.used += n
 			b.mu.Unlock()
 			return true

@@ -30,8 +30,8 @@ func dialFrom(t *testing.T, addr net.Addr, ip net.IP) *raw {
 
 // slowHandshakes runs n connections to addr from sources addresses
 // (127.0.0.2 and up), each sending a greeting a byte a second and
-// connecting again 100 ms after it is closed, until ctx is done.
-func slowHandshakes(ctx context.Context, addr string, n, sources int) *sync.WaitGroup {
+// connecting again pause after it is closed, until ctx is done.
+func slowHandshakes(ctx context.Context, addr string, n, sources int, pause time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	g := rawGreeting(0)
 	for i := range n {
@@ -55,7 +55,7 @@ func slowHandshakes(ctx context.Context, addr string, n, sources int) *sync.Wait
 				}
 				select {
 				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
+				case <-time.After(pause):
 				}
 			}
 		}()
@@ -74,8 +74,9 @@ func libzmqPython() string {
 }
 
 // 300 connections that send their greeting a byte a second, reconnecting
-// when closed, from ten addresses other than the legitimate peers', keep
-// the handshake slots busy: a libzmq publisher (pyzmq, when installed)
+// 5 ms after they are closed, from ten addresses other than the
+// legitimate peers', keep every handshake slot taken (without the rule
+// that lets a quieter address in, no legitimate peer gets one): a libzmq publisher (pyzmq, when installed)
 // and one of ours, both on 127.0.0.1, still get every message into a
 // listening Sub, and the refusals are counted by limit.
 func TestSlowHandshakeFlood(t *testing.T) {
@@ -90,7 +91,7 @@ func TestSlowHandshakeFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	attack, stop := context.WithCancel(ctx)
-	wg := slowHandshakes(attack, s.Addr().String(), 300, 10)
+	wg := slowHandshakes(attack, s.Addr().String(), 300, 10, 5*time.Millisecond)
 	defer func() { stop(); wg.Wait() }()
 	for s.Refusals().Handshakes == 0 {
 		select {
@@ -154,8 +155,11 @@ func TestSlowHandshakeFlood(t *testing.T) {
 			t.Fatalf("the libzmq publisher: %v", err)
 		}
 	}
+	stop()
+	wg.Wait()
+	s.Close() // every refusal reported
 	r := s.Refusals()
-	t.Logf("refusals %+v; %d reported", r, violated.Load())
+	t.Logf("received %v; refusals %+v; %d reported", got, r, violated.Load())
 	if r.Peers != 0 {
 		t.Errorf("refusals %+v: want no peer refused", r)
 	}
@@ -363,5 +367,31 @@ func TestHeartbeatFrozenSubscriber(t *testing.T) {
 	}
 	if p.Refusals().Silent != 1 {
 		t.Errorf("refusals %+v, want one silent peer", p.Refusals())
+	}
+}
+
+// A frame larger than the whole read budget is read when it is alone.
+func TestReadBudgetLargeFrame(t *testing.T) {
+	noLeaks(t)
+	s := NewSub(SubOptions{Limits: Limits{Frames: []int{8 << 20}, ReadBytes: 1 << 20, FrameTimeout: time.Second}})
+	defer s.Close()
+	if err := s.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	s.Subscribe("")
+	p := NewPub(PubOptions{})
+	defer p.Close(time.Second)
+	if err := p.Dial("tcp://" + s.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := timeout(t, 5*time.Second)
+	if err := p.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send([][]byte{make([]byte, 8<<20)}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(ctx); err != nil || len(m[0]) != 8<<20 {
+		t.Fatalf("the large frame: %v", err)
 	}
 }

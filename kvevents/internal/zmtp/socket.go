@@ -136,17 +136,18 @@ func (s *socket) settle(p *pending) {
 // admit counts nc, from src, among the handshakes if the limits let it
 // in, and returns its entry, or the error to report. It may close the
 // oldest handshake of the source that holds most, to make room for one
-// from a source that holds at least two fewer: an attacker needs as many
-// addresses as MaxHandshakes to keep a new one out. s.mu is held.
-func (s *socket) admit(nc net.Conn, src string, ep endpoint) (*pending, error) {
+// from a source that holds at least two fewer (an attacker needs as many
+// addresses as MaxHandshakes to keep a new one out), and then returns
+// that to report too. s.mu is held.
+func (s *socket) admit(nc net.Conn, src string, ep endpoint) (p *pending, evicted, err error) {
 	from := label(nc, ep)
 	switch {
 	case s.peers >= s.lim.MaxPeers:
 		s.refused.peers.Add(1)
-		return nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, from, s.lim.MaxPeers, ErrTooManyPeers)
+		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, from, s.lim.MaxPeers, ErrTooManyPeers)
 	case src != "" && len(s.pending[src]) >= s.lim.MaxHandshakesPerSource:
 		s.refused.perSource.Add(1)
-		return nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes from %s already: %w", ep, from, s.lim.MaxHandshakesPerSource, src, ErrTooManyPeers)
+		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes from %s already: %w", ep, from, s.lim.MaxHandshakesPerSource, src, ErrTooManyPeers)
 	case s.npending >= s.lim.MaxHandshakes:
 		var busiest []*pending
 		for _, q := range s.pending {
@@ -156,17 +157,17 @@ func (s *socket) admit(nc net.Conn, src string, ep endpoint) (*pending, error) {
 		}
 		s.refused.handshakes.Add(1)
 		if len(busiest) < len(s.pending[src])+2 {
-			return nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes under way: %w", ep, from, s.lim.MaxHandshakes, ErrTooManyPeers)
+			return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes under way: %w", ep, from, s.lim.MaxHandshakes, ErrTooManyPeers)
 		}
 		old := busiest[0]
 		s.settle(old)
 		old.nc.Close()
-		s.report(fmt.Errorf("zmtp: %s: closed a handshake from %s to make room for %s: %d under way: %w", ep, old.src, from, s.lim.MaxHandshakes, ErrTooManyPeers))
+		evicted = fmt.Errorf("zmtp: %s: closed a handshake from %s to make room for %s: %d under way: %w", ep, old.src, from, s.lim.MaxHandshakes, ErrTooManyPeers)
 	}
-	p := &pending{nc: nc, src: src}
+	p = &pending{nc: nc, src: src}
 	s.pending[src] = append(s.pending[src], p)
 	s.npending++
-	return p, nil
+	return p, evicted, nil
 }
 
 // source returns the IP address a connection comes from, or "" for a
@@ -219,15 +220,19 @@ func (s *socket) accept(l net.Listener, ep endpoint, serve func(*Conn)) {
 		}
 		s.mu.Lock()
 		var p *pending
+		var evicted error
 		err = ErrClosed
 		if !s.stopped {
-			p, err = s.admit(nc, source(nc), ep)
+			p, evicted, err = s.admit(nc, source(nc), ep)
 		}
 		if err == nil {
 			s.conns[nc] = struct{}{}
 			s.wg.Add(1)
 		}
 		s.mu.Unlock()
+		if evicted != nil {
+			s.report(evicted)
+		}
 		if err != nil {
 			nc.Close()
 			if err != ErrClosed {
