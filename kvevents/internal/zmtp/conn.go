@@ -54,6 +54,7 @@ type Conn struct {
 	counts   *refusals   // the socket's, or the Conn's own
 	label    string
 	peerType string
+	minor    byte // the peer's ZMTP minor version: 1 or more speaks heartbeats (RFC 37)
 	identity []byte
 	hdr      [8]byte
 	reported atomic.Bool
@@ -535,7 +536,10 @@ func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error 
 
 func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	c.SetDeadline(deadline)
-	err := c.exchange(greeting(0), func() error {
+	// We announce ZMTP 3.1: we answer its PING and take its SUBSCRIBE and
+	// CANCEL commands, and still send subscriptions as 3.0 messages, which
+	// every PUB takes.
+	err := c.exchange(greeting(1), func() error {
 		// The signature and major version first: an older peer sends no
 		// more until it has ours.
 		g := make([]byte, 64)
@@ -548,6 +552,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 		if _, err := io.ReadFull(c.r, g[11:]); err != nil {
 			return err
 		}
+		c.minor = g[11]
 		return c.checkGreeting(g)
 	})
 	if err != nil {

@@ -331,11 +331,11 @@ func TestHeartbeatFrozenPublisher(t *testing.T) {
 	if d := time.Since(start); d < hb.Timeout/2 || s.Refusals().Silent != 1 {
 		t.Errorf("reconnected after %v, %+v", d, s.Refusals())
 	}
-	second.hello("PUB", 0)
+	second.hello("PUB", 1)
 	if !first.closed(time.Second) {
 		t.Error("the frozen publisher's connection is still open")
 	}
-	// The second never answers: it is not held to heartbeats.
+	// The second never answers a PING: it is not held to heartbeats.
 	if second.closed(4 * hb.Timeout) {
 		t.Error("a publisher that does not speak heartbeats was dropped")
 	}
@@ -393,5 +393,29 @@ func TestReadBudgetLargeFrame(t *testing.T) {
 	}
 	if m, err := s.Recv(ctx); err != nil || len(m[0]) != 8<<20 {
 		t.Fatalf("the large frame: %v", err)
+	}
+}
+
+// A ZMTP 3.0 peer is sent no PING: go-zeromq/zmq4, for one, would hand
+// it to its reader as a message.
+func TestNoPingToZMTP30(t *testing.T) {
+	noLeaks(t)
+	p := NewPub(PubOptions{Heartbeat: Heartbeat{Interval: 10 * time.Millisecond, Timeout: time.Second}})
+	defer p.Close(0)
+	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, p.Addr())
+	r.hello("SUB", 0)
+	r.write(rawMsg([]byte{1}))
+	if err := p.WaitSubscribers(timeout(t, 2*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // ten intervals
+	if err := p.Send([][]byte{[]byte("kv")}); err != nil {
+		t.Fatal(err)
+	}
+	if m, cmd, _ := r.read(); cmd != "" || string(m[0]) != "kv" {
+		t.Fatalf("got command %q, message %q; want the message alone", cmd, m)
 	}
 }

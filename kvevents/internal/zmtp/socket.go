@@ -274,7 +274,9 @@ func (s *socket) run(nc net.Conn, ep endpoint, p *pending, deadline time.Time, s
 			return err
 		}
 	}
-	if s.hb.Interval > 0 {
+	// A ZMTP 3.0 peer may not know PING: go-zeromq/zmq4 hands it to its
+	// reader as a message.
+	if s.hb.Interval > 0 && c.minor >= 1 {
 		go c.heartbeat(s.hb)
 	}
 	serve(c)

@@ -17,7 +17,8 @@ import (
 )
 
 // A libzmq PUB's handshake and a message, byte by byte (RFC 23), must reach
-// Recv; our greeting, READY and subscription must be the RFC's bytes.
+// Recv; our greeting (ZMTP 3.1, RFC 37), READY and subscription must be
+// the RFCs' bytes.
 func TestGoldenHandshake(t *testing.T) {
 	noLeaks(t)
 	s := NewSub(SubOptions{})
@@ -44,7 +45,7 @@ func TestGoldenHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := slices.Concat(
-		[]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0}, []byte("NULL"), make([]byte, 16+1+31),
+		[]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1}, []byte("NULL"), make([]byte, 16+1+31), // ZMTP 3.1 (RFC 37)
 		[]byte{0x04, 0x19, 0x05}, []byte("READY"), []byte{0x0B}, []byte("Socket-Type"), []byte{0, 0, 0, 3}, []byte("SUB"),
 		[]byte{0x00, 0x01, 0x01}, // subscription to everything: a one-frame message, the byte 1
 	)

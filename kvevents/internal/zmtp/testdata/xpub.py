@@ -1,7 +1,9 @@
 """A libzmq publisher for the Go tests: connects an XPUB to the endpoint
 given, waits for a subscription, sends N messages [topic, 8-byte
-sequence, payload] and waits up to 10 s for them to be written."""
+sequence, payload] and waits up to 10 s for them to be written; with a
+third argument "stay", it then stays connected until killed."""
 import sys
+import time
 
 import zmq
 
@@ -15,5 +17,8 @@ s.connect(endpoint)
 s.recv()  # the subscription: the handshake is done
 for i in range(n):
     s.send_multipart([b"kv@libzmq", i.to_bytes(8, "big"), b"p" * 100])
+if sys.argv[3:] == ["stay"]:
+    while True:
+        time.sleep(1)
 s.close()
 ctx.term()
