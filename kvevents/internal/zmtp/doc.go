@@ -1,6 +1,6 @@
-// Package zmtp is a small implementation of ZMTP 3.0 (RFC 23, with the
-// subscription commands of RFC 37/ZMTP 3.1 accepted) and its NULL security
-// mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
+// Package zmtp is a small implementation of ZMTP 3.1 (RFC 37: RFC 23's
+// ZMTP 3.0 with subscription commands and PING/PONG heartbeats; it speaks
+// 3.0 to a peer that announces 3.0) and its NULL security mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
 // ROUTER-like replay server ([Server]) and a DEALER replay client ([Dial]).
 // It interoperates with libzmq (pyzmq, as vLLM's publisher uses) and with
 // github.com/go-zeromq/zmq4.

@@ -226,8 +226,8 @@ func (b *budget) inUse() int64 {
 }
 
 // Heartbeat configures ZMTP 3.1 heartbeats on a socket's connections: a
-// PING every Interval, carrying Timeout as its TTL, which the peer
-// answers with a PONG. A connection whose peer has answered or sent a
+// PING every Interval, carrying Timeout as its TTL, to each peer that
+// announced ZMTP 3.1 or later, which answers with a PONG. A connection whose peer has answered or sent a
 // heartbeat and then sends nothing for Timeout is closed (a dialing
 // socket then connects again): a frozen peer is dropped, and a peer that
 // does not speak heartbeats (ZMTP 3.0) is never held to them. A peer's
