@@ -164,9 +164,10 @@ func (r *refusals) load() Refusals {
 type budget struct {
 	max int64
 
-	mu   sync.Mutex
-	used int64
-	room chan struct{} // closed and replaced when bytes are freed
+	mu      sync.Mutex
+	used    int64
+	waiting int           // readers waiting for room
+	room    chan struct{} // closed and replaced when bytes are freed while readers wait
 }
 
 func newBudget(max int) *budget {
@@ -192,15 +193,22 @@ func (b *budget) reserve(n, own int64, deadline time.Time, done <-chan struct{})
 			return true
 		}
 		room := b.room
+		b.waiting++
 		b.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
 		}
+		var ok bool
 		select {
 		case <-room:
+			ok = true
 		case <-timer.C:
-			return false
 		case <-done:
+		}
+		b.mu.Lock()
+		b.waiting--
+		b.mu.Unlock()
+		if !ok {
 			return false
 		}
 	}
@@ -213,8 +221,10 @@ func (b *budget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	close(b.room)
-	b.room = make(chan struct{})
+	if b.waiting > 0 {
+		close(b.room)
+		b.room = make(chan struct{})
+	}
 	b.mu.Unlock()
 }
 
