@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -73,12 +74,59 @@ func libzmqPython() string {
 	return ""
 }
 
+// runPython runs a script of testdata with a python3 that imports zmq,
+// and returns the channel of its end; nil, and a note in the log, if
+// there is no such python3.
+func runPython(ctx context.Context, t *testing.T, script string, args ...string) <-chan error {
+	t.Helper()
+	py := libzmqPython()
+	if py == "" {
+		t.Log("no python3 imports zmq (Debian: python3-zmq): our own peer alone plays the legitimate one")
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", script)}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		if err != nil {
+			err = fmt.Errorf("%s: %w: %s", script, err, stderr.Bytes())
+		}
+		done <- err
+	}()
+	return done
+}
+
+// attacked starts slowHandshakes on addr (300 connections from ten
+// addresses, reconnecting 5 ms after they are closed) and waits until
+// they fill the handshake slots of the socket whose refusals are given.
+func attacked(ctx context.Context, t *testing.T, addr string, refusals func() Refusals) (stop func()) {
+	t.Helper()
+	attack, cancel := context.WithCancel(ctx)
+	wg := slowHandshakes(attack, addr, 300, 10, 5*time.Millisecond)
+	stop = func() { cancel(); wg.Wait() }
+	for refusals().Handshakes == 0 {
+		select {
+		case <-ctx.Done():
+			stop()
+			t.Fatalf("the attack never filled the handshake slots: %+v", refusals())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return stop
+}
+
 // 300 connections that send their greeting a byte a second, reconnecting
 // 5 ms after they are closed, from ten addresses other than the
 // legitimate peers', keep every handshake slot taken (without the rule
-// that lets a quieter address in, no legitimate peer gets one): a libzmq publisher (pyzmq, when installed)
-// and one of ours, both on 127.0.0.1, still get every message into a
-// listening Sub, and the refusals are counted by limit.
+// that lets a quieter address in, no legitimate peer gets one): a libzmq
+// publisher (pyzmq, when installed) and one of ours, both on 127.0.0.1,
+// still get every message into a listening Sub, and the refusals are
+// counted by limit and reported.
 func TestSlowHandshakeFlood(t *testing.T) {
 	noLeaks(t)
 	var violated atomic.Int64
@@ -90,40 +138,15 @@ func TestSlowHandshakeFlood(t *testing.T) {
 	s.Subscribe("")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	attack, stop := context.WithCancel(ctx)
-	wg := slowHandshakes(attack, s.Addr().String(), 300, 10, 5*time.Millisecond)
-	defer func() { stop(); wg.Wait() }()
-	for s.Refusals().Handshakes == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the attack never filled the handshake slots: %+v", s.Refusals())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	stop := attacked(ctx, t, s.Addr().String(), s.Refusals)
+	defer stop()
 
 	const n = 300
 	endpoint := "tcp://" + s.Addr().String()
 	want := map[string]int{"kv@go": n}
-	py := libzmqPython()
-	var pyDone chan error
-	if py != "" {
+	pyDone := runPython(ctx, t, "xpub.py", endpoint, fmt.Sprint(n))
+	if pyDone != nil {
 		want["kv@libzmq"] = n
-		cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "xpub.py"), endpoint, "300")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pyDone = make(chan error, 1)
-		go func() {
-			err := cmd.Wait()
-			if err != nil {
-				err = errors.Join(err, errors.New(stderr.String()))
-			}
-			pyDone <- err
-		}()
-	} else {
-		t.Log("no python3 imports zmq (Debian: python3-zmq): our own publisher alone plays the legitimate peer")
 	}
 	p := NewPub(PubOptions{})
 	defer p.Close(time.Second)
@@ -156,7 +179,6 @@ func TestSlowHandshakeFlood(t *testing.T) {
 		}
 	}
 	stop()
-	wg.Wait()
 	s.Close() // every refusal reported
 	r := s.Refusals()
 	t.Logf("received %v; refusals %+v; %d reported", got, r, violated.Load())
@@ -417,5 +439,55 @@ func TestNoPingToZMTP30(t *testing.T) {
 	}
 	if m, cmd, _ := r.read(); cmd != "" || string(m[0]) != "kv" {
 		t.Fatalf("got command %q, message %q; want the message alone", cmd, m)
+	}
+}
+
+// The same flood at a listening Pub: a libzmq subscriber (pyzmq, when
+// installed) and one of ours, both on 127.0.0.1, get every message.
+func TestSlowHandshakeFloodPub(t *testing.T) {
+	noLeaks(t)
+	p := NewPub(PubOptions{HandshakeTimeout: time.Second})
+	defer p.Close(0)
+	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stop := attacked(ctx, t, p.Addr().String(), p.Refusals)
+	defer stop()
+	const n = 300
+	endpoint := "tcp://" + p.Addr().String()
+	subscribers := 1
+	pyDone := runPython(ctx, t, "sub.py", endpoint, fmt.Sprint(n))
+	if pyDone != nil {
+		subscribers++
+	}
+	s := NewSub(SubOptions{DialWait: 10 * time.Second})
+	defer s.Close()
+	if err := s.Dial(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	s.Subscribe("")
+	if err := p.WaitSubscribers(ctx, subscribers); err != nil {
+		t.Fatalf("%d of %d subscribers: %v; refusals %+v", p.Subscribers(), subscribers, err, p.Refusals())
+	}
+	for i := range n {
+		if err := p.Send([][]byte{[]byte("kv"), seq(i), []byte("p")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		m, err := s.Recv(ctx)
+		if err != nil || !bytes.Equal(m[1], seq(i)) {
+			t.Fatalf("message %d: %q, %v", i, m, err)
+		}
+	}
+	if pyDone != nil {
+		if err := <-pyDone; err != nil {
+			t.Fatalf("the libzmq subscriber: %v", err)
+		}
+	}
+	if st := p.Stats(); st.Dropped != 0 || p.Refusals().Peers != 0 {
+		t.Errorf("stats %+v, refusals %+v: want nothing dropped, no peer refused", st, p.Refusals())
 	}
 }
