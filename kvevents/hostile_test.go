@@ -398,7 +398,7 @@ func TestStuckSubscriberBytes(t *testing.T) {
 	defer cancel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	const queueBytes, replayBytes = 2 << 20, 4 << 20
+	const queueBytes, replayBytes = 1 << 20, 2 << 20
 	addr := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
 	p, err := NewPublisher(ctx, addr, WithLinger(200*time.Millisecond), WithQueueBytes(queueBytes),
 		WithReplay("tcp://127.0.0.1:0", DefaultReplayBuffer), WithReplayBytes(replayBytes),
@@ -415,7 +415,7 @@ func TestStuckSubscriberBytes(t *testing.T) {
 	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	const n, blocks, blockSize = 400, 400, 16
+	const n, blocks, blockSize = 200, 400, 16
 	tokens := make([]int64, blocks*blockSize)
 	for i := range tokens {
 		tokens[i] = 100_000 + int64(i) // as a large vocabulary's ids: 5 bytes each
