@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -384,5 +385,163 @@ func TestPublisherUnderAttack(t *testing.T) {
 	logMu.Unlock()
 	if n := strings.Count(got, "level=WARN"); n != 1 || !strings.Contains(got, "frame too long") {
 		t.Errorf("log %q, want one warning, of the frame too long", got)
+	}
+}
+
+// TestStuckSubscriberBytes publishes batches of 400 blocks with their
+// token ids beside a subscriber that never reads: the bytes queued for
+// the subscribers stay within each one's budget, the replay buffer within
+// its own, each drop is counted and logged once, and the healthy
+// subscriber receives every batch.
+func TestStuckSubscriberBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	const queueBytes, replayBytes = 1 << 20, 2 << 20
+	addr := "ipc://" + filepath.Join(t.TempDir(), "kv.ipc")
+	p, err := NewPublisher(ctx, addr, WithLinger(200*time.Millisecond), WithQueueBytes(queueBytes),
+		WithReplay("tcp://127.0.0.1:0", DefaultReplayBuffer), WithReplayBytes(replayBytes),
+		WithPublisherLogger(slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuckSubscriber(ctx, t, addr)
+	s, err := NewSubscriber(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	const n, blocks, blockSize = 200, 400, 16
+	tokens := make([]int64, blocks*blockSize)
+	for i := range tokens {
+		tokens[i] = 100_000 + int64(i) // as a large vocabulary's ids: 5 bytes each
+	}
+	hashes := make([]Hash, blocks)
+	var most, size int64
+	for i := range n {
+		for j := range hashes {
+			hashes[j] = IntHash(uint64(i*blocks + j))
+		}
+		b := EventBatch{TS: float64(i), Events: []Event{&BlockStored{BlockHashes: hashes, TokenIDs: tokens, BlockSize: blockSize}}}
+		if _, err := p.Publish(&b); err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		most = max(most, st.QueuedBytes)
+		if st.ReplayBytes > replayBytes {
+			t.Fatalf("after batch %d the replay buffer holds %d bytes, budget %d", i, st.ReplayBytes, replayBytes)
+		}
+		if size == 0 {
+			size = st.ReplayBytes
+		}
+		if (i+1)%20 == 0 { // at the healthy subscriber's pace
+			c.wait(ctx, t, i+1)
+		}
+	}
+	msgs := c.wait(ctx, t, n)
+	for i, m := range msgs {
+		if m.Seq != int64(i) || m.Missed != 0 {
+			t.Fatalf("message %d: seq %d, missed %d", i, m.Seq, m.Missed)
+		}
+	}
+	st := p.Stats()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d batches of %d bytes: at most %d bytes queued; replay holds %d bytes, %d trimmed; %d dropped",
+		n, size, most, st.ReplayBytes, st.ReplayTrimmed, st.Dropped)
+	if most > 2*queueBytes { // two subscribers, each within its budget
+		t.Errorf("%d bytes queued, budget %d per subscriber", most, queueBytes)
+	}
+	if st.Dropped == 0 || st.ReplayTrimmed == 0 || n*size <= 2*replayBytes {
+		t.Errorf("nothing was dropped or trimmed, or the batches (%d bytes) were too few to tell: %+v", size, st)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if strings.Count(got, "level=WARN") != 2 || !strings.Contains(got, "queue is full") || !strings.Contains(got, "byte budget") {
+		t.Errorf("log %q, want one warning of the full queue and one of the replay buffer's budget", got)
+	}
+}
+
+// frozenPublisher listens on loopback as a PUB that, on its first
+// connection, sends its handshake and a heartbeat PING and then neither
+// reads nor writes, as a SIGSTOPped engine; on later ones it sends batch
+// 0 of topic "kv". It returns the endpoint and a channel of accepted
+// connections.
+func frozenPublisher(t *testing.T) (string, <-chan int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	greeting := append([]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 1}, "NULL"...)
+	greeting = append(greeting, make([]byte, 64-len(greeting))...)
+	ready := append([]byte{0x04, 0x19, 5}, "READY\x0bSocket-Type\x00\x00\x00\x03PUB"...)
+	ping := append([]byte{0x04, 7, 4}, "PING\x00\x0a"...) // a TTL of a second
+	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := slices.Concat([]byte{1, 2}, []byte("kv"), []byte{1, 8}, seqBytes(0), []byte{0, byte(len(payload))}, payload)
+	accepted := make(chan int, 8)
+	go func() {
+		for i := 0; ; i++ {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { nc.Close() })
+			out := slices.Concat(greeting, ready, ping)
+			if i > 0 {
+				out = slices.Concat(greeting, ready, batch)
+			}
+			nc.Write(out)
+			accepted <- i
+		}
+	}()
+	return "tcp://" + l.Addr().String(), accepted
+}
+
+// TestFrozenPublisher: a subscriber drops a publisher that sent a
+// heartbeat and then went silent, within its heartbeat timeout, counts
+// and logs it once, and connects again.
+func TestFrozenPublisher(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	endpoint, accepted := frozenPublisher(t)
+	const timeout = 300 * time.Millisecond
+	s, err := NewSubscriber(ctx, endpoint, WithSubscriberHeartbeat(50*time.Millisecond, timeout),
+		WithSubscriberLogger(slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	<-accepted
+	start := time.Now()
+	select {
+	case <-accepted:
+	case <-ctx.Done():
+		t.Fatal("the subscriber did not connect again")
+	}
+	if d := time.Since(start); d < timeout/2 {
+		t.Errorf("dropped after %v, timeout %v", d, timeout)
+	}
+	c.wait(ctx, t, 1)
+	if st := s.Stats(); st.TimedOut != 1 || st.Delivered != 1 {
+		t.Errorf("stats %+v, want one timed out, one delivered", st)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "gone silent") {
+		t.Errorf("log %q, want one warning of the silent publisher", got)
 	}
 }

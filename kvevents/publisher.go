@@ -29,6 +29,25 @@ const (
 	// DefaultReplayDeadline bounds how long one replay request may take
 	// to be answered before its client is dropped.
 	DefaultReplayDeadline = 5 * time.Second
+	// DefaultQueueBytes is how many bytes of batches a [Publisher] queues
+	// for one subscriber before it drops that subscriber's batches, beside
+	// the high-water mark in batches: large batches reach it first.
+	DefaultQueueBytes = zmtp.DefaultQueueBytes
+	// DefaultReplayBytes is how many bytes of payloads the replay buffer
+	// keeps at most, beside its count of batches: past it the oldest go.
+	DefaultReplayBytes = 256 << 20
+	// DefaultMaxPeers is how many connections past their handshake a
+	// listening socket keeps at once (publishers for a subscriber,
+	// subscribers or replay clients for a publisher): room for a router
+	// of a thousand engines and more.
+	DefaultMaxPeers = zmtp.DefaultMaxPeers
+	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout are the ZMTP
+	// heartbeats of every socket that carries batches: a PING every
+	// interval, and a peer that answered PINGs and then says nothing for
+	// the timeout (a frozen process) is dropped; a subscriber that
+	// connected connects again.
+	DefaultHeartbeatInterval = zmtp.DefaultHeartbeatInterval
+	DefaultHeartbeatTimeout  = zmtp.DefaultHeartbeatTimeout
 )
 
 // endSeq is the sequence number that ends a replay: -1, as 8 signed bytes.
@@ -60,13 +79,14 @@ type Publisher struct {
 	once   onceLog
 	linger time.Duration
 
-	mu     sync.Mutex
-	closed bool
-	seq    int64
-	buf    []buffered // ring of the latest batches, for replay
-	head   int        // index of the oldest entry of buf once it is full
-	bufCap int
-	stats  PublisherStats
+	mu       sync.Mutex
+	closed   bool
+	seq      int64
+	buf      []buffered // the latest batches, for replay, from buf[head] on
+	head     int
+	bufCap   int   // most batches in buf
+	bufBytes int64 // most payload bytes in buf
+	stats    PublisherStats
 }
 
 // buffered is one published batch kept for replay.
@@ -91,8 +111,17 @@ type PublisherStats struct {
 	ReplayRequests, ReplayFailures int64
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
-	// too many subscribers).
+	// too many subscribers or handshakes, silence past the heartbeat
+	// timeout).
 	RefusedSubscribers int64
+	// QueuedBytes is the bytes of batches queued for the subscribers now,
+	// each subscriber's counted apart; each is bounded by
+	// [WithQueueBytes].
+	QueuedBytes int64
+	// ReplayBytes is the payload bytes the replay buffer holds, bounded by
+	// [WithReplayBytes]; ReplayTrimmed counts the batches it let go
+	// before it held as many as [WithReplay] asks, to stay within it.
+	ReplayBytes, ReplayTrimmed int64
 }
 
 // SubscriberStats counts one subscriber connection's batches.
@@ -105,15 +134,19 @@ type SubscriberStats struct {
 type PublisherOption func(*publisherConfig)
 
 type publisherConfig struct {
-	topic  string
-	replay string
-	buffer int
-	hwm    int
-	enc    Encoding
-	rank   int64
-	log    *slog.Logger
-	linger time.Duration
-	errs   []error
+	topic       string
+	replay      string
+	buffer      int
+	replayBytes int
+	hwm         int
+	queueBytes  int
+	maxPeers    int
+	heartbeat   zmtp.Heartbeat
+	enc         Encoding
+	rank        int64
+	log         *slog.Logger
+	linger      time.Duration
+	errs        []error
 }
 
 // WithLinger sets how long Close waits for the subscribers' queues to be
@@ -157,6 +190,64 @@ func WithHighWaterMark(n int) PublisherOption {
 	}
 }
 
+// WithQueueBytes sets how many bytes of batches are queued for one
+// subscriber before that subscriber's next ones are dropped (n >= 1); a
+// batch larger than n is queued alone. The default is
+// [DefaultQueueBytes].
+func WithQueueBytes(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: queue bytes %d, want at least 1", n))
+		}
+		c.queueBytes = n
+	}
+}
+
+// WithReplayBytes sets how many payload bytes the replay buffer keeps at
+// most (n >= 1), beside [WithReplay]'s count of batches: past it the
+// oldest batches go, counted in PublisherStats.ReplayTrimmed. The default
+// is [DefaultReplayBytes].
+func WithReplayBytes(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: replay bytes %d, want at least 1", n))
+		}
+		c.replayBytes = n
+	}
+}
+
+// WithMaxSubscribers sets how many subscribers, and apart from them how
+// many replay clients, a publisher keeps connected at once (n >= 1); a
+// further one is closed once its handshake is done, and counted in
+// PublisherStats.RefusedSubscribers. The default is [DefaultMaxPeers].
+func WithMaxSubscribers(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max subscribers %d, want at least 1", n))
+		}
+		c.maxPeers = n
+	}
+}
+
+// WithPublisherHeartbeat sets the ZMTP heartbeats on the subscribers'
+// connections: a PING every interval, and a subscriber that answered
+// PINGs and then sends nothing for timeout (interval < timeout) is
+// dropped. An interval < 0 sends no PING. The defaults are
+// [DefaultHeartbeatInterval] and [DefaultHeartbeatTimeout].
+func WithPublisherHeartbeat(interval, timeout time.Duration) PublisherOption {
+	return func(c *publisherConfig) {
+		c.heartbeat, c.errs = heartbeat(interval, timeout, c.errs)
+	}
+}
+
+// heartbeat checks the arguments of the heartbeat options.
+func heartbeat(interval, timeout time.Duration, errs []error) (zmtp.Heartbeat, []error) {
+	if interval == 0 || (interval > 0 && timeout <= interval) {
+		errs = append(errs, fmt.Errorf("kvevents: heartbeat every %v with a timeout of %v: want an interval < 0 (none), or 0 < interval < timeout", interval, timeout))
+	}
+	return zmtp.Heartbeat{Interval: interval, Timeout: timeout}, errs
+}
+
 // WithEncoding sets the payload encoding ([EncodingMixed] by default).
 func WithEncoding(e Encoding) PublisherOption {
 	return func(c *publisherConfig) {
@@ -191,7 +282,8 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // [Binds] says, and the replay socket if [WithReplay] asks for one. The
 // sockets live until Close, which ctx's end calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
-	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark}
+	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
+		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -199,23 +291,37 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		return nil, err
 	}
 	p := &Publisher{
-		topic:  []byte(c.topic),
-		enc:    c.enc,
-		rank:   c.rank,
-		once:   onceLog{log: c.log},
-		bufCap: c.buffer,
-		linger: c.linger,
+		topic:    []byte(c.topic),
+		enc:      c.enc,
+		rank:     c.rank,
+		once:     onceLog{log: c.log},
+		bufCap:   c.buffer,
+		bufBytes: int64(c.replayBytes),
+		linger:   c.linger,
 	}
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
-		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1, Queue: c.hwm, MaxPeers: maxPeers},
+		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
+			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers},
 		OnViolation: func(err error) {
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
 			p.mu.Unlock()
-			p.once.warn("subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit", err)
+			kind, msg := "subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit"
+			switch {
+			case errors.Is(err, zmtp.ErrTooManyPeers):
+				kind, msg = "subscriber refused", "kvevents: refusing a subscriber past a connection limit"
+			case errors.Is(err, zmtp.ErrTimeout):
+				kind, msg = "subscriber timed out", "kvevents: dropping a subscriber gone silent"
+			}
+			p.once.warn(kind, msg+"; later ones are only counted", err)
 		},
+		OnDrop: func(peer string) {
+			p.once.warn("queue full", "kvevents: a subscriber's queue is full: its batches are dropped; later ones are only counted",
+				fmt.Errorf("kvevents: subscriber %s", peer))
+		},
+		Heartbeat: c.heartbeat,
 	})
 	var err error
 	if Binds(endpoint) {
@@ -229,7 +335,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	}
 	if c.replay != "" {
 		p.replay = zmtp.NewServer(zmtp.ServerOptions{
-			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: maxPeers},
+			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers},
 			OnViolation: func(err error) { p.replayFailed("malformed", err) },
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {
@@ -279,14 +385,32 @@ func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
 	}
 	p.seq++
 	if p.bufCap > 0 {
-		if len(p.buf) < p.bufCap {
-			p.buf = append(p.buf, buffered{seq, payload})
-		} else {
-			p.buf[p.head] = buffered{seq, payload}
-			p.head = (p.head + 1) % p.bufCap
-		}
+		p.keep(buffered{seq, payload})
 	}
 	return seq, nil
+}
+
+// keep adds b to the replay buffer and lets the oldest batches go past
+// its count or its bytes; a batch larger than the bytes is kept alone.
+// p.mu is held.
+func (p *Publisher) keep(b buffered) {
+	p.buf = append(p.buf, b)
+	p.stats.ReplayBytes += int64(len(b.payload))
+	for n := len(p.buf) - p.head; n > p.bufCap || (n > 1 && p.stats.ReplayBytes > p.bufBytes); n-- {
+		if n <= p.bufCap {
+			p.stats.ReplayTrimmed++
+			p.once.warn("replay bytes", "kvevents: the replay buffer is at its byte budget: it keeps fewer batches than asked; later ones are only counted",
+				fmt.Errorf("kvevents: %d bytes in %d batches", p.stats.ReplayBytes, n))
+		}
+		p.stats.ReplayBytes -= int64(len(p.buf[p.head].payload))
+		p.buf[p.head] = buffered{}
+		p.head++
+	}
+	if p.head >= 64 && p.head > len(p.buf)/2 { // the slice's front is mostly gone: move the rest down
+		n := copy(p.buf, p.buf[p.head:])
+		clear(p.buf[n:])
+		p.buf, p.head = p.buf[:n], 0
+	}
 }
 
 // Published returns how many batches Publish has numbered.
@@ -303,7 +427,7 @@ func (p *Publisher) Stats() PublisherStats {
 	defer p.mu.Unlock()
 	st := p.stats
 	st.Published = p.seq
-	st.Sent, st.Dropped, st.Unsent = ps.Sent, ps.Dropped, ps.Unsent
+	st.Sent, st.Dropped, st.Unsent, st.QueuedBytes = ps.Sent, ps.Dropped, ps.Unsent, ps.QueuedBytes
 	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
 	for i, peer := range ps.Peers {
 		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}
@@ -382,8 +506,7 @@ func (p *Publisher) since(start int64) []buffered {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []buffered
-	for i := range p.buf {
-		b := p.buf[(p.head+i)%len(p.buf)]
+	for _, b := range p.buf[p.head:] {
 		if b.seq >= start {
 			out = append(out, b)
 		}

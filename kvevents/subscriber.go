@@ -40,11 +40,6 @@ const (
 	DefaultReplayTimeout = 2 * time.Second
 )
 
-// maxPeers is how many connections a listening socket keeps at once:
-// publishers for a subscriber, subscribers or replay clients for a
-// publisher. A cluster's engines and routers are far fewer.
-const maxPeers = 256
-
 // receiveQueueBytes bounds the bytes of messages received but not yet
 // handled, over all publishers; readers wait (and so do the publishers,
 // through TCP) while it is full.
@@ -85,9 +80,14 @@ type Stats struct {
 	FieldType    int64 // single events, or whole batches for a batch field
 	// Refused counts messages dropped by a limit: a new topic past
 	// WithMaxTopics, a forward jump past WithMaxGap that the next message
-	// did not confirm, and publishers' connections past the most a
-	// listening subscriber keeps.
+	// did not confirm, and publishers' connections refused by a connection
+	// limit of a listening subscriber (WithMaxPublishers, handshakes).
 	Refused int64
+	// TimedOut counts publishers' connections closed for silence: a
+	// message that stopped arriving midway, or a publisher that answered
+	// heartbeats and then said nothing for the heartbeat timeout (a frozen
+	// process). A subscriber that connected connects again.
+	TimedOut int64
 }
 
 // Subscriber receives event batches on a SUB socket, checks each topic's
@@ -141,6 +141,8 @@ type subscriberConfig struct {
 	maxTopic   int
 	maxTopics  int
 	maxGap     int64
+	maxPeers   int
+	heartbeat  zmtp.Heartbeat
 	listen     bool
 	log        *slog.Logger
 	errs       []error
@@ -221,6 +223,30 @@ func WithMaxGap(n int64) SubscriberOption {
 	}
 }
 
+// WithMaxPublishers sets how many publishers a listening subscriber keeps
+// connected at once (n >= 1); a further one is closed once its handshake
+// is done, and counted as Refused. The default is [DefaultMaxPeers].
+func WithMaxPublishers(n int) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max publishers %d, want at least 1", n))
+		}
+		c.maxPeers = n
+	}
+}
+
+// WithSubscriberHeartbeat sets the ZMTP heartbeats on the publishers'
+// connections: a PING every interval, and a publisher that answered PINGs
+// and then sends nothing for timeout (interval < timeout) is dropped,
+// counted as TimedOut, and connected to again. An interval < 0 sends no
+// PING. The defaults are [DefaultHeartbeatInterval] and
+// [DefaultHeartbeatTimeout].
+func WithSubscriberHeartbeat(interval, timeout time.Duration) SubscriberOption {
+	return func(c *subscriberConfig) {
+		c.heartbeat, c.errs = heartbeat(interval, timeout, c.errs)
+	}
+}
+
 // WithListen makes the subscriber bind its endpoint even when it is not a
 // wildcard, such as 127.0.0.1:0, for publishers that connect to it.
 func WithListen() SubscriberOption {
@@ -243,7 +269,7 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
-		maxGap: DefaultMaxGap, log: slog.Default(),
+		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, log: slog.Default(),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -268,9 +294,10 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 			Frames:     []int{c.maxTopic, 8, c.maxPayload},
 			MaxFrames:  3,
 			QueueBytes: receiveQueueBytes,
-			MaxPeers:   maxPeers,
+			MaxPeers:   c.maxPeers,
 		},
 		OnViolation: s.violation,
+		Heartbeat:   c.heartbeat,
 		DialWait:    firstDialWait,
 	})
 	var err error
@@ -315,6 +342,9 @@ func (s *Subscriber) violation(err error) {
 		s.bad(fmt.Errorf("%w: %v", ErrOversized, err))
 	case errors.Is(err, zmtp.ErrTooManyPeers):
 		s.refuse(err)
+	case errors.Is(err, zmtp.ErrTimeout):
+		s.count(func(st *Stats) { st.TimedOut++ })
+		s.logOnce(zmtp.ErrTimeout, err)
 	default:
 		s.bad(fmt.Errorf("%w: %v", ErrMalformed, err))
 	}
@@ -717,6 +747,10 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: batches lost; later losses are only counted"
 	case errReplay:
 		msg = "kvevents: a replay request failed; later failures are only counted"
+	case zmtp.ErrTooManyPeers:
+		msg = "kvevents: refusing a publisher's connection past a connection limit; later ones are only counted"
+	case zmtp.ErrTimeout:
+		msg = "kvevents: dropping a publisher's connection gone silent; later ones are only counted"
 	}
 	s.once.warn(kind, msg, err)
 }

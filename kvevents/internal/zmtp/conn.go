@@ -51,19 +51,111 @@ type Conn struct {
 	r        *bufio.Reader
 	lim      Limits
 	report   func(error) // nil, or the socket's OnViolation
+	counts   *refusals   // the socket's, or the Conn's own
 	label    string
 	peerType string
+	minor    byte // the peer's ZMTP minor version: 1 or more speaks heartbeats (RFC 37)
 	identity []byte
 	hdr      [8]byte
 	reported atomic.Bool
+
+	// The reading goroutine's: the message being read holds held bytes
+	// of budget, and partial says one is under way (so FrameTimeout, not
+	// the heartbeat's, bounds the wait for its next byte).
+	budget  *budget
+	held    int64
+	partial bool
+
+	hbTimeout time.Duration // our heartbeat timeout when we send PINGs, else 0
+	heard     atomic.Bool   // the peer sent a PING or a PONG: it speaks heartbeats
+	peerTTL   atomic.Int64  // the TTL of the peer's last PING, in nanoseconds
+
+	dmu      sync.Mutex
+	deadline time.Time // the caller's read deadline (SetDeadline), zero for none
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 
 	wmu sync.Mutex
 	w   *bufio.Writer
 }
 
 func newConn(nc net.Conn, lim Limits, report func(error), label string) *Conn {
-	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, bufSize), w: bufio.NewWriterSize(nc, bufSize),
-		lim: lim, report: report, label: label}
+	c := &Conn{nc: nc, w: bufio.NewWriterSize(nc, bufSize), lim: lim, report: report, label: label,
+		counts: &refusals{}, budget: newBudget(lim.ReadBytes), done: make(chan struct{})}
+	c.r = bufio.NewReaderSize(connReader{c}, bufSize)
+	return c
+}
+
+// connReader reads the connection under a read deadline set before each
+// read: the caller's, or sooner FrameTimeout inside a message or the
+// heartbeat timeout between messages, each counted from the start of the
+// read, so that the time spent elsewhere (a full receive queue) does not
+// count against the peer.
+type connReader struct{ c *Conn }
+
+func (r connReader) Read(p []byte) (int, error) {
+	c := r.c
+	c.dmu.Lock()
+	d := c.deadline
+	c.dmu.Unlock()
+	wait, kind, what := c.lim.FrameTimeout, &c.counts.stalled, "a message made no progress"
+	if !c.partial {
+		wait, kind, what = c.idle(), &c.counts.silent, "nothing heard"
+	}
+	ours := false
+	if t := time.Now().Add(wait); wait > 0 && (d.IsZero() || t.Before(d)) {
+		d, ours = t, true
+	}
+	c.nc.SetReadDeadline(d)
+	n, err := c.nc.Read(p)
+	if err != nil && ours && errors.Is(err, os.ErrDeadlineExceeded) {
+		kind.Add(1)
+		err = fmt.Errorf("zmtp: %s: %s for %v: %w", c.label, what, wait, ErrTimeout)
+	}
+	return n, err
+}
+
+// idle returns how long the peer may stay silent between messages: our
+// heartbeat timeout, or else its PING's TTL, once it has shown it speaks
+// heartbeats; 0 for no limit.
+func (c *Conn) idle() time.Duration {
+	if !c.heard.Load() {
+		return 0
+	}
+	if c.hbTimeout > 0 {
+		return c.hbTimeout
+	}
+	return time.Duration(c.peerTTL.Load())
+}
+
+// heartbeat sends a PING every h.Interval until the connection closes.
+// A PING that would wait for another write is skipped: that write is
+// traffic too.
+func (c *Conn) heartbeat(h Heartbeat) {
+	t := time.NewTicker(h.Interval)
+	defer t.Stop()
+	ttl := uint16(min(h.Timeout/(100*time.Millisecond), 0xFFFF)) // in tenths of a second (RFC 37)
+	var n uint32
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		n++
+		data := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, ttl), n)
+		c.tryWrite(command("PING", data))
+	}
+}
+
+// tryWrite writes b unless a write is under way.
+func (c *Conn) tryWrite(b []byte) {
+	if c.wmu.TryLock() {
+		c.w.Write(b)
+		_ = c.w.Flush()
+		c.wmu.Unlock()
+	}
 }
 
 // Dial connects to endpoint as a socket of type socketType (usually
@@ -90,17 +182,21 @@ func Dial(ctx context.Context, endpoint, socketType string, identity []byte, lim
 		return nil, err
 	}
 	c := newConn(nc, limits.withDefaults(), nil, ep.raw)
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
 	deadline := time.Now().Add(DefaultHandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	stop := context.AfterFunc(ctx, func() { c.Close() })
 	err = c.handshake(socketType, identity, deadline)
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		nc.Close()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("zmtp: handshake with %s: %w", ep, ctx.Err())
 		}
@@ -172,11 +268,42 @@ func (c *Conn) writeRaw(b []byte) error {
 }
 
 // SetDeadline sets the read and write deadline of the connection, as
-// net.Conn's does; the zero time means none.
-func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+// net.Conn's does; the zero time means none. The limits' timeouts apply
+// within it.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.dmu.Lock()
+	c.deadline = t
+	c.dmu.Unlock()
+	return c.nc.SetDeadline(t)
+}
 
 // Close closes the connection.
-func (c *Conn) Close() error { return c.nc.Close() }
+func (c *Conn) Close() error {
+	err := net.ErrClosed
+	c.closeOnce.Do(func() {
+		close(c.done)
+		err = c.nc.Close()
+	})
+	return err
+}
+
+// handOn frees the budget held by the message just read: it belongs to
+// its reader now.
+func (c *Conn) handOn() {
+	c.budget.release(c.held)
+	c.held = 0
+}
+
+// reserve takes n bytes of the budget for the message being read,
+// waiting up to FrameTimeout for room.
+func (c *Conn) reserve(n int64) error {
+	if !c.budget.reserve(n, c.held, time.Now().Add(c.lim.FrameTimeout), c.done) {
+		c.counts.stalled.Add(1)
+		return fmt.Errorf("zmtp: %s: no room for %d more bytes of a message within %v: %w", c.label, n, c.lim.FrameTimeout, ErrTimeout)
+	}
+	c.held += n
+	return nil
+}
 
 // PeerType returns the socket type the peer announced, such as "DEALER".
 func (c *Conn) PeerType() string { return c.peerType }
@@ -196,7 +323,7 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 // violation.
 func (c *Conn) fail(err error) {
 	c.violated(err)
-	c.nc.Close()
+	c.Close()
 }
 
 // violated reports err if it is a violation, once per connection.
@@ -209,25 +336,34 @@ func (c *Conn) violated(err error) {
 // command handles a command that the socket itself does not use.
 func (c *Conn) command(name string, data []byte) error {
 	switch name {
-	case "PING": // 2 bytes of TTL, then up to 16 bytes of context for the PONG
+	case "PING": // 2 bytes of TTL in tenths of a second, then up to 16 bytes of context for the PONG
 		if len(data) >= 2 {
+			c.peerTTL.Store(int64(binary.BigEndian.Uint16(data)) * int64(100*time.Millisecond))
+			c.heard.Store(true)
 			ctx := data[2:]
-			_ = c.writeRaw(command("PONG", ctx[:min(len(ctx), 16)]))
+			// Not behind a write that waits for the peer to read: the
+			// reader must go on, to notice if the peer went silent.
+			c.tryWrite(command("PONG", ctx[:min(len(ctx), 16)]))
 		}
+	case "PONG":
+		c.heard.Store(true)
 	case "ERROR":
 		reason := ""
 		if len(data) > 0 && int(data[0]) < len(data) {
 			reason = string(data[1 : 1+data[0]])
 		}
-		c.nc.Close()
+		c.Close()
 		return fmt.Errorf("zmtp: %s: the peer sent ERROR %q", c.label, reason)
 	}
 	return nil
 }
 
-// recv is next that closes the connection on error.
+// recv is next that closes the connection on error, and hands the
+// message on: its bytes leave the read budget.
 func (c *Conn) recv() (msg [][]byte, cmd string, data []byte, err error) {
 	msg, cmd, data, err = c.next()
+	c.partial = false
+	c.handOn()
 	if err != nil {
 		c.fail(err)
 	}
@@ -249,7 +385,7 @@ func (c *Conn) next() (msg [][]byte, cmd string, data []byte, err error) {
 			if size > maxCommand {
 				return nil, "", nil, fmt.Errorf("zmtp: %s: a command of %d bytes, limit %d: %w", c.label, size, maxCommand, ErrFrameTooLong)
 			}
-			body, err := c.body(size)
+			body, err := c.body(size, false)
 			if err != nil {
 				return nil, "", nil, err
 			}
@@ -263,7 +399,7 @@ func (c *Conn) next() (msg [][]byte, cmd string, data []byte, err error) {
 		if limit := c.lim.frame(i); size > limit {
 			return nil, "", nil, fmt.Errorf("zmtp: %s: frame %d of %d bytes, limit %d: %w", c.label, i, size, limit, ErrFrameTooLong)
 		}
-		body, err := c.body(size)
+		body, err := c.body(size, true)
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -279,6 +415,7 @@ func (c *Conn) header() (flags byte, size uint64, err error) {
 	if flags, err = c.r.ReadByte(); err != nil {
 		return 0, 0, err
 	}
+	c.partial = true
 	if flags&^(flagMore|flagLong|flagCommand) != 0 {
 		return 0, 0, fmt.Errorf("zmtp: %s: frame flags %#x: %w", c.label, flags, ErrProtocol)
 	}
@@ -292,19 +429,30 @@ func (c *Conn) header() (flags byte, size uint64, err error) {
 	return flags, binary.BigEndian.Uint64(c.hdr[:]), nil
 }
 
-// body reads a frame body of n bytes, n already within a limit. A long
-// body grows with what arrives, so a peer that announces the limit and
-// sends nothing costs little.
-func (c *Conn) body(n uint64) ([]byte, error) {
+// body reads a frame body of n bytes, n already within a limit; a
+// counted body's bytes are reserved from the budget first. A long body
+// grows with what arrives, so a peer that announces the limit and sends
+// nothing costs little.
+func (c *Conn) body(n uint64, counted bool) ([]byte, error) {
 	if n <= bufSize {
+		if counted {
+			if err := c.reserve(int64(n)); err != nil {
+				return nil, err
+			}
+		}
 		b := make([]byte, n)
 		_, err := io.ReadFull(c.r, b)
 		return b, err
 	}
-	b := make([]byte, 0, bufSize)
+	var b []byte
 	for uint64(len(b)) < n {
 		k := int(min(n-uint64(len(b)), uint64(max(len(b), bufSize))))
-		b = slices.Grow(b, k)
+		if counted {
+			if err := c.reserve(int64(k)); err != nil {
+				return nil, err
+			}
+		}
+		b = append(make([]byte, 0, len(b)+k), b...)
 		m, err := io.ReadFull(c.r, b[len(b):len(b)+k])
 		b = b[:len(b)+m]
 		if err != nil {
@@ -379,6 +527,7 @@ func property(b []byte, name string, value []byte) []byte {
 func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error {
 	err := c.shake(typ, identity, deadline)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.counts.timeouts.Add(1)
 		err = fmt.Errorf("zmtp: %s: no handshake by the deadline: %w", c.label, ErrProtocol)
 	}
 	c.violated(err)
@@ -386,8 +535,11 @@ func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error 
 }
 
 func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
-	c.nc.SetDeadline(deadline)
-	err := c.exchange(greeting(0), func() error {
+	c.SetDeadline(deadline)
+	// We announce ZMTP 3.1: we answer its PING and take its SUBSCRIBE and
+	// CANCEL commands, and still send subscriptions as 3.0 messages, which
+	// every PUB takes.
+	err := c.exchange(greeting(1), func() error {
 		// The signature and major version first: an older peer sends no
 		// more until it has ours.
 		g := make([]byte, 64)
@@ -400,6 +552,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 		if _, err := io.ReadFull(c.r, g[11:]); err != nil {
 			return err
 		}
+		c.minor = g[11]
 		return c.checkGreeting(g)
 	})
 	if err != nil {
@@ -416,7 +569,8 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 		if size > maxCommand {
 			return fmt.Errorf("zmtp: %s: a READY of %d bytes, limit %d: %w", c.label, size, maxCommand, ErrFrameTooLong)
 		}
-		body, err := c.body(size)
+		body, err := c.body(size, false)
+		c.partial = false
 		if err != nil {
 			return err
 		}
@@ -432,7 +586,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	if err != nil {
 		return err
 	}
-	return c.nc.SetDeadline(time.Time{})
+	return c.SetDeadline(time.Time{})
 }
 
 // exchange writes out while in reads: a peer may wait for our bytes

@@ -1,6 +1,6 @@
-// Package zmtp is a small implementation of ZMTP 3.0 (RFC 23, with the
-// subscription commands of RFC 37/ZMTP 3.1 accepted) and its NULL security
-// mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
+// Package zmtp is a small implementation of ZMTP 3.1 (RFC 37: RFC 23's
+// ZMTP 3.0 with subscription commands and PING/PONG heartbeats; it speaks
+// 3.0 to a peer that announces 3.0) and its NULL security mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
 // ROUTER-like replay server ([Server]) and a DEALER replay client ([Dial]).
 // It interoperates with libzmq (pyzmq, as vLLM's publisher uses) and with
 // github.com/go-zeromq/zmq4.
@@ -13,13 +13,18 @@
 // reading stalls all the others and makes memory grow without bound.
 //
 // Here every frame's announced size is checked against [Limits] before
-// anything is allocated, a handshake has a deadline, a listening socket
-// keeps a bounded number of connections, and a PUB socket gives each
-// subscriber its own bounded queue and writer goroutine, dropping (and
-// counting) what a slow subscriber cannot take. A peer that breaks the
-// protocol or a limit loses its connection alone; the socket reports it to
-// its OnViolation function with an error that wraps [ErrFrameTooLong],
-// [ErrTooManyFrames], [ErrProtocol] or [ErrTooManyPeers].
+// anything is allocated, and the bytes of the messages being read are
+// reserved from one budget per socket; a handshake, and a message that
+// stops arriving midway, have deadlines; a listening socket bounds its
+// connections in their handshake (in all, and per source address) apart
+// from its peers; heartbeats drop a peer that went silent; and a PUB
+// socket matches subscriptions in a trie and gives each subscriber its own
+// queue, bounded in messages and bytes, and writer goroutine, dropping
+// (and counting) what a slow subscriber cannot take. A peer that breaks
+// the protocol or a limit loses its connection alone; the socket counts it
+// ([Refusals]) and reports it to its OnViolation function with an error
+// that wraps [ErrFrameTooLong], [ErrTooManyFrames], [ErrProtocol],
+// [ErrTooManyPeers] or [ErrTimeout].
 //
 // Endpoints are "tcp://host:port" (host "*" listens on all interfaces,
 // port 0 or "*" picks a free one), "ipc:///path" (a unix socket) and

@@ -127,7 +127,7 @@ func (r *raw) write(b ...[]byte) {
 func (r *raw) hello(typ string, minor byte) {
 	r.t.Helper()
 	r.write(rawGreeting(minor), rawReady(typ))
-	r.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	r.c.SetDeadline(time.Now().Add(2 * time.Second))
 	g := make([]byte, 64)
 	if _, err := io.ReadFull(r.c.r, g); err != nil {
 		r.t.Fatal(err)
@@ -140,7 +140,7 @@ func (r *raw) hello(typ string, minor byte) {
 // read returns our side's next message or command name.
 func (r *raw) read() ([][]byte, string, []byte) {
 	r.t.Helper()
-	r.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	r.c.SetDeadline(time.Now().Add(2 * time.Second))
 	m, cmd, data, err := r.c.next()
 	if err != nil {
 		r.t.Fatal(err)

@@ -2,6 +2,8 @@ package zmtp
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,20 +19,41 @@ var (
 	// a malformed command, too many subscriptions, or a handshake that did
 	// not finish in time.
 	ErrProtocol = errors.New("zmtp: protocol violation")
-	// ErrTooManyPeers: a listening socket already kept Limits.MaxPeers
-	// connections and closed a new one.
+	// ErrTooManyPeers: a listening socket closed a connection for one of
+	// its connection limits: Limits.MaxPeers, Limits.MaxHandshakes or
+	// Limits.MaxHandshakesPerSource.
 	ErrTooManyPeers = errors.New("zmtp: too many peers")
+	// ErrTimeout: a peer stopped in the middle of a message for
+	// Limits.FrameTimeout, or went silent past its heartbeat timeout.
+	ErrTimeout = errors.New("zmtp: peer timed out")
 	// ErrClosed is returned by a socket's methods after Close.
 	ErrClosed = errors.New("zmtp: socket closed")
 )
 
 // Defaults of the zero fields of Limits and of the options.
 const (
-	DefaultMaxFrame         = 1 << 20 // bytes of any frame when Limits.Frames is empty
-	DefaultMaxFrames        = 16
-	DefaultQueue            = 10000 // ten times libzmq's default high-water mark: an engine's events come in bursts
-	DefaultQueueBytes       = 64 << 20
-	DefaultMaxPeers         = 1024
+	DefaultMaxFrame  = 1 << 20 // bytes of any frame when Limits.Frames is empty
+	DefaultMaxFrames = 16
+	DefaultQueue     = 10000 // ten times libzmq's default high-water mark: an engine's events come in bursts
+	// DefaultQueueBytes bounds a Sub's receive queue, and each subscriber's
+	// queue of a Pub.
+	DefaultQueueBytes = 64 << 20
+	// DefaultMaxPeers leaves room for a router that mirrors a thousand
+	// engines, each with a replay client beside its subscriber, with room
+	// to spare for restarts.
+	DefaultMaxPeers = 4096
+	// DefaultMaxHandshakes is small: a handshake takes a round trip or two,
+	// so legitimate peers seldom hold a slot for long, and a peer that
+	// holds one without finishing is what an attacker does.
+	DefaultMaxHandshakes          = 64
+	DefaultMaxHandshakesPerSource = 8
+	// DefaultReadBytes bounds the bytes of messages being read, over all
+	// connections of a socket: one hostile peer per frame limit's worth
+	// cannot add up past it.
+	DefaultReadBytes    = 64 << 20
+	DefaultFrameTimeout = 10 * time.Second
+	// DefaultHandshakeTimeout bounds a handshake; DefaultDialWait is how
+	// long a Sub's Dial waits for its first connection.
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultDialWait         = 2500 * time.Millisecond
 )
@@ -40,17 +63,44 @@ const (
 const maxCommand = 4096
 
 // maxSubscriptions bounds the distinct subscriptions one peer of a Pub may
-// hold, as each costs memory and time on every Send.
+// hold, as each costs memory (and a trie node) while it lasts.
 const maxSubscriptions = 1024
 
-// Limits bound what a peer can make a socket allocate; zero fields take the defaults.
-// An entry of 0 in Frames accepts empty frames only.
+// Limits bound what peers can make a socket allocate or hold; zero fields
+// take the defaults. An entry of 0 in Frames accepts empty frames only.
 type Limits struct {
-	Frames     []int // Frames[i] is the longest body accepted for frame i of a message; the last entry applies to every later frame
-	MaxFrames  int   // most frames in one message
-	Queue      int   // messages queued per peer (send side high-water mark) or in total (receive side)
-	QueueBytes int   // receive side: bytes of messages received but not yet taken by Recv, in total over peers; readers wait when it is full
-	MaxPeers   int   // connections a listening socket keeps at once; more are closed at once and counted
+	Frames    []int // Frames[i] is the longest body accepted for frame i of a message; the last entry applies to every later frame
+	MaxFrames int   // most frames in one message
+	// Queue is the messages queued per peer (a Pub's high-water mark per
+	// subscriber) or in total (a Sub's receive queue).
+	Queue int
+	// QueueBytes bounds, in bytes, the same queues as Queue: a message
+	// that would take a Pub's subscriber past it is dropped, and a Sub's
+	// readers wait while its receive queue is full.
+	QueueBytes int
+	// MaxPeers is the connections a listening socket keeps at once past
+	// their handshake; a peer that finishes its handshake with MaxPeers
+	// already there is closed.
+	MaxPeers int
+	// MaxHandshakes is the accepted connections in their handshake at
+	// once, apart from MaxPeers. When they are all taken, a connection
+	// from an address that holds fewer of them than the address holding
+	// most, by two or more, takes the place of that address's oldest;
+	// otherwise it is closed.
+	MaxHandshakes int
+	// MaxHandshakesPerSource is the accepted connections in their
+	// handshake at once from one IP address; more are closed at once.
+	MaxHandshakesPerSource int
+	// ReadBytes bounds the bytes of the messages being read, over every
+	// connection of the socket, reserved as each frame's body grows and
+	// freed when its message is handed on. A reader that finds no room
+	// waits, within FrameTimeout; a frame larger than ReadBytes is read
+	// when it is alone.
+	ReadBytes int
+	// FrameTimeout is how long a message being read may go without a
+	// byte, or wait for room in ReadBytes, before its connection is
+	// closed: a peer cannot hold a partly read frame for long.
+	FrameTimeout time.Duration
 }
 
 // withDefaults returns l with its zero fields set to the defaults.
@@ -58,17 +108,20 @@ func (l Limits) withDefaults() Limits {
 	if len(l.Frames) == 0 {
 		l.Frames = []int{DefaultMaxFrame}
 	}
-	if l.MaxFrames <= 0 {
-		l.MaxFrames = DefaultMaxFrames
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if l.Queue <= 0 {
-		l.Queue = DefaultQueue
-	}
-	if l.QueueBytes <= 0 {
-		l.QueueBytes = DefaultQueueBytes
-	}
-	if l.MaxPeers <= 0 {
-		l.MaxPeers = DefaultMaxPeers
+	set(&l.MaxFrames, DefaultMaxFrames)
+	set(&l.Queue, DefaultQueue)
+	set(&l.QueueBytes, DefaultQueueBytes)
+	set(&l.MaxPeers, DefaultMaxPeers)
+	set(&l.MaxHandshakes, DefaultMaxHandshakes)
+	set(&l.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
+	set(&l.ReadBytes, DefaultReadBytes)
+	if l.FrameTimeout <= 0 {
+		l.FrameTimeout = DefaultFrameTimeout
 	}
 	return l
 }
@@ -82,5 +135,130 @@ func (l *Limits) frame(i int) uint64 {
 // violation reports whether err is one of the kinds OnViolation hears of.
 func violation(err error) bool {
 	return errors.Is(err, ErrFrameTooLong) || errors.Is(err, ErrTooManyFrames) ||
-		errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooManyPeers)
+		errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooManyPeers) || errors.Is(err, ErrTimeout)
+}
+
+// Refusals counts what a socket's limits refused, by limit, since it was
+// made. Each refusal is reported to OnViolation too.
+type Refusals struct {
+	Peers      int64 // handshakes finished with MaxPeers peers already connected
+	Handshakes int64 // connections closed with MaxHandshakes in their handshake: refused, or closed to make room for a quieter address
+	PerSource  int64 // connections past MaxHandshakesPerSource from one address
+	Timeouts   int64 // handshakes not done within the handshake timeout
+	Stalled    int64 // messages that made no progress within FrameTimeout
+	Silent     int64 // peers that sent nothing within their heartbeat timeout
+}
+
+// refusals is a socket's Refusals, counted from any goroutine.
+type refusals struct {
+	peers, handshakes, perSource, timeouts, stalled, silent atomic.Int64
+}
+
+func (r *refusals) load() Refusals {
+	return Refusals{Peers: r.peers.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
+		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load()}
+}
+
+// budget is bytes shared by a socket's connections, reserved before they
+// are allocated.
+type budget struct {
+	max int64
+
+	mu      sync.Mutex
+	used    int64
+	waiting int           // readers waiting for room
+	room    chan struct{} // closed and replaced when bytes are freed while readers wait
+}
+
+func newBudget(max int) *budget {
+	return &budget{max: int64(max), room: make(chan struct{})}
+}
+
+// reserve takes n more bytes for a reader that holds own already,
+// waiting for room until deadline or done. A reader that holds all that
+// is held may go past the budget: a frame larger than the budget is read
+// when it is alone.
+func (b *budget) reserve(n, own int64, deadline time.Time, done <-chan struct{}) bool {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max || b.used == own {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		room := b.room
+		b.waiting++
+		b.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+		}
+		var ok bool
+		select {
+		case <-room:
+			ok = true
+		case <-timer.C:
+		case <-done:
+		}
+		b.mu.Lock()
+		b.waiting--
+		b.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+}
+
+// release frees n bytes.
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.waiting > 0 {
+		close(b.room)
+		b.room = make(chan struct{})
+	}
+	b.mu.Unlock()
+}
+
+// inUse returns the bytes reserved now.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// Heartbeat configures ZMTP 3.1 heartbeats on a socket's connections: a
+// PING every Interval, carrying Timeout as its TTL, to each peer that
+// announced ZMTP 3.1 or later, which answers with a PONG. A connection whose peer has answered or sent a
+// heartbeat and then sends nothing for Timeout is closed (a dialing
+// socket then connects again): a frozen peer is dropped, and a peer that
+// does not speak heartbeats (ZMTP 3.0) is never held to them. A peer's
+// own TTL is honoured the same way.
+type Heartbeat struct {
+	Interval time.Duration // 0 means DefaultHeartbeatInterval; negative sends no PING
+	Timeout  time.Duration // 0 means DefaultHeartbeatTimeout
+}
+
+// Heartbeat defaults: three PINGs go unanswered before a peer is dropped.
+const (
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultHeartbeatTimeout  = 15 * time.Second
+)
+
+func (h Heartbeat) withDefaults() Heartbeat {
+	if h.Interval == 0 {
+		h.Interval = DefaultHeartbeatInterval
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = DefaultHeartbeatTimeout
+	}
+	return h
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,30 +16,41 @@ import (
 type PubOptions struct {
 	// Limits bound what subscribers send (subscriptions: one frame of a
 	// flag byte and a topic prefix, so Frames: {1 + longest prefix} and
-	// MaxFrames: 1 fit); Queue is each subscriber's high-water mark and
-	// MaxPeers bounds the subscribers that connect to a listening Pub.
+	// MaxFrames: 1 fit); Queue and QueueBytes are each subscriber's
+	// high-water marks, in messages and in bytes, and MaxPeers bounds the
+	// subscribers that connect to a listening Pub.
 	Limits Limits
 	// OnViolation, if not nil, hears of every connection closed for
 	// breaking the protocol or a limit. It may be called from several
 	// goroutines at once.
 	OnViolation func(error)
+	// OnDrop, if not nil, hears of the first message dropped for each
+	// subscriber, with the subscriber's address; the later ones are
+	// counted in PubStats. It is called from Send.
+	OnDrop func(peer string)
 	// HandshakeTimeout bounds each connection's handshake; zero means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// Heartbeat sets the PINGs sent to each subscriber, and how long one
+	// that answered them may go silent.
+	Heartbeat Heartbeat
 }
 
 // Pub is a PUB socket. Each subscriber has its own queue of at most
-// Limits.Queue messages and its own writer goroutine, so Send never waits
-// for a subscriber: a subscriber whose queue is full loses that message
-// alone, counted in [PubStats]. A Pub is safe for concurrent use.
+// Limits.Queue messages and Limits.QueueBytes bytes and its own writer
+// goroutine, so Send never waits for a subscriber: a subscriber whose
+// queue is full loses that message alone, counted in [PubStats]. A Pub is
+// safe for concurrent use.
 type Pub struct {
-	s *socket
+	s      *socket
+	subs   trie // every subscriber's prefixes
+	onDrop func(peer string)
+	closed atomic.Bool
 
-	mu     sync.RWMutex
-	closed bool
-	peers  map[*pubPeer]struct{}
-	gone   PubStats    // totals of the peers gone
-	final  []PeerStats // the peers at Close
+	mu    sync.RWMutex
+	peers map[*pubPeer]struct{}
+	gone  PubStats    // totals of the peers gone
+	final []PeerStats // the peers at Close
 
 	cmu     sync.Mutex
 	changed chan struct{} // closed and replaced when subscriptions change
@@ -51,6 +63,7 @@ type PubStats struct {
 	Sent         int64       // messages written, over all subscribers
 	Dropped      int64       // messages not queued for a subscriber whose queue was full
 	Queued       int64       // messages waiting to be written
+	QueuedBytes  int64       // their bytes on the wire, each subscriber's counted apart
 	Unsent       int64       // messages queued but never written: the subscriber went away or Close's flush time ran out
 	Connected    int64       // subscribers that completed a handshake
 	Disconnected int64       // of those, the ones gone since
@@ -58,8 +71,8 @@ type PubStats struct {
 
 // PeerStats are one subscriber's counts; see [PubStats].
 type PeerStats struct {
-	Peer                          string // remote address
-	Sent, Dropped, Queued, Unsent int64
+	Peer                                       string // remote address
+	Sent, Dropped, Queued, QueuedBytes, Unsent int64
 }
 
 // pubPeer is one subscriber's connection, subscriptions and queue.
@@ -72,10 +85,15 @@ type pubPeer struct {
 	subs     map[string]struct{}
 	q        [][][]byte
 	inflight int // messages taken from q and being written
+	qbytes   int // wire bytes of q and the messages in flight
 	closing  bool
 	sent     int64
 	dropped  int64
 	unsent   int64
+}
+
+func newPubPeer(c *Conn) *pubPeer {
+	return &pubPeer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), subs: make(map[string]struct{})}
 }
 
 // maxBatch bounds the messages a writer takes from its queue at once.
@@ -84,7 +102,8 @@ const maxBatch = 512
 // NewPub returns a Pub with no connections; use Listen or Dial.
 func NewPub(opts PubOptions) *Pub {
 	return &Pub{
-		s:       newSocket("PUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout),
+		s:       newSocket("PUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults()),
+		onDrop:  opts.OnDrop,
 		peers:   make(map[*pubPeer]struct{}),
 		changed: make(chan struct{}),
 	}
@@ -105,52 +124,48 @@ func (p *Pub) Dial(endpoint string) error { return p.s.dial(endpoint, 0, p.serve
 func (p *Pub) Addr() net.Addr { return p.s.addr() }
 
 // Send queues a message for every subscriber with a subscription that is
-// a prefix of its first frame. It never waits: a subscriber whose queue
-// is full loses the message, counted as Dropped. Send keeps frames: the
-// caller must not change them afterwards. After Close it returns
-// [ErrClosed].
+// a prefix of its first frame, found in a trie: the cost does not grow
+// with the subscribers that do not match. It never waits: a subscriber
+// whose queue is full loses the message, counted as Dropped. Send keeps
+// frames: the caller must not change them afterwards. After Close it
+// returns [ErrClosed].
 func (p *Pub) Send(frames [][]byte) error {
 	if len(frames) == 0 {
 		return errors.New("zmtp: a message of no frames")
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.closed {
+	if p.closed.Load() {
 		return ErrClosed
 	}
-	for pp := range p.peers {
-		pp.offer(frames, p.s.lim.Queue)
-	}
+	n := wireSize(frames)
+	p.subs.match(frames[0], func(pp *pubPeer) {
+		if pp.offer(frames, n, &p.s.lim) && p.onDrop != nil {
+			p.onDrop(pp.c.label)
+		}
+	})
 	return nil
 }
 
-func (pp *pubPeer) offer(m [][]byte, hwm int) {
+// offer queues m, of n bytes on the wire, unless the queue is full, and
+// reports whether that was the peer's first drop.
+func (pp *pubPeer) offer(m [][]byte, n int, lim *Limits) (firstDrop bool) {
 	pp.mu.Lock()
-	if pp.closing || !pp.matches(m[0]) {
+	if pp.closing {
 		pp.mu.Unlock()
-		return
+		return false
 	}
-	if len(pp.q)+pp.inflight >= hwm {
+	// A message larger than QueueBytes goes in alone.
+	if queued := len(pp.q) + pp.inflight; queued >= lim.Queue || (queued > 0 && pp.qbytes+n > lim.QueueBytes) {
 		pp.dropped++
+		first := pp.dropped == 1
 		pp.mu.Unlock()
-		return
+		return first
 	}
 	pp.q = append(pp.q, m)
+	pp.qbytes += n
 	pp.mu.Unlock()
 	select {
 	case pp.wake <- struct{}{}:
 	default:
-	}
-}
-
-func (pp *pubPeer) matches(topic []byte) bool {
-	if _, all := pp.subs[""]; all {
-		return true
-	}
-	for s := range pp.subs {
-		if len(topic) >= len(s) && string(topic[:len(s)]) == s {
-			return true
-		}
 	}
 	return false
 }
@@ -209,6 +224,7 @@ func (p *Pub) Stats() PubStats {
 		st.Sent += ps.Sent
 		st.Dropped += ps.Dropped
 		st.Queued += ps.Queued
+		st.QueuedBytes += ps.QueuedBytes
 		st.Unsent += ps.Unsent
 		st.Peers = append(st.Peers, ps)
 	}
@@ -223,8 +239,15 @@ func (pp *pubPeer) stats() PeerStats {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	return PeerStats{Peer: pp.c.label, Sent: pp.sent, Dropped: pp.dropped,
-		Queued: int64(len(pp.q) + pp.inflight), Unsent: pp.unsent}
+		Queued: int64(len(pp.q) + pp.inflight), QueuedBytes: int64(pp.qbytes), Unsent: pp.unsent}
 }
+
+// Refusals returns what the limits on subscribers' connections refused.
+func (p *Pub) Refusals() Refusals { return p.s.refusals() }
+
+// ReadBytes returns the bytes of messages being read now from the
+// subscribers, bounded by Limits.ReadBytes.
+func (p *Pub) ReadBytes() int64 { return p.s.readBytes() }
 
 // Close stops Send and the listeners and dialers, lets each subscriber's
 // writer write its queue for up to flush, then closes every connection.
@@ -232,11 +255,11 @@ func (pp *pubPeer) stats() PeerStats {
 // Closing again does nothing.
 func (p *Pub) Close(flush time.Duration) error {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed.Load() {
 		p.mu.Unlock()
 		return nil
 	}
-	p.closed = true
+	p.closed.Store(true)
 	var peers []*pubPeer
 	for pp := range p.peers {
 		peers = append(peers, pp)
@@ -275,9 +298,9 @@ func (pp *pubPeer) shut() {
 // serve runs one subscriber's connection: a writer goroutine for its
 // queue, and its subscriptions read here until the connection ends.
 func (p *Pub) serve(c *Conn) {
-	pp := &pubPeer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), subs: make(map[string]struct{})}
+	pp := newPubPeer(c)
 	p.mu.Lock()
-	if p.closed {
+	if p.closed.Load() {
 		p.mu.Unlock()
 		return
 	}
@@ -286,6 +309,9 @@ func (p *Pub) serve(c *Conn) {
 	p.mu.Unlock()
 	go p.write(pp)
 	p.read(pp)
+	for prefix := range pp.subs { // read is over: no one else changes subs
+		p.subs.remove(prefix, pp)
+	}
 	c.Close()
 	pp.shut()
 	<-pp.done
@@ -325,20 +351,33 @@ func (p *Pub) read(pp *pubPeer) {
 	}
 }
 
+// subscribe adds or cancels a subscription of pp, from its reading
+// goroutine alone, so that pp.subs cannot change between its check and
+// its change. The trie is changed outside pp.mu, which Send takes inside
+// the trie's lock; a new prefix is in the trie before pp.subs counts it,
+// so that a Send after WaitSubscribers reaches it.
 func (p *Pub) subscribe(pp *pubPeer, prefix []byte, on bool) error {
-	pp.mu.Lock()
 	k := string(prefix)
+	pp.mu.Lock()
 	_, had := pp.subs[k]
+	n := len(pp.subs)
+	pp.mu.Unlock()
 	switch {
-	case on && !had && len(pp.subs) >= maxSubscriptions:
-		pp.mu.Unlock()
+	case on == had:
+		return nil
+	case on && n >= maxSubscriptions:
 		return fmt.Errorf("zmtp: %s: more than %d subscriptions: %w", pp.c.label, maxSubscriptions, ErrProtocol)
 	case on:
+		p.subs.add(k, pp)
+		pp.mu.Lock()
 		pp.subs[k] = struct{}{}
+		pp.mu.Unlock()
 	default:
+		pp.mu.Lock()
 		delete(pp.subs, k)
+		pp.mu.Unlock()
+		p.subs.remove(k, pp)
 	}
-	pp.mu.Unlock()
 	p.notify()
 	return nil
 }
@@ -369,13 +408,18 @@ func (p *Pub) write(pp *pubPeer) {
 		pp.inflight = n
 		pp.mu.Unlock()
 		whole, err := pp.c.writeBatch(batch)
+		written := 0
+		for _, m := range batch {
+			written += wireSize(m)
+		}
 		clear(batch)
 		pp.mu.Lock()
 		pp.inflight = 0
+		pp.qbytes -= written
 		pp.sent += int64(whole)
 		if err != nil {
 			pp.unsent += int64(n - whole + len(pp.q))
-			pp.q = nil
+			pp.q, pp.qbytes = nil, 0
 			pp.closing = true
 			pp.mu.Unlock()
 			pp.c.Close()

@@ -33,7 +33,7 @@ type Server struct {
 // its handshake; the connection is closed when handler returns. handler
 // must return once its Conn is closed (a read or write then fails).
 func NewServer(opts ServerOptions, handler func(c *Conn)) *Server {
-	return &Server{s: newSocket(Router, opts.Limits, opts.OnViolation, opts.HandshakeTimeout), handler: handler}
+	return &Server{s: newSocket(Router, opts.Limits, opts.OnViolation, opts.HandshakeTimeout, Heartbeat{}), handler: handler}
 }
 
 // Listen accepts clients on endpoint, at most Limits.MaxPeers at once. It
@@ -43,6 +43,9 @@ func (s *Server) Listen(endpoint string) error { return s.s.listen(endpoint, s.h
 // Addr returns the address of the first endpoint the Server listens on, or
 // nil.
 func (s *Server) Addr() net.Addr { return s.s.addr() }
+
+// Refusals returns what the limits on clients' connections refused.
+func (s *Server) Refusals() Refusals { return s.s.refusals() }
 
 // Close closes the listeners and every connection, and waits for the
 // handlers to return.

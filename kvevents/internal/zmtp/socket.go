@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,6 +23,9 @@ type socket struct {
 	lim       Limits
 	report    func(error)
 	handshake time.Duration
+	hb        Heartbeat // Interval 0: none (a Server's)
+	budget    *budget   // of the messages being read, over the connections
+	refused   refusals
 
 	ctx    context.Context // done on close
 	cancel context.CancelFunc
@@ -31,10 +35,19 @@ type socket struct {
 	stopped   bool
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
-	accepted  int // open connections from listeners, bounded by lim.MaxPeers
+	peers     int                   // connections from listeners past their handshake, bounded by lim.MaxPeers
+	pending   map[string][]*pending // accepted connections in their handshake, by source address, oldest first
+	npending  int                   // bounded by lim.MaxHandshakes
 }
 
-func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration) *socket {
+// pending is an accepted connection in its handshake.
+type pending struct {
+	nc   net.Conn
+	src  string
+	done bool // no longer counted: past its handshake, failed, or closed to make room
+}
+
+func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration, hb Heartbeat) *socket {
 	if handshake <= 0 {
 		handshake = DefaultHandshakeTimeout
 	}
@@ -43,8 +56,27 @@ func newSocket(typ string, lim Limits, onViolation func(error), handshake time.D
 		report = func(error) {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &socket{typ: typ, lim: lim.withDefaults(), report: report, handshake: handshake,
-		ctx: ctx, cancel: cancel, conns: make(map[net.Conn]struct{})}
+	lim = lim.withDefaults()
+	return &socket{typ: typ, lim: lim, report: report, handshake: handshake, hb: hb,
+		budget: newBudget(lim.ReadBytes), ctx: ctx, cancel: cancel,
+		conns: make(map[net.Conn]struct{}), pending: make(map[string][]*pending)}
+}
+
+// Refusals returns what the socket's limits refused so far.
+func (s *socket) refusals() Refusals { return s.refused.load() }
+
+// readBytes returns the bytes of messages being read now, over the
+// socket's connections.
+func (s *socket) readBytes() int64 { return s.budget.inUse() }
+
+// newConn returns a Conn of the socket on nc.
+func (s *socket) newConn(nc net.Conn, ep endpoint) *Conn {
+	c := newConn(nc, s.lim, s.report, label(nc, ep))
+	c.budget, c.counts = s.budget, &s.refused
+	if s.hb.Interval > 0 {
+		c.hbTimeout = s.hb.Timeout
+	}
+	return c
 }
 
 // addr returns the address of the first listener, or nil.
@@ -68,16 +100,83 @@ func (s *socket) track(nc net.Conn) bool {
 	return true
 }
 
-// untrack closes nc and forgets it; listened says whether it holds one of
-// the MaxPeers slots, freed before the peer can see the close.
-func (s *socket) untrack(nc net.Conn, listened bool) {
+// untrack forgets nc; a listened connection frees its slot, among the
+// peers or the handshakes, before the peer can see the close.
+func (s *socket) untrack(nc net.Conn, p *pending, peer bool) {
 	s.mu.Lock()
 	delete(s.conns, nc)
-	if listened {
-		s.accepted--
+	if peer {
+		s.peers--
+	}
+	if p != nil {
+		s.settle(p)
 	}
 	s.mu.Unlock()
 	nc.Close()
+}
+
+// settle stops counting p among the handshakes. s.mu is held.
+func (s *socket) settle(p *pending) {
+	if p.done {
+		return
+	}
+	p.done = true
+	q := s.pending[p.src]
+	if i := slices.Index(q, p); i >= 0 {
+		q = slices.Delete(q, i, i+1)
+	}
+	if len(q) == 0 {
+		delete(s.pending, p.src)
+	} else {
+		s.pending[p.src] = q
+	}
+	s.npending--
+}
+
+// admit counts nc, from src, among the handshakes if the limits let it
+// in, and returns its entry, or the error to report. It may close the
+// oldest handshake of the source that holds most, to make room for one
+// from a source that holds at least two fewer (an attacker needs as many
+// addresses as MaxHandshakes to keep a new one out), and then returns
+// that to report too. s.mu is held.
+func (s *socket) admit(nc net.Conn, src string, ep endpoint) (p *pending, evicted, err error) {
+	from := label(nc, ep)
+	switch {
+	case s.peers >= s.lim.MaxPeers:
+		s.refused.peers.Add(1)
+		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, from, s.lim.MaxPeers, ErrTooManyPeers)
+	case src != "" && len(s.pending[src]) >= s.lim.MaxHandshakesPerSource:
+		s.refused.perSource.Add(1)
+		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes from %s already: %w", ep, from, s.lim.MaxHandshakesPerSource, src, ErrTooManyPeers)
+	case s.npending >= s.lim.MaxHandshakes:
+		var busiest []*pending
+		for _, q := range s.pending {
+			if len(q) > len(busiest) {
+				busiest = q
+			}
+		}
+		s.refused.handshakes.Add(1)
+		if len(busiest) < len(s.pending[src])+2 {
+			return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes under way: %w", ep, from, s.lim.MaxHandshakes, ErrTooManyPeers)
+		}
+		old := busiest[0]
+		s.settle(old)
+		old.nc.Close()
+		evicted = fmt.Errorf("zmtp: %s: closed a handshake from %s to make room for %s: %d under way: %w", ep, old.src, from, s.lim.MaxHandshakes, ErrTooManyPeers)
+	}
+	p = &pending{nc: nc, src: src}
+	s.pending[src] = append(s.pending[src], p)
+	s.npending++
+	return p, evicted, nil
+}
+
+// source returns the IP address a connection comes from, or "" for a
+// local transport.
+func source(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
 }
 
 // listen accepts connections on endpoint and runs serve on each after its
@@ -120,37 +219,65 @@ func (s *socket) accept(l net.Listener, ep endpoint, serve func(*Conn)) {
 			continue
 		}
 		s.mu.Lock()
-		full := s.accepted >= s.lim.MaxPeers
-		ok := !s.stopped && !full
-		if ok {
-			s.accepted++
+		var p *pending
+		var evicted error
+		err = ErrClosed
+		if !s.stopped {
+			p, evicted, err = s.admit(nc, source(nc), ep)
+		}
+		if err == nil {
 			s.conns[nc] = struct{}{}
 			s.wg.Add(1)
 		}
 		s.mu.Unlock()
-		if !ok {
-			from := label(nc, ep)
+		if evicted != nil {
+			s.report(evicted)
+		}
+		if err != nil {
 			nc.Close()
-			if full {
-				s.report(fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w",
-					ep, from, s.lim.MaxPeers, ErrTooManyPeers))
+			if err != ErrClosed {
+				s.report(err)
 			}
 			continue
 		}
 		go func() {
 			defer s.wg.Done()
-			s.run(nc, ep, true, time.Now().Add(s.handshake), serve)
+			s.run(nc, ep, p, time.Now().Add(s.handshake), serve)
 		}()
 	}
 }
 
 // run does the handshake on a tracked connection and serves it, and
-// returns the handshake's error.
-func (s *socket) run(nc net.Conn, ep endpoint, listened bool, deadline time.Time, serve func(*Conn)) error {
-	defer s.untrack(nc, listened)
-	c := newConn(nc, s.lim, s.report, label(nc, ep))
+// returns the handshake's error. p is the entry of an accepted
+// connection among the handshakes, nil for one dialed.
+func (s *socket) run(nc net.Conn, ep endpoint, p *pending, deadline time.Time, serve func(*Conn)) error {
+	c := s.newConn(nc, ep)
+	peer := false
+	defer func() {
+		c.Close()
+		s.untrack(nc, p, peer)
+	}()
 	if err := c.handshake(s.typ, nil, deadline); err != nil {
 		return err
+	}
+	if p != nil {
+		s.mu.Lock()
+		s.settle(p)
+		if peer = s.peers < s.lim.MaxPeers; peer {
+			s.peers++
+		}
+		s.mu.Unlock()
+		if !peer {
+			s.refused.peers.Add(1)
+			err := fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, c.label, s.lim.MaxPeers, ErrTooManyPeers)
+			s.report(err)
+			return err
+		}
+	}
+	// A ZMTP 3.0 peer may not know PING: go-zeromq/zmq4 hands it to its
+	// reader as a message.
+	if s.hb.Interval > 0 && c.minor >= 1 {
+		go c.heartbeat(s.hb)
 	}
 	serve(c)
 	return nil
@@ -203,7 +330,7 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 				nc.Close()
 				err = ErrClosed
 			} else {
-				err = s.run(nc, ep, false, deadline, func(c *Conn) {
+				err = s.run(nc, ep, nil, deadline, func(c *Conn) {
 					if first != nil {
 						first <- nil
 						first = nil

@@ -23,6 +23,10 @@ type SubOptions struct {
 	// HandshakeTimeout bounds each connection's handshake; zero means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// Heartbeat sets the PINGs sent to each publisher, and how long one
+	// that answered them may go silent before its connection is closed
+	// (and, for Dial, made again).
+	Heartbeat Heartbeat
 }
 
 // Sub is a SUB socket: it receives from any number of publishers, each
@@ -50,7 +54,7 @@ type subPeer struct {
 // Listen or Dial, and Subscribe.
 func NewSub(opts SubOptions) *Sub {
 	s := &Sub{
-		s:        newSocket("SUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout),
+		s:        newSocket("SUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults()),
 		dialWait: opts.DialWait,
 		peers:    make(map[*subPeer]struct{}),
 	}
@@ -103,6 +107,14 @@ func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
 func (s *Sub) RecvFrom(ctx context.Context) (msg [][]byte, conn uint64, err error) {
 	return s.in.take(ctx)
 }
+
+// Refusals returns what the limits on publishers' connections refused.
+func (s *Sub) Refusals() Refusals { return s.s.refusals() }
+
+// ReadBytes returns the bytes of messages being read now from the
+// publishers, bounded by Limits.ReadBytes; those read and waiting for
+// Recv are bounded by Limits.QueueBytes apart.
+func (s *Sub) ReadBytes() int64 { return s.s.readBytes() }
 
 // Close closes every connection and listener and ends the dialers;
 // messages not yet taken by Recv are lost.

@@ -17,7 +17,8 @@ import (
 )
 
 // A libzmq PUB's handshake and a message, byte by byte (RFC 23), must reach
-// Recv; our greeting, READY and subscription must be the RFC's bytes.
+// Recv; our greeting (ZMTP 3.1, RFC 37), READY and subscription must be
+// the RFCs' bytes.
 func TestGoldenHandshake(t *testing.T) {
 	noLeaks(t)
 	s := NewSub(SubOptions{})
@@ -38,13 +39,13 @@ func TestGoldenHandshake(t *testing.T) {
 		0x0B, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 3, 'P', 'U', 'B',
 	}
 	r.write(libzmqPub)
-	r.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	r.c.SetDeadline(time.Now().Add(2 * time.Second))
 	got := make([]byte, 64+2+25+3)
 	if _, err := io_ReadFull(r, got); err != nil {
 		t.Fatal(err)
 	}
 	want := slices.Concat(
-		[]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0}, []byte("NULL"), make([]byte, 16+1+31),
+		[]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1}, []byte("NULL"), make([]byte, 16+1+31), // ZMTP 3.1 (RFC 37)
 		[]byte{0x04, 0x19, 0x05}, []byte("READY"), []byte{0x0B}, []byte("Socket-Type"), []byte{0, 0, 0, 3}, []byte("SUB"),
 		[]byte{0x00, 0x01, 0x01}, // subscription to everything: a one-frame message, the byte 1
 	)
@@ -193,10 +194,14 @@ func TestHandshakeDeadlineAndMaxPeers(t *testing.T) {
 	a.hello("PUB", 0)
 	b.hello("XPUB", 1)
 	c := dialRaw(t, s.Addr())
+	c.write(rawGreeting(0), rawReady("PUB"))
 	if !c.closed(2 * time.Second) {
 		t.Fatal("a third peer was kept")
 	}
 	v.want(t, ErrTooManyPeers)
+	if r := s.Refusals(); r.Peers < 1 || r.Timeouts != 1 {
+		t.Errorf("refusals %+v, want a peer or more and one timeout", r)
+	}
 	a.nc.Close()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -353,6 +358,9 @@ func TestSubscriptions(t *testing.T) {
 			t.Fatal("the cancel did not arrive")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	if n := p.ReadBytes(); n != 0 {
+		t.Errorf("%d bytes of the read budget held after the subscriptions were read", n)
 	}
 }
 
