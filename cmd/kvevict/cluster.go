@@ -87,8 +87,9 @@ const (
 
 // The orders -rank puts a block's rows in to name its best.
 const (
-	rankTTFT = "ttft" // lowest TTFT p99 first
-	rankHit  = "hit"  // highest hit ratio first
+	rankTTFT    = "ttft"    // lowest TTFT p99 first
+	rankHit     = "hit"     // highest hit ratio first
+	rankPrefill = "prefill" // compare -tier: least modelled prefill seconds first
 )
 
 // clusterOptions are cluster's parsed flags.

@@ -184,6 +184,8 @@ type options struct {
 	tokenTime       time.Duration
 	sampling        int // WithSampling's k; 0: exact selection
 	tiers           tierOptions
+	baseline        kvevict.Strategy // -baseline: what each row is set against; "" for none
+	rank            string           // -rank: what names a capacity's best row
 }
 
 // parseFlags parses compare's flags; -h prints the usage and the columns'
@@ -192,7 +194,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
-	var capacity, strategies, granularity, write, model string
+	var capacity, strategies, granularity, write, model, baseline string
 	var inclusive bool
 	sourceFlags(fs, o)
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
@@ -205,6 +207,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
 	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds", true)
+	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
+	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
@@ -271,6 +275,24 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	}
 	if err := checkTiers(o, set, write, model, inclusive); err != nil {
 		return nil, err
+	}
+	switch o.rank = strings.ToLower(strings.TrimSpace(o.rank)); {
+	case o.rank == rankTTFT:
+		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare has no queues: use hit, or prefill with -tier")
+	case o.rank == rankPrefill && len(o.tiers.specs) == 0:
+		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier")
+	case o.rank != rankHit && o.rank != rankPrefill:
+		return nil, usagef("-rank must be hit or, with -tier, prefill; got %q", o.rank)
+	}
+	if baseline != "" {
+		b, err := kvevict.ParseStrategy(baseline)
+		if err != nil {
+			return nil, usagef("-baseline: %v", err)
+		}
+		if !slices.Contains(o.strategies, b) {
+			return nil, usagef("-baseline %s is not among -strategies: add it, so that its rows are run beside the others", b)
+		}
+		o.baseline = b
 	}
 	return o, nil
 }

@@ -195,6 +195,11 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-mode", "serve", "-granularity", "block", "-strategies", "lru,arc"}, 2,
 			"-granularity block needs a strategy a prefix tree ranks by (a key strategy or auto), and arc ranks by lists of sequences"},
 		{[]string{"compare", "-token-time", "5ms"}, 2, "-token-time needs -mode serve"},
+		{[]string{"compare", "-strategies", "lru,fifo", "-baseline", "arc"}, 2, "-baseline arc is not among -strategies"},
+		{[]string{"compare", "-baseline", "bogus"}, 2, `unknown strategy "bogus"`},
+		{[]string{"compare", "-rank", "ttft"}, 2, "compare has no queues"},
+		{[]string{"compare", "-rank", "prefill"}, 2, "which compare gives with -tier"},
+		{[]string{"compare", "-rank", "best"}, 2, "-rank must be hit"},
 		{[]string{"compare", "-trace", excerpt, "-requests", "10"}, 2, "-requests sizes a synthetic workload"},
 		{[]string{"compare", "-trace", excerpt, "-seed", "2"}, 2, "-seed seeds a synthetic workload"},
 		{[]string{"compare", "-sampling", "4", "-strategies", "lru,sieve"}, 2, "-sampling applies to key strategies, and sieve"},
@@ -705,5 +710,76 @@ func TestMicros(t *testing.T) {
 		if got := micros(ns); got != want {
 			t.Errorf("micros(%d) = %q, want %q", ns, got, want)
 		}
+	}
+}
+
+// TestCompareBaseline: with -baseline each row carries its change against
+// the baseline's row at its capacity, worked out here from the rows' own
+// counts, and the best line repeats the best row's; without it the JSON
+// carries none. With -tier and -rank prefill the best row is the one with
+// the least modelled prefill seconds.
+func TestCompareBaseline(t *testing.T) {
+	type rowJSON struct {
+		Strategy      string   `json:"strategy"`
+		Capacity      int      `json:"capacity_blocks"`
+		HitRatio      float64  `json:"hit_ratio"`
+		Prefill       int64    `json:"prefill_tokens"`
+		Seconds       float64  `json:"prefill_seconds"`
+		Best          bool     `json:"best"`
+		Baseline      string   `json:"baseline"`
+		HitChange     *float64 `json:"hit_ratio_change"`
+		PrefillChange *float64 `json:"prefill_tokens_change"`
+	}
+	decode := func(args ...string) []rowJSON {
+		t.Helper()
+		code, out, errOut := runArgs(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var rs []rowJSON
+		if err := json.Unmarshal([]byte(out), &rs); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	base := []string{"compare", "-trace", excerpt, "-capacity", "100,300", "-strategies", "lru,fifo,auto", "-format", "json"}
+	for _, r := range decode(base...) {
+		if r.Baseline != "" || r.HitChange != nil {
+			t.Errorf("no -baseline, and %s carries %q %v", r.Strategy, r.Baseline, r.HitChange)
+		}
+	}
+	for _, tiered := range []bool{false, true} {
+		args := append(base, "-baseline", "fifo")
+		if tiered {
+			args = append(args, "-tier", "cpu:2x:lru", "-rank", "prefill")
+		}
+		rs := decode(args...)
+		fifo := map[int]rowJSON{}
+		least := map[int]float64{}
+		for _, r := range rs {
+			if r.Strategy == "fifo" {
+				fifo[r.Capacity] = r
+			}
+			if r.Strategy != "belady" && (least[r.Capacity] == 0 || r.Seconds < least[r.Capacity]) {
+				least[r.Capacity] = r.Seconds
+			}
+		}
+		for _, r := range rs {
+			b, ok := fifo[r.Capacity]
+			if !ok || r.HitChange == nil || r.PrefillChange == nil {
+				continue // Belady at every tier's capacity has no fifo row there
+			}
+			if r.Baseline != "fifo" || math.Abs(*r.HitChange-(r.HitRatio-b.HitRatio)) > 1e-12 ||
+				math.Abs(*r.PrefillChange-(float64(r.Prefill)/float64(b.Prefill)-1)) > 1e-12 {
+				t.Errorf("tiered %v, %s at %d: %+v against %+v", tiered, r.Strategy, r.Capacity, r, b)
+			}
+			if tiered && r.Strategy != "belady" && r.Best != (r.Seconds == least[r.Capacity]) {
+				t.Errorf("-rank prefill: %s at %d, %v s, best %v; least %v s", r.Strategy, r.Capacity, r.Seconds, r.Best, least[r.Capacity])
+			}
+		}
+	}
+	code, out, _ := runArgs(t, "compare", "-trace", excerpt, "-capacity", "100", "-strategies", "lru,fifo", "-baseline", "fifo")
+	if code != 0 || !strings.Contains(out, "; vs fifo: hit ratio ") {
+		t.Errorf("exit %d, no verdict against fifo on the best line:\n%s", code, out)
 	}
 }

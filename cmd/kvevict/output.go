@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/sim"
 )
 
@@ -68,7 +69,9 @@ is preempted, rejected or truncated.
 
 -format csv and json carry every field of sim.Report under its JSON name, plus
 workload (the trace's file name or the synthetic workload's), sampling (the k
-a row ran with, 0 for exact) and best (the * above).
+a row ran with, 0 for exact) and best (the * above), and with -baseline
+baseline, hit_ratio_change and prefill_tokens_change: each row's change against
+the baseline's row at its capacity, which the best line repeats for the best.
 `
 
 // row is one line of the output: the workload, a report, the sample size
@@ -78,6 +81,50 @@ type row struct {
 	sim.Report
 	Sampling int  `json:"sampling"`
 	Best     bool `json:"best"`
+	against
+}
+
+// against is a row's change against -baseline, when one is given: the
+// difference in hit ratio, and the prefill tokens' ratio less 1, beside
+// the baseline's row at the same capacity (as kvevict cluster's rows
+// carry them). Belady's rows are set against it too.
+type against struct {
+	Baseline       string   `json:"baseline,omitempty"`
+	HitRatioChange *float64 `json:"hit_ratio_change,omitempty"`
+	PrefillChange  *float64 `json:"prefill_tokens_change,omitempty"`
+}
+
+// setAgainst sets each of n rows against the baseline's row at its
+// capacity: report(i) is row i's report, capacity(i) its capacity, and
+// set(i) its against to fill. Nothing is set without a baseline.
+func setAgainst(baseline kvevict.Strategy, n int, report func(i int) *sim.Report, capacity func(i int) int, set func(i int) *against) {
+	if baseline == "" {
+		return
+	}
+	base := map[int]*sim.Report{}
+	for i := range n {
+		if r := report(i); r.Strategy == string(baseline) {
+			base[capacity(i)] = r
+		}
+	}
+	for i := range n {
+		b, ok := base[capacity(i)]
+		if !ok {
+			continue // a capacity whose baseline did not finish
+		}
+		r := report(i)
+		hit, prefill := r.HitRatio-b.HitRatio, change(float64(r.PrefillTokens), float64(b.PrefillTokens))
+		*set(i) = against{Baseline: string(baseline), HitRatioChange: &hit, PrefillChange: &prefill}
+	}
+}
+
+// line is the best line's part that sets the best row against the
+// baseline; empty without one.
+func (a *against) line() string {
+	if a.Baseline == "" {
+		return ""
+	}
+	return fmt.Sprintf("; vs %s: hit ratio %+.4f, prefill %+.1f%%", a.Baseline, *a.HitRatioChange, 100**a.PrefillChange)
 }
 
 // rows pairs each report with its workload and sampling and marks, per
@@ -106,6 +153,8 @@ func rows(reports []sim.Report, workload string, sampling int) []row {
 // write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
 	rs := rows(reports, w.Name, o.sampling)
+	setAgainst(o.baseline, len(rs), func(i int) *sim.Report { return &rs[i].Report },
+		func(i int) int { return rs[i].CapacityBlocks }, func(i int) *against { return &rs[i].against })
 	if o.format == "table" {
 		return writeTable(out, o, w, rs)
 	}
@@ -361,6 +410,7 @@ func bestLine(rs []row, c, decimals int) string {
 	if len(online) == 0 {
 		return fmt.Sprintf("at %d blocks: no online strategy", c)
 	}
+	first := online[0]
 	// tied takes the leading strategies with the first's hit ratio off online.
 	tied := func() (names []string, ratio float64) {
 		ratio = online[0].HitRatio
@@ -375,10 +425,10 @@ func bestLine(rs []row, c, decimals int) string {
 		line += " (tied)"
 	}
 	if len(online) == 0 {
-		return line + ", no other online strategy run"
+		return line + ", no other online strategy run" + first.line()
 	}
 	next, ratio := tied()
-	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", "))
+	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", ")) + first.line()
 }
 
 // hitDecimals is how many decimals the hit ratios need, at least 4: at

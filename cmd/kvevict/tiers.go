@@ -225,6 +225,7 @@ type tierRow struct {
 	GPUCapacity int    `json:"gpu_capacity_blocks"`
 	Model       string `json:"model"`
 	Best        bool   `json:"best"`
+	against
 }
 
 // compareTiers is compare with -tier.
@@ -264,20 +265,29 @@ func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interru
 	return nil
 }
 
-// writeTierRows marks each GPU capacity's best rows and writes them in
-// -format o.format.
+// writeTierRows marks each GPU capacity's best rows by -rank, sets them
+// against -baseline, and writes them in -format o.format.
 func writeTierRows(stdout io.Writer, o *options, w *sim.Workload, cost *tier.Cost, rows []tierRow) error {
 	t := &o.tiers
+	// score is what -rank maximises.
+	score := func(r *tierRow) float64 { return r.HitRatio }
+	if o.rank == rankPrefill {
+		score = func(r *tierRow) float64 { return -r.PrefillSeconds }
+	}
 	best := map[int]float64{}
-	for _, r := range rows {
-		if r.Strategy != sim.BeladyName {
-			best[r.GPUCapacity] = max(best[r.GPUCapacity], r.HitRatio)
+	for i := range rows {
+		if r := &rows[i]; r.Strategy != sim.BeladyName {
+			if b, ok := best[r.GPUCapacity]; !ok || score(r) > b {
+				best[r.GPUCapacity] = score(r)
+			}
 		}
 	}
 	for i := range rows {
 		rows[i].Workload, rows[i].Model = w.Name, t.model.Name
-		rows[i].Best = rows[i].Strategy != sim.BeladyName && rows[i].HitRatio == best[rows[i].GPUCapacity]
+		rows[i].Best = rows[i].Strategy != sim.BeladyName && score(&rows[i]) == best[rows[i].GPUCapacity]
 	}
+	setAgainst(o.baseline, len(rows), func(i int) *sim.Report { return &rows[i].Report },
+		func(i int) int { return rows[i].GPUCapacity }, func(i int) *against { return &rows[i].against })
 	if o.format == "json" {
 		return writeRecords(stdout, "json", rows)
 	}
@@ -372,17 +382,21 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 		return err
 	}
 	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].GPUCapacity == rs[i-1].GPUCapacity },
-		func(i int) string { return tierBestLine(rs, rs[i].GPUCapacity) })
+		func(i int) string { return tierBestLine(rs, rs[i].GPUCapacity, o.rank) })
 	return nil
 }
 
-// tierBestLine names the best strategies on the GPU at gpu blocks.
-func tierBestLine(rs []tierRow, gpu int) string {
+// tierBestLine names the best strategies on the GPU at gpu blocks, by
+// rank, the first set against the baseline.
+func tierBestLine(rs []tierRow, gpu int, rank string) string {
 	var names []string
-	ratio := 0.0
-	for _, r := range rs {
-		if r.GPUCapacity == gpu && r.Best {
-			names, ratio = append(names, r.Strategy), r.HitRatio
+	var first *tierRow
+	for i := range rs {
+		if r := &rs[i]; r.GPUCapacity == gpu && r.Best {
+			names = append(names, r.Strategy)
+			if first == nil {
+				first = r
+			}
 		}
 	}
 	if len(names) == 0 {
@@ -394,7 +408,10 @@ func tierBestLine(rs []tierRow, gpu int) string {
 	} else if len(names) > 1 {
 		list += " (tied)"
 	}
-	return fmt.Sprintf("best at %d GPU blocks: %s %.4f (hits on any tier)", gpu, list, ratio)
+	if rank == rankPrefill {
+		return fmt.Sprintf("best at %d GPU blocks by modelled prefill: %s %.1f s, hit ratio %.4f", gpu, list, first.PrefillSeconds, first.HitRatio) + first.line()
+	}
+	return fmt.Sprintf("best at %d GPU blocks: %s %.4f (hits on any tier)", gpu, list, first.HitRatio) + first.line()
 }
 
 // bytesCell prints a byte count in the largest binary unit of which it
