@@ -459,16 +459,18 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority) error {
 	if i > 0 {
 		st.Failed += int64(out.Over)
 	}
-	h.emit(Stored, i, out.Entered)
-	if len(out.Victims) == 0 {
-		return nil
-	}
+	// The victims left to make room before the blocks entered: a mirror
+	// applying the events in order never holds more than the tier.
 	from := len(h.evicted[i])
 	for _, v := range out.Victims {
 		h.evicted[i] = append(h.evicted[i], v.ID)
 	}
 	down := h.evicted[i][from:]
 	h.emit(Removed, i, down)
+	h.emit(Stored, i, out.Entered)
+	if len(down) == 0 {
+		return nil
+	}
 	if h.write == WriteBack && i+1 < len(h.levels) {
 		return h.store(i+1, down, kvevict.PriorityLow)
 	}

@@ -123,13 +123,15 @@ func TestWriteBackExclusive(t *testing.T) {
 		{Hits: 2, Stored: 4, Evicted: 0},
 	})
 	want := []Event{
+		// A tier's victims leave before the blocks that need their room
+		// enter, then go down.
 		{Stored, GPU, []uint64{1, 2}},
-		{Stored, GPU, []uint64{3, 4}}, {Removed, GPU, []uint64{2, 1}}, {Stored, CPU, []uint64{2, 1}},
-		{Stored, GPU, []uint64{5, 6}}, {Removed, GPU, []uint64{4, 3}}, {Stored, CPU, []uint64{4, 3}},
-		{Removed, CPU, []uint64{1, 2}}, {Stored, Storage, []uint64{1, 2}},
+		{Removed, GPU, []uint64{2, 1}}, {Stored, GPU, []uint64{3, 4}}, {Stored, CPU, []uint64{2, 1}},
+		{Removed, GPU, []uint64{4, 3}}, {Stored, GPU, []uint64{5, 6}},
+		{Removed, CPU, []uint64{1, 2}}, {Stored, CPU, []uint64{4, 3}}, {Stored, Storage, []uint64{1, 2}},
 		{Removed, Storage, []uint64{1, 2}}, // the load takes them up
-		{Stored, GPU, []uint64{1, 2}}, {Removed, GPU, []uint64{6, 5}}, {Stored, CPU, []uint64{6, 5}},
-		{Removed, CPU, []uint64{3, 4}}, {Stored, Storage, []uint64{3, 4}},
+		{Removed, GPU, []uint64{6, 5}}, {Stored, GPU, []uint64{1, 2}},
+		{Removed, CPU, []uint64{3, 4}}, {Stored, CPU, []uint64{6, 5}}, {Stored, Storage, []uint64{3, 4}},
 	}
 	if !slices.EqualFunc(events, want, func(a, b Event) bool {
 		return a.Kind == b.Kind && a.Medium == b.Medium && slices.Equal(a.Hashes, b.Hashes)
