@@ -102,8 +102,11 @@ type Engine struct {
 	tiers    *tier.Hierarchy // below the tree, with ClusterConfig.Below
 	victims  []uint64        // scratch: the tree's victims in one request
 	stored   int64           // blocks the tree stored, with tiers below
-	load     int             // requests among the cluster's last LoadWindow
-	received int             // requests in all
+	// tierEvents are the tiers' below the tree since the router's
+	// previous Route, as events.
+	tierEvents []tier.Event
+	load       int // requests among the cluster's last LoadWindow
+	received   int // requests in all
 	// In time: when the prefills queued on the engine end, the prefill
 	// time it spent, and the cluster's clock, the current arrival.
 	free, busy time.Duration
@@ -125,6 +128,13 @@ func (e *Engine) Load() int { return e.load }
 // engine starts its prefill: the prefills queued on it that have not
 // ended. It is 0 for a cluster not run in time (ClusterConfig.Cost). O(1).
 func (e *Engine) Wait() time.Duration { return max(e.free-*e.now, 0) }
+
+// TierEvents returns the events of the tiers below the engine's pool
+// (ClusterConfig.Below) since the router's previous Route, in order, as
+// [Engine.Events] does the pool's: each tier's stores and removals, with
+// its medium. None without tiers. Valid until Route returns; the events'
+// Hashes are the caller's to keep.
+func (e *Engine) TierEvents() []tier.Event { return e.tierEvents }
 
 // Capacity returns the blocks the engine's pool holds. O(1).
 func (e *Engine) Capacity() int { return e.capacity }
@@ -228,7 +238,8 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 	for range cfg.Engines {
 		e := &Engine{capacity: cfg.Capacity, now: &c.now}
 		if c.levels != nil {
-			h, err := tier.New(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive, ExternalGPU: true})
+			h, err := tier.New(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive, ExternalGPU: true,
+				Events: func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }})
 			if err != nil {
 				return nil, err
 			}
@@ -265,6 +276,7 @@ func (c *cluster) serve(i int, r Router) error {
 	}
 	if c.last != nil {
 		c.last.events = c.last.events[:0] // the router had them
+		c.last.tierEvents = c.last.tierEvents[:0]
 	}
 	e := c.engines[choice.Engine]
 	var m *tier.Match

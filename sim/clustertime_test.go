@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/tier"
 )
 
@@ -320,5 +322,184 @@ func TestClusterTiersAddHits(t *testing.T) {
 		Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}})
 	if !errors.Is(err, tier.ErrConfig) {
 		t.Errorf("vLLM's mode below a tree: %v", err)
+	}
+}
+
+// exactTierMirror is an exactMirror that also mirrors each engine's tiers
+// below its pool from their events, refusing an event that contradicts
+// what it holds.
+type exactTierMirror struct {
+	*exactMirror
+	below []map[tier.Medium]map[uint64]bool
+}
+
+func newExactTierMirror(engines int) *exactTierMirror {
+	m := &exactTierMirror{exactMirror: newExactMirror(engines)}
+	for range engines {
+		m.below = append(m.below, map[tier.Medium]map[uint64]bool{tier.CPU: {}, tier.Storage: {}})
+	}
+	return m
+}
+
+func (m *exactTierMirror) ApplyTiers(engine int, events []tier.Event) error {
+	for _, e := range events {
+		held := m.below[engine][e.Medium]
+		if held == nil {
+			return fmt.Errorf("engine %d: an event on %s", engine, e.Medium)
+		}
+		for _, h := range e.Hashes {
+			if held[h] != (e.Kind == tier.Removed) {
+				return fmt.Errorf("engine %d: %v of block %d on %s, held %v", engine, e.Kind, h, e.Medium, held[h])
+			}
+			if e.Kind == tier.Stored {
+				held[h] = true
+			} else {
+				delete(held, h)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *exactTierMirror) HeldOn(engine int, medium tier.Medium, h uint64) bool {
+	if medium == tier.GPU {
+		return m.held[engine][h]
+	}
+	return m.below[engine][medium][h]
+}
+
+// fixedTierMirror answers from fixed sets: held[engine][medium].
+type fixedTierMirror struct {
+	held []map[tier.Medium][]uint64
+}
+
+func (m fixedTierMirror) Apply(int, []prefix.Event) error    { return nil }
+func (m fixedTierMirror) ApplyTiers(int, []tier.Event) error { return nil }
+func (m fixedTierMirror) CachedPrefix(i int, hashes []uint64) int {
+	return prefixHits(hashes, func(h uint64) bool { return m.HeldOn(i, tier.GPU, h) })
+}
+func (m fixedTierMirror) HeldOn(i int, md tier.Medium, h uint64) bool {
+	return slices.Contains(m.held[i][md], h)
+}
+
+// TestTierRouterByHand: llm-d's scorer over every tier. A prompt of
+// blocks 1 2 3: engine 0 holds 1 2 on the GPU (1 + 1 = 2), engine 1 holds
+// 1 on the GPU and 2 3 on the host (1 + 0.8 + 0.8 = 2.6), engine 2 holds 1
+// 2 3 on storage, which llm-d's defaults do not weigh (3 x 1 = 3): engine
+// 2. With the host weighing 0.4, engine 1 scores 1.8 and engine 2 still
+// 3; with storage at 0.5, engine 1's 2.6 wins over 1.5; and with 1 request of
+// load on engine 1 at a load weight of 1, engine 0's 2 wins over 1.6 and 1.5.
+//
+// The ttft rule over the same mirror, a token a millisecond and a block
+// loaded in a millisecond after one of latency (as TestClusterTiersByHand):
+// engine 0 prefills 16 tokens (16 ms); engine 1 loads 2 blocks from the
+// host (3 ms) and prefills nothing; engine 2 loads 3 from storage over its
+// own link (4 ms, its latency 1 ms too): engine 1.
+func TestTierRouterByHand(t *testing.T) {
+	m := fixedTierMirror{held: []map[tier.Medium][]uint64{
+		{tier.GPU: {1, 2}},
+		{tier.GPU: {1}, tier.CPU: {2, 3}},
+		{tier.Storage: {1, 2, 3}},
+	}}
+	req := &Request{InputTokens: 48, HashIDs: []uint64{1, 2, 3}}
+	engines := func(loads ...int) []*Engine {
+		var now time.Duration
+		var out []*Engine
+		for _, l := range loads {
+			out = append(out, &Engine{load: l, now: &now})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		weights    map[tier.Medium]float64
+		loadWeight float64
+		loads      []int
+		want       int
+	}{
+		{LLMDTierWeights, 0, []int{0, 0, 0}, 2},
+		{map[tier.Medium]float64{tier.GPU: 1, tier.CPU: 0.4}, 0, []int{0, 0, 0}, 2},
+		{map[tier.Medium]float64{tier.GPU: 1, tier.CPU: 0.8, tier.Storage: 0.5}, 0, []int{0, 0, 0}, 1},
+		{map[tier.Medium]float64{tier.GPU: 1, tier.CPU: 0.8, tier.Storage: 0.5}, 1, []int{0, 1, 0}, 0},
+	} {
+		r, err := NewTierRouter(m, tc.weights, tc.loadWeight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.Route(req, engines(tc.loads...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Engine != tc.want || c.Predicted != m.CachedPrefix(c.Engine, req.HashIDs) {
+			t.Errorf("weights %v, load weight %v, loads %v: %+v, want engine %d", tc.weights, tc.loadWeight, tc.loads, c, tc.want)
+		}
+	}
+	if _, err := NewTierRouter(m, map[tier.Medium]float64{tier.CPU: -1}, 0); !errors.Is(err, kvevict.ErrInvalidArgument) {
+		t.Errorf("a negative weight: %v", err)
+	}
+
+	model, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := float64(model.BytesPerBlock(16)) * 1000
+	cost, err := tier.NewCost(model, 16, tier.Compute{TokensPerSecond: 1000}, map[tier.Medium]tier.Link{
+		tier.CPU: {Bandwidth: block, Latency: time.Millisecond}, tier.Storage: {Bandwidth: block, Latency: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewTTFTRouter(m, cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.Route(req, engines(0, 0, 0)); err != nil || c.Engine != 1 {
+		t.Errorf("ttft over the tiers: %+v, %v; want engine 1", c, err)
+	}
+	if got := r.(*mirrored).service; len(got) != 3 || got[0] != 16*time.Millisecond || got[1] != 3*time.Millisecond || got[2] != 4*time.Millisecond {
+		t.Errorf("estimated services %v, want 16ms 3ms 4ms", got)
+	}
+}
+
+// TestTierRoutersOnTiers: over engines with a host tier, a mirror fed with
+// the pools' and the tiers' events holds what the hierarchies emit (it
+// refuses any contradiction), llm-d's scorer and the ttft rule over every
+// tier route, and nothing passes the pooled bound at every tier's capacity.
+func TestTierRoutersOnTiers(t *testing.T) {
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range WorkloadNames() {
+		w, err := Synthetic(name, 2, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound, err := PooledBound(w, Config{Capacity: 3 * (100 + 300)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, write := range []tier.Write{tier.WriteThrough, tier.WriteBack} {
+			tiered, err := NewTierRouter(newExactTierMirror(3), LLMDTierWeights, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ttft, err := NewTTFTRouter(newExactTierMirror(3), cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []Router{tiered, ttft} {
+				rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 100}, Engines: 3, Cost: cost, Write: write,
+					Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}})
+				if err != nil {
+					t.Fatalf("%s, %v: %v", name, write, err)
+				}
+				if rep.HitRatio > bound || rep.MispredictedPerRequest != 0 {
+					t.Errorf("%s, %v: hit ratio %v (bound %v), %v mispredicted", name, write, rep.HitRatio, bound, rep.MispredictedPerRequest)
+				}
+			}
+		}
 	}
 }

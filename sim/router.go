@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -82,7 +83,13 @@ func (leastLoaded) Route(_ *Request, engines []*Engine) (Choice, error) {
 type scores struct {
 	loadWeight float64
 	cost       *tier.Cost // the ttft rule when set
-	prefix     []int      // scratch: the prefix believed held, per engine
+	prefix     []int      // scratch: the prefix believed held on the GPU, per engine
+	// With the tiers below the GPU believed too (a TierMirror): under the
+	// prefix rule each engine's blocks weighted by tier, in place of
+	// prefix; under the ttft rule each engine's loads and prefill, in
+	// place of the prefill past prefix.
+	weighted []float64
+	service  []time.Duration
 }
 
 func newScores(loadWeight float64) (scores, error) {
@@ -100,7 +107,12 @@ func (s *scores) best(req *Request, engines []*Engine) Choice {
 	if s.cost != nil {
 		var least time.Duration
 		for i, e := range engines {
-			est := e.Wait() + s.cost.Prefill(tokensBefore(req, s.prefix[i], s.cost.BlockTokens()), req.InputTokens)
+			var est time.Duration
+			if s.service != nil {
+				est = e.Wait() + s.service[i]
+			} else {
+				est = e.Wait() + s.cost.Prefill(tokensBefore(req, s.prefix[i], s.cost.BlockTokens()), req.InputTokens)
+			}
 			if i == 0 || est < least || est == least && e.Load() < engines[pick].Load() {
 				least, pick = est, i
 			}
@@ -109,7 +121,11 @@ func (s *scores) best(req *Request, engines []*Engine) Choice {
 	}
 	top := math.Inf(-1)
 	for i, e := range engines {
-		if score := float64(s.prefix[i]) - s.loadWeight*float64(e.Load()); score > top {
+		held := float64(s.prefix[i])
+		if s.weighted != nil {
+			held = s.weighted[i]
+		}
+		if score := held - s.loadWeight*float64(e.Load()); score > top {
 			top, pick = score, i
 		}
 	}
@@ -173,12 +189,63 @@ func NewMirrorRouter(m Mirror, loadWeight float64) (Router, error) {
 	return &mirrored{scores: s, m: m}, nil
 }
 
+// A TierMirror is a [Mirror] that also keeps the tiers below the
+// engines' pools (ClusterConfig.Below), fed with their events
+// ([Engine.TierEvents]), as llm-d's index keeps a device tier in each
+// pod's entry for a block.
+type TierMirror interface {
+	Mirror
+	// ApplyTiers takes the events of the tiers below engine i's pool, in
+	// order. An error stops the run.
+	ApplyTiers(engine int, events []tier.Event) error
+	// HeldOn reports whether engine i holds block h on medium: tier.GPU
+	// (its pool, as the events applied say) or a tier below.
+	HeldOn(engine int, medium tier.Medium, h uint64) bool
+}
+
+// mediums are the mediums a TierMirror is asked about, top first.
+var mediums = []tier.Medium{tier.GPU, tier.CPU, tier.Storage}
+
+// LLMDTierWeights are llm-d's default weights of a block by the tier that
+// holds it (llm-d-kv-cache v0.9.0, kvcache.DefaultKVCacheBackendConfig):
+// gpu 1.0, cpu 0.8. A medium it does not name weighs 1.0 there, as
+// STORAGE does.
+var LLMDTierWeights = map[tier.Medium]float64{tier.GPU: 1, tier.CPU: 0.8}
+
+// NewTierRouter returns a scoring router that believes m, fed with the
+// engines' events and their tiers' ([Engine.TierEvents]), and scores each
+// engine as llm-d's longest-prefix scorer does over every tier: each
+// leading block of the prompt the engine holds on some tier counts the
+// largest weight among the tiers that hold it (weights by medium; a
+// medium not in weights counts 1), the run ending at the first block held
+// nowhere; less loadWeight per request of the engine's [Engine.Load]. It
+// counts on the GPU's prefix (Choice.Predicted).
+func NewTierRouter(m TierMirror, weights map[tier.Medium]float64, loadWeight float64) (Router, error) {
+	if m == nil {
+		return nil, errors.New("sim: nil mirror")
+	}
+	for md, w := range weights {
+		if !(w >= 0) || math.IsInf(w, 1) {
+			return nil, fmt.Errorf("sim: %w: the weight of %s must be a finite number >= 0, got %v", kvevict.ErrInvalidArgument, md, w)
+		}
+	}
+	s, err := newScores(loadWeight)
+	if err != nil {
+		return nil, err
+	}
+	s.weighted = []float64{}
+	return &mirrored{scores: s, m: m, tm: m, weights: maps.Clone(weights)}, nil
+}
+
 // NewTTFTRouter returns a scoring router that believes m, fed with the
 // engines' events as [NewMirrorRouter]'s is, and sends each request to the
 // engine where cost estimates its time to first token lowest: the
 // engine's queue ([Engine.Wait]) plus the prefill of the prompt past the
 // prefix m says it holds. That is Mooncake's KVCache-centric scheduling
-// (FAST '25, its Algorithm 1) without KV transfers between engines. Its
+// (FAST '25, its Algorithm 1) without KV transfers between engines. If m
+// is also a [TierMirror], the estimate is the cluster's own pricing of the
+// request: the runs the mirror says each tier below holds after the GPU's
+// prefix, loaded over their links, then the prefill of the rest. Its
 // estimates are the cluster's own times only when the cluster runs in
 // time with the same cost model (ClusterConfig.Cost); without one every
 // wait is 0 and it routes by cache alone.
@@ -189,26 +256,96 @@ func NewTTFTRouter(m Mirror, cost *tier.Cost) (Router, error) {
 	if cost == nil {
 		return nil, errors.New("sim: the ttft router needs a cost model")
 	}
-	return &mirrored{scores: scores{cost: cost}, m: m}, nil
+	r := &mirrored{scores: scores{cost: cost}, m: m}
+	if tm, ok := m.(TierMirror); ok {
+		r.tm, r.scores.service = tm, []time.Duration{}
+	}
+	return r, nil
 }
 
 type mirrored struct {
 	scores
-	m Mirror
+	m       Mirror
+	tm      TierMirror              // m, when it mirrors the tiers too
+	weights map[tier.Medium]float64 // NewTierRouter's
+	match   tier.Match              // scratch: the ttft rule's runs on mediums
 }
 
 func (r *mirrored) Route(req *Request, engines []*Engine) (Choice, error) {
 	r.prefix = r.prefix[:0]
+	if r.weighted != nil {
+		r.weighted = r.weighted[:0]
+	}
+	if r.service != nil {
+		r.service = r.service[:0]
+	}
 	for i, e := range engines {
 		if events := e.Events(); len(events) > 0 {
 			if err := r.m.Apply(i, events); err != nil {
 				return Choice{}, err
 			}
 		}
-		r.prefix = append(r.prefix, r.m.CachedPrefix(i, req.HashIDs))
+		if events := e.TierEvents(); len(events) > 0 && r.tm != nil {
+			if err := r.tm.ApplyTiers(i, events); err != nil {
+				return Choice{}, err
+			}
+		}
+		gpu := r.m.CachedPrefix(i, req.HashIDs)
+		r.prefix = append(r.prefix, gpu)
+		switch {
+		case r.weighted != nil:
+			r.weighted = append(r.weighted, r.weigh(i, req.HashIDs))
+		case r.service != nil:
+			r.service = append(r.service, r.price(i, req, gpu))
+		}
 	}
 	return r.best(req, engines), nil
 }
+
+// weigh is llm-d's score of engine i's hold on hashes (NewTierRouter).
+func (r *mirrored) weigh(i int, hashes []uint64) float64 {
+	sum := 0.0
+	for _, h := range hashes {
+		most := -1.0
+		for _, md := range mediums {
+			if r.tm.HeldOn(i, md, h) {
+				w, ok := r.weights[md]
+				if !ok {
+					w = 1
+				}
+				most = max(most, w)
+			}
+		}
+		if most < 0 {
+			break
+		}
+		sum += most
+	}
+	return sum
+}
+
+// price is the ttft rule's service time of req on engine i, whose GPU
+// holds its first gpu blocks: the run after them on each tier below, in
+// the hierarchy's order, loaded, then the rest prefilled.
+func (r *mirrored) price(i int, req *Request, gpu int) time.Duration {
+	m := &r.match
+	m.Runs = append(m.Runs[:0], gpu)
+	at := gpu
+	for _, md := range mediums[1:] {
+		n := 0
+		for at+n < len(req.HashIDs) && r.tm.HeldOn(i, md, req.HashIDs[at+n]) {
+			n++
+		}
+		m.Runs = append(m.Runs, n)
+		at += n
+	}
+	load, compute, _ := price(r.cost, mediumLevels, req, m, r.cost.BlockTokens())
+	return load + compute
+}
+
+// mediumLevels are a level per medium, in the hierarchy's order, for
+// pricing the runs a TierMirror finds.
+var mediumLevels = []tier.Level{{Medium: tier.GPU}, {Medium: tier.CPU}, {Medium: tier.Storage}}
 
 // NewApproxRouter returns a scoring router that believes an approximate
 // index of each engine's cache, as llm-d's approximate indexer guesses a

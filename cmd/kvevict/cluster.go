@@ -127,16 +127,21 @@ token (TTFT) is its wait in the queue plus its prefill. Every time is
 modelled, not measured. -tier puts tiers below each engine's pool as compare
 -tier does (with -write through|selective=N|back, -inclusive or -exclusive,
 -link): a hit is then a block found on any tier, and the blocks found below
-are loaded over their link before the rest is prefilled; routers see the pools
-only. Each request is routed by each router of -routers:
+are loaded over their link before the rest is prefilled; the mirror of prefix
+and ttft takes every tier's events, the other routers see the pools only. Each
+request is routed by each router of -routers:
   round-robin    request r to engine r mod N
   least-loaded   the engine with the fewest of the last 64 requests
   prefix         the longest resident prefix per engine on an exact mirror,
                  fed by the engines' KV events encoded and decoded as on the
-                 wire, less -load-weight blocks per request of that load
+                 wire, less -load-weight blocks per request of that load; with
+                 -tier, llm-d's scorer over every tier: each leading block
+                 held anywhere counts its best tier's weight (gpu 1, cpu 0.8,
+                 storage 1, llm-d's defaults)
   ttft           the least estimated TTFT: the engine's queue plus the
                  prefill past the prefix the same mirror says it holds
-                 (Mooncake's rule)
+                 (Mooncake's rule); with -tier, plus the loads of the runs the
+                 mirror says the tiers below hold
   approx         prefix's score on an approximate index per engine: an LRU of
                  block hashes filled head first with the prompts routed there,
                  sized at -guess x the engine's capacity (llm-d's approximate
@@ -731,13 +736,16 @@ func (o *clusterOptions) newRouter(run clusterRun, w *sim.Workload, cost *tier.C
 	case routeLeastLoaded:
 		return sim.NewLeastLoaded(), nil
 	case routePrefix:
-		m, err := newWireMirror(run.engines, run.capacity, w.BlockTokens)
+		m, err := newWireMirror(run.engines, o.tiers.totalCapacity(run.capacity), w.BlockTokens)
 		if err != nil {
 			return nil, err
 		}
+		if len(o.tiers.specs) > 0 { // llm-d's scorer, over every tier
+			return sim.NewTierRouter(m, sim.LLMDTierWeights, run.loadWeight)
+		}
 		return sim.NewMirrorRouter(m, run.loadWeight)
 	case routeTTFT:
-		m, err := newWireMirror(run.engines, run.capacity, w.BlockTokens)
+		m, err := newWireMirror(run.engines, o.tiers.totalCapacity(run.capacity), w.BlockTokens)
 		if err != nil {
 			return nil, err
 		}
@@ -782,6 +790,26 @@ func (wm *wireMirror) Apply(engine int, events []prefix.Event) error {
 	for _, e := range events {
 		wm.batch = append(wm.batch, kvevents.FromPrefix(e, wm.blockSize, nil))
 	}
+	return wm.send(engine)
+}
+
+// ApplyTiers does as Apply with the events of the tiers below engine's
+// pool, each with its medium, as vLLM's offloading sends them.
+func (wm *wireMirror) ApplyTiers(engine int, events []tier.Event) error {
+	wm.batch = wm.batch[:0]
+	for _, e := range events {
+		wm.batch = append(wm.batch, kvevents.FromTier(e, wm.blockSize))
+	}
+	return wm.send(engine)
+}
+
+// HeldOn reports whether the mirror holds block h of engine on medium.
+func (wm *wireMirror) HeldOn(engine int, medium tier.Medium, h uint64) bool {
+	return wm.m.ResidentOn(wm.topics[engine], string(medium), kvevents.IntHash(h))
+}
+
+// send encodes wm.batch, decodes it and applies it to engine's topic.
+func (wm *wireMirror) send(engine int) error {
 	payload, err := kvevents.Encode(&kvevents.EventBatch{Events: wm.batch}, kvevents.EncodingMixed)
 	if err != nil {
 		return err
@@ -794,6 +822,13 @@ func (wm *wireMirror) Apply(engine int, events []prefix.Event) error {
 		return fmt.Errorf("the mirror skipped %d of the engine's events", skipped.Total())
 	}
 	wm.m.Apply(wm.topics[engine], &batch)
+	// The mirror holds as many blocks as an engine and its tiers: one it
+	// had to evict would be a block it lost, as a lost event would.
+	for _, st := range wm.m.Topics() {
+		if st.EvictedBlocks > 0 {
+			return fmt.Errorf("the mirror of %s evicted %d blocks: it is smaller than the engine", st.Topic, st.EvictedBlocks)
+		}
+	}
 	return nil
 }
 

@@ -130,7 +130,7 @@ func TestClusterOutput(t *testing.T) {
 // tiers (the tiers change no tree), the host's add to them, and no row
 // passes the bound at every tier's capacity.
 func TestClusterTiers(t *testing.T) {
-	args := []string{"cluster", "-trace", excerpt, "-engines", "2", "-capacity", "300", "-routers", "round-robin,ttft", "-format", "json"}
+	args := []string{"cluster", "-trace", excerpt, "-engines", "2", "-capacity", "300", "-routers", "round-robin,ttft,prefix", "-format", "json"}
 	decode := func(out string) []clusterRow {
 		var rows []clusterRow
 		if err := json.Unmarshal([]byte(out), &rows); err != nil {
@@ -147,7 +147,7 @@ func TestClusterTiers(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	p, q := decode(plain), decode(tiered)
-	if len(p) != 2 || len(q) != 2 {
+	if len(p) != 3 || len(q) != 3 {
 		t.Fatalf("%d and %d rows", len(p), len(q))
 	}
 	rr := q[0]
