@@ -45,22 +45,12 @@ func TestPooledBoundByHand(t *testing.T) {
 // few blocks to all of them, the bound is at least Belady's hit ratio at
 // the same capacity and every cluster's whose engines hold that capacity
 // in all, behind every router (ttft in time) and under a key strategy and
-// Auto (under the race detector, 3 engines of 20 blocks under LRU); with room for every block it is the share of references to a block
+// Auto (under the race detector, 3 engines of 20 blocks under LRU); with
+// room for every block it is the share of references to a block
 // referenced before, as an unbounded pool that counts every block finds.
 func TestPooledBoundIsABound(t *testing.T) {
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range WorkloadNames() {
-		w, err := Synthetic(name, 2, 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, cost := syntheticPriced(t, name)
 		seen, again, refs := map[uint64]bool{}, 0, 0
 		for _, r := range w.Requests {
 			for _, h := range r.HashIDs {
@@ -115,4 +105,23 @@ func TestPooledBoundIsABound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// syntheticPriced returns synthetic workload name (seed 2, 300 requests)
+// and the default cost model of its blocks: Llama-3-8B on one H100.
+func syntheticPriced(t *testing.T, name string) (*Workload, *tier.Cost) {
+	t.Helper()
+	w, err := Synthetic(name, 2, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cost
 }

@@ -464,19 +464,8 @@ func TestTierRouterByHand(t *testing.T) {
 // refuses any contradiction), llm-d's scorer and the ttft rule over every
 // tier route, and nothing passes the pooled bound at every tier's capacity.
 func TestTierRoutersOnTiers(t *testing.T) {
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range WorkloadNames() {
-		w, err := Synthetic(name, 2, 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, cost := syntheticPriced(t, name)
 		bound, err := PooledBound(w, Config{Capacity: 3 * (100 + 300)})
 		if err != nil {
 			t.Fatal(err)

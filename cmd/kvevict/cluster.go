@@ -622,15 +622,7 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 			}
 			below = append(below, fmt.Sprintf("%s over %s", sp, k))
 		}
-		inclusion := "inclusive"
-		if t.exclusive {
-			inclusion = "exclusive"
-		}
-		w := t.write.String()
-		if t.write == tier.WriteSelective {
-			w = fmt.Sprintf("selective=%d", t.threshold)
-		}
-		fmt.Fprintf(out, "below each engine: %s; write %s, %s (hits count every tier)\n", strings.Join(below, ", "), w, inclusion)
+		fmt.Fprintf(out, "below each engine: %s; %s (hits count every tier)\n", strings.Join(below, ", "), t.policy())
 	}
 	var terms []string
 	if slices.ContainsFunc(o.routers, scoring) || scoring(o.baseline.router) {

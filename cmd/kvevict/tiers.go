@@ -77,6 +77,20 @@ func (l linkList) Set(v string) error {
 	return nil
 }
 
+// policy names the write policy and the inclusion as the flags give them:
+// "write selective=2, inclusive".
+func (t *tierOptions) policy() string {
+	write := t.write.String()
+	if t.write == tier.WriteSelective {
+		write = fmt.Sprintf("selective=%d", t.threshold)
+	}
+	inclusion := "inclusive"
+	if t.exclusive {
+		inclusion = "exclusive"
+	}
+	return "write " + write + ", " + inclusion
+}
+
 // tierFlags defines the tier flags on fs, -model with modelHelp; compare's
 // -tier needs replay mode and its -write takes vllm, cluster's not.
 func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive *bool, modelHelp string, compare bool) {
@@ -303,15 +317,7 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 	for i, s := range t.specs {
 		specs[i] = s.String()
 	}
-	inclusion := "inclusive"
-	if t.exclusive {
-		inclusion = "exclusive"
-	}
-	write := t.write.String()
-	if t.write == tier.WriteSelective {
-		write = fmt.Sprintf("selective=%d", t.threshold)
-	}
-	fmt.Fprintf(out, "below the GPU: %s; write %s, %s\n", strings.Join(specs, ", "), write, inclusion)
+	fmt.Fprintf(out, "below the GPU: %s; %s\n", strings.Join(specs, ", "), t.policy())
 	var links []string
 	for _, s := range t.specs {
 		if k, ok := cost.Link(s.medium); ok {
