@@ -8,6 +8,30 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
+// differentialWorkloads are the fast-path tests' workloads: the
+// conversation excerpt and every synthetic workload (seed, requests), the
+// first two only under the race detector, whose cost is tenfold.
+func differentialWorkloads(t *testing.T, seed uint64, requests int) []*Workload {
+	t.Helper()
+	ex, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workloads := []*Workload{ex}
+	names := WorkloadNames()
+	if reduced() {
+		names = names[:2]
+	}
+	for _, name := range names {
+		w, err := Synthetic(name, seed, requests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workloads = append(workloads, w)
+	}
+	return workloads
+}
+
 // TestFastPathMatchesContract: a replay keeps its residents in an Index
 // where the strategy allows one; the victims must be those a Policy's
 // SelectVictims picks over every resident, the contract's path. Both paths
@@ -17,22 +41,7 @@ import (
 // request and at one that holds a tenth of the distinct blocks: the same
 // victims in the same order, the same blocks loaded, and the same report.
 func TestFastPathMatchesContract(t *testing.T) {
-	ex, err := LoadTrace(excerpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workloads := []*Workload{ex}
-	names := WorkloadNames()
-	if reduced() {
-		names = names[:2] // the race detector's tenfold cost
-	}
-	for _, name := range names {
-		w, err := Synthetic(name, 3, 600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		workloads = append(workloads, w)
-	}
+	workloads := differentialWorkloads(t, 3, 600)
 	if !reduced() {
 		if w := loadConversation(t); w != nil {
 			workloads = append(workloads, w)
@@ -108,23 +117,7 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 // end the same report. The conversation excerpt and every synthetic
 // workload, at a pool that preempts and at one that rarely evicts.
 func TestServeFastPathMatchesContract(t *testing.T) {
-	ex, err := LoadTrace(excerpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workloads := []*Workload{ex}
-	names := WorkloadNames()
-	if reduced() {
-		names = names[:2] // the race detector's tenfold cost
-	}
-	for _, name := range names {
-		w, err := Synthetic(name, 5, 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		workloads = append(workloads, w)
-	}
-	for _, w := range workloads {
+	for _, w := range differentialWorkloads(t, 5, 300) {
 		distinct := computeCeiling(w).distinct
 		for _, capacity := range []int{max(longestRequest(w, 1<<30)+8, 128), max(distinct/4, 256)} {
 			for _, g := range []Granularity{GranularitySequence, GranularityTail} {
