@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // unhex reads hex written one byte group per line, with // comments.
@@ -339,6 +341,64 @@ func FuzzDecode(f *testing.F) {
 			if !reflect.DeepEqual(normalize(b), normalize(b2)) {
 				t.Fatalf("%s round trip:\n got %+v\nwant %+v", enc, b2, b)
 			}
+		}
+	})
+}
+
+// FuzzDecodeDifferential compares Decode with the reference decoder over
+// vmihailenco/msgpack (decode_ref_test.go) on any input: the same error
+// kind, the same batch (nil and empty slices told apart) and the same
+// events skipped; and checkValue with the reference's skip.
+func FuzzDecodeDifferential(f *testing.F) {
+	f.Add(unhex(f, goldenArray))
+	f.Add(unhex(f, goldenMap))
+	f.Add(unhex(f, goldenMixed))
+	for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
+		batch := benchBatch(4)
+		batch.Events[0].(*BlockStored).TokenIDs = []int64{1, 300, 70000, -5}
+		p, err := Encode(&batch, enc)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(p)
+	}
+	f.Add([]byte{0x92, 0x01, 0x90})
+	f.Add([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x92, 0x01, 0x91, 0x92, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', 0x91, 0xc6, 0xff, 0xff, 0xff, 0xff})
+	kind := func(err error) error {
+		for _, k := range []error{ErrMalformed, ErrOversized, ErrFieldType, ErrUnknownEventType} {
+			if errors.Is(err, k) {
+				return k
+			}
+		}
+		return err
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		b, skipped, err := Decode(payload)
+		rb, rskipped, rerr := refDecode(payload)
+		if kind(err) != kind(rerr) {
+			t.Fatalf("err %v, reference %v", err, rerr)
+		}
+		if !reflect.DeepEqual(b, rb) {
+			t.Fatalf("batch\n got %+v\nwant %+v", b, rb)
+		}
+		if skipped.UnknownEvents != rskipped.UnknownEvents || skipped.MistypedEvents != rskipped.MistypedEvents ||
+			len(skipped.Errs) != len(rskipped.Errs) {
+			t.Fatalf("skipped %+v, reference %+v", skipped, rskipped)
+		}
+		for i := range skipped.Errs {
+			if kind(skipped.Errs[i]) != kind(rskipped.Errs[i]) {
+				t.Fatalf("skipped error %d: %v, reference %v", i, skipped.Errs[i], rskipped.Errs[i])
+			}
+		}
+		r := bytes.NewReader(payload)
+		x := &refDecoder{d: msgpack.NewDecoder(r), r: r}
+		rerr = x.skip(0)
+		if rerr == nil && r.Len() > 0 {
+			rerr = ErrMalformed
+		}
+		if err := checkValue(payload); kind(err) != kind(rerr) {
+			t.Fatalf("checkValue: %v, reference %v", err, rerr)
 		}
 	})
 }

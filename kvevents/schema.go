@@ -75,17 +75,111 @@ const (
 	batchRequired   = 2 // EventBatch's fields without a default
 )
 
-// The field orders of vLLM's structs, which the array encoding follows,
-// and the element names of an array event, its tag first.
-var (
-	batchFields   = []string{fieldTS, fieldEvents, fieldDPRank}
-	tagField      = []string{fieldType}
-	storedFields  = []string{fieldHashes, fieldParent, fieldTokens, fieldBlockSize, fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx, fieldSpecKind, fieldSpecWindow}
-	removedFields = []string{fieldHashes, fieldMedium, fieldGroupIdx}
-	storedOrder   = append(tagField[:1:1], storedFields...)
-	removedOrder  = append(tagField[:1:1], removedFields...)
-	// eventKeys are the keys a map event may hold; the decoder matches a
-	// key against them without allocating, and skips any other.
-	eventKeys = append(tagField[:1:1], storedFields...)
-	tags      = []string{TypeBlockStored, TypeBlockRemoved, TypeAllBlocksCleared}
+// fieldID names a field of vLLM's structs for the decoder, which matches
+// a key against the names without allocating. Batch fields come first and
+// event fields last, so that each side's keys are one range.
+type fieldID uint8
+
+const (
+	fidNone fieldID = iota // a name that is none of the fields the context knows
+	fidTS
+	fidEvents
+	fidDPRank
+	fidType // the first event field
+	fidHashes
+	fidParent
+	fidTokens
+	fidBlockSize
+	fidLoRAID
+	fidMedium
+	fidLoRAName
+	fidExtraKeys
+	fidGroupIdx
+	fidSpecKind
+	fidSpecWindow
 )
+
+// lookupField returns the field named b, or fidNone. It tells the names
+// apart by length and a letter before it compares the whole name.
+func lookupField(b []byte) fieldID {
+	if len(b) < 2 {
+		return fidNone
+	}
+	var id fieldID
+	switch len(b) {
+	case len(fieldTS):
+		id = fidTS
+	case len(fieldType):
+		id = fidType
+	case len(fieldEvents): // and fieldMedium
+		id = pick(b[0] == 'e', fidEvents, fidMedium)
+	case len(fieldLoRAID):
+		id = fidLoRAID
+	case len(fieldTokens): // and fieldLoRAName, fieldGroupIdx
+		id = pick(b[0] == 't', fidTokens, pick(b[0] == 'l', fidLoRAName, fidGroupIdx))
+	case len(fieldBlockSize): // and fieldExtraKeys
+		id = pick(b[0] == 'b', fidBlockSize, fidExtraKeys)
+	case len(fieldHashes):
+		id = fidHashes
+	case len(fieldParent):
+		id = fidParent
+	case len(fieldDPRank): // and fieldSpecKind
+		id = pick(b[0] == 'd', fidDPRank, fidSpecKind)
+	case len(fieldSpecWindow):
+		id = fidSpecWindow
+	default:
+		return fidNone
+	}
+	if string(b) != fieldNames[id] {
+		return fidNone
+	}
+	return id
+}
+
+// pick returns a if cond, else b.
+func pick(cond bool, a, b fieldID) fieldID {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// fieldNames are the names of the fields, by fieldID.
+var fieldNames = [...]string{
+	fidTS: fieldTS, fidEvents: fieldEvents, fidDPRank: fieldDPRank, fidType: fieldType,
+	fidHashes: fieldHashes, fidParent: fieldParent, fidTokens: fieldTokens, fidBlockSize: fieldBlockSize,
+	fidLoRAID: fieldLoRAID, fidMedium: fieldMedium, fidLoRAName: fieldLoRAName, fidExtraKeys: fieldExtraKeys,
+	fidGroupIdx: fieldGroupIdx, fidSpecKind: fieldSpecKind, fidSpecWindow: fieldSpecWindow,
+}
+
+// The field orders of vLLM's structs, which the array encoding follows,
+// and the element orders of an array event, its tag first.
+var (
+	batchOrder   = []fieldID{fidTS, fidEvents, fidDPRank}
+	tagOrder     = []fieldID{fidType}
+	storedOrder  = []fieldID{fidType, fidHashes, fidParent, fidTokens, fidBlockSize, fidLoRAID, fidMedium, fidLoRAName, fidExtraKeys, fidGroupIdx, fidSpecKind, fidSpecWindow}
+	removedOrder = []fieldID{fidType, fidHashes, fidMedium, fidGroupIdx}
+)
+
+// eventKind is an event's tag, as the decoder reads it.
+type eventKind uint8
+
+const (
+	kindUnknown eventKind = iota // a tag that is not one of vLLM's
+	kindStored
+	kindRemoved
+	kindCleared
+)
+
+// lookupTag returns the event kind whose tag is b.
+func lookupTag(b []byte) eventKind {
+	switch string(b) {
+	case TypeBlockStored:
+		return kindStored
+	case TypeBlockRemoved:
+		return kindRemoved
+	case TypeAllBlocksCleared:
+		return kindCleared
+	}
+	return kindUnknown
+}
