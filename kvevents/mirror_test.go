@@ -20,15 +20,25 @@ func checkMirror(t *testing.T, m *Mirror) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, ti := range m.topics {
-		if len(ti.blocks) > m.capacity {
-			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
+		blocks := make(map[blockKey]int32)
+		ti.each(func(k blockKey, n int32) { blocks[k] = n })
+		if len(blocks) != ti.residents {
+			t.Fatalf("topic %q: %d blocks filed, %d counted", name, len(blocks), ti.residents)
+		}
+		for s := range ti.sets {
+			if x := &ti.index[s]; x.ints.count+len(x.bytes) != x.count {
+				t.Fatalf("topic %q: set %d files %d blocks, counts %d", name, s, x.ints.count+len(x.bytes), x.count)
+			}
+		}
+		if len(blocks) > m.capacity {
+			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(blocks), m.capacity)
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
-			got, ok := ti.blocks[b.key]
+			got, ok := blocks[b.key]
 			return ok && got == int32(n) && !b.removed
 		}
-		for h, n := range ti.blocks {
+		for h, n := range blocks {
 			if b := &ti.slab[n]; b.key != h || b.removed {
 				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.key, h, b.removed)
 			}
@@ -70,8 +80,8 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, b.key, b.older, b.newer)
 			}
 		}
-		if len(ti.blocks)+kept+len(free) != len(ti.slab) {
-			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, len(free), len(ti.slab))
+		if len(blocks)+kept+len(free) != len(ti.slab) {
+			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(blocks), kept, len(free), len(ti.slab))
 		}
 		walked, prev := 0, noSlot
 		for n := ti.oldest; n != noSlot; prev, n = n, ti.slab[n].newer {

@@ -1,0 +1,54 @@
+package kvevents
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestIntTableAgainstMap applies random puts and deletes, on keys drawn
+// from a small range so that runs form and deletions shift entries back,
+// to an intTable and a Go map, and checks after each that every key of
+// the range is found exactly when the map holds it, under its slot.
+func TestIntTableAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tab intTable
+	ref := make(map[uint64]int32)
+	for step := range 20_000 {
+		k := rng.Uint64N(512)
+		if _, ok := ref[k]; ok {
+			tab.delete(k)
+			delete(ref, k)
+		} else {
+			tab.put(k, int32(step))
+			ref[k] = int32(step)
+		}
+		if step%1000 == 999 {
+			tab.clear()
+			clear(ref)
+		}
+		if tab.count != len(ref) {
+			t.Fatalf("step %d: count %d, want %d", step, tab.count, len(ref))
+		}
+		if step%97 != 0 {
+			continue
+		}
+		for k := range uint64(512) {
+			got, ok := tab.find(k)
+			want, in := ref[k]
+			if ok != in || got != want {
+				t.Fatalf("step %d: find(%d) = %d, %v; want %d, %v", step, k, got, ok, want, in)
+			}
+		}
+		tab.delete(1 << 40) // absent: no effect
+		n := 0
+		tab.all(func(k uint64, slot int32) {
+			if ref[k] != slot {
+				t.Fatalf("step %d: all gives %d under %d, want %d", step, k, slot, ref[k])
+			}
+			n++
+		})
+		if n != len(ref) {
+			t.Fatalf("step %d: all gives %d keys, want %d", step, n, len(ref))
+		}
+	}
+}
