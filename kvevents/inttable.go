@@ -5,7 +5,8 @@ import (
 	"math/rand/v2"
 )
 
-// intTable maps integer hashes to the mirror's slots: open addressing with
+// intTable maps integer hashes to the mirror's slots, whose blocks hold
+// the hashes themselves: open addressing with
 // linear probing, and deletion by shifting back the entries after the
 // deleted one, so that the churn of a full mirror (one block evicted per
 // block stored) leaves no tombstones to probe past. Keys are mixed with a
@@ -17,15 +18,17 @@ import (
 type intTable struct {
 	entries []intEntry // a power of two of them, or none
 	count   int
-	shift   uint8 // 64 - log2(len(entries))
+	shift   uint8 // 32 - log2(len(entries))
 	seed    uint64
+	seeded  bool
 }
 
-// intEntry is one bucket: slot is the value plus one, 0 for an empty
-// bucket, and mix the top bits of the key's mix, which pick its home
-// without mixing it again as entries move.
+// intEntry is one bucket: slot is the block's slot plus one, 0 for an
+// empty bucket, and mix the top bits of its hash's mix, which pick its
+// home without mixing it again as entries move and tell most other keys
+// apart without reading the block. Eight bytes a bucket keep a probe run
+// in a cache line or two.
 type intEntry struct {
-	key  uint64
 	slot int32
 	mix  uint32
 }
@@ -36,12 +39,16 @@ type intEntry struct {
 // mirror's capacity needs fewer.
 const (
 	maxLoadNum = 1
-	maxLoadDen = 2
+	maxLoadDen = 4
 	minBuckets = 16
 )
 
-// mix returns the top bits of k mixed with the table's seed.
+// mix returns the top bits of k mixed with the table's seed, which it
+// draws on first use.
 func (t *intTable) mix(k uint64) uint32 {
+	if !t.seeded {
+		t.seed, t.seeded = rand.Uint64(), true
+	}
 	// splitmix64's finalizer: every bit of k moves the top bits.
 	z := k ^ t.seed
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
@@ -54,30 +61,32 @@ func (t *intTable) mix(k uint64) uint32 {
 // is starts.
 func (t *intTable) home(m uint32) int { return int(m >> t.shift) }
 
-// find returns the slot of k. O(1) expected.
-func (t *intTable) find(k uint64) (int32, bool) {
+// find returns the slot of k, whose block in slab has hash k, and k's
+// mix, which a put of k after a miss takes. O(1) expected.
+func (t *intTable) find(k uint64, slab []block) (slot int32, mix uint32, ok bool) {
+	m := t.mix(k)
 	if t.count == 0 {
-		return 0, false
+		return 0, m, false
 	}
 	mask := len(t.entries) - 1
-	for i := t.home(t.mix(k)); ; i = (i + 1) & mask {
-		e := &t.entries[i]
+	for i := t.home(m); ; i = (i + 1) & mask {
+		e := t.entries[i]
 		if e.slot == 0 {
-			return 0, false
+			return 0, m, false
 		}
-		if e.key == k {
-			return e.slot - 1, true
+		if e.mix == m && slab[e.slot-1].hash == k {
+			return e.slot - 1, m, true
 		}
 	}
 }
 
-// put files k, which the table does not hold, under slot. O(1) expected,
-// amortized over the table's doublings.
-func (t *intTable) put(k uint64, slot int32) {
+// put files the key whose mix find returned, which the table does not
+// hold, under slot. O(1) expected, amortized over the table's doublings.
+func (t *intTable) put(mix uint32, slot int32) {
 	if (t.count+1)*maxLoadDen > len(t.entries)*maxLoadNum {
 		t.grow()
 	}
-	t.place(intEntry{key: k, slot: slot + 1, mix: t.mix(k)})
+	t.place(intEntry{slot: slot + 1, mix: mix})
 }
 
 // place files e in the first empty bucket from its home.
@@ -91,21 +100,19 @@ func (t *intTable) place(e intEntry) {
 	t.count++
 }
 
-// delete unfiles k, if the table holds it. O(1) expected.
-func (t *intTable) delete(k uint64) {
+// delete unfiles k, filed under slot, if the table holds it. O(1)
+// expected.
+func (t *intTable) delete(k uint64, slot int32) {
 	if t.count == 0 {
 		return
 	}
 	mask := len(t.entries) - 1
 	i := t.home(t.mix(k))
-	for t.entries[i].key != k {
+	for t.entries[i].slot != slot+1 {
 		if t.entries[i].slot == 0 {
 			return
 		}
 		i = (i + 1) & mask
-	}
-	if t.entries[i].slot == 0 {
-		return
 	}
 	// Shift back each later entry of the run whose home is not between
 	// the hole and it, so every entry stays reachable from its home.
@@ -127,9 +134,6 @@ func (t *intTable) grow() {
 	n := max(minBuckets, 2*len(old))
 	t.entries = make([]intEntry, n)
 	t.shift = uint8(32 - bits.TrailingZeros(uint(n)))
-	if old == nil {
-		t.seed = rand.Uint64()
-	}
 	t.count = 0
 	for _, e := range old {
 		if e.slot != 0 {
@@ -144,11 +148,11 @@ func (t *intTable) clear() {
 	t.count = 0
 }
 
-// all calls fn with each key and its slot.
-func (t *intTable) all(fn func(k uint64, slot int32)) {
+// all calls fn with each slot filed.
+func (t *intTable) all(fn func(slot int32)) {
 	for _, e := range t.entries {
 		if e.slot != 0 {
-			fn(e.key, e.slot-1)
+			fn(e.slot - 1)
 		}
 	}
 }

@@ -13,13 +13,16 @@ func TestIntTableAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tab intTable
 	ref := make(map[uint64]int32)
+	slab := make([]block, 20_000) // slot step holds the key put at that step
 	for step := range 20_000 {
 		k := rng.Uint64N(512)
 		if _, ok := ref[k]; ok {
-			tab.delete(k)
+			tab.delete(k, ref[k])
 			delete(ref, k)
 		} else {
-			tab.put(k, int32(step))
+			slab[step].hash = k
+			_, mix, _ := tab.find(k, slab)
+			tab.put(mix, int32(step))
 			ref[k] = int32(step)
 		}
 		if step%1000 == 999 {
@@ -33,16 +36,16 @@ func TestIntTableAgainstMap(t *testing.T) {
 			continue
 		}
 		for k := range uint64(512) {
-			got, ok := tab.find(k)
+			got, _, ok := tab.find(k, slab)
 			want, in := ref[k]
 			if ok != in || got != want {
 				t.Fatalf("step %d: find(%d) = %d, %v; want %d, %v", step, k, got, ok, want, in)
 			}
 		}
-		tab.delete(1 << 40) // absent: no effect
+		tab.delete(1<<40, 0) // absent: no effect
 		n := 0
-		tab.all(func(k uint64, slot int32) {
-			if ref[k] != slot {
+		tab.all(func(slot int32) {
+			if k := slab[slot].hash; ref[k] != slot {
 				t.Fatalf("step %d: all gives %d under %d, want %d", step, k, slot, ref[k])
 			}
 			n++

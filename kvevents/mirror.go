@@ -82,28 +82,31 @@ type topicIndex struct {
 	index     [MaxGroups]setIndex // resident blocks' slots, indexed like sets; maps kept across clear
 	residents int                 // resident blocks in all sets
 	slab      []block
-	free      []int32 // released slots, reused before the slab grows
-	oldest    int32   // the first leaf to evict; noSlot when there is none
-	newest    int32   // the leaf stored last; noSlot when there is none
-	sets      []set   // the pairs seen, at most MaxGroups
+	bytesKeys map[int32]string // the bytes of the bytes hashes, by slot
+	free      []int32          // released slots, reused before the slab grows
+	oldest    int32            // the first leaf to evict; noSlot when there is none
+	newest    int32            // the leaf stored last; noSlot when there is none
+	sets      []set            // the pairs seen, at most MaxGroups
 	stats     TopicStats
 }
 
-// lookup returns the slot of the resident block k. O(1).
-func (t *topicIndex) lookup(k blockKey) (int32, bool) {
+// lookup returns the slot of the resident block k, and a probe that
+// stores k after a miss. O(1).
+func (t *topicIndex) lookup(k blockKey) (n int32, probe uint32, ok bool) {
 	x := &t.index[k.set]
 	if !k.hash.isBytes {
-		return x.ints.find(k.hash.n)
+		return x.ints.find(k.hash.n, t.slab)
 	}
-	n, ok := x.bytes[k.hash.b]
-	return n, ok
+	n, ok = x.bytes[k.hash.b]
+	return n, 0, ok
 }
 
-// insert files the block k, not resident, under slot n. O(1) amortized.
-func (t *topicIndex) insert(k blockKey, n int32) {
+// insert files the block k, not resident, under slot n; probe is
+// lookup's. O(1) amortized.
+func (t *topicIndex) insert(k blockKey, probe uint32, n int32) {
 	x := &t.index[k.set]
 	if !k.hash.isBytes {
-		x.ints.put(k.hash.n, n)
+		x.ints.put(probe, n)
 	} else {
 		if x.bytes == nil {
 			x.bytes = make(map[string]int32)
@@ -114,11 +117,11 @@ func (t *topicIndex) insert(k blockKey, n int32) {
 	t.residents++
 }
 
-// drop unfiles the resident block k. O(1).
-func (t *topicIndex) drop(k blockKey) {
+// drop unfiles the resident block k, in slot n. O(1).
+func (t *topicIndex) drop(k blockKey, n int32) {
 	x := &t.index[k.set]
 	if !k.hash.isBytes {
-		x.ints.delete(k.hash.n)
+		x.ints.delete(k.hash.n, n)
 	} else {
 		delete(x.bytes, k.hash.b)
 	}
@@ -130,7 +133,7 @@ func (t *topicIndex) drop(k blockKey) {
 func (t *topicIndex) each(fn func(k blockKey, n int32)) {
 	for s := range t.sets {
 		x := &t.index[s]
-		x.ints.all(func(h uint64, n int32) { fn(blockKey{IntHash(h), uint8(s)}, n) })
+		x.ints.all(func(n int32) { fn(t.key(n), n) })
 		for b, n := range x.bytes {
 			fn(blockKey{Hash{b: b, isBytes: true}, uint8(s)}, n)
 		}
@@ -144,9 +147,11 @@ const noSlot int32 = -1
 // block is the block in one slot. A removed block that still has resident
 // children keeps its slot (marked removed) until the last of them goes, so
 // that their parent slot stays its own rather than being found and
-// re-linked.
+// re-linked. It holds no pointer, so the collector never scans a slab.
 type block struct {
-	key      blockKey
+	hash     uint64 // the integer hash; a bytes hash's bytes are in topicIndex.bytesKeys
+	set      uint8  // the index of its set in topicIndex.sets
+	isBytes  bool
 	parent   int32 // the parent's slot; noSlot for a root or a parent that was not resident
 	children int32 // resident blocks naming this one as parent, at most the capacity
 	// older and newer are a leaf's neighbours in the leaves, noSlot past
@@ -229,13 +234,14 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			}
 			parent := noSlot
 			if ev.ParentBlockHash != nil {
-				if p, ok := t.lookup(blockKey{*ev.ParentBlockHash, s}); ok {
+				if p, _, ok := t.lookup(blockKey{*ev.ParentBlockHash, s}); ok {
 					parent = p
 				}
 			}
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
-				if n, ok := t.lookup(k); ok {
+				n, probe, ok := t.lookup(k)
+				if ok {
 					t.touch(n)
 					parent = n
 					continue
@@ -251,7 +257,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 					t.remove(t.oldest)
 					t.stats.EvictedBlocks++
 				}
-				parent = t.store(k, parent)
+				parent = t.store(k, probe, parent)
 			}
 		case *BlockRemoved:
 			s, ok := t.set(ev.GroupIdx, ev.Medium)
@@ -260,7 +266,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				continue
 			}
 			for _, h := range ev.BlockHashes {
-				if n, ok := t.lookup(blockKey{h, s}); ok {
+				if n, _, ok := t.lookup(blockKey{h, s}); ok {
 					t.remove(n)
 				}
 			}
@@ -300,8 +306,9 @@ func (t *topicIndex) touch(n int32) {
 }
 
 // store makes k, not resident, resident under the block in slot parent
-// (noSlot: a root, or a parent that is not resident) and returns its slot.
-func (t *topicIndex) store(k blockKey, parent int32) int32 {
+// (noSlot: a root, or a parent that is not resident) and returns its slot;
+// probe is lookup's for k.
+func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 	if parent != noSlot {
 		p := &t.slab[parent]
 		if p.children == 0 {
@@ -310,8 +317,14 @@ func (t *topicIndex) store(k blockKey, parent int32) int32 {
 		p.children++
 	}
 	n := t.alloc()
-	t.slab[n] = block{key: k, parent: parent}
-	t.insert(k, n)
+	t.slab[n] = block{hash: k.hash.n, set: k.set, isBytes: k.hash.isBytes, parent: parent}
+	if k.hash.isBytes {
+		if t.bytesKeys == nil {
+			t.bytesKeys = make(map[int32]string)
+		}
+		t.bytesKeys[n] = k.hash.b
+	}
+	t.insert(k, probe, n)
 	t.pushNewest(n)
 	return n
 }
@@ -321,7 +334,7 @@ func (t *topicIndex) store(k blockKey, parent int32) int32 {
 // leaves.
 func (t *topicIndex) remove(n int32) {
 	bl := &t.slab[n]
-	t.drop(bl.key)
+	t.drop(t.key(n), n)
 	parent := bl.parent
 	if bl.children == 0 {
 		t.unlink(n)
@@ -399,8 +412,20 @@ func (t *topicIndex) alloc() int32 {
 // release frees slot n, whose block is no leaf and no resident block's
 // parent.
 func (t *topicIndex) release(n int32) {
-	t.slab[n] = block{} // drop the hash's bytes
+	if t.slab[n].isBytes {
+		delete(t.bytesKeys, n)
+	}
+	t.slab[n] = block{}
 	t.free = append(t.free, n)
+}
+
+// key returns the key of the block in slot n.
+func (t *topicIndex) key(n int32) blockKey {
+	b := &t.slab[n]
+	if b.isBytes {
+		return blockKey{Hash{b: t.bytesKeys[n], isBytes: true}, b.set}
+	}
+	return blockKey{IntHash(b.hash), b.set}
 }
 
 func (t *topicIndex) clear() {
@@ -411,6 +436,7 @@ func (t *topicIndex) clear() {
 		x.count = 0
 	}
 	t.residents = 0
+	clear(t.bytesKeys)
 	clear(t.slab)
 	t.slab, t.free = t.slab[:0], t.free[:0]
 	t.oldest, t.newest = noSlot, noSlot
@@ -424,7 +450,7 @@ func (t *topicIndex) resident(h Hash, group *int64, medium string) bool {
 		if s.medium != medium || (group != nil && s.group != *group) {
 			continue
 		}
-		if _, ok := t.lookup(blockKey{h, uint8(i)}); ok {
+		if _, _, ok := t.lookup(blockKey{h, uint8(i)}); ok {
 			return true
 		}
 	}

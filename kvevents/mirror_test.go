@@ -35,12 +35,12 @@ func checkMirror(t *testing.T, m *Mirror) {
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
-			got, ok := blocks[b.key]
+			got, ok := blocks[ti.key(int32(n))]
 			return ok && got == int32(n) && !b.removed
 		}
 		for h, n := range blocks {
-			if b := &ti.slab[n]; b.key != h || b.removed {
-				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.key, h, b.removed)
+			if b := &ti.slab[n]; ti.key(n) != h || b.removed {
+				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, ti.key(n), h, b.removed)
 			}
 		}
 		children := make(map[int32]int32)
@@ -66,18 +66,18 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: slot %d is neither free nor in use", name, n)
 			}
 			if b.children != children[int32(n)] {
-				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.key, b.children, children[int32(n)])
+				t.Fatalf("topic %q: block %v counts %d children, has %d", name, ti.key(int32(n)), b.children, children[int32(n)])
 			}
 			switch {
 			case b.removed && b.children == 0:
-				t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.key)
+				t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, ti.key(int32(n)))
 			case b.removed:
 				kept++
 			case b.children == 0:
 				leaves++
 			}
 			if (b.removed || b.children > 0) && (b.older != noSlot || b.newer != noSlot) {
-				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, b.key, b.older, b.newer)
+				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, ti.key(int32(n)), b.older, b.newer)
 			}
 		}
 		if len(blocks)+kept+len(free) != len(ti.slab) {
@@ -89,7 +89,7 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: the leaves run past the %d leaves or the slab", name, leaves)
 			}
 			if b := &ti.slab[n]; !resident(int(n)) || b.children != 0 || b.older != prev {
-				t.Fatalf("topic %q: the leaves hold %v (resident %v, %d children), linked back to %d, not %d", name, b.key, resident(int(n)), b.children, b.older, prev)
+				t.Fatalf("topic %q: the leaves hold %v (resident %v, %d children), linked back to %d, not %d", name, ti.key(n), resident(int(n)), b.children, b.older, prev)
 			}
 		}
 		if walked != leaves || ti.newest != prev {
@@ -478,7 +478,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 		ti := m.topics["e"]
 		var got, want []Hash
 		for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
-			got = append(got, ti.slab[n].key.hash)
+			got = append(got, ti.key(n).hash)
 		}
 		for b := ref.leaves.next; b != &ref.leaves; b = b.next {
 			want = append(want, b.hash)
