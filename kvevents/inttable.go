@@ -33,8 +33,9 @@ type intEntry struct {
 	mix  uint32
 }
 
-// The table grows past half full: linear probing's runs, which a lookup
-// that misses and a deletion walk to their end, lengthen quickly beyond.
+// The table grows past a quarter full: linear probing's runs, which a
+// lookup that misses and a deletion walk to their end, stay a bucket or
+// two, and a bucket is small enough that the room costs little.
 // A table of at most 2^32 buckets keeps a home within an entry's mix; a
 // mirror's capacity needs fewer.
 const (
