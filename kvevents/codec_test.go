@@ -462,6 +462,39 @@ func TestEncodeRefuses(t *testing.T) {
 	}
 }
 
+// TestDecodeSkipsWithoutAllocating checks that fields Decode does not
+// know cost no allocation: a batch whose events carry unknown keys, with
+// nested values of every msgpack type, and extra array elements allocates
+// exactly what the same batch without them does.
+func TestDecodeSkipsWithoutAllocating(t *testing.T) {
+	plain := unhex(t, goldenMixed)
+	// The same batch, its first event's map one key longer: "x" holding
+	// [nil, true, -1, 2^40, 1.5f32, 1.5, "str", bin, ext, {"k": [[]]}].
+	unknown := `a1 78 9a c0 c3 ff cf0000010000000000 ca3fc00000 cb3ff8000000000000
+		a3 737472 c4 02 abcd d4 01 05 81 a1 6b 91 90`
+	extra := unhex(t, strings.Replace(goldenMixed, "88 ", "89 "+unknown+" ", 1))
+	extra = append(extra, 0xc3, 0xc0) // after data_parallel_rank, two elements no field names
+	extra[0] = 0x95
+	want, _, err := Decode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, skipped, err := Decode(extra)
+	if err != nil || skipped.Total() > 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("with unknown fields: %+v, skipped %+v, %v; want %+v", got, skipped, err, want)
+	}
+	allocs := func(p []byte) float64 {
+		return testing.AllocsPerRun(100, func() {
+			if _, _, err := Decode(p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(plain), allocs(extra); a != b {
+		t.Errorf("Decode allocates %v times, %v with unknown fields", a, b)
+	}
+}
+
 // TestDecodeAllocationBound feeds payloads built to cost far more memory
 // decoded than on the wire: a batch of tiny unknown events, and one of
 // tiny mistyped ones, allocate next to nothing; a BlockStored of one-byte
