@@ -438,9 +438,23 @@ func (r *refTopic) apply(capacity int, events []Event) {
 // TestMirrorAgainstReference applies random batches (stores under resident,
 // removed and unknown parents, removals of inner blocks, clears) to a small
 // mirror and to the reference model, and compares what each holds, the
-// order of its leaves and its evictions after every batch.
+// order of its leaves and its evictions after every batch. Odd hashes are
+// bytes hashes, so both of a set's indexes are exercised.
 func TestMirrorAgainstReference(t *testing.T) {
 	const universe, capacity = 64, 24
+	hash := func(h uint64) Hash {
+		if h%2 == 1 {
+			return BytesHash([]byte{byte(h), 0xff})
+		}
+		return IntHash(h)
+	}
+	hashes := func(n int, rng *rand.Rand) []Hash {
+		hs := make([]Hash, n)
+		for i := range hs {
+			hs[i] = hash(rng.Uint64N(universe))
+		}
+		return hs
+	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	m, err := NewMirror(capacity)
 	if err != nil {
@@ -454,21 +468,13 @@ func TestMirrorAgainstReference(t *testing.T) {
 			case k == 0:
 				events = append(events, &AllBlocksCleared{})
 			case k < 8:
-				hashes := make([]uint64, 1+rng.IntN(4))
-				for i := range hashes {
-					hashes[i] = rng.Uint64N(universe)
-				}
-				events = append(events, removed(hashes...))
+				events = append(events, &BlockRemoved{BlockHashes: hashes(1+rng.IntN(4), rng)})
 			default:
 				var parent *Hash
 				if rng.IntN(4) > 0 {
-					parent = ptr(IntHash(rng.Uint64N(universe)))
+					parent = ptr(hash(rng.Uint64N(universe)))
 				}
-				hashes := make([]uint64, 1+rng.IntN(5))
-				for i := range hashes {
-					hashes[i] = rng.Uint64N(universe)
-				}
-				events = append(events, stored(parent, hashes...))
+				events = append(events, &BlockStored{BlockHashes: hashes(1+rng.IntN(5), rng), ParentBlockHash: parent, TokenIDs: []int64{}, BlockSize: 16})
 			}
 		}
 		m.Apply("e", &EventBatch{Events: events})
@@ -487,7 +493,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 			t.Fatalf("step %d: leaves %v, reference %v", step, got, want)
 		}
 		for h := range uint64(universe) {
-			if got, want := m.Resident("e", IntHash(h)), ref.blocks[IntHash(h)] != nil; got != want {
+			if got, want := m.Resident("e", hash(h)), ref.blocks[hash(h)] != nil; got != want {
 				t.Fatalf("step %d: block %d resident %v, reference %v", step, h, got, want)
 			}
 		}
