@@ -99,57 +99,60 @@ const (
 	fidSpecWindow
 )
 
-// lookupField returns the field named b, or fidNone. It tells the names
-// apart by length and a letter before it compares the whole name.
+// lookupField returns the field named b, or fidNone. It picks the one
+// name b can be by its length and first letter, and compares b with that
+// name as a constant, which the compiler does inline.
 func lookupField(b []byte) fieldID {
-	if len(b) < 2 {
+	if len(b) == 0 {
 		return fidNone
 	}
+	var ok bool
 	var id fieldID
 	switch len(b) {
 	case len(fieldTS):
-		id = fidTS
+		ok, id = string(b) == fieldTS, fidTS
 	case len(fieldType):
-		id = fidType
+		ok, id = string(b) == fieldType, fidType
 	case len(fieldEvents): // and fieldMedium
-		id = pick(b[0] == 'e', fidEvents, fidMedium)
+		if b[0] == 'e' {
+			ok, id = string(b) == fieldEvents, fidEvents
+		} else {
+			ok, id = string(b) == fieldMedium, fidMedium
+		}
 	case len(fieldLoRAID):
-		id = fidLoRAID
+		ok, id = string(b) == fieldLoRAID, fidLoRAID
 	case len(fieldTokens): // and fieldLoRAName, fieldGroupIdx
-		id = pick(b[0] == 't', fidTokens, pick(b[0] == 'l', fidLoRAName, fidGroupIdx))
+		switch b[0] {
+		case 't':
+			ok, id = string(b) == fieldTokens, fidTokens
+		case 'l':
+			ok, id = string(b) == fieldLoRAName, fidLoRAName
+		default:
+			ok, id = string(b) == fieldGroupIdx, fidGroupIdx
+		}
 	case len(fieldBlockSize): // and fieldExtraKeys
-		id = pick(b[0] == 'b', fidBlockSize, fidExtraKeys)
+		if b[0] == 'b' {
+			ok, id = string(b) == fieldBlockSize, fidBlockSize
+		} else {
+			ok, id = string(b) == fieldExtraKeys, fidExtraKeys
+		}
 	case len(fieldHashes):
-		id = fidHashes
+		ok, id = string(b) == fieldHashes, fidHashes
 	case len(fieldParent):
-		id = fidParent
+		ok, id = string(b) == fieldParent, fidParent
 	case len(fieldDPRank): // and fieldSpecKind
-		id = pick(b[0] == 'd', fidDPRank, fidSpecKind)
+		if b[0] == 'd' {
+			ok, id = string(b) == fieldDPRank, fidDPRank
+		} else {
+			ok, id = string(b) == fieldSpecKind, fidSpecKind
+		}
 	case len(fieldSpecWindow):
-		id = fidSpecWindow
-	default:
-		return fidNone
+		ok, id = string(b) == fieldSpecWindow, fidSpecWindow
 	}
-	if string(b) != fieldNames[id] {
+	if !ok {
 		return fidNone
 	}
 	return id
-}
-
-// pick returns a if cond, else b.
-func pick(cond bool, a, b fieldID) fieldID {
-	if cond {
-		return a
-	}
-	return b
-}
-
-// fieldNames are the names of the fields, by fieldID.
-var fieldNames = [...]string{
-	fidTS: fieldTS, fidEvents: fieldEvents, fidDPRank: fieldDPRank, fidType: fieldType,
-	fidHashes: fieldHashes, fidParent: fieldParent, fidTokens: fieldTokens, fidBlockSize: fieldBlockSize,
-	fidLoRAID: fieldLoRAID, fidMedium: fieldMedium, fidLoRAName: fieldLoRAName, fidExtraKeys: fieldExtraKeys,
-	fidGroupIdx: fieldGroupIdx, fidSpecKind: fieldSpecKind, fidSpecWindow: fieldSpecWindow,
 }
 
 // The field orders of vLLM's structs, which the array encoding follows,
