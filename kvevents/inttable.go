@@ -101,14 +101,14 @@ func (t *intTable) place(e intEntry) {
 	t.count++
 }
 
-// delete unfiles k, filed under slot, if the table holds it. O(1)
-// expected.
-func (t *intTable) delete(k uint64, slot int32) {
+// delete unfiles slot, whose key's mix is mix, if the table holds it.
+// O(1) expected.
+func (t *intTable) delete(mix uint32, slot int32) {
 	if t.count == 0 {
 		return
 	}
 	mask := len(t.entries) - 1
-	i := t.home(t.mix(k))
+	i := t.home(mix)
 	for t.entries[i].slot != slot+1 {
 		if t.entries[i].slot == 0 {
 			return

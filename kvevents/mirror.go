@@ -117,13 +117,14 @@ func (t *topicIndex) insert(k blockKey, probe uint32, n int32) {
 	t.residents++
 }
 
-// drop unfiles the resident block k, in slot n. O(1).
-func (t *topicIndex) drop(k blockKey, n int32) {
-	x := &t.index[k.set]
-	if !k.hash.isBytes {
-		x.ints.delete(k.hash.n, n)
+// drop unfiles the resident block in slot n. O(1).
+func (t *topicIndex) drop(n int32) {
+	b := &t.slab[n]
+	x := &t.index[b.set]
+	if !b.isBytes {
+		x.ints.delete(b.mix, n)
 	} else {
-		delete(x.bytes, k.hash.b)
+		delete(x.bytes, t.bytesKeys[n])
 	}
 	x.count--
 	t.residents--
@@ -150,14 +151,15 @@ const noSlot int32 = -1
 // re-linked. It holds no pointer, so the collector never scans a slab.
 type block struct {
 	hash     uint64 // the integer hash; a bytes hash's bytes are in topicIndex.bytesKeys
-	set      uint8  // the index of its set in topicIndex.sets
-	isBytes  bool
-	parent   int32 // the parent's slot; noSlot for a root or a parent that was not resident
-	children int32 // resident blocks naming this one as parent, at most the capacity
+	mix      uint32 // an integer hash's mix in its set's intTable, which finds its bucket
+	parent   int32  // the parent's slot; noSlot for a root or a parent that was not resident
+	children int32  // resident blocks naming this one as parent, at most the capacity
 	// older and newer are a leaf's neighbours in the leaves, noSlot past
 	// the ends; both are noSlot while a resident or kept block is not a
 	// leaf.
 	older, newer int32
+	set          uint8 // the index of its set in topicIndex.sets
+	isBytes      bool
 	removed      bool
 }
 
@@ -317,7 +319,7 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 		p.children++
 	}
 	n := t.alloc()
-	t.slab[n] = block{hash: k.hash.n, set: k.set, isBytes: k.hash.isBytes, parent: parent}
+	t.slab[n] = block{hash: k.hash.n, mix: probe, set: k.set, isBytes: k.hash.isBytes, parent: parent}
 	if k.hash.isBytes {
 		if t.bytesKeys == nil {
 			t.bytesKeys = make(map[int32]string)
@@ -333,8 +335,8 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 // resident; its parent, if it becomes a leaf, goes to the oldest end of the
 // leaves.
 func (t *topicIndex) remove(n int32) {
+	t.drop(n)
 	bl := &t.slab[n]
-	t.drop(t.key(n), n)
 	parent := bl.parent
 	if bl.children == 0 {
 		t.unlink(n)
