@@ -122,13 +122,15 @@ var errTruncated = fmt.Errorf("%w: the payload ends inside a value", ErrMalforme
 // failing with an error matching ErrOversized once it is spent. An
 // ErrOversized error, like a malformed one, ends the decode.
 func (x *decoder) charge(n, cost int) error {
-	if n > x.budget/cost {
-		x.budget = -1
-		return fmt.Errorf("%w: decoded, it would take more than %d times its length", ErrOversized, allocFactor)
+	if n > x.budget/cost { // cost is a constant power of two where charge is inlined: no division
+		return errOversized
 	}
 	x.budget -= n * cost
 	return nil
 }
+
+// errOversized is the error of a spent budget, which ends the decode.
+var errOversized = fmt.Errorf("%w: decoded, it would take more than %d times its length", ErrOversized, allocFactor)
 
 // fatal reports whether err ends the decode: the stream cannot be
 // followed, or the budget is spent.
