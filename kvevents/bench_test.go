@@ -2,10 +2,56 @@ package kvevents
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
+
+var pythonFlag = flag.String("python", "", "a python3 with python3-msgpack, which BenchmarkCodec times decoding the same bytes as Decode (default: python3 or /usr/bin/python3, the first that has it)")
+
+// python returns the python3 that BenchmarkCodec runs, or "" if none
+// imports msgpack's C extension.
+var python = sync.OnceValue(func() string {
+	candidates := []string{"python3", "/usr/bin/python3"}
+	if *pythonFlag != "" {
+		candidates = []string{*pythonFlag}
+	}
+	for _, py := range candidates {
+		if exec.Command(py, "-c", "from msgpack import _cmsgpack").Run() == nil {
+			return py
+		}
+	}
+	return ""
+})
+
+// pythonDecode returns the nanoseconds python3-msgpack's C extension takes
+// to decode payload (testdata/msgpack_decode.py), or 0 if there is no such
+// python.
+func pythonDecode(b *testing.B, payload []byte) float64 {
+	py := python()
+	if py == "" {
+		return 0
+	}
+	file := filepath.Join(b.TempDir(), "batch.msgpack")
+	if err := os.WriteFile(file, payload, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(py, filepath.Join("testdata", "msgpack_decode.py"), file).Output()
+	if err != nil {
+		b.Fatalf("%s testdata/msgpack_decode.py: %v", py, err)
+	}
+	ns, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		b.Fatalf("testdata/msgpack_decode.py printed %q", out)
+	}
+	return ns
+}
 
 // benchBatch is a batch as an engine sends one per scheduler step: a
 // request's new blocks stored under its resident prefix, and as many
@@ -24,6 +70,9 @@ func benchBatch(blocks int) EventBatch {
 	}}
 }
 
+// BenchmarkCodec encodes and decodes benchBatch in each encoding. Beside
+// each decode it reports python3-msgpack's C extension decoding the same
+// bytes, as py-ns/op and py-MB/s, when a python3 has it (see -python).
 func BenchmarkCodec(b *testing.B) {
 	for _, blocks := range []int{16, 256} {
 		batch := benchBatch(blocks)
@@ -49,13 +98,18 @@ func BenchmarkCodec(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				if ns := pythonDecode(b, payload); ns > 0 {
+					b.ReportMetric(ns, "py-ns/op")
+					b.ReportMetric(float64(len(payload))/ns*1e3, "py-MB/s")
+				}
 			})
 		}
 	}
 }
 
 // BenchmarkMirrorApply applies batches that store 16 blocks each to a
-// mirror that is full, so every batch also evicts 16.
+// mirror that is full, so every batch also evicts 16; ns/block is the time
+// per block stored (and one evicted).
 func BenchmarkMirrorApply(b *testing.B) {
 	m, err := NewMirror(10_000)
 	if err != nil {
@@ -72,6 +126,7 @@ func BenchmarkMirrorApply(b *testing.B) {
 		}
 		m.Apply("e", &batch)
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(s.BlockHashes)), "ns/block")
 }
 
 // BenchmarkPublishSubscribe sends batches of 16 stored blocks (with their

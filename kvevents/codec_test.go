@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // unhex reads hex written one byte group per line, with // comments.
@@ -343,6 +345,64 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// FuzzDecodeDifferential compares Decode with the reference decoder over
+// vmihailenco/msgpack (decode_ref_test.go) on any input: the same error
+// kind, the same batch (nil and empty slices told apart) and the same
+// events skipped; and checkValue with the reference's skip.
+func FuzzDecodeDifferential(f *testing.F) {
+	f.Add(unhex(f, goldenArray))
+	f.Add(unhex(f, goldenMap))
+	f.Add(unhex(f, goldenMixed))
+	for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
+		batch := benchBatch(4)
+		batch.Events[0].(*BlockStored).TokenIDs = []int64{1, 300, 70000, -5}
+		p, err := Encode(&batch, enc)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(p)
+	}
+	f.Add([]byte{0x92, 0x01, 0x90})
+	f.Add([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x92, 0x01, 0x91, 0x92, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', 0x91, 0xc6, 0xff, 0xff, 0xff, 0xff})
+	kind := func(err error) error {
+		for _, k := range []error{ErrMalformed, ErrOversized, ErrFieldType, ErrUnknownEventType} {
+			if errors.Is(err, k) {
+				return k
+			}
+		}
+		return err
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		b, skipped, err := Decode(payload)
+		rb, rskipped, rerr := refDecode(payload)
+		if kind(err) != kind(rerr) {
+			t.Fatalf("err %v, reference %v", err, rerr)
+		}
+		if !reflect.DeepEqual(b, rb) {
+			t.Fatalf("batch\n got %+v\nwant %+v", b, rb)
+		}
+		if skipped.UnknownEvents != rskipped.UnknownEvents || skipped.MistypedEvents != rskipped.MistypedEvents ||
+			len(skipped.Errs) != len(rskipped.Errs) {
+			t.Fatalf("skipped %+v, reference %+v", skipped, rskipped)
+		}
+		for i := range skipped.Errs {
+			if kind(skipped.Errs[i]) != kind(rskipped.Errs[i]) {
+				t.Fatalf("skipped error %d: %v, reference %v", i, skipped.Errs[i], rskipped.Errs[i])
+			}
+		}
+		r := bytes.NewReader(payload)
+		x := &refDecoder{d: msgpack.NewDecoder(r), r: r}
+		rerr = x.skip(0)
+		if rerr == nil && r.Len() > 0 {
+			rerr = ErrMalformed
+		}
+		if err := checkValue(payload); kind(err) != kind(rerr) {
+			t.Fatalf("checkValue: %v, reference %v", err, rerr)
+		}
+	})
+}
+
 // normalize maps nil and empty token lists alike, which a decode cannot
 // tell apart once re-encoded, and NaN timestamps to a value DeepEqual
 // accepts.
@@ -399,6 +459,39 @@ func TestEncodeRefuses(t *testing.T) {
 		if p, err := Encode(&bad, enc); !errors.Is(err, ErrUnknownEventType) {
 			t.Errorf("%s, nil event: payload %x, err %v, want ErrUnknownEventType", enc, p, err)
 		}
+	}
+}
+
+// TestDecodeSkipsWithoutAllocating checks that fields Decode does not
+// know cost no allocation: a batch whose events carry unknown keys, with
+// nested values of every msgpack type, and extra array elements allocates
+// exactly what the same batch without them does.
+func TestDecodeSkipsWithoutAllocating(t *testing.T) {
+	plain := unhex(t, goldenMixed)
+	// The same batch, its first event's map one key longer: "x" holding
+	// [nil, true, -1, 2^40, 1.5f32, 1.5, "str", bin, ext, {"k": [[]]}].
+	unknown := `a1 78 9a c0 c3 ff cf0000010000000000 ca3fc00000 cb3ff8000000000000
+		a3 737472 c4 02 abcd d4 01 05 81 a1 6b 91 90`
+	extra := unhex(t, strings.Replace(goldenMixed, "88 ", "89 "+unknown+" ", 1))
+	extra = append(extra, 0xc3, 0xc0) // after data_parallel_rank, two elements no field names
+	extra[0] = 0x95
+	want, _, err := Decode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, skipped, err := Decode(extra)
+	if err != nil || skipped.Total() > 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("with unknown fields: %+v, skipped %+v, %v; want %+v", got, skipped, err, want)
+	}
+	allocs := func(p []byte) float64 {
+		return testing.AllocsPerRun(100, func() {
+			if _, _, err := Decode(p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(plain), allocs(extra); a != b {
+		t.Errorf("Decode allocates %v times, %v with unknown fields", a, b)
 	}
 }
 

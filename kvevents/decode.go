@@ -1,14 +1,11 @@
 package kvevents
 
 import (
-	"bytes"
-	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 
-	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
@@ -18,13 +15,12 @@ const maxSkipDepth = 64
 
 // checkValue reports whether raw is exactly one msgpack value.
 func checkValue(raw []byte) error {
-	r := bytes.NewReader(raw)
-	x := &decoder{d: msgpack.NewDecoder(r), r: r}
+	x := &decoder{p: raw}
 	if err := x.skip(0); err != nil {
 		return err
 	}
-	if r.Len() > 0 {
-		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, r.Len())
+	if x.left() > 0 {
+		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, x.left())
 	}
 	return nil
 }
@@ -73,6 +69,11 @@ const (
 	costInt   = 8   // a token id
 )
 
+// minEventLen is the length of the shortest event that decodes, the
+// array ["BlockRemoved", []]: the events of a batch are at most the bytes
+// left over it, which bounds the slice they go in before any is read.
+const minEventLen = 15
+
 // Decode reads a payload in any [Encoding], and any mix of them: the batch
 // and each event may be an array or a map. Unknown map keys and array
 // elements beyond the known fields are ignored, missing optional fields
@@ -84,13 +85,12 @@ const (
 // once decoded), means the payload gave no batch. Otherwise b holds the
 // events that decoded and skipped counts those left out. Decode never
 // panics, does O(len(payload)) work and allocates at most a small multiple
-// of len(payload); events it skips allocate nothing.
+// of len(payload); fields and events it skips allocate nothing.
 func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
-	r := bytes.NewReader(payload)
-	x := &decoder{d: msgpack.NewDecoder(r), r: r, budget: allocFactor*len(payload) + allocSlack}
+	x := &decoder{p: payload, budget: allocFactor*len(payload) + allocSlack}
 	b, skipped, err = x.batch()
-	if err == nil && r.Len() > 0 {
-		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, r.Len())
+	if err == nil && x.left() > 0 {
+		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, x.left())
 	}
 	if err != nil {
 		return EventBatch{}, Skipped{}, err
@@ -98,29 +98,39 @@ func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
 	return b, skipped, nil
 }
 
-// decoder reads msgpack values off a byte slice. Its methods return errors
-// matching ErrMalformed when the stream cannot be followed, and
-// ErrFieldType when a value was of the wrong type but was skipped, so the
-// stream is still aligned.
+// decoder reads msgpack values off a byte slice, for the one schema it
+// knows. Its methods return errors matching ErrMalformed when the stream
+// cannot be followed, and ErrFieldType when a value was of the wrong type
+// but was skipped, so the stream is still aligned.
 type decoder struct {
-	d      *msgpack.Decoder
-	r      *bytes.Reader
-	budget int // bytes the decoded values may still take
+	p      []byte // the payload
+	i      int    // the read position in p
+	budget int    // bytes the decoded values may still take
 	// unknownSeen and mistypedSeen are set once an error of their kind
 	// has been made with details; later ones are the static errors.
 	unknownSeen, mistypedSeen bool
 }
 
-// charge takes n bytes from the allocation budget, failing with an error
-// matching ErrOversized once it is spent. An ErrOversized error, like a
-// malformed one, ends the decode.
-func (x *decoder) charge(n int) error {
-	x.budget -= n
-	if x.budget < 0 {
-		return fmt.Errorf("%w: decoded, it would take more than %d times its length", ErrOversized, allocFactor)
+// left returns how many bytes are still to read.
+func (x *decoder) left() int { return len(x.p) - x.i }
+
+// errTruncated is every read past the payload's end: one static error, as
+// a truncated payload ends the decode.
+var errTruncated = fmt.Errorf("%w: the payload ends inside a value", ErrMalformed)
+
+// charge takes n values of cost bytes each from the allocation budget,
+// failing with an error matching ErrOversized once it is spent. An
+// ErrOversized error, like a malformed one, ends the decode.
+func (x *decoder) charge(n, cost int) error {
+	if n > x.budget/cost { // cost is a constant power of two where charge is inlined: no division
+		return errOversized
 	}
+	x.budget -= n * cost
 	return nil
 }
+
+// errOversized is the error of a spent budget, which ends the decode.
+var errOversized = fmt.Errorf("%w: decoded, it would take more than %d times its length", ErrOversized, allocFactor)
 
 // fatal reports whether err ends the decode: the stream cannot be
 // followed, or the budget is spent.
@@ -128,19 +138,42 @@ func fatal(err error) bool {
 	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrOversized)
 }
 
-func malformed(err error) error {
-	if fatal(err) {
-		return err
+func (x *decoder) peek() (byte, error) {
+	if x.i >= len(x.p) {
+		return 0, errTruncated
 	}
-	return fmt.Errorf("%w: %v", ErrMalformed, err)
+	return x.p[x.i], nil
 }
 
-func (x *decoder) peek() (byte, error) {
-	c, err := x.d.PeekCode()
-	if err != nil {
-		return 0, malformed(err)
+// uint reads a big-endian unsigned integer of size bytes: 1, 2, 4 or 8.
+func (x *decoder) uint(size int) (uint64, error) {
+	if size > x.left() {
+		x.i = len(x.p)
+		return 0, errTruncated
 	}
-	return c, nil
+	b := x.p[x.i : x.i+size]
+	x.i += size
+	switch size {
+	case 1:
+		return uint64(b[0]), nil
+	case 2:
+		return uint64(binary.BigEndian.Uint16(b)), nil
+	case 4:
+		return uint64(binary.BigEndian.Uint32(b)), nil
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// bytes consumes and returns the next n bytes, n as a msgpack header gave
+// it.
+func (x *decoder) bytes(n uint64) ([]byte, error) {
+	if n > uint64(x.left()) {
+		x.i = len(x.p)
+		return nil, errTruncated
+	}
+	b := x.p[x.i : x.i+int(n)]
+	x.i += int(n)
+	return b, nil
 }
 
 // mismatch skips the value at hand and reports it as the wrong type for
@@ -177,28 +210,23 @@ func isMap(c byte) bool {
 }
 
 // skip consumes one value of any type, refusing nesting deeper than
-// maxSkipDepth so that a hostile payload cannot exhaust the stack.
+// maxSkipDepth so that a hostile payload cannot exhaust the stack. It
+// allocates nothing but the error that ends a decode.
 func (x *decoder) skip(depth int) error {
 	c, err := x.peek()
 	if err != nil {
 		return err
 	}
-	var n int
-	switch {
-	case isArray(c):
-		if n, err = x.length(true); err != nil {
-			return err
-		}
-	case isMap(c):
-		if n, err = x.length(false); err != nil {
-			return err
-		}
+	array := isArray(c)
+	if !array && !isMap(c) {
+		return x.skipScalar(c)
+	}
+	n, err := x.length(c)
+	if err != nil {
+		return err
+	}
+	if !array {
 		n *= 2
-	default:
-		if err := x.d.Skip(); err != nil {
-			return malformed(err)
-		}
-		return nil
 	}
 	if depth >= maxSkipDepth {
 		return fmt.Errorf("%w: nested deeper than %d", ErrMalformed, maxSkipDepth)
@@ -211,39 +239,117 @@ func (x *decoder) skip(depth int) error {
 	return nil
 }
 
-// length reads an array (or map) header. A length the remaining bytes
-// cannot hold is malformed: each element takes at least one byte, so
-// nothing is allocated on a false promise.
-func (x *decoder) length(array bool) (int, error) {
-	var n int
+// skipScalar consumes a value of code c that is neither an array nor a
+// map.
+func (x *decoder) skipScalar(c byte) error {
+	x.i++
+	if msgpcode.IsFixedNum(c) {
+		return nil
+	}
+	var body uint64
 	var err error
-	if array {
-		n, err = x.d.DecodeArrayLen()
-	} else {
-		n, err = x.d.DecodeMapLen()
+	switch c {
+	case msgpcode.Nil, msgpcode.False, msgpcode.True:
+		return nil
+	case msgpcode.Uint8, msgpcode.Int8:
+		body = 1
+	case msgpcode.Uint16, msgpcode.Int16:
+		body = 2
+	case msgpcode.Uint32, msgpcode.Int32, msgpcode.Float:
+		body = 4
+	case msgpcode.Uint64, msgpcode.Int64, msgpcode.Double:
+		body = 8
+	case msgpcode.Str8, msgpcode.Bin8:
+		body, err = x.uint(1)
+	case msgpcode.Str16, msgpcode.Bin16:
+		body, err = x.uint(2)
+	case msgpcode.Str32, msgpcode.Bin32:
+		body, err = x.uint(4)
+	case msgpcode.FixExt1, msgpcode.FixExt2, msgpcode.FixExt4, msgpcode.FixExt8, msgpcode.FixExt16:
+		body = 1 + 1<<(c-msgpcode.FixExt1) // the type byte and 1 to 16 bytes
+	case msgpcode.Ext8:
+		body, err = x.uint(1)
+		body++ // the type byte
+	case msgpcode.Ext16:
+		body, err = x.uint(2)
+		body++
+	case msgpcode.Ext32:
+		body, err = x.uint(4)
+		body++
+	default:
+		if msgpcode.IsFixedString(c) {
+			body = uint64(c & msgpcode.FixedStrMask)
+			break
+		}
+		return fmt.Errorf("%w: msgpack code 0x%02x is unused", ErrMalformed, c)
 	}
 	if err != nil {
-		return 0, malformed(err)
+		return err
 	}
-	if n < 0 || n > x.r.Len() {
-		return 0, fmt.Errorf("%w: length %d with %d bytes left", ErrMalformed, n, x.r.Len())
-	}
-	return n, nil
+	_, err = x.bytes(body)
+	return err
 }
 
-// container reads the header of an array (or map) named name.
-func (x *decoder) container(name string, array bool) (int, error) {
+// length reads the header of an array or a map, whose code c is. A length
+// the remaining bytes cannot hold is malformed: each element takes at
+// least one byte, so nothing is allocated on a false promise.
+func (x *decoder) length(c byte) (int, error) {
+	x.i++
+	var n uint64
+	var err error
+	switch c {
+	case msgpcode.Array16, msgpcode.Map16:
+		n, err = x.uint(2)
+	case msgpcode.Array32, msgpcode.Map32:
+		n, err = x.uint(4)
+	default: // a fixarray or a fixmap
+		n = uint64(c & 0x0f)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(x.left()) {
+		return 0, fmt.Errorf("%w: length %d with %d bytes left", ErrMalformed, n, x.left())
+	}
+	return int(n), nil
+}
+
+// array reads the header of the array named name.
+func (x *decoder) array(name string) (int, error) {
 	c, err := x.peek()
 	if err != nil {
 		return 0, err
 	}
-	if array && !isArray(c) {
+	if !isArray(c) {
 		return 0, x.mismatch(name, c, "an array")
 	}
-	if !array && !isMap(c) {
-		return 0, x.mismatch(name, c, "a map")
+	return x.length(c)
+}
+
+// number consumes an integer of code c that is not a fixnum, and returns
+// its bits: a signed one sign-extended.
+func (x *decoder) number(c byte) (uint64, error) {
+	x.i++
+	switch c {
+	case msgpcode.Uint8:
+		return x.uint(1)
+	case msgpcode.Uint16:
+		return x.uint(2)
+	case msgpcode.Uint32:
+		return x.uint(4)
+	case msgpcode.Uint64:
+		return x.uint(8)
+	case msgpcode.Int8:
+		u, err := x.uint(1)
+		return uint64(int8(u)), err
+	case msgpcode.Int16:
+		u, err := x.uint(2)
+		return uint64(int16(u)), err
+	case msgpcode.Int32:
+		u, err := x.uint(4)
+		return uint64(int32(u)), err
 	}
-	return x.length(array)
+	return x.uint(8) // Int64, as isInt left no other
 }
 
 func (x *decoder) int64(name string) (int64, error) {
@@ -251,24 +357,43 @@ func (x *decoder) int64(name string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if msgpcode.IsFixedNum(c) {
+		x.i++
+		return int64(int8(c)), nil
+	}
 	if !isInt(c) {
 		return 0, x.mismatch(name, c, "an integer")
 	}
-	if c == msgpcode.Uint64 {
-		u, err := x.d.DecodeUint64()
-		if err != nil {
-			return 0, malformed(err)
-		}
-		if u > math.MaxInt64 {
-			return 0, fmt.Errorf("%w: %s = %d overflows int64", ErrFieldType, name, u)
-		}
-		return int64(u), nil
-	}
-	n, err := x.d.DecodeInt64()
+	u, err := x.number(c)
 	if err != nil {
-		return 0, malformed(err)
+		return 0, err
 	}
-	return n, nil
+	if c == msgpcode.Uint64 && u > math.MaxInt64 {
+		return 0, fmt.Errorf("%w: %s = %d overflows int64", ErrFieldType, name, u)
+	}
+	return int64(u), nil
+}
+
+// str reads the header of a string, whose code c is, and returns its
+// bytes.
+func (x *decoder) str(c byte) ([]byte, error) {
+	x.i++
+	var n uint64
+	var err error
+	switch c {
+	case msgpcode.Str8:
+		n, err = x.uint(1)
+	case msgpcode.Str16:
+		n, err = x.uint(2)
+	case msgpcode.Str32:
+		n, err = x.uint(4)
+	default: // a fixstr, as IsString left no other
+		n = uint64(c & msgpcode.FixedStrMask)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return x.bytes(n)
 }
 
 func (x *decoder) string(name string) (string, error) {
@@ -279,11 +404,18 @@ func (x *decoder) string(name string) (string, error) {
 	if !msgpcode.IsString(c) {
 		return "", x.mismatch(name, c, "a string")
 	}
-	s, err := x.d.DecodeString()
+	b, err := x.str(c)
 	if err != nil {
-		return "", malformed(err)
+		return "", err
 	}
-	return s, nil
+	// The media an engine names in every event cost no allocation.
+	switch string(b) {
+	case MediumGPU:
+		return MediumGPU, nil
+	case "CPU":
+		return "CPU", nil
+	}
+	return string(b), nil
 }
 
 func (x *decoder) hash(name string) (Hash, error) {
@@ -293,23 +425,22 @@ func (x *decoder) hash(name string) (Hash, error) {
 	}
 	switch {
 	case msgpcode.IsBin(c):
-		b, err := x.d.DecodeBytes()
+		x.i++
+		n, err := x.uint(1 << (c - msgpcode.Bin8)) // a length of 1, 2 or 4 bytes
 		if err != nil {
-			return Hash{}, malformed(err)
+			return Hash{}, err
+		}
+		b, err := x.bytes(n)
+		if err != nil {
+			return Hash{}, err
 		}
 		return BytesHash(b), nil
-	case c == msgpcode.Uint64:
-		u, err := x.d.DecodeUint64()
-		if err != nil {
-			return Hash{}, malformed(err)
-		}
-		return IntHash(u), nil
+	case msgpcode.IsFixedNum(c):
+		x.i++
+		return IntHash(uint64(int8(c))), nil
 	case isInt(c):
-		n, err := x.d.DecodeInt64()
-		if err != nil {
-			return Hash{}, malformed(err)
-		}
-		return IntHash(uint64(n)), nil
+		u, err := x.number(c)
+		return IntHash(u), err
 	}
 	return Hash{}, x.mismatch(name, c, "an integer or bytes")
 }
@@ -320,40 +451,47 @@ func (x *decoder) isNil() (bool, error) {
 	if err != nil || c != msgpcode.Nil {
 		return false, err
 	}
-	if err := x.d.DecodeNil(); err != nil {
-		return false, malformed(err)
-	}
+	x.i++
 	return true, nil
 }
 
-// list reads an array named name, calling begin with its length (which
-// the bytes left can hold) and elem for each element. After a wrong
-// element it still consumes the rest, so the stream stays aligned, and
-// returns the first error.
-func (x *decoder) list(name string, begin func(n int) error, elem func() error) error {
-	n, err := x.container(name, true)
+// key reads a map key and returns the field it names, or fidNone for a
+// string that names no field, allocating nothing.
+func (x *decoder) key(what string) (fieldID, error) {
+	if i := x.i; i < len(x.p) && msgpcode.IsFixedString(x.p[i]) {
+		if end := i + 1 + int(x.p[i]&msgpcode.FixedStrMask); end <= len(x.p) {
+			x.i = end
+			return lookupField(x.p[i+1 : end]), nil
+		}
+	}
+	c, err := x.peek()
 	if err != nil {
-		return err
+		return fidNone, err
 	}
-	if err := begin(n); err != nil {
-		return err
+	if !msgpcode.IsString(c) {
+		return fidNone, x.mismatch(what, c, "a string")
 	}
-	var first error
+	b, err := x.str(c)
+	if err != nil {
+		return fidNone, err
+	}
+	return lookupField(b), nil
+}
+
+// skipRest consumes the n elements (of a map, n pairs) left in a
+// container after an element that was of the wrong type, so the stream
+// stays aligned, and returns err, the wrong element's error, unless the
+// stream cannot be followed.
+func (x *decoder) skipRest(n int, pairs bool, err error) error {
+	if pairs {
+		n *= 2
+	}
 	for range n {
-		err := first
-		if err == nil {
-			err = elem()
-		} else {
-			err = x.skip(0)
-		}
-		if err != nil {
-			if fatal(err) {
-				return err
-			}
-			first = err
+		if e := x.skip(0); e != nil {
+			return e
 		}
 	}
-	return first
+	return err
 }
 
 func (x *decoder) batch() (EventBatch, Skipped, error) {
@@ -367,30 +505,21 @@ func (x *decoder) batch() (EventBatch, Skipped, error) {
 		return b, skipped, fmt.Errorf("%w: batch is msgpack 0x%02x, want an array or a map", ErrMalformed, c)
 	}
 	var hasTS, hasEvents bool
-	err = x.record("batch", "batch key", batchFields, func() []string { return batchFields }, func(name string) error {
+	order := batchOrder
+	err = x.record("batch", "batch key", false, &order, func(id fieldID) error {
 		var err error
-		switch name {
-		case fieldTS:
+		switch id {
+		case fidTS:
 			hasTS = true
-			b.TS, err = x.float(name)
+			b.TS, err = x.float(fieldTS)
 			if err == nil && (math.IsNaN(b.TS) || math.IsInf(b.TS, 0)) {
 				err = fmt.Errorf("%w: ts %v, want a finite number", ErrFieldType, b.TS)
 			}
-		case fieldEvents:
+		case fidEvents:
 			hasEvents = true
-			err = x.list(name, func(int) error { return nil }, func() error {
-				ev, err := x.event()
-				if err != nil && !fatal(err) {
-					skipped.add(err)
-					return nil
-				}
-				if err == nil {
-					b.Events = append(b.Events, ev)
-				}
-				return err
-			})
-		case fieldDPRank:
-			err = optional(x, name, x.int64, &b.DataParallelRank)
+			err = x.events(&b.Events, &skipped)
+		case fidDPRank:
+			err = optional(x, fieldDPRank, x.int64, &b.DataParallelRank)
 		default:
 			err = x.skip(0)
 		}
@@ -405,16 +534,40 @@ func (x *decoder) batch() (EventBatch, Skipped, error) {
 	return b, skipped, nil
 }
 
+// events reads the batch's list of events, appending those that decode
+// to evs and counting those left out in skipped.
+func (x *decoder) events(evs *[]Event, skipped *Skipped) error {
+	n, err := x.array(fieldEvents)
+	if err != nil {
+		return err
+	}
+	for k := range n {
+		ev, err := x.event()
+		if err != nil {
+			if fatal(err) {
+				return err
+			}
+			skipped.add(err)
+			continue
+		}
+		if *evs == nil {
+			*evs = make([]Event, 0, min(n-k, x.left()/minEventLen+1))
+		}
+		*evs = append(*evs, ev)
+	}
+	return nil
+}
+
 // record reads a struct in either encoding: an array of its fields in the
-// order names returns (called before each element, as an event's tag
-// decides the order of the fields after it), or a map from field name to
-// value, whose keys are matched against keys ("" for any other key;
-// keyWhat names a key in errors). set
-// reads the value of the named field, or skips it; elements past the
-// known fields are skipped. After an error matching ErrFieldType the rest
-// of the record is skipped, so the stream stays aligned, and the first
-// error is returned.
-func (x *decoder) record(what, keyWhat string, keys []string, names func() []string, set func(name string) error) error {
+// order *order gives (read before each element, as an event's tag decides
+// the order of the fields after it), or a map from field name to value,
+// whose keys name event fields if event is set and batch fields if not
+// (any other key is fidNone; keyWhat names a key in errors). set reads
+// the value of the named field, or skips it; elements past the known
+// fields are skipped. After an error matching ErrFieldType the rest of
+// the record is skipped, so the stream stays aligned, and the first error
+// is returned.
+func (x *decoder) record(what, keyWhat string, event bool, order *[]fieldID, set func(fieldID) error) error {
 	c, err := x.peek()
 	if err != nil {
 		return err
@@ -423,104 +576,38 @@ func (x *decoder) record(what, keyWhat string, keys []string, names func() []str
 	if !array && !isMap(c) {
 		return x.mismatch(what, c, "an array or a map")
 	}
-	n, err := x.length(array)
+	n, err := x.length(c)
 	if err != nil {
 		return err
 	}
-	var first error
 	for i := range n {
-		switch {
-		case first != nil:
-			err = x.skip(0)
-			if err == nil && !array {
-				err = x.skip(0)
-			}
-		case array:
-			if ns := names(); i < len(ns) {
-				err = set(ns[i])
+		if array {
+			if i < len(*order) {
+				err = set((*order)[i])
 			} else {
 				err = x.skip(0)
 			}
-		default:
-			var key string
-			if key, err = x.name(keyWhat, keys); err == nil {
-				err = set(key)
+		} else {
+			var id fieldID
+			if id, err = x.key(keyWhat); err == nil {
+				if (id >= fidType) != event {
+					id = fidNone
+				}
+				err = set(id)
 			} else if !fatal(err) {
-				_ = x.skip(0) // the value of the bad key; a failure shows on the next read
+				if e := x.skip(0); e != nil { // the value of the bad key
+					return e
+				}
 			}
 		}
 		if err != nil {
 			if fatal(err) {
 				return err
 			}
-			first = cmp.Or(first, err)
+			return x.skipRest(n-i-1, !array, err)
 		}
 	}
-	return first
-}
-
-// maxName is the longest string name compares with its known names; a
-// longer one is none of them.
-const maxName = 32
-
-// name reads a string and returns the one of known it equals, or "" for
-// any other string, allocating nothing.
-func (x *decoder) name(what string, known []string) (string, error) {
-	c, err := x.peek()
-	if err != nil {
-		return "", err
-	}
-	if !msgpcode.IsString(c) {
-		return "", x.mismatch(what, c, "a string")
-	}
-	n, err := x.strLen()
-	if err != nil {
-		return "", err
-	}
-	if n > x.r.Len() {
-		return "", fmt.Errorf("%w: string of %d bytes with %d left", ErrMalformed, n, x.r.Len())
-	}
-	if n > maxName {
-		_, _ = x.r.Seek(int64(n), io.SeekCurrent) // within the bytes left, checked above
-		return "", nil
-	}
-	var buf [maxName]byte
-	_, _ = x.r.Read(buf[:n])
-	for _, k := range known {
-		if string(buf[:n]) == k {
-			return k, nil
-		}
-	}
-	return "", nil
-}
-
-// strLen reads a msgpack string header and returns the string's length.
-func (x *decoder) strLen() (int, error) {
-	c, err := x.r.ReadByte()
-	if err != nil {
-		return 0, malformed(err)
-	}
-	if msgpcode.IsFixedString(c) {
-		return int(c & msgpcode.FixedStrMask), nil
-	}
-	var size int
-	switch c {
-	case msgpcode.Str8:
-		size = 1
-	case msgpcode.Str16:
-		size = 2
-	default: // Str32, as IsString left no other
-		size = 4
-	}
-	var buf [4]byte
-	if _, err := io.ReadFull(x.r, buf[:size]); err != nil {
-		return 0, malformed(err)
-	}
-	n := 0
-	for _, b := range buf[:size] {
-		n = n<<8 | int(b)
-	}
-	return n, nil
+	return nil
 }
 
 func (x *decoder) float(name string) (float64, error) {
@@ -528,18 +615,20 @@ func (x *decoder) float(name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if c != msgpcode.Float && c != msgpcode.Double && !isInt(c) {
-		return 0, x.mismatch(name, c, "a number")
-	}
-	if isInt(c) {
+	switch {
+	case isInt(c):
 		n, err := x.int64(name)
 		return float64(n), err
+	case c == msgpcode.Float:
+		x.i++
+		u, err := x.uint(4)
+		return float64(math.Float32frombits(uint32(u))), err
+	case c == msgpcode.Double:
+		x.i++
+		u, err := x.uint(8)
+		return math.Float64frombits(u), err
 	}
-	f, err := x.d.DecodeFloat64()
-	if err != nil {
-		return 0, malformed(err)
-	}
-	return f, nil
+	return 0, x.mismatch(name, c, "a number")
 }
 
 // errUnknownTag and errMistyped stand for every error of their kind after
@@ -556,22 +645,22 @@ var (
 func (x *decoder) event() (Event, error) {
 	var u union
 	var hasTag bool
-	order := tagField // the array encoding's element names, known once the tag is
-	err := x.record("event", "event key", eventKeys, func() []string { return order }, func(name string) error {
-		switch name {
-		case "":
+	order := tagOrder // the array encoding's element order, known once the tag is
+	err := x.record("event", "event key", true, &order, func(id fieldID) error {
+		switch id {
+		case fidNone:
 			return x.skip(0)
-		case fieldType:
+		case fidType:
 		default:
-			return x.field(name, &u)
+			return x.field(id, &u)
 		}
 		var err error
-		u.tag, err = x.name(name, tags)
+		u.kind, err = x.tag()
 		hasTag = err == nil
-		switch u.tag {
-		case TypeBlockStored:
+		switch u.kind {
+		case kindStored:
 			order = storedOrder
-		case TypeBlockRemoved:
+		case kindRemoved:
 			order = removedOrder
 		}
 		return err
@@ -585,37 +674,117 @@ func (x *decoder) event() (Event, error) {
 	return x.build(&u)
 }
 
+// tag reads an event's tag.
+func (x *decoder) tag() (eventKind, error) {
+	c, err := x.peek()
+	if err != nil {
+		return kindUnknown, err
+	}
+	if !msgpcode.IsString(c) {
+		return kindUnknown, x.mismatch(fieldType, c, "a string")
+	}
+	b, err := x.str(c)
+	if err != nil {
+		return kindUnknown, err
+	}
+	return lookupTag(b), nil
+}
+
+// storedBox is a BlockStored with room for the values its optional fields
+// point to, and removedBox likewise a BlockRemoved: an event is one
+// allocation, its hashes another.
+type (
+	storedBox struct {
+		ev                         BlockStored
+		parent                     Hash
+		loraID, groupIdx, window   int64
+		medium, loraName, specKind string
+	}
+	removedBox struct {
+		ev       BlockRemoved
+		groupIdx int64
+		medium   string
+	}
+)
+
+// Which optional fields of a union are set (not None).
+const (
+	hasParent = 1 << iota
+	hasLoRAID
+	hasGroupIdx
+	hasWindow
+	hasMedium
+	hasLoRAName
+	hasSpecKind
+)
+
 // union holds the fields of any event while it is read; a map event may
 // name its type after its fields.
 type union struct {
-	tag       string
-	s         BlockStored
+	kind      eventKind
+	s         storedBox // the values; its event's pointers are set by build
+	has       uint8     // the optional fields set, as has* bits
 	hasHashes bool
 }
 
 // build returns the event u holds, charging it to the budget.
 func (x *decoder) build(u *union) (Event, error) {
-	switch u.tag {
-	case TypeBlockStored, TypeBlockRemoved:
+	switch u.kind {
+	case kindStored, kindRemoved:
 		if !u.hasHashes {
-			return nil, x.missing(u.tag, fieldHashes)
+			tag := TypeBlockStored
+			if u.kind == kindRemoved {
+				tag = TypeBlockRemoved
+			}
+			return nil, x.missing(tag, fieldHashes)
 		}
-	case TypeAllBlocksCleared:
+	case kindCleared:
 		return &AllBlocksCleared{}, nil
 	default:
 		if x.again(&x.unknownSeen) {
 			return nil, errUnknownTag
 		}
-		return nil, fmt.Errorf("%w: an event whose tag is none of %q", ErrUnknownEventType, tags)
+		return nil, fmt.Errorf("%w: an event whose tag is none of %q", ErrUnknownEventType,
+			[]string{TypeBlockStored, TypeBlockRemoved, TypeAllBlocksCleared})
 	}
-	if err := x.charge(costEvent); err != nil {
+	if err := x.charge(1, costEvent); err != nil {
 		return nil, err
 	}
-	if u.tag == TypeBlockRemoved {
-		return &BlockRemoved{BlockHashes: u.s.BlockHashes, Medium: u.s.Medium, GroupIdx: u.s.GroupIdx}, nil
+	if u.kind == kindRemoved {
+		r := &removedBox{ev: BlockRemoved{BlockHashes: u.s.ev.BlockHashes}, groupIdx: u.s.groupIdx, medium: u.s.medium}
+		if u.has&hasMedium != 0 {
+			r.ev.Medium = &r.medium
+		}
+		if u.has&hasGroupIdx != 0 {
+			r.ev.GroupIdx = &r.groupIdx
+		}
+		return &r.ev, nil
 	}
-	s := u.s
-	return &s, nil
+	s := new(storedBox)
+	*s = u.s
+	e := &s.ev
+	if u.has&hasParent != 0 {
+		e.ParentBlockHash = &s.parent
+	}
+	if u.has&hasLoRAID != 0 {
+		e.LoRAID = &s.loraID
+	}
+	if u.has&hasGroupIdx != 0 {
+		e.GroupIdx = &s.groupIdx
+	}
+	if u.has&hasWindow != 0 {
+		e.KVCacheSpecSlidingWindow = &s.window
+	}
+	if u.has&hasMedium != 0 {
+		e.Medium = &s.medium
+	}
+	if u.has&hasLoRAName != 0 {
+		e.LoRAName = &s.loraName
+	}
+	if u.has&hasSpecKind != 0 {
+		e.KVCacheSpecKind = &s.specKind
+	}
+	return e, nil
 }
 
 // missing reports a required field left out of what.
@@ -626,85 +795,133 @@ func (x *decoder) missing(what, field string) error {
 	return fmt.Errorf("%w: %s without %s", ErrFieldType, what, field)
 }
 
-// field reads the value of the field name into u; unknown names are
+// field reads the value of the event field id into u; unknown fields are
 // skipped.
-func (x *decoder) field(name string, u *union) error {
+func (x *decoder) field(id fieldID, u *union) error {
 	s := &u.s
-	switch name {
-	case fieldHashes:
+	switch id {
+	case fidHashes:
 		u.hasHashes = true
-		return x.list(name, func(n int) error {
-			if err := x.charge(n * costHash); err != nil {
-				return err
-			}
-			s.BlockHashes = make([]Hash, 0, n)
-			return nil
-		}, func() error {
-			h, err := x.hash(name)
-			s.BlockHashes = append(s.BlockHashes, h)
-			return err
-		})
-	case fieldTokens:
-		return x.list(name, func(n int) error {
-			if err := x.charge(n * costInt); err != nil {
-				return err
-			}
-			s.TokenIDs = make([]int64, 0, n)
-			return nil
-		}, func() error {
-			n, err := x.int64(name)
-			s.TokenIDs = append(s.TokenIDs, n)
-			return err
-		})
-	case fieldBlockSize:
+		return x.hashes(&s.ev.BlockHashes)
+	case fidTokens:
+		return x.tokens(&s.ev.TokenIDs)
+	case fidBlockSize:
 		if null, err := x.isNil(); null || err != nil {
 			return err
 		}
-		n, err := x.int64(name)
+		n, err := x.int64(fieldBlockSize)
 		if err == nil && n < 0 {
 			if x.again(&x.mistypedSeen) {
 				return errMistyped
 			}
-			return fmt.Errorf("%w: %s %d, want >= 0", ErrFieldType, name, n)
+			return fmt.Errorf("%w: %s %d, want >= 0", ErrFieldType, fieldBlockSize, n)
 		}
-		s.BlockSize = n
+		s.ev.BlockSize = n
 		return err
-	case fieldParent:
-		return optional(x, name, x.hash, &s.ParentBlockHash)
-	case fieldLoRAID:
-		return optional(x, name, x.int64, &s.LoRAID)
-	case fieldGroupIdx:
-		return optional(x, name, x.int64, &s.GroupIdx)
-	case fieldSpecWindow:
-		return optional(x, name, x.int64, &s.KVCacheSpecSlidingWindow)
-	case fieldMedium:
-		return optional(x, name, x.string, &s.Medium)
-	case fieldLoRAName:
-		return optional(x, name, x.string, &s.LoRAName)
-	case fieldSpecKind:
-		return optional(x, name, x.string, &s.KVCacheSpecKind)
-	case fieldExtraKeys:
+	case fidParent:
+		return optionalValue(x, fieldParent, x.hash, &s.parent, &u.has, hasParent)
+	case fidLoRAID:
+		return optionalValue(x, fieldLoRAID, x.int64, &s.loraID, &u.has, hasLoRAID)
+	case fidGroupIdx:
+		return optionalValue(x, fieldGroupIdx, x.int64, &s.groupIdx, &u.has, hasGroupIdx)
+	case fidSpecWindow:
+		return optionalValue(x, fieldSpecWindow, x.int64, &s.window, &u.has, hasWindow)
+	case fidMedium:
+		return optionalValue(x, fieldMedium, x.string, &s.medium, &u.has, hasMedium)
+	case fidLoRAName:
+		return optionalValue(x, fieldLoRAName, x.string, &s.loraName, &u.has, hasLoRAName)
+	case fidSpecKind:
+		return optionalValue(x, fieldSpecKind, x.string, &s.specKind, &u.has, hasSpecKind)
+	case fidExtraKeys:
 		if null, err := x.isNil(); null || err != nil {
 			return err
 		}
-		start := x.r.Size() - int64(x.r.Len())
+		start := x.i
 		if err := x.skip(0); err != nil {
 			return err
 		}
-		end := x.r.Size() - int64(x.r.Len())
-		if err := x.charge(int(end - start)); err != nil {
+		if err := x.charge(x.i-start, 1); err != nil {
 			return err
 		}
-		raw := make([]byte, end-start)
-		_, _ = x.r.ReadAt(raw, start) // inside what was just read
-		s.ExtraKeys = raw
+		s.ev.ExtraKeys = append([]byte(nil), x.p[start:x.i]...)
 		return nil
 	}
 	return x.skip(0)
 }
 
+// hashes reads a list of hashes into *hs. vLLM's 64-bit hashes, each a
+// msgpack uint 64, take a path of their own.
+func (x *decoder) hashes(hs *[]Hash) error {
+	n, err := x.array(fieldHashes)
+	if err != nil {
+		return err
+	}
+	if err := x.charge(n, costHash); err != nil {
+		return err
+	}
+	out := make([]Hash, n)
+	*hs = out
+	p := x.p
+	for k := range out {
+		if i := x.i; i+9 <= len(p) && p[i] == msgpcode.Uint64 {
+			out[k].n = binary.BigEndian.Uint64(p[i+1 : i+9]) // an integer Hash: its other fields stay zero
+			x.i = i + 9
+			continue
+		}
+		h, err := x.hash(fieldHashes)
+		if err != nil {
+			if fatal(err) {
+				return err
+			}
+			return x.skipRest(n-k-1, false, err)
+		}
+		out[k] = h
+	}
+	return nil
+}
+
+// tokens reads a list of token ids into *ts.
+func (x *decoder) tokens(ts *[]int64) error {
+	n, err := x.array(fieldTokens)
+	if err != nil {
+		return err
+	}
+	if err := x.charge(n, costInt); err != nil {
+		return err
+	}
+	out := make([]int64, n)
+	*ts = out
+	p := x.p
+	for k := range out {
+		i := x.i
+		switch {
+		case i < len(p) && p[i] <= 0x7f: // a positive fixnum
+			out[k] = int64(p[i])
+			x.i = i + 1
+			continue
+		case i+3 <= len(p) && p[i] == msgpcode.Uint16:
+			out[k] = int64(binary.BigEndian.Uint16(p[i+1 : i+3]))
+			x.i = i + 3
+			continue
+		case i+5 <= len(p) && p[i] == msgpcode.Uint32:
+			out[k] = int64(binary.BigEndian.Uint32(p[i+1 : i+5]))
+			x.i = i + 5
+			continue
+		}
+		t, err := x.int64(fieldTokens)
+		if err != nil {
+			if fatal(err) {
+				return err
+			}
+			return x.skipRest(n-k-1, false, err)
+		}
+		out[k] = t
+	}
+	return nil
+}
+
 // optional reads a value that may be None with read, into *p; None
-// leaves *p nil.
+// leaves *p as it was.
 func optional[T any](x *decoder, name string, read func(string) (T, error), p **T) error {
 	if null, err := x.isNil(); null || err != nil {
 		return err
@@ -712,6 +929,20 @@ func optional[T any](x *decoder, name string, read func(string) (T, error), p **
 	v, err := read(name)
 	if err == nil {
 		*p = &v
+	}
+	return err
+}
+
+// optionalValue is optional for a field of a union: it reads into *v and
+// sets bit in *has; None leaves both as they were.
+func optionalValue[T any](x *decoder, name string, read func(string) (T, error), v *T, has *uint8, bit uint8) error {
+	if null, err := x.isNil(); null || err != nil {
+		return err
+	}
+	r, err := read(name)
+	if err == nil {
+		*v = r
+		*has |= bit
 	}
 	return err
 }

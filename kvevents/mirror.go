@@ -61,6 +61,16 @@ type blockKey struct {
 	set  uint8
 }
 
+// setIndex finds the resident blocks of one set by hash. Integer hashes,
+// which vLLM sends, have a table of their own: a uint64 key mixes and
+// compares in a few instructions, where a Hash, with its string, takes a
+// generic hash of every field.
+type setIndex struct {
+	ints  intTable         // integer hashes' slots
+	bytes map[string]int32 // bytes hashes' slots, by their bytes
+	count int              // resident blocks: the entries of both
+}
+
 // topicIndex is one engine's resident blocks, each in a slot of slab.
 //
 // The leaves, resident blocks without resident children, are a list
@@ -69,14 +79,66 @@ type blockKey struct {
 // BlockRemoved or a new child needs. Links that are slots rather than
 // pointers (as container/list's are) cost a block no allocation of its own.
 type topicIndex struct {
-	blocks map[blockKey]int32 // resident blocks' slots
-	slab   []block
-	free   []int32 // released slots, reused before the slab grows
-	oldest int32   // the first leaf to evict; noSlot when there is none
-	newest int32   // the leaf stored last; noSlot when there is none
-	sets   []set   // the pairs seen, at most MaxGroups
-	counts []int   // resident blocks per set, indexed like sets
-	stats  TopicStats
+	index     [MaxGroups]setIndex // resident blocks' slots, indexed like sets; maps kept across clear
+	residents int                 // resident blocks in all sets
+	slab      []block
+	bytesKeys map[int32]string // the bytes of the bytes hashes, by slot
+	free      []int32          // released slots, reused before the slab grows
+	oldest    int32            // the first leaf to evict; noSlot when there is none
+	newest    int32            // the leaf stored last; noSlot when there is none
+	sets      []set            // the pairs seen, at most MaxGroups
+	stats     TopicStats
+}
+
+// lookup returns the slot of the resident block k, and a probe that
+// stores k after a miss. O(1).
+func (t *topicIndex) lookup(k blockKey) (n int32, probe uint32, ok bool) {
+	x := &t.index[k.set]
+	if !k.hash.isBytes {
+		return x.ints.find(k.hash.n, t.slab)
+	}
+	n, ok = x.bytes[k.hash.b]
+	return n, 0, ok
+}
+
+// insert files the block k, not resident, under slot n; probe is
+// lookup's. O(1) amortized.
+func (t *topicIndex) insert(k blockKey, probe uint32, n int32) {
+	x := &t.index[k.set]
+	if !k.hash.isBytes {
+		x.ints.put(probe, n)
+	} else {
+		if x.bytes == nil {
+			x.bytes = make(map[string]int32)
+		}
+		x.bytes[k.hash.b] = n
+	}
+	x.count++
+	t.residents++
+}
+
+// drop unfiles the resident block in slot n. O(1).
+func (t *topicIndex) drop(n int32) {
+	b := &t.slab[n]
+	x := &t.index[b.set]
+	if !b.isBytes {
+		x.ints.delete(b.mix, n)
+	} else {
+		delete(x.bytes, t.bytesKeys[n])
+	}
+	x.count--
+	t.residents--
+}
+
+// each calls fn with every resident block and its slot.
+func (t *topicIndex) each(fn func(k blockKey, n int32)) {
+	for s := range t.sets {
+		x := &t.index[s]
+		x.ints.all(func(n int32) { fn(t.key(n), n) })
+		for b, n := range x.bytes {
+			fn(blockKey{Hash{b: b, isBytes: true}, uint8(s)}, n)
+		}
+	}
 }
 
 // noSlot is the parent slot of a block without a resident parent, and the
@@ -86,15 +148,18 @@ const noSlot int32 = -1
 // block is the block in one slot. A removed block that still has resident
 // children keeps its slot (marked removed) until the last of them goes, so
 // that their parent slot stays its own rather than being found and
-// re-linked.
+// re-linked. It holds no pointer, so the collector never scans a slab.
 type block struct {
-	key      blockKey
-	parent   int32 // the parent's slot; noSlot for a root or a parent that was not resident
-	children int32 // resident blocks naming this one as parent, at most the capacity
+	hash     uint64 // the integer hash; a bytes hash's bytes are in topicIndex.bytesKeys
+	mix      uint32 // an integer hash's mix in its set's intTable, which finds its bucket
+	parent   int32  // the parent's slot; noSlot for a root or a parent that was not resident
+	children int32  // resident blocks naming this one as parent, at most the capacity
 	// older and newer are a leaf's neighbours in the leaves, noSlot past
 	// the ends; both are noSlot while a resident or kept block is not a
 	// leaf.
 	older, newer int32
+	set          uint8 // the index of its set in topicIndex.sets
+	isBytes      bool
 	removed      bool
 }
 
@@ -153,7 +218,7 @@ func (m *Mirror) Apply(topic string, b *EventBatch) {
 func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
-		t = &topicIndex{blocks: make(map[blockKey]int32), oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}}
+		t = &topicIndex{oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}}
 		m.topics[name] = t
 	}
 	return t
@@ -171,13 +236,19 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			}
 			parent := noSlot
 			if ev.ParentBlockHash != nil {
-				if p, ok := t.blocks[blockKey{*ev.ParentBlockHash, s}]; ok {
+				if p, _, ok := t.lookup(blockKey{*ev.ParentBlockHash, s}); ok {
 					parent = p
 				}
 			}
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
-				if _, resident := t.blocks[k]; !resident && len(t.blocks) >= m.capacity {
+				n, probe, ok := t.lookup(k)
+				if ok {
+					t.touch(n)
+					parent = n
+					continue
+				}
+				if t.residents >= m.capacity {
 					// The oldest leaf makes room, unless it is the block
 					// this chain hangs from: the rest of the chain cannot
 					// be held without its own prefix.
@@ -188,7 +259,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 					t.remove(t.oldest)
 					t.stats.EvictedBlocks++
 				}
-				parent = t.store(k, parent)
+				parent = t.store(k, probe, parent)
 			}
 		case *BlockRemoved:
 			s, ok := t.set(ev.GroupIdx, ev.Medium)
@@ -197,7 +268,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				continue
 			}
 			for _, h := range ev.BlockHashes {
-				if n, ok := t.blocks[blockKey{h, s}]; ok {
+				if n, _, ok := t.lookup(blockKey{h, s}); ok {
 					t.remove(n)
 				}
 			}
@@ -224,21 +295,22 @@ func (t *topicIndex) set(group *int64, medium *string) (uint8, bool) {
 		return 0, false
 	}
 	t.sets = append(t.sets, s)
-	t.counts = append(t.counts, 0)
 	return uint8(len(t.sets) - 1), true
 }
 
-// store makes k resident under the block in slot parent (noSlot: a root,
-// or a parent that is not resident) and returns its slot. A block already
-// resident moves to the newest end of the leaves if it is one.
-func (t *topicIndex) store(k blockKey, parent int32) int32 {
-	if n, ok := t.blocks[k]; ok {
-		if t.slab[n].children == 0 {
-			t.unlink(n)
-			t.pushNewest(n)
-		}
-		return n
+// touch moves the resident block in slot n to the newest end of the
+// leaves if it is one, as a store of a block already resident does.
+func (t *topicIndex) touch(n int32) {
+	if t.slab[n].children == 0 {
+		t.unlink(n)
+		t.pushNewest(n)
 	}
+}
+
+// store makes k, not resident, resident under the block in slot parent
+// (noSlot: a root, or a parent that is not resident) and returns its slot;
+// probe is lookup's for k.
+func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 	if parent != noSlot {
 		p := &t.slab[parent]
 		if p.children == 0 {
@@ -247,9 +319,14 @@ func (t *topicIndex) store(k blockKey, parent int32) int32 {
 		p.children++
 	}
 	n := t.alloc()
-	t.slab[n] = block{key: k, parent: parent}
-	t.blocks[k] = n
-	t.counts[k.set]++
+	t.slab[n] = block{hash: k.hash.n, mix: probe, set: k.set, isBytes: k.hash.isBytes, parent: parent}
+	if k.hash.isBytes {
+		if t.bytesKeys == nil {
+			t.bytesKeys = make(map[int32]string)
+		}
+		t.bytesKeys[n] = k.hash.b
+	}
+	t.insert(k, probe, n)
 	t.pushNewest(n)
 	return n
 }
@@ -258,9 +335,8 @@ func (t *topicIndex) store(k blockKey, parent int32) int32 {
 // resident; its parent, if it becomes a leaf, goes to the oldest end of the
 // leaves.
 func (t *topicIndex) remove(n int32) {
+	t.drop(n)
 	bl := &t.slab[n]
-	delete(t.blocks, bl.key)
-	t.counts[bl.key.set]--
 	parent := bl.parent
 	if bl.children == 0 {
 		t.unlink(n)
@@ -338,16 +414,35 @@ func (t *topicIndex) alloc() int32 {
 // release frees slot n, whose block is no leaf and no resident block's
 // parent.
 func (t *topicIndex) release(n int32) {
-	t.slab[n] = block{} // drop the hash's bytes
+	if t.slab[n].isBytes {
+		delete(t.bytesKeys, n)
+	}
+	t.slab[n] = block{}
 	t.free = append(t.free, n)
 }
 
+// key returns the key of the block in slot n.
+func (t *topicIndex) key(n int32) blockKey {
+	b := &t.slab[n]
+	if b.isBytes {
+		return blockKey{Hash{b: t.bytesKeys[n], isBytes: true}, b.set}
+	}
+	return blockKey{IntHash(b.hash), b.set}
+}
+
 func (t *topicIndex) clear() {
-	clear(t.blocks)
+	for s := range t.sets {
+		x := &t.index[s]
+		x.ints.clear()
+		clear(x.bytes)
+		x.count = 0
+	}
+	t.residents = 0
+	clear(t.bytesKeys)
 	clear(t.slab)
 	t.slab, t.free = t.slab[:0], t.free[:0]
 	t.oldest, t.newest = noSlot, noSlot
-	t.sets, t.counts = t.sets[:0], t.counts[:0]
+	t.sets = t.sets[:0]
 }
 
 // resident reports whether t holds h on medium in any group, or in group
@@ -357,7 +452,7 @@ func (t *topicIndex) resident(h Hash, group *int64, medium string) bool {
 		if s.medium != medium || (group != nil && s.group != *group) {
 			continue
 		}
-		if _, ok := t.blocks[blockKey{h, uint8(i)}]; ok {
+		if _, _, ok := t.lookup(blockKey{h, uint8(i)}); ok {
 			return true
 		}
 	}
@@ -428,7 +523,7 @@ func (t *topicIndex) byMedium() map[string]int {
 	out := make(map[string]int)
 	groups := make(map[string]int)
 	for i, s := range t.sets {
-		out[s.medium] += t.counts[i]
+		out[s.medium] += t.index[i].count
 		groups[s.medium]++
 	}
 	for medium, n := range groups {
@@ -436,11 +531,11 @@ func (t *topicIndex) byMedium() map[string]int {
 			continue
 		}
 		distinct := make(map[Hash]struct{})
-		for k := range t.blocks {
+		t.each(func(k blockKey, _ int32) {
 			if t.sets[k.set].medium == medium {
 				distinct[k.hash] = struct{}{}
 			}
-		}
+		})
 		out[medium] = len(distinct)
 	}
 	for medium, n := range out {

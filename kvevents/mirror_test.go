@@ -20,17 +20,27 @@ func checkMirror(t *testing.T, m *Mirror) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, ti := range m.topics {
-		if len(ti.blocks) > m.capacity {
-			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(ti.blocks), m.capacity)
+		blocks := make(map[blockKey]int32)
+		ti.each(func(k blockKey, n int32) { blocks[k] = n })
+		if len(blocks) != ti.residents {
+			t.Fatalf("topic %q: %d blocks filed, %d counted", name, len(blocks), ti.residents)
+		}
+		for s := range ti.sets {
+			if x := &ti.index[s]; x.ints.count+len(x.bytes) != x.count {
+				t.Fatalf("topic %q: set %d files %d blocks, counts %d", name, s, x.ints.count+len(x.bytes), x.count)
+			}
+		}
+		if len(blocks) > m.capacity {
+			t.Fatalf("topic %q: %d blocks over capacity %d", name, len(blocks), m.capacity)
 		}
 		resident := func(n int) bool {
 			b := &ti.slab[n]
-			got, ok := ti.blocks[b.key]
+			got, ok := blocks[ti.key(int32(n))]
 			return ok && got == int32(n) && !b.removed
 		}
-		for h, n := range ti.blocks {
-			if b := &ti.slab[n]; b.key != h || b.removed {
-				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, b.key, h, b.removed)
+		for h, n := range blocks {
+			if b := &ti.slab[n]; ti.key(n) != h || b.removed {
+				t.Fatalf("topic %q: block %v filed under %v, removed %v", name, ti.key(n), h, b.removed)
 			}
 		}
 		children := make(map[int32]int32)
@@ -56,22 +66,22 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: slot %d is neither free nor in use", name, n)
 			}
 			if b.children != children[int32(n)] {
-				t.Fatalf("topic %q: block %v counts %d children, has %d", name, b.key, b.children, children[int32(n)])
+				t.Fatalf("topic %q: block %v counts %d children, has %d", name, ti.key(int32(n)), b.children, children[int32(n)])
 			}
 			switch {
 			case b.removed && b.children == 0:
-				t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, b.key)
+				t.Fatalf("topic %q: removed block %v keeps its slot with no children", name, ti.key(int32(n)))
 			case b.removed:
 				kept++
 			case b.children == 0:
 				leaves++
 			}
 			if (b.removed || b.children > 0) && (b.older != noSlot || b.newer != noSlot) {
-				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, b.key, b.older, b.newer)
+				t.Fatalf("topic %q: block %v, not a leaf, is linked to %d and %d", name, ti.key(int32(n)), b.older, b.newer)
 			}
 		}
-		if len(ti.blocks)+kept+len(free) != len(ti.slab) {
-			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(ti.blocks), kept, len(free), len(ti.slab))
+		if len(blocks)+kept+len(free) != len(ti.slab) {
+			t.Fatalf("topic %q: %d resident + %d kept + %d free slots != %d", name, len(blocks), kept, len(free), len(ti.slab))
 		}
 		walked, prev := 0, noSlot
 		for n := ti.oldest; n != noSlot; prev, n = n, ti.slab[n].newer {
@@ -79,7 +89,7 @@ func checkMirror(t *testing.T, m *Mirror) {
 				t.Fatalf("topic %q: the leaves run past the %d leaves or the slab", name, leaves)
 			}
 			if b := &ti.slab[n]; !resident(int(n)) || b.children != 0 || b.older != prev {
-				t.Fatalf("topic %q: the leaves hold %v (resident %v, %d children), linked back to %d, not %d", name, b.key, resident(int(n)), b.children, b.older, prev)
+				t.Fatalf("topic %q: the leaves hold %v (resident %v, %d children), linked back to %d, not %d", name, ti.key(n), resident(int(n)), b.children, b.older, prev)
 			}
 		}
 		if walked != leaves || ti.newest != prev {
@@ -428,9 +438,23 @@ func (r *refTopic) apply(capacity int, events []Event) {
 // TestMirrorAgainstReference applies random batches (stores under resident,
 // removed and unknown parents, removals of inner blocks, clears) to a small
 // mirror and to the reference model, and compares what each holds, the
-// order of its leaves and its evictions after every batch.
+// order of its leaves and its evictions after every batch. Odd hashes are
+// bytes hashes, so both of a set's indexes are exercised.
 func TestMirrorAgainstReference(t *testing.T) {
 	const universe, capacity = 64, 24
+	hash := func(h uint64) Hash {
+		if h%2 == 1 {
+			return BytesHash([]byte{byte(h), 0xff})
+		}
+		return IntHash(h)
+	}
+	hashes := func(n int, rng *rand.Rand) []Hash {
+		hs := make([]Hash, n)
+		for i := range hs {
+			hs[i] = hash(rng.Uint64N(universe))
+		}
+		return hs
+	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	m, err := NewMirror(capacity)
 	if err != nil {
@@ -444,21 +468,13 @@ func TestMirrorAgainstReference(t *testing.T) {
 			case k == 0:
 				events = append(events, &AllBlocksCleared{})
 			case k < 8:
-				hashes := make([]uint64, 1+rng.IntN(4))
-				for i := range hashes {
-					hashes[i] = rng.Uint64N(universe)
-				}
-				events = append(events, removed(hashes...))
+				events = append(events, &BlockRemoved{BlockHashes: hashes(1+rng.IntN(4), rng)})
 			default:
 				var parent *Hash
 				if rng.IntN(4) > 0 {
-					parent = ptr(IntHash(rng.Uint64N(universe)))
+					parent = ptr(hash(rng.Uint64N(universe)))
 				}
-				hashes := make([]uint64, 1+rng.IntN(5))
-				for i := range hashes {
-					hashes[i] = rng.Uint64N(universe)
-				}
-				events = append(events, stored(parent, hashes...))
+				events = append(events, &BlockStored{BlockHashes: hashes(1+rng.IntN(5), rng), ParentBlockHash: parent, TokenIDs: []int64{}, BlockSize: 16})
 			}
 		}
 		m.Apply("e", &EventBatch{Events: events})
@@ -468,7 +484,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 		ti := m.topics["e"]
 		var got, want []Hash
 		for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
-			got = append(got, ti.slab[n].key.hash)
+			got = append(got, ti.key(n).hash)
 		}
 		for b := ref.leaves.next; b != &ref.leaves; b = b.next {
 			want = append(want, b.hash)
@@ -477,7 +493,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 			t.Fatalf("step %d: leaves %v, reference %v", step, got, want)
 		}
 		for h := range uint64(universe) {
-			if got, want := m.Resident("e", IntHash(h)), ref.blocks[IntHash(h)] != nil; got != want {
+			if got, want := m.Resident("e", hash(h)), ref.blocks[hash(h)] != nil; got != want {
 				t.Fatalf("step %d: block %d resident %v, reference %v", step, h, got, want)
 			}
 		}

@@ -75,17 +75,114 @@ const (
 	batchRequired   = 2 // EventBatch's fields without a default
 )
 
-// The field orders of vLLM's structs, which the array encoding follows,
-// and the element names of an array event, its tag first.
-var (
-	batchFields   = []string{fieldTS, fieldEvents, fieldDPRank}
-	tagField      = []string{fieldType}
-	storedFields  = []string{fieldHashes, fieldParent, fieldTokens, fieldBlockSize, fieldLoRAID, fieldMedium, fieldLoRAName, fieldExtraKeys, fieldGroupIdx, fieldSpecKind, fieldSpecWindow}
-	removedFields = []string{fieldHashes, fieldMedium, fieldGroupIdx}
-	storedOrder   = append(tagField[:1:1], storedFields...)
-	removedOrder  = append(tagField[:1:1], removedFields...)
-	// eventKeys are the keys a map event may hold; the decoder matches a
-	// key against them without allocating, and skips any other.
-	eventKeys = append(tagField[:1:1], storedFields...)
-	tags      = []string{TypeBlockStored, TypeBlockRemoved, TypeAllBlocksCleared}
+// fieldID names a field of vLLM's structs for the decoder, which matches
+// a key against the names without allocating. Batch fields come first and
+// event fields last, so that each side's keys are one range.
+type fieldID uint8
+
+const (
+	fidNone fieldID = iota // a name that is none of the fields the context knows
+	fidTS
+	fidEvents
+	fidDPRank
+	fidType // the first event field
+	fidHashes
+	fidParent
+	fidTokens
+	fidBlockSize
+	fidLoRAID
+	fidMedium
+	fidLoRAName
+	fidExtraKeys
+	fidGroupIdx
+	fidSpecKind
+	fidSpecWindow
 )
+
+// lookupField returns the field named b, or fidNone. It picks the one
+// name b can be by its length and first letter, and compares b with that
+// name as a constant, which the compiler does inline.
+func lookupField(b []byte) fieldID {
+	if len(b) == 0 {
+		return fidNone
+	}
+	var ok bool
+	var id fieldID
+	switch len(b) {
+	case len(fieldTS):
+		ok, id = string(b) == fieldTS, fidTS
+	case len(fieldType):
+		ok, id = string(b) == fieldType, fidType
+	case len(fieldEvents): // and fieldMedium
+		if b[0] == 'e' {
+			ok, id = string(b) == fieldEvents, fidEvents
+		} else {
+			ok, id = string(b) == fieldMedium, fidMedium
+		}
+	case len(fieldLoRAID):
+		ok, id = string(b) == fieldLoRAID, fidLoRAID
+	case len(fieldTokens): // and fieldLoRAName, fieldGroupIdx
+		switch b[0] {
+		case 't':
+			ok, id = string(b) == fieldTokens, fidTokens
+		case 'l':
+			ok, id = string(b) == fieldLoRAName, fidLoRAName
+		default:
+			ok, id = string(b) == fieldGroupIdx, fidGroupIdx
+		}
+	case len(fieldBlockSize): // and fieldExtraKeys
+		if b[0] == 'b' {
+			ok, id = string(b) == fieldBlockSize, fidBlockSize
+		} else {
+			ok, id = string(b) == fieldExtraKeys, fidExtraKeys
+		}
+	case len(fieldHashes):
+		ok, id = string(b) == fieldHashes, fidHashes
+	case len(fieldParent):
+		ok, id = string(b) == fieldParent, fidParent
+	case len(fieldDPRank): // and fieldSpecKind
+		if b[0] == 'd' {
+			ok, id = string(b) == fieldDPRank, fidDPRank
+		} else {
+			ok, id = string(b) == fieldSpecKind, fidSpecKind
+		}
+	case len(fieldSpecWindow):
+		ok, id = string(b) == fieldSpecWindow, fidSpecWindow
+	}
+	if !ok {
+		return fidNone
+	}
+	return id
+}
+
+// The field orders of vLLM's structs, which the array encoding follows,
+// and the element orders of an array event, its tag first.
+var (
+	batchOrder   = []fieldID{fidTS, fidEvents, fidDPRank}
+	tagOrder     = []fieldID{fidType}
+	storedOrder  = []fieldID{fidType, fidHashes, fidParent, fidTokens, fidBlockSize, fidLoRAID, fidMedium, fidLoRAName, fidExtraKeys, fidGroupIdx, fidSpecKind, fidSpecWindow}
+	removedOrder = []fieldID{fidType, fidHashes, fidMedium, fidGroupIdx}
+)
+
+// eventKind is an event's tag, as the decoder reads it.
+type eventKind uint8
+
+const (
+	kindUnknown eventKind = iota // a tag that is not one of vLLM's
+	kindStored
+	kindRemoved
+	kindCleared
+)
+
+// lookupTag returns the event kind whose tag is b.
+func lookupTag(b []byte) eventKind {
+	switch string(b) {
+	case TypeBlockStored:
+		return kindStored
+	case TypeBlockRemoved:
+		return kindRemoved
+	case TypeAllBlocksCleared:
+		return kindCleared
+	}
+	return kindUnknown
+}

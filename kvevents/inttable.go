@@ -1,0 +1,159 @@
+package kvevents
+
+import (
+	"math/bits"
+	"math/rand/v2"
+)
+
+// intTable maps integer hashes to the mirror's slots, whose blocks hold
+// the hashes themselves: open addressing with
+// linear probing, and deletion by shifting back the entries after the
+// deleted one, so that the churn of a full mirror (one block evicted per
+// block stored) leaves no tombstones to probe past. Keys are mixed with a
+// seed of the table's own before they pick a bucket, so that hashes a
+// producer chose cannot pile up on one probe sequence that the producer
+// could predict.
+//
+// The zero intTable is empty and ready to use.
+type intTable struct {
+	entries []intEntry // a power of two of them, or none
+	count   int
+	shift   uint8 // 32 - log2(len(entries))
+	seed    uint64
+	seeded  bool
+}
+
+// intEntry is one bucket: slot is the block's slot plus one, 0 for an
+// empty bucket, and mix the top bits of its hash's mix, which pick its
+// home without mixing it again as entries move and tell most other keys
+// apart without reading the block. Eight bytes a bucket keep a probe run
+// in a cache line or two.
+type intEntry struct {
+	slot int32
+	mix  uint32
+}
+
+// The table grows past a quarter full: linear probing's runs, which a
+// lookup that misses and a deletion walk to their end, stay a bucket or
+// two, and a bucket is small enough that the room costs little.
+// A table of at most 2^32 buckets keeps a home within an entry's mix; a
+// mirror's capacity needs fewer.
+const (
+	maxLoadNum = 1
+	maxLoadDen = 4
+	minBuckets = 16
+)
+
+// mix returns the top bits of k mixed with the table's seed, which it
+// draws on first use.
+func (t *intTable) mix(k uint64) uint32 {
+	if !t.seeded {
+		t.seed, t.seeded = rand.Uint64(), true
+	}
+	// splitmix64's finalizer: every bit of k moves the top bits.
+	z := k ^ t.seed
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return uint32(z >> 32)
+}
+
+// home returns the bucket where the probe sequence of a key whose mix m
+// is starts.
+func (t *intTable) home(m uint32) int { return int(m >> t.shift) }
+
+// find returns the slot of k, whose block in slab has hash k, and k's
+// mix, which a put of k after a miss takes. O(1) expected.
+func (t *intTable) find(k uint64, slab []block) (slot int32, mix uint32, ok bool) {
+	m := t.mix(k)
+	if t.count == 0 {
+		return 0, m, false
+	}
+	mask := len(t.entries) - 1
+	for i := t.home(m); ; i = (i + 1) & mask {
+		e := t.entries[i]
+		if e.slot == 0 {
+			return 0, m, false
+		}
+		if e.mix == m && slab[e.slot-1].hash == k {
+			return e.slot - 1, m, true
+		}
+	}
+}
+
+// put files the key whose mix find returned, which the table does not
+// hold, under slot. O(1) expected, amortized over the table's doublings.
+func (t *intTable) put(mix uint32, slot int32) {
+	if (t.count+1)*maxLoadDen > len(t.entries)*maxLoadNum {
+		t.grow()
+	}
+	t.place(intEntry{slot: slot + 1, mix: mix})
+}
+
+// place files e in the first empty bucket from its home.
+func (t *intTable) place(e intEntry) {
+	mask := len(t.entries) - 1
+	i := t.home(e.mix)
+	for t.entries[i].slot != 0 {
+		i = (i + 1) & mask
+	}
+	t.entries[i] = e
+	t.count++
+}
+
+// delete unfiles slot, whose key's mix is mix, if the table holds it.
+// O(1) expected.
+func (t *intTable) delete(mix uint32, slot int32) {
+	if t.count == 0 {
+		return
+	}
+	mask := len(t.entries) - 1
+	i := t.home(mix)
+	for t.entries[i].slot != slot+1 {
+		if t.entries[i].slot == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	// Shift back each later entry of the run whose home is not between
+	// the hole and it, so every entry stays reachable from its home.
+	for j := (i + 1) & mask; t.entries[j].slot != 0; j = (j + 1) & mask {
+		h := t.home(t.entries[j].mix)
+		if (j-h)&mask >= (j-i)&mask {
+			t.entries[i] = t.entries[j]
+			i = j
+		}
+	}
+	t.entries[i] = intEntry{}
+	t.count--
+}
+
+// grow doubles the buckets (to minBuckets from none) and refiles every
+// entry. O(len).
+func (t *intTable) grow() {
+	old := t.entries
+	n := max(minBuckets, 2*len(old))
+	t.entries = make([]intEntry, n)
+	t.shift = uint8(32 - bits.TrailingZeros(uint(n)))
+	t.count = 0
+	for _, e := range old {
+		if e.slot != 0 {
+			t.place(e)
+		}
+	}
+}
+
+// clear empties the table, keeping its buckets. O(len).
+func (t *intTable) clear() {
+	clear(t.entries)
+	t.count = 0
+}
+
+// all calls fn with each slot filed.
+func (t *intTable) all(fn func(slot int32)) {
+	for _, e := range t.entries {
+		if e.slot != 0 {
+			fn(e.slot - 1)
+		}
+	}
+}
