@@ -30,6 +30,9 @@ func TestClusterWireMirror(t *testing.T) {
 		}
 		workloads = append(workloads, w)
 	}
+	if raceEnabled {
+		workloads = workloads[:2] // the race detector's tenfold cost; the pass without it runs all
+	}
 	for _, w := range workloads {
 		o := testClusterOptions()
 		o.engines, o.capacities, o.strategies = []int{2, 3}, []int{200}, []kvevict.Strategy{kvevict.LRU, kvevict.Auto}
