@@ -85,6 +85,10 @@ type PublisherStats struct {
 	// Subscribers has one entry per subscriber connected now, or after
 	// Close, connected at Close; the totals above count those gone too.
 	Subscribers []SubscriberStats
+	// Connected counts the subscriber connections that completed their
+	// handshake, those gone included: 0 means no subscriber ever heard
+	// the publisher.
+	Connected int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
 	// those malformed, or whose client did not take the answer within
 	// the deadline and was dropped.
@@ -113,7 +117,21 @@ type publisherConfig struct {
 	rank   int64
 	log    *slog.Logger
 	linger time.Duration
+	dir    Direction
 	errs   []error
+}
+
+// WithPublisherDirection sets whether the PUB socket binds its endpoint or
+// connects to a subscriber that binds it; the default, [ByRule], is
+// [Binds]. The replay socket ([WithReplay]) always binds: a replay request
+// is for the one publisher whose buffer it reads.
+func WithPublisherDirection(d Direction) PublisherOption {
+	return func(c *publisherConfig) {
+		if !d.valid() {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: unknown direction %d", int(d)))
+		}
+		c.dir = d
+	}
 }
 
 // WithLinger sets how long Close waits for the subscribers' queues to be
@@ -188,8 +206,11 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 }
 
 // NewPublisher opens a PUB socket on endpoint, binding or connecting as
-// [Binds] says, and the replay socket if [WithReplay] asks for one. The
-// sockets live until Close, which ctx's end calls.
+// [WithPublisherDirection] says, and the replay socket if [WithReplay]
+// asks for one. A socket that connects does so in the background and
+// again whenever its subscriber goes away; [Publisher.DialError] tells
+// why it is not connected. The sockets live until Close, which ctx's end
+// calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark}
 	for _, o := range opts {
@@ -217,10 +238,10 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			p.once.warn("subscriber", "kvevents: dropping a subscriber that broke the protocol or a limit", err)
 		},
 	})
-	var err error
-	if Binds(endpoint) {
+	bind, err := binds(endpoint, c.dir, Binds)
+	if err == nil && bind {
 		err = p.pub.Listen(endpoint)
-	} else {
+	} else if err == nil {
 		err = p.pub.Dial(endpoint)
 	}
 	if err != nil {
@@ -289,6 +310,13 @@ func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
 	return seq, nil
 }
 
+// DialError returns, for a PUB socket that connects, why its last attempt
+// to reach the subscriber failed (nothing binds the endpoint, a host that
+// does not resolve, a peer that speaks another security mechanism...), or
+// nil if none failed since the last connection succeeded. A socket that
+// binds returns nil.
+func (p *Publisher) DialError() error { return p.pub.DialError() }
+
 // Published returns how many batches Publish has numbered.
 func (p *Publisher) Published() int64 {
 	p.mu.Lock()
@@ -304,6 +332,7 @@ func (p *Publisher) Stats() PublisherStats {
 	st := p.stats
 	st.Published = p.seq
 	st.Sent, st.Dropped, st.Unsent = ps.Sent, ps.Dropped, ps.Unsent
+	st.Connected = ps.Connected
 	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
 	for i, peer := range ps.Peers {
 		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}

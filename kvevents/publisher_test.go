@@ -16,16 +16,22 @@ import (
 	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
-// TestBinds checks vLLM's rule on the endpoints its docs and llm-d use.
+// TestBinds checks the rule on the endpoints vLLM's docs and llm-d use,
+// and on addresses that only look like wildcards.
 func TestBinds(t *testing.T) {
 	for ep, want := range map[string]bool{
 		"tcp://*:5557":              true,
 		"tcp://[::]:5557":           true,
+		"tcp://0.0.0.0:5557":        true,
+		"tcp://127.0.0.1:*":         true,
 		"ipc:///tmp/kv.ipc":         true,
 		"inproc://cache":            true,
 		"tcp://127.0.0.1:5557":      false,
+		"tcp://[::1]:5557":          false,
+		"tcp://[fe80::1]:5557":      false,
 		"tcp://vllm-pod-0:5557":     false,
 		"tcp://kv-indexer.svc:5557": false,
+		"tcp://x*y":                 false, // no port: not an address at all
 	} {
 		if got := Binds(ep); got != want {
 			t.Errorf("Binds(%q) = %v, want %v", ep, got, want)

@@ -141,7 +141,7 @@ type subscriberConfig struct {
 	maxTopic   int
 	maxTopics  int
 	maxGap     int64
-	listen     bool
+	dir        Direction
 	log        *slog.Logger
 	errs       []error
 }
@@ -221,11 +221,22 @@ func WithMaxGap(n int64) SubscriberOption {
 	}
 }
 
-// WithListen makes the subscriber bind its endpoint even when it is not a
-// wildcard, such as 127.0.0.1:0, for publishers that connect to it.
-func WithListen() SubscriberOption {
-	return func(c *subscriberConfig) { c.listen = true }
+// WithSubscriberDirection sets whether the SUB socket binds its endpoint,
+// for publishers that connect to it, or connects to a publisher that
+// binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
+// and connects to any other. The replay endpoint
+// ([WithReplayEndpoint]) is always connected to.
+func WithSubscriberDirection(d Direction) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if !d.valid() {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: unknown direction %d", int(d)))
+		}
+		c.dir = d
+	}
 }
+
+// WithListen is WithSubscriberDirection([Bind]).
+func WithListen() SubscriberOption { return WithSubscriberDirection(Bind) }
 
 // WithSubscriberLogger sets where the subscriber logs the first
 // occurrence of each kind of bad input (slog.Default() otherwise).
@@ -233,13 +244,15 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 	return func(c *subscriberConfig) { c.log = l }
 }
 
-// NewSubscriber opens a SUB socket on endpoint. It binds when the address
-// is a wildcard ("*" or "::"), where publishers that connect (by [Binds])
-// find it, or with [WithListen]; otherwise it connects, including to the
-// ipc:// and inproc:// endpoints a publisher binds. A socket that connects
-// fails if no publisher answers within 2.5 s, and once connected it
-// reconnects whenever the publisher goes away and comes back, however long
-// it was gone. Call Run to receive.
+// NewSubscriber opens a SUB socket on endpoint, binding or connecting as
+// [WithSubscriberDirection] says: by default it binds a wildcard address
+// ([Wildcard]), where publishers that connect find it, and connects to
+// any other, including the ipc:// and inproc:// endpoints a publisher
+// binds. A socket that connects fails if no publisher answers within
+// 2.5 s, with an error that says why (nothing binds the endpoint, another
+// security mechanism...), and once connected it reconnects whenever the
+// publisher goes away and comes back, however long it was gone. Call Run
+// to receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
@@ -273,11 +286,15 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		OnViolation: s.violation,
 		DialWait:    firstDialWait,
 	})
-	var err error
-	if !c.listen && !wildcard(endpoint) {
-		err = s.sub.Dial(endpoint)
-	} else {
+	bind, err := binds(endpoint, c.dir, Wildcard)
+	switch {
+	case err != nil:
+	case bind:
 		err = s.sub.Listen(endpoint)
+	default:
+		if err = s.sub.Dial(endpoint); err != nil {
+			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
+		}
 	}
 	if err != nil {
 		s.sub.Close()

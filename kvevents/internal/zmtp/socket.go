@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -31,7 +32,8 @@ type socket struct {
 	stopped   bool
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
-	accepted  int // open connections from listeners, bounded by lim.MaxPeers
+	accepted  int   // open connections from listeners, bounded by lim.MaxPeers
+	dialErr   error // why the dialer's last attempt failed; nil after a success
 }
 
 func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration) *socket {
@@ -190,6 +192,7 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 		first = nil
 	}
 	pause := minBackoff
+	var telling error // the last failure that says more than a timeout
 	for {
 		deadline := time.Now().Add(s.handshake)
 		if first != nil && giveUp.Before(deadline) {
@@ -204,6 +207,7 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 				err = ErrClosed
 			} else {
 				err = s.run(nc, ep, false, deadline, func(c *Conn) {
+					s.setDialErr(nil)
 					if first != nil {
 						first <- nil
 						first = nil
@@ -221,8 +225,14 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 			}
 			return
 		}
+		if err != nil {
+			if telling == nil || !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+				telling = err
+			}
+			s.setDialErr(telling)
+		}
 		if first != nil && !time.Now().Before(giveUp) {
-			first <- fmt.Errorf("zmtp: no answer from %s within %v: %w", ep, wait, err)
+			first <- fmt.Errorf("zmtp: no answer from %s within %v: %w", ep, wait, telling)
 			return
 		}
 		sleep := pause
@@ -235,6 +245,12 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 		}
 		pause = min(2*pause, maxBackoff)
 	}
+}
+
+func (s *socket) setDialErr(err error) {
+	s.mu.Lock()
+	s.dialErr = err
+	s.mu.Unlock()
 }
 
 // stop closes the listeners and ends the dialers; the connections stay
