@@ -26,8 +26,11 @@ const (
 	// DefaultLinger is how long Close waits, unless told otherwise, for
 	// the subscribers' queues to drain.
 	DefaultLinger = time.Second
-	// DefaultReplayDeadline bounds how long one replay request may take
-	// to be answered before its client is dropped.
+	// DefaultReplayDeadline bounds how long a replay client may take to
+	// read each batch of an answer, and so its request, before it is
+	// dropped: a client that stops reading holds up no one, and one that
+	// reads an answer of thousands of batches at its own pace gets it
+	// whole.
 	DefaultReplayDeadline = 5 * time.Second
 )
 
@@ -60,13 +63,16 @@ type Publisher struct {
 	once   onceLog
 	linger time.Duration
 
-	mu     sync.Mutex
-	closed bool
-	seq    int64
-	buf    []buffered // ring of the latest batches, for replay
-	head   int        // index of the oldest entry of buf once it is full
-	bufCap int
-	stats  PublisherStats
+	answers sync.WaitGroup // replay answers being written
+
+	mu           sync.Mutex
+	closed       bool
+	replayClosed bool // no replay request is answered any more
+	seq          int64
+	buf          []buffered // ring of the latest batches, for replay
+	head         int        // index of the oldest entry of buf once it is full
+	bufCap       int
+	stats        PublisherStats
 }
 
 // buffered is one published batch kept for replay.
@@ -90,8 +96,9 @@ type PublisherStats struct {
 	// the publisher.
 	Connected int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
-	// those malformed, or whose client did not take the answer within
-	// the deadline and was dropped.
+	// those malformed, those whose client did not take a batch of the
+	// answer within the deadline (or whose answer Close cut at the end of
+	// the linger), and those read after Close gave up on replay.
 	ReplayRequests, ReplayFailures int64
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
@@ -341,9 +348,12 @@ func (p *Publisher) Stats() PublisherStats {
 }
 
 // Close stops Publish, waits up to the linger time ([WithLinger]) for the
-// subscribers' queues to be written, and closes the sockets. What was not
-// written by then is counted as Unsent in [Publisher.Stats]. Closing again
-// does nothing.
+// subscribers' queues to be written and for the replay answers under way
+// to be written whole, and closes the sockets. The replay socket answers
+// until the queues are written: a subscriber that joined late and asked
+// for what it missed gets it, within the linger. What was not written by
+// then is counted as Unsent, or as a ReplayFailure, in [Publisher.Stats].
+// Closing again does nothing.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -352,19 +362,45 @@ func (p *Publisher) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	deadline := time.Now().Add(p.linger)
 	err := p.pub.Close(p.linger)
 	if p.replay != nil {
+		p.mu.Lock()
+		p.replayClosed = true
+		p.mu.Unlock()
+		answered := make(chan struct{})
+		go func() {
+			p.answers.Wait()
+			close(answered)
+		}()
+		select {
+		case <-answered:
+		case <-time.After(time.Until(deadline)):
+		}
 		err = errors.Join(err, p.replay.Close())
 	}
 	return err
 }
 
+// startAnswer reports whether a replay request may still be answered, and
+// if so counts its answer as under way until answers.Done.
+func (p *Publisher) startAnswer() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replayClosed {
+		return false
+	}
+	p.answers.Add(1)
+	return true
+}
+
 // serveReplay answers one replay client's requests until it goes away. A
 // request is the frames (empty, start); the answer is one (empty, topic,
 // seq, payload) message per buffered batch from start on, then (empty,
-// topic, -1, empty), as current vLLM answers. The whole answer must be
-// taken within DefaultReplayDeadline, or the client is dropped: one that
-// asks and never reads holds up no one else.
+// topic, -1, empty), as current vLLM answers. Each message must be taken
+// within DefaultReplayDeadline, or the client is dropped: one that asks
+// and never reads holds up no one else. A request read once Close has
+// given up on replay closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	for {
 		c.SetDeadline(time.Time{})
@@ -372,20 +408,17 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 		if err != nil {
 			return // gone, or broke a limit (counted by OnViolation)
 		}
-		if len(f) != 2 || len(f[0]) != 0 || len(f[1]) != 8 {
+		start, ok := parseReplayRequest(f)
+		if !ok {
 			p.replayFailed("malformed", fmt.Errorf("%w: a replay request of %d frames", ErrMalformed, len(f)))
 			continue
 		}
-		start := int64(binary.BigEndian.Uint64(f[1]))
-		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
-		for _, b := range p.since(start) {
-			if err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
-				break
-			}
+		if !p.startAnswer() {
+			p.replayFailed("closed", fmt.Errorf("kvevents: a replay request from %d after the publisher closed", start))
+			return
 		}
-		if err == nil {
-			err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
-		}
+		err = p.answer(c, start)
+		p.answers.Done()
 		if err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return
@@ -394,6 +427,27 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 		p.stats.ReplayRequests++
 		p.mu.Unlock()
 	}
+}
+
+// parseReplayRequest reads a replay request, the frames (empty, start),
+// and returns start.
+func parseReplayRequest(f [][]byte) (start int64, ok bool) {
+	if len(f) != 2 || len(f[0]) != 0 || len(f[1]) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(f[1])), true
+}
+
+// answer writes the buffered batches from start on and the end marker.
+func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
+	for _, b := range p.since(start) {
+		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
+		if err := c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
+			return err
+		}
+	}
+	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
+	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
 }
 
 // replayFailed counts a replay request that was not answered and logs the

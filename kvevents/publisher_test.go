@@ -272,3 +272,85 @@ func TestCloseLingers(t *testing.T) {
 		t.Errorf("Publish after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestCloseAnswersReplayUnderWay starts a replay answer far larger than a
+// unix socket's buffer, then closes the publisher: Close waits, within the
+// linger, until the answer is written whole, and a request read after
+// Close gave up on replay is refused, not cut short.
+func TestCloseAnswersReplayUnderWay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	const batches = 600
+	replay := "ipc://" + filepath.Join(t.TempDir(), "replay.ipc")
+	p, err := NewPublisher(ctx, "tcp://"+sinkSub(t).Addr().String(), WithReplay(replay, batches), WithLinger(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range batches {
+		tokens := make([]int64, 4096)
+		for j := range tokens {
+			tokens[j] = int64(i + j)
+		}
+		if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: []Hash{IntHash(uint64(i + 1))}, TokenIDs: tokens, BlockSize: 4096}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dial := func() *zmtp.Conn {
+		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, []byte("late"), zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		d.SetDeadline(time.Now().Add(2 * testTimeout))
+		return d
+	}
+	d := dial()
+	if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _ := replayAnswer(t, d, ""); seq != 0 {
+		t.Fatalf("the answer starts at %d, want 0", seq)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	for {
+		p.mu.Lock()
+		gaveUp := p.replayClosed
+		p.mu.Unlock()
+		if gaveUp {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	late := dial()
+	if err := late.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := late.ReadMsg(); err == nil {
+		t.Errorf("a request after Close was answered with %d frames", len(f))
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned with an answer under way")
+	default:
+	}
+	for want := int64(1); ; want++ {
+		seq, _ := replayAnswer(t, d, "")
+		if seq == -1 {
+			if want != batches {
+				t.Fatalf("the answer ended after %d batches, want %d", want, batches)
+			}
+			break
+		}
+		if seq != want {
+			t.Fatalf("batch %d of the answer is %d", want, seq)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.ReplayRequests != 1 || st.ReplayFailures != 1 {
+		t.Errorf("replay requests %d answered, %d failed; want 1 and 1 (the late one)", st.ReplayRequests, st.ReplayFailures)
+	}
+}
