@@ -1,9 +1,14 @@
 package kvevents
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 
 	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
@@ -89,6 +94,16 @@ func binds(endpoint string, d Direction, byRule func(string) bool) (bool, error)
 		return byRule(endpoint), nil
 	}
 	return false, fmt.Errorf("kvevents: unknown direction %d", int(d))
+}
+
+// NothingBinds reports whether err, from a socket that connects, means
+// that nothing bound the endpoint: a refused connection, a unix socket
+// that is not there, an inproc name nobody bound, or no answer at all. Two
+// sides that both connect fail so; one of them must bind.
+func NothingBinds(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, zmtp.ErrNotBound)
 }
 
 // seqBytes is the 8-byte big-endian frame of sequence number seq.

@@ -1,9 +1,13 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -120,5 +124,87 @@ func TestDirectionErrors(t *testing.T) {
 	}
 	if err := q.DialError(); err == nil || !strings.Contains(err.Error(), "nosuchhost.invalid") || q.Stats().Connected != 0 {
 		t.Errorf("DialError %v, stats %+v; want the failed lookup, no subscriber", err, q.Stats())
+	}
+}
+
+// plainPeer plays libzmq with the PLAIN mechanism on nc, as libzmq 4.3
+// does: its signature at once, the rest of its greeting once it has the
+// peer's signature and major version, and a close as soon as it reads
+// another mechanism, which may be before it sent its own.
+func plainPeer(nc net.Conn) {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(testTimeout))
+	g := wireHello("PLAIN")[:64]
+	g[11] = 1
+	if _, err := nc.Write(g[:10]); err != nil {
+		return
+	}
+	peer := make([]byte, 64)
+	if _, err := io.ReadFull(nc, peer[:11]); err != nil {
+		return
+	}
+	// libzmq handles what it has read in one go: a mechanism that came
+	// with the signature ends the connection before its own is sent.
+	nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _ := nc.Read(peer[11:]); n > 0 {
+		return
+	}
+	nc.SetDeadline(time.Now().Add(testTimeout))
+	if _, err := nc.Write(g[10:]); err != nil {
+		return
+	}
+	io.ReadFull(nc, peer[11:])
+}
+
+// TestMechanismMismatchNamed: a peer that speaks PLAIN (or CURVE) is
+// refused, and the error on each side names its mechanism: the
+// subscriber's error, and the publisher's log and count.
+func TestMechanismMismatchNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), firstDialWait+testTimeout)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go plainPeer(nc)
+		}
+	}()
+	s, err := NewSubscriber(ctx, "tcp://"+ln.Addr().String())
+	if err == nil {
+		s.Close()
+		t.Fatal("a subscriber connected to a PLAIN publisher")
+	}
+	if !strings.Contains(err.Error(), `"PLAIN"`) || strings.Contains(err.Error(), "binds") {
+		t.Errorf("the subscriber's error %q does not name the mechanism, or blames the endpoint", err)
+	}
+
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherDirection(Bind), WithLinger(0),
+		WithPublisherLogger(slog.New(slog.NewTextHandler(&lockedWriter{&logs, &logMu}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	nc, err := net.Dial("tcp", p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainPeer(nc)
+	for p.Stats().RefusedSubscribers == 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	logMu.Lock()
+	got := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(got, `PLAIN`) {
+		t.Errorf("the publisher's log %q does not name the mechanism", got)
 	}
 }

@@ -292,7 +292,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	case bind:
 		err = s.sub.Listen(endpoint)
 	default:
-		if err = s.sub.Dial(endpoint); err != nil {
+		if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
 			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
 		}
 	}

@@ -387,21 +387,26 @@ func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error 
 
 func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	c.nc.SetDeadline(deadline)
-	err := c.exchange(greeting(0), func() error {
-		// The signature and major version first: an older peer sends no
-		// more until it has ours.
-		g := make([]byte, 64)
+	// The signature and major version first, then the rest, as libzmq
+	// does: an older peer sends no more until it has ours, and libzmq
+	// sends its mechanism only then, but closes at once if it reads a
+	// mechanism other than its own: so its mechanism is read, and named
+	// in the error, before ours is sent.
+	out, g := greeting(0), make([]byte, 64)
+	err := c.exchange(out[:11], func() error {
 		if _, err := io.ReadFull(c.r, g[:11]); err != nil {
 			return err
 		}
-		if err := c.checkGreeting(g[:11]); err != nil {
-			return err
-		}
-		if _, err := io.ReadFull(c.r, g[11:]); err != nil {
-			return err
-		}
-		return c.checkGreeting(g)
+		return c.checkGreeting(g[:11])
 	})
+	if err == nil {
+		err = c.exchange(out[11:], func() error {
+			if _, err := io.ReadFull(c.r, g[11:]); err != nil {
+				return err
+			}
+			return c.checkGreeting(g)
+		})
+	}
 	if err != nil {
 		return err
 	}
