@@ -63,11 +63,11 @@ type Publisher struct {
 	once   onceLog
 	linger time.Duration
 
-	answers sync.WaitGroup // replay answers being written
-
 	mu           sync.Mutex
 	closed       bool
-	replayClosed bool // no replay request is answered any more
+	replayClosed bool      // no replay request is answered any more
+	answering    int       // replay answers being written
+	answered     time.Time // when the last one ended
 	seq          int64
 	buf          []buffered // ring of the latest batches, for replay
 	head         int        // index of the oldest entry of buf once it is full
@@ -347,11 +347,16 @@ func (p *Publisher) Stats() PublisherStats {
 	return st
 }
 
-// Close stops Publish, waits up to the linger time ([WithLinger]) for the
-// subscribers' queues to be written and for the replay answers under way
-// to be written whole, and closes the sockets. The replay socket answers
-// until the queues are written: a subscriber that joined late and asked
-// for what it missed gets it, within the linger. What was not written by
+// replayGrace is how long a closing Publisher goes on answering replay
+// requests after the last answer ended: a subscriber that catches up asks
+// again, from where the answer stopped, as soon as it has read it.
+const replayGrace = 500 * time.Millisecond
+
+// Close stops Publish and, for up to the linger time ([WithLinger]),
+// writes the subscribers' queues and goes on answering replay requests,
+// new ones included, until none has been under way for half a second: a
+// subscriber that joined late and is catching up by replay gets what was
+// published, whole. Then it closes the sockets. What was not written by
 // then is counted as Unsent, or as a ReplayFailure, in [Publisher.Stats].
 // Closing again does nothing.
 func (p *Publisher) Close() error {
@@ -365,17 +370,17 @@ func (p *Publisher) Close() error {
 	deadline := time.Now().Add(p.linger)
 	err := p.pub.Close(p.linger)
 	if p.replay != nil {
-		p.mu.Lock()
-		p.replayClosed = true
-		p.mu.Unlock()
-		answered := make(chan struct{})
-		go func() {
-			p.answers.Wait()
-			close(answered)
-		}()
-		select {
-		case <-answered:
-		case <-time.After(time.Until(deadline)):
+		for {
+			p.mu.Lock()
+			now := time.Now()
+			idle := p.answering == 0 && now.Sub(p.answered) >= replayGrace
+			if idle || !now.Before(deadline) {
+				p.replayClosed = true
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
 		}
 		err = errors.Join(err, p.replay.Close())
 	}
@@ -383,15 +388,22 @@ func (p *Publisher) Close() error {
 }
 
 // startAnswer reports whether a replay request may still be answered, and
-// if so counts its answer as under way until answers.Done.
+// if so counts its answer as under way until endAnswer.
 func (p *Publisher) startAnswer() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.replayClosed {
 		return false
 	}
-	p.answers.Add(1)
+	p.answering++
 	return true
+}
+
+func (p *Publisher) endAnswer() {
+	p.mu.Lock()
+	p.answering--
+	p.answered = time.Now()
+	p.mu.Unlock()
 }
 
 // serveReplay answers one replay client's requests until it goes away. A
@@ -400,7 +412,7 @@ func (p *Publisher) startAnswer() bool {
 // topic, -1, empty), as current vLLM answers. Each message must be taken
 // within DefaultReplayDeadline, or the client is dropped: one that asks
 // and never reads holds up no one else. A request read once Close has
-// given up on replay closes the connection unanswered.
+// stopped answering closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	for {
 		c.SetDeadline(time.Time{})
@@ -418,7 +430,7 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 			return
 		}
 		err = p.answer(c, start)
-		p.answers.Done()
+		p.endAnswer()
 		if err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return

@@ -275,8 +275,8 @@ func TestCloseLingers(t *testing.T) {
 
 // TestCloseAnswersReplayUnderWay starts a replay answer far larger than a
 // unix socket's buffer, then closes the publisher: Close waits, within the
-// linger, until the answer is written whole, and a request read after
-// Close gave up on replay is refused, not cut short.
+// linger, until the answer is written whole, answers a request that comes
+// meanwhile (a late joiner catching up asks again), and then closes.
 func TestCloseAnswersReplayUnderWay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
 	defer cancel()
@@ -296,61 +296,64 @@ func TestCloseAnswersReplayUnderWay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dial := func() *zmtp.Conn {
-		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, []byte("late"), zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4})
+	ask := func() (*zmtp.Conn, error) {
+		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, nil, zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		t.Cleanup(func() { d.Close() })
 		d.SetDeadline(time.Now().Add(2 * testTimeout))
-		return d
+		return d, d.WriteMsg([][]byte{nil, seqBytes(0)})
 	}
-	d := dial()
-	if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+	whole := func(d *zmtp.Conn, from int64) {
+		t.Helper()
+		for want := from; ; want++ {
+			seq, _ := replayAnswer(t, d, "")
+			if seq == -1 {
+				if want != batches {
+					t.Fatalf("the answer ended after %d batches, want %d", want, batches)
+				}
+				return
+			}
+			if seq != want {
+				t.Fatalf("batch %d of the answer is %d", want, seq)
+			}
+		}
+	}
+	first, err := ask()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if seq, _ := replayAnswer(t, d, ""); seq != 0 {
+	if seq, _ := replayAnswer(t, first, ""); seq != 0 {
 		t.Fatalf("the answer starts at %d, want 0", seq)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
-	for {
+	for closing := false; !closing; time.Sleep(time.Millisecond) {
 		p.mu.Lock()
-		gaveUp := p.replayClosed
+		closing = p.closed
 		p.mu.Unlock()
-		if gaveUp {
-			break
-		}
-		time.Sleep(time.Millisecond)
 	}
-	late := dial()
-	if err := late.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+	second, err := ask()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if f, err := late.ReadMsg(); err == nil {
-		t.Errorf("a request after Close was answered with %d frames", len(f))
-	}
+	whole(second, 0)
 	select {
 	case <-closed:
 		t.Fatal("Close returned with an answer under way")
 	default:
 	}
-	for want := int64(1); ; want++ {
-		seq, _ := replayAnswer(t, d, "")
-		if seq == -1 {
-			if want != batches {
-				t.Fatalf("the answer ended after %d batches, want %d", want, batches)
-			}
-			break
-		}
-		if seq != want {
-			t.Fatalf("batch %d of the answer is %d", want, seq)
-		}
-	}
+	whole(first, 1)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Stats(); st.ReplayRequests != 1 || st.ReplayFailures != 1 {
-		t.Errorf("replay requests %d answered, %d failed; want 1 and 1 (the late one)", st.ReplayRequests, st.ReplayFailures)
+	if d, err := ask(); err == nil {
+		if f, err := d.ReadMsg(); err == nil {
+			t.Errorf("a request after Close was answered with %d frames", len(f))
+		}
+	}
+	if st := p.Stats(); st.ReplayRequests != 2 || st.ReplayFailures != 0 {
+		t.Errorf("replay requests %d answered, %d failed; want 2 and 0", st.ReplayRequests, st.ReplayFailures)
 	}
 }

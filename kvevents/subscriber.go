@@ -372,26 +372,41 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 
 // bootstrap delivers what the replay socket holds before the subscriber
 // subscribes, so that a mirror that joins an engine catches up even if the
-// engine sends nothing more. The live stream starts after the answer was
-// read, so it holds only later batches; what was published in between is
+// engine sends nothing more. While an answer brings batches, it asks again
+// from the one after the last (at most maxCatchUp times): the engine may
+// have published more, or ended, meanwhile. The live stream starts after
+// that, so it holds only later batches; what was published in between is
 // a gap, filled by replay as any other. An answer without the topic frame
 // (vLLM's first layout) cannot be told apart by topic and is passed over;
 // the first live message then catches up as a join.
 func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
-	s.ask(ctx, 0, func(topic []byte, seq int64, payload []byte) error {
-		if topic == nil || !s.wants(topic) {
-			return nil
-		}
-		s.handle(ctx, [][]byte{topic, seqBytes(seq), payload}, 0, func(m Message) {
-			if !m.Replayed { // a join's own catch-up is counted already
-				m.Replayed = true
-				s.count(func(st *Stats) { st.Replayed++ })
+	start := int64(0)
+	for range maxCatchUp {
+		next := start
+		ok := s.ask(ctx, start, func(topic []byte, seq int64, payload []byte) error {
+			if topic == nil || !s.wants(topic) {
+				return nil
 			}
-			fn(m)
+			next = max(next, seq+1)
+			s.handle(ctx, [][]byte{topic, seqBytes(seq), payload}, 0, func(m Message) {
+				if !m.Replayed { // a join's own catch-up is counted already
+					m.Replayed = true
+					s.count(func(st *Stats) { st.Replayed++ })
+				}
+				fn(m)
+			})
+			return nil
 		})
-		return nil
-	})
+		if !ok || next == start || ctx.Err() != nil {
+			return
+		}
+		start = next
+	}
 }
+
+// maxCatchUp bounds the replay requests of a bootstrap, for an engine that
+// publishes faster than the subscriber takes its answers.
+const maxCatchUp = 16
 
 // wants reports whether topic matches a subscription.
 func (s *Subscriber) wants(topic []byte) bool {
@@ -578,12 +593,15 @@ const replayStretch = 30
 // every batch of the answer, its topic nil when the answer has no topic
 // frame, until the end marker, a timeout, or an error from each. The
 // answer is read to its end, as the publisher expects. A request that
-// fails is counted and logged here, once for every caller.
-func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) {
+// fails is counted and logged here, once for every caller, and ask
+// reports whether it succeeded.
+func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
 	if err := s.askOnce(ctx, start, each); err != nil {
 		s.count(func(st *Stats) { st.ReplayFailures++ })
 		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+		return false
 	}
+	return true
 }
 
 func (s *Subscriber) askOnce(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
