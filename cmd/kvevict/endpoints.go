@@ -17,10 +17,11 @@ type socketFlags struct {
 }
 
 // register adds -bind, -connect and -endpoint to fs; peer names the
-// command on the other side of the link and rule the older flag's rule.
-func (f *socketFlags) register(fs *flag.FlagSet, socket, peer, rule string) {
-	fs.StringVar(&f.bind, "bind", "", "bind the "+socket+" socket on `ADDR`, for "+peer+" to connect to: one interface (tcp://127.0.0.1:5557, tcp://[::1]:5557, a pod's address), every one (tcp://*:5557), ipc:///path or inproc://name")
-	fs.StringVar(&f.connect, "connect", "", "connect the "+socket+" socket to `ADDR`, where "+peer+" binds; reconnects whenever it goes away")
+// socket on the other side of the link, peerCommand the command that runs
+// it, and rule the older flag's rule.
+func (f *socketFlags) register(fs *flag.FlagSet, socket, peer, peerCommand, rule string) {
+	fs.StringVar(&f.bind, "bind", "", "bind the "+socket+" socket on `ADDR`, for "+peer+"s to connect to ("+peerCommand+" -connect): one interface (tcp://127.0.0.1:5557, tcp://[::1]:5557, a pod's address), every one (tcp://*:5557), ipc:///path or inproc://name")
+	fs.StringVar(&f.connect, "connect", "", "connect the "+socket+" socket to a "+peer+" that binds `ADDR` ("+peerCommand+" -bind); reconnects whenever it goes away")
 	fs.StringVar(&f.endpoint, "endpoint", "", "the older form: `ADDR` is bound if "+rule+", else connected to")
 }
 

@@ -42,8 +42,8 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	fs := newFlagSet("mirror")
 	o := &mirrorOptions{}
 	var sock socketFlags
-	sock.register(fs, "SUB", "publishers (kvevict publish -connect)", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
-	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror")
+	sock.register(fs, "SUB", "publisher", "kvevict publish", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
+	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; what is still queued for the mirror when it ends is neither applied nor counted missed")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
 	var replayConnect, replayOlder string
 	fs.StringVar(&replayConnect, "replay-connect", "", "connect to the publisher's replay (ROUTER) socket at `ADDR` (kvevict publish -replay-bind), asked for missed batches after a gap, a late join or a restart")

@@ -53,7 +53,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	o := &publishOptions{}
 	var strategy string
 	var sock socketFlags
-	sock.register(fs, "PUB", "subscribers (kvevict mirror -connect)", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
+	sock.register(fs, "PUB", "subscriber", "kvevict mirror", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
