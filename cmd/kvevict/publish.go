@@ -256,15 +256,18 @@ func publish(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if st.Connected < int64(o.requireSubscribers) {
-		return unheard(o, st.Connected, pub.DialError())
+		return unheard(o, st, pub.DialError())
 	}
 	return nil
 }
 
 // unheard is the error of a run that fewer subscribers than required
 // heard, with what the socket knows of why.
-func unheard(o *publishOptions, connected int64, dialErr error) error {
-	msg := fmt.Sprintf("%d subscriber connections to %s during the run, -require-subscribers %d", connected, o.endpoint, o.requireSubscribers)
+func unheard(o *publishOptions, st kvevents.PublisherStats, dialErr error) error {
+	msg := fmt.Sprintf("%d subscriber connections to %s during the run, -require-subscribers %d", st.Connected, o.endpoint, o.requireSubscribers)
+	if st.RefusedSubscribers > 0 {
+		msg += fmt.Sprintf("; %d refused for breaking the protocol or a limit (the first is logged above)", st.RefusedSubscribers)
+	}
 	if o.direction == kvevents.Connect {
 		if dialErr != nil {
 			msg += fmt.Sprintf("; the last attempt to connect: %v", dialErr)
