@@ -198,13 +198,15 @@ func TestMechanismMismatchNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	plainPeer(nc)
-	for p.Stats().RefusedSubscribers == 0 && ctx.Err() == nil {
+	logged := func() string { // the count comes first, the log line after it
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.String()
+	}
+	for logged() == "" && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	logMu.Lock()
-	got := logs.String()
-	logMu.Unlock()
-	if !strings.Contains(got, `PLAIN`) {
-		t.Errorf("the publisher's log %q does not name the mechanism", got)
+	if got := logged(); !strings.Contains(got, `PLAIN`) || p.Stats().RefusedSubscribers != 1 {
+		t.Errorf("the publisher's log %q does not name the mechanism, or refused %d subscribers, not 1", got, p.Stats().RefusedSubscribers)
 	}
 }

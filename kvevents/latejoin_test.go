@@ -60,3 +60,42 @@ func TestLateJoinerCatchesUp(t *testing.T) {
 		})
 	}
 }
+
+// TestUnhandledCounted: a subscriber whose handler is slower than its
+// publisher, stopped while batches wait for it, counts them as unhandled,
+// so that its state is not taken for complete.
+func TestUnhandledCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(ctx, "tcp://"+s.Addr().String(), WithLinger(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		s.Run(runCtx, func(Message) { time.Sleep(5 * time.Millisecond) })
+		close(ran)
+	}()
+	waitSubscribed(ctx, t, p.pub)
+	const batches = 200
+	for range batches {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p.Stats().Sent < batches && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-ran
+	st := s.Stats()
+	if st.Unhandled == 0 || st.Delivered+st.Unhandled > batches {
+		t.Errorf("stats %+v: want some of the %d batches unhandled, and no more than were sent", st, batches)
+	}
+}

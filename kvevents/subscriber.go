@@ -83,6 +83,10 @@ type Stats struct {
 	Oversized    int64 // whole messages: a frame over its limit, or a payload too costly to decode
 	UnknownEvent int64 // single events
 	FieldType    int64 // single events, or whole batches for a batch field
+	// Unhandled counts the messages received but not yet handled when the
+	// subscriber closed, dropped then: it was that far behind at least
+	// (more may have been on the way). Set when Run returns.
+	Unhandled int64
 	// Refused counts messages dropped by a limit: a new topic past
 	// WithMaxTopics, a forward jump past WithMaxGap that the next message
 	// did not confirm, and publishers' connections past the most a
@@ -356,7 +360,10 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 // A publisher that disconnects does not end it. fn is called from Run's
 // goroutine, one call at a time. Call Run once.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
-	defer s.sub.Close()
+	defer func() {
+		s.sub.Close()
+		s.count(func(st *Stats) { st.Unhandled += int64(s.sub.Unread()) })
+	}()
 	if s.replay != "" {
 		s.bootstrap(ctx, fn)
 		s.subscribe()
@@ -365,6 +372,10 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 		frames, conn, err := s.sub.RecvFrom(ctx)
 		if err != nil {
 			return // ctx ended, or Close was called
+		}
+		if ctx.Err() != nil { // the queue is drained no further once ctx ends
+			s.count(func(st *Stats) { st.Unhandled++ })
+			return
 		}
 		s.handle(ctx, frames, conn, fn)
 	}

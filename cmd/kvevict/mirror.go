@@ -43,12 +43,12 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	o := &mirrorOptions{}
 	var sock socketFlags
 	sock.register(fs, "SUB", "publisher", "kvevict publish", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
-	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; what is still queued for the mirror when it ends is neither applied nor counted missed")
+	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; batches received but not applied by then make the state partial")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
 	var replayConnect, replayOlder string
 	fs.StringVar(&replayConnect, "replay-connect", "", "connect to the publisher's replay (ROUTER) socket at `ADDR` (kvevict publish -replay-bind), asked for missed batches after a gap, a late join or a restart")
 	fs.StringVar(&replayOlder, "replay-endpoint", "", "the older name of -replay-connect: `ADDR` is always connected to")
-	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed or replay requests failed (the state is then partial)")
+	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed, replay requests failed or received batches were not applied in time (the state is then partial)")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseFlagSet(fs, args, "kvevict mirror -bind ADDR | -connect ADDR -duration D [flags]", help); err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	if err := writeMirrorRows(stdout, o, rows); err != nil {
 		return err
 	}
-	if (st.Missed > 0 || st.ReplayFailures > 0) && !o.allowGaps {
+	if (st.Missed > 0 || st.ReplayFailures > 0 || st.Unhandled > 0) && !o.allowGaps {
 		return partial(o, st)
 	}
 	return nil
@@ -134,8 +134,8 @@ func partial(o *mirrorOptions, st kvevents.Stats) error {
 	if o.replay != "" {
 		why = "the publisher's replay buffer no longer held them, or replay failed"
 	}
-	return fmt.Errorf("partial state: %d batches missed in %d gaps (%s), %d replay requests failed; -allow-gaps accepts a partial state",
-		st.Missed, st.Gaps, why, st.ReplayFailures)
+	return fmt.Errorf("partial state: %d batches missed in %d gaps (%s), %d replay requests failed, %d received but not applied when -duration ended; -allow-gaps accepts a partial state",
+		st.Missed, st.Gaps, why, st.ReplayFailures, st.Unhandled)
 }
 
 // writeMirrorRows prints rows as -format asks.
