@@ -142,8 +142,9 @@ func WithPublisherDirection(d Direction) PublisherOption {
 }
 
 // WithLinger sets how long Close waits for the subscribers' queues to be
-// written (d >= 0): 0 closes at once, as vLLM does, and drops what is
-// queued. What was not written counts as Unsent in [PublisherStats].
+// written and for replay clients to be answered (d >= 0): 0 closes at
+// once, as vLLM does, and drops what is queued. What was not written
+// counts as Unsent, or as a ReplayFailure, in [PublisherStats].
 func WithLinger(d time.Duration) PublisherOption {
 	return func(c *publisherConfig) {
 		if d < 0 {
