@@ -52,6 +52,7 @@ func TestPublishMirrorEitherSideBinds(t *testing.T) {
 		mirrorBinds bool
 	}{{"mirror binds ::1", "::1", true}, {"publish binds 127.0.0.1", "127.0.0.1", false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			addr := "tcp://" + freePort(t, tc.host)
 			mirrorSide, publishSide := "-connect", "-bind"
 			if tc.mirrorBinds {
@@ -143,6 +144,7 @@ func TestMirrorLateJoiner(t *testing.T) {
 		buffer int
 	}{{"whole buffer", 10_000}, {"short buffer", 1_000}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			pubAddr, replay := "ipc://"+filepath.Join(dir, "kv.ipc"), "ipc://"+filepath.Join(dir, "replay.ipc")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
