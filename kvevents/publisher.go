@@ -26,8 +26,11 @@ const (
 	// DefaultLinger is how long Close waits, unless told otherwise, for
 	// the subscribers' queues to drain.
 	DefaultLinger = time.Second
-	// DefaultReplayDeadline bounds how long one replay request may take
-	// to be answered before its client is dropped.
+	// DefaultReplayDeadline bounds how long a replay client may take to
+	// read each batch of an answer, and so its request, before it is
+	// dropped: a client that stops reading holds up no one, and one that
+	// reads an answer of thousands of batches at its own pace gets it
+	// whole.
 	DefaultReplayDeadline = 5 * time.Second
 	// DefaultQueueBytes is how many bytes of batches a [Publisher] queues
 	// for one subscriber before it drops that subscriber's batches, beside
@@ -79,14 +82,17 @@ type Publisher struct {
 	once   onceLog
 	linger time.Duration
 
-	mu       sync.Mutex
-	closed   bool
-	seq      int64
-	buf      []buffered // the latest batches, for replay, from buf[head] on
-	head     int
-	bufCap   int   // most batches in buf
-	bufBytes int64 // most payload bytes in buf
-	stats    PublisherStats
+	mu           sync.Mutex
+	closed       bool
+	replayClosed bool      // no replay request is answered any more
+	answering    int       // replay answers being written
+	answered     time.Time // when the last one ended
+	seq          int64
+	buf          []buffered // the latest batches, for replay, from buf[head] on
+	head         int
+	bufCap       int   // most batches in buf
+	bufBytes     int64 // most payload bytes in buf
+	stats        PublisherStats
 }
 
 // buffered is one published batch kept for replay.
@@ -105,9 +111,14 @@ type PublisherStats struct {
 	// Subscribers has one entry per subscriber connected now, or after
 	// Close, connected at Close; the totals above count those gone too.
 	Subscribers []SubscriberStats
+	// Connected counts the subscriber connections that completed their
+	// handshake, those gone included: 0 means no subscriber ever heard
+	// the publisher.
+	Connected int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
-	// those malformed, or whose client did not take the answer within
-	// the deadline and was dropped.
+	// those malformed, those whose client did not take a batch of the
+	// answer within the deadline (or whose answer Close cut at the end of
+	// the linger), and those read after Close gave up on replay.
 	ReplayRequests, ReplayFailures int64
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
@@ -146,12 +157,27 @@ type publisherConfig struct {
 	rank        int64
 	log         *slog.Logger
 	linger      time.Duration
+	dir         Direction
 	errs        []error
 }
 
+// WithPublisherDirection sets whether the PUB socket binds its endpoint or
+// connects to a subscriber that binds it; the default, [ByRule], is
+// [Binds]. The replay socket ([WithReplay]) always binds: a replay request
+// is for the one publisher whose buffer it reads.
+func WithPublisherDirection(d Direction) PublisherOption {
+	return func(c *publisherConfig) {
+		if !d.valid() {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: unknown direction %d", int(d)))
+		}
+		c.dir = d
+	}
+}
+
 // WithLinger sets how long Close waits for the subscribers' queues to be
-// written (d >= 0): 0 closes at once, as vLLM does, and drops what is
-// queued. What was not written counts as Unsent in [PublisherStats].
+// written and for replay clients to be answered (d >= 0): 0 closes at
+// once, as vLLM does, and drops what is queued. What was not written
+// counts as Unsent, or as a ReplayFailure, in [PublisherStats].
 func WithLinger(d time.Duration) PublisherOption {
 	return func(c *publisherConfig) {
 		if d < 0 {
@@ -279,8 +305,11 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 }
 
 // NewPublisher opens a PUB socket on endpoint, binding or connecting as
-// [Binds] says, and the replay socket if [WithReplay] asks for one. The
-// sockets live until Close, which ctx's end calls.
+// [WithPublisherDirection] says, and the replay socket if [WithReplay]
+// asks for one. A socket that connects does so in the background and
+// again whenever its subscriber goes away; [Publisher.DialError] tells
+// why it is not connected. The sockets live until Close, which ctx's end
+// calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
 		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers}
@@ -323,10 +352,10 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		},
 		Heartbeat: c.heartbeat,
 	})
-	var err error
-	if Binds(endpoint) {
+	bind, err := binds(endpoint, c.dir, Binds)
+	if err == nil && bind {
 		err = p.pub.Listen(endpoint)
-	} else {
+	} else if err == nil {
 		err = p.pub.Dial(endpoint)
 	}
 	if err != nil {
@@ -413,6 +442,13 @@ func (p *Publisher) keep(b buffered) {
 	}
 }
 
+// DialError returns, for a PUB socket that connects, why its last attempt
+// to reach the subscriber failed (nothing binds the endpoint, a host that
+// does not resolve, a peer that speaks another security mechanism...), or
+// nil if none failed since the last connection succeeded. A socket that
+// binds returns nil.
+func (p *Publisher) DialError() error { return p.pub.DialError() }
+
 // Published returns how many batches Publish has numbered.
 func (p *Publisher) Published() int64 {
 	p.mu.Lock()
@@ -428,6 +464,7 @@ func (p *Publisher) Stats() PublisherStats {
 	st := p.stats
 	st.Published = p.seq
 	st.Sent, st.Dropped, st.Unsent, st.QueuedBytes = ps.Sent, ps.Dropped, ps.Unsent, ps.QueuedBytes
+	st.Connected = ps.Connected
 	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
 	for i, peer := range ps.Peers {
 		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}
@@ -435,10 +472,18 @@ func (p *Publisher) Stats() PublisherStats {
 	return st
 }
 
-// Close stops Publish, waits up to the linger time ([WithLinger]) for the
-// subscribers' queues to be written, and closes the sockets. What was not
-// written by then is counted as Unsent in [Publisher.Stats]. Closing again
-// does nothing.
+// replayGrace is how long a closing Publisher goes on answering replay
+// requests after the last answer ended: a subscriber that catches up asks
+// again, from where the answer stopped, as soon as it has read it.
+const replayGrace = 500 * time.Millisecond
+
+// Close stops Publish and, for up to the linger time ([WithLinger]),
+// writes the subscribers' queues and goes on answering replay requests,
+// new ones included, until none has been under way for half a second: a
+// subscriber that joined late and is catching up by replay gets what was
+// published, whole. Then it closes the sockets. What was not written by
+// then is counted as Unsent, or as a ReplayFailure, in [Publisher.Stats].
+// Closing again does nothing.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -447,19 +492,52 @@ func (p *Publisher) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
+	deadline := time.Now().Add(p.linger)
 	err := p.pub.Close(p.linger)
 	if p.replay != nil {
+		for {
+			p.mu.Lock()
+			now := time.Now()
+			idle := p.answering == 0 && now.Sub(p.answered) >= replayGrace
+			if idle || !now.Before(deadline) {
+				p.replayClosed = true
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
+		}
 		err = errors.Join(err, p.replay.Close())
 	}
 	return err
 }
 
+// startAnswer reports whether a replay request may still be answered, and
+// if so counts its answer as under way until endAnswer.
+func (p *Publisher) startAnswer() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replayClosed {
+		return false
+	}
+	p.answering++
+	return true
+}
+
+func (p *Publisher) endAnswer() {
+	p.mu.Lock()
+	p.answering--
+	p.answered = time.Now()
+	p.mu.Unlock()
+}
+
 // serveReplay answers one replay client's requests until it goes away. A
 // request is the frames (empty, start); the answer is one (empty, topic,
 // seq, payload) message per buffered batch from start on, then (empty,
-// topic, -1, empty), as current vLLM answers. The whole answer must be
-// taken within DefaultReplayDeadline, or the client is dropped: one that
-// asks and never reads holds up no one else.
+// topic, -1, empty), as current vLLM answers. Each message must be taken
+// within DefaultReplayDeadline, or the client is dropped: one that asks
+// and never reads holds up no one else. A request read once Close has
+// stopped answering closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	for {
 		c.SetDeadline(time.Time{})
@@ -467,20 +545,17 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 		if err != nil {
 			return // gone, or broke a limit (counted by OnViolation)
 		}
-		if len(f) != 2 || len(f[0]) != 0 || len(f[1]) != 8 {
+		start, ok := parseReplayRequest(f)
+		if !ok {
 			p.replayFailed("malformed", fmt.Errorf("%w: a replay request of %d frames", ErrMalformed, len(f)))
 			continue
 		}
-		start := int64(binary.BigEndian.Uint64(f[1]))
-		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
-		for _, b := range p.since(start) {
-			if err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
-				break
-			}
+		if !p.startAnswer() {
+			p.replayFailed("closed", fmt.Errorf("kvevents: a replay request from %d after the publisher closed", start))
+			return
 		}
-		if err == nil {
-			err = c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
-		}
+		err = p.answer(c, start)
+		p.endAnswer()
 		if err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return
@@ -489,6 +564,27 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 		p.stats.ReplayRequests++
 		p.mu.Unlock()
 	}
+}
+
+// parseReplayRequest reads a replay request, the frames (empty, start),
+// and returns start.
+func parseReplayRequest(f [][]byte) (start int64, ok bool) {
+	if len(f) != 2 || len(f[0]) != 0 || len(f[1]) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(f[1])), true
+}
+
+// answer writes the buffered batches from start on and the end marker.
+func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
+	for _, b := range p.since(start) {
+		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
+		if err := c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
+			return err
+		}
+	}
+	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
+	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
 }
 
 // replayFailed counts a replay request that was not answered and logs the

@@ -16,16 +16,22 @@ import (
 	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
 )
 
-// TestBinds checks vLLM's rule on the endpoints its docs and llm-d use.
+// TestBinds checks the rule on the endpoints vLLM's docs and llm-d use,
+// and on addresses that only look like wildcards.
 func TestBinds(t *testing.T) {
 	for ep, want := range map[string]bool{
 		"tcp://*:5557":              true,
 		"tcp://[::]:5557":           true,
+		"tcp://0.0.0.0:5557":        true,
+		"tcp://127.0.0.1:*":         true,
 		"ipc:///tmp/kv.ipc":         true,
 		"inproc://cache":            true,
 		"tcp://127.0.0.1:5557":      false,
+		"tcp://[::1]:5557":          false,
+		"tcp://[fe80::1]:5557":      false,
 		"tcp://vllm-pod-0:5557":     false,
 		"tcp://kv-indexer.svc:5557": false,
+		"tcp://x*y":                 false, // no port: not an address at all
 	} {
 		if got := Binds(ep); got != want {
 			t.Errorf("Binds(%q) = %v, want %v", ep, got, want)
@@ -264,5 +270,90 @@ func TestCloseLingers(t *testing.T) {
 	}
 	if _, err := p.Publish(&batches[0]); !errors.Is(err, ErrClosed) {
 		t.Errorf("Publish after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestCloseAnswersReplayUnderWay starts a replay answer far larger than a
+// unix socket's buffer, then closes the publisher: Close waits, within the
+// linger, until the answer is written whole, answers a request that comes
+// meanwhile (a late joiner catching up asks again), and then closes.
+func TestCloseAnswersReplayUnderWay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	const batches = 600
+	replay := "ipc://" + filepath.Join(t.TempDir(), "replay.ipc")
+	p, err := NewPublisher(ctx, "tcp://"+sinkSub(t).Addr().String(), WithReplay(replay, batches), WithLinger(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range batches {
+		tokens := make([]int64, 4096)
+		for j := range tokens {
+			tokens[j] = int64(i + j)
+		}
+		if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: []Hash{IntHash(uint64(i + 1))}, TokenIDs: tokens, BlockSize: 4096}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func() (*zmtp.Conn, error) {
+		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, nil, zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { d.Close() })
+		d.SetDeadline(time.Now().Add(2 * testTimeout))
+		return d, d.WriteMsg([][]byte{nil, seqBytes(0)})
+	}
+	whole := func(d *zmtp.Conn, from int64) {
+		t.Helper()
+		for want := from; ; want++ {
+			seq, _ := replayAnswer(t, d, "")
+			if seq == -1 {
+				if want != batches {
+					t.Fatalf("the answer ended after %d batches, want %d", want, batches)
+				}
+				return
+			}
+			if seq != want {
+				t.Fatalf("batch %d of the answer is %d", want, seq)
+			}
+		}
+	}
+	first, err := ask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, _ := replayAnswer(t, first, ""); seq != 0 {
+		t.Fatalf("the answer starts at %d, want 0", seq)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	for closing := false; !closing; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		closing = p.closed
+		p.mu.Unlock()
+	}
+	second, err := ask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole(second, 0)
+	select {
+	case <-closed:
+		t.Fatal("Close returned with an answer under way")
+	default:
+	}
+	whole(first, 1)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ask(); err == nil {
+		if f, err := d.ReadMsg(); err == nil {
+			t.Errorf("a request after Close was answered with %d frames", len(f))
+		}
+	}
+	if st := p.Stats(); st.ReplayRequests != 2 || st.ReplayFailures != 0 {
+		t.Errorf("replay requests %d answered, %d failed; want 2 and 0", st.ReplayRequests, st.ReplayFailures)
 	}
 }

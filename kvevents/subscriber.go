@@ -78,6 +78,10 @@ type Stats struct {
 	Oversized    int64 // whole messages: a frame over its limit, or a payload too costly to decode
 	UnknownEvent int64 // single events
 	FieldType    int64 // single events, or whole batches for a batch field
+	// Unhandled counts the messages received but not yet handled when the
+	// subscriber closed, dropped then: it was that far behind at least
+	// (more may have been on the way). Set when Run returns.
+	Unhandled int64
 	// Refused counts messages dropped by a limit: a new topic past
 	// WithMaxTopics, a forward jump past WithMaxGap that the next message
 	// did not confirm, and publishers' connections refused by a connection
@@ -143,7 +147,7 @@ type subscriberConfig struct {
 	maxGap     int64
 	maxPeers   int
 	heartbeat  zmtp.Heartbeat
-	listen     bool
+	dir        Direction
 	log        *slog.Logger
 	errs       []error
 }
@@ -247,11 +251,22 @@ func WithSubscriberHeartbeat(interval, timeout time.Duration) SubscriberOption {
 	}
 }
 
-// WithListen makes the subscriber bind its endpoint even when it is not a
-// wildcard, such as 127.0.0.1:0, for publishers that connect to it.
-func WithListen() SubscriberOption {
-	return func(c *subscriberConfig) { c.listen = true }
+// WithSubscriberDirection sets whether the SUB socket binds its endpoint,
+// for publishers that connect to it, or connects to a publisher that
+// binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
+// and connects to any other. The replay endpoint
+// ([WithReplayEndpoint]) is always connected to.
+func WithSubscriberDirection(d Direction) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if !d.valid() {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: unknown direction %d", int(d)))
+		}
+		c.dir = d
+	}
 }
+
+// WithListen is WithSubscriberDirection([Bind]).
+func WithListen() SubscriberOption { return WithSubscriberDirection(Bind) }
 
 // WithSubscriberLogger sets where the subscriber logs the first
 // occurrence of each kind of bad input (slog.Default() otherwise).
@@ -259,13 +274,15 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 	return func(c *subscriberConfig) { c.log = l }
 }
 
-// NewSubscriber opens a SUB socket on endpoint. It binds when the address
-// is a wildcard ("*" or "::"), where publishers that connect (by [Binds])
-// find it, or with [WithListen]; otherwise it connects, including to the
-// ipc:// and inproc:// endpoints a publisher binds. A socket that connects
-// fails if no publisher answers within 2.5 s, and once connected it
-// reconnects whenever the publisher goes away and comes back, however long
-// it was gone. Call Run to receive.
+// NewSubscriber opens a SUB socket on endpoint, binding or connecting as
+// [WithSubscriberDirection] says: by default it binds a wildcard address
+// ([Wildcard]), where publishers that connect find it, and connects to
+// any other, including the ipc:// and inproc:// endpoints a publisher
+// binds. A socket that connects fails if no publisher answers within
+// 2.5 s, with an error that says why (nothing binds the endpoint, another
+// security mechanism...), and once connected it reconnects whenever the
+// publisher goes away and comes back, however long it was gone. Call Run
+// to receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
@@ -300,11 +317,15 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		Heartbeat:   c.heartbeat,
 		DialWait:    firstDialWait,
 	})
-	var err error
-	if !c.listen && !wildcard(endpoint) {
-		err = s.sub.Dial(endpoint)
-	} else {
+	bind, err := binds(endpoint, c.dir, Wildcard)
+	switch {
+	case err != nil:
+	case bind:
 		err = s.sub.Listen(endpoint)
+	default:
+		if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
+			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
+		}
 	}
 	if err != nil {
 		s.sub.Close()
@@ -369,7 +390,10 @@ func (s *Subscriber) Close() error { return s.sub.Close() }
 // A publisher that disconnects does not end it. fn is called from Run's
 // goroutine, one call at a time. Call Run once.
 func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
-	defer s.sub.Close()
+	defer func() {
+		s.sub.Close()
+		s.count(func(st *Stats) { st.Unhandled += int64(s.sub.Unread()) })
+	}()
 	if s.replay != "" {
 		s.bootstrap(ctx, fn)
 		s.subscribe()
@@ -379,32 +403,51 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 		if err != nil {
 			return // ctx ended, or Close was called
 		}
+		if ctx.Err() != nil { // the queue is drained no further once ctx ends
+			s.count(func(st *Stats) { st.Unhandled++ })
+			return
+		}
 		s.handle(ctx, frames, conn, fn)
 	}
 }
 
 // bootstrap delivers what the replay socket holds before the subscriber
 // subscribes, so that a mirror that joins an engine catches up even if the
-// engine sends nothing more. The live stream starts after the answer was
-// read, so it holds only later batches; what was published in between is
+// engine sends nothing more. While an answer brings batches, it asks again
+// from the one after the last (at most maxCatchUp times): the engine may
+// have published more, or ended, meanwhile. The live stream starts after
+// that, so it holds only later batches; what was published in between is
 // a gap, filled by replay as any other. An answer without the topic frame
 // (vLLM's first layout) cannot be told apart by topic and is passed over;
 // the first live message then catches up as a join.
 func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
-	s.ask(ctx, 0, func(topic []byte, seq int64, payload []byte) error {
-		if topic == nil || !s.wants(topic) {
-			return nil
-		}
-		s.handle(ctx, [][]byte{topic, seqBytes(seq), payload}, 0, func(m Message) {
-			if !m.Replayed { // a join's own catch-up is counted already
-				m.Replayed = true
-				s.count(func(st *Stats) { st.Replayed++ })
+	start := int64(0)
+	for range maxCatchUp {
+		next := start
+		ok := s.ask(ctx, start, func(topic []byte, seq int64, payload []byte) error {
+			if topic == nil || !s.wants(topic) {
+				return nil
 			}
-			fn(m)
+			next = max(next, seq+1)
+			s.handle(ctx, [][]byte{topic, seqBytes(seq), payload}, 0, func(m Message) {
+				if !m.Replayed { // a join's own catch-up is counted already
+					m.Replayed = true
+					s.count(func(st *Stats) { st.Replayed++ })
+				}
+				fn(m)
+			})
+			return nil
 		})
-		return nil
-	})
+		if !ok || next == start || ctx.Err() != nil {
+			return
+		}
+		start = next
+	}
 }
+
+// maxCatchUp bounds the replay requests of a bootstrap, for an engine that
+// publishes faster than the subscriber takes its answers.
+const maxCatchUp = 16
 
 // wants reports whether topic matches a subscription.
 func (s *Subscriber) wants(topic []byte) bool {
@@ -591,12 +634,15 @@ const replayStretch = 30
 // every batch of the answer, its topic nil when the answer has no topic
 // frame, until the end marker, a timeout, or an error from each. The
 // answer is read to its end, as the publisher expects. A request that
-// fails is counted and logged here, once for every caller.
-func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) {
+// fails is counted and logged here, once for every caller, and ask
+// reports whether it succeeded.
+func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
 	if err := s.askOnce(ctx, start, each); err != nil {
 		s.count(func(st *Stats) { st.ReplayFailures++ })
 		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+		return false
 	}
+	return true
 }
 
 func (s *Subscriber) askOnce(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {

@@ -7,10 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
-
-	"github.com/sagellm/kvevict/kvevents"
 )
 
 // newFlagSet returns a flag set that reports mistakes as one line and
@@ -34,19 +30,6 @@ func parseFlagSet(fs *flag.FlagSet, args []string, usage string, help io.Writer)
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-// checkEndpoint refuses an endpoint ZeroMQ cannot use, before any socket
-// opens: publish's and mirror's.
-func checkEndpoint(ep string) error {
-	if ep == "" {
-		return usagef("-endpoint is required, such as tcp://*:5557 (bind) or tcp://host:5557 (connect)")
-	}
-	scheme, rest, ok := strings.Cut(ep, "://")
-	if !ok || rest == "" || !slices.Contains(kvevents.Transports(), scheme) {
-		return usagef("endpoint %q must be transport://address with transport one of %s", ep, strings.Join(kvevents.Transports(), ", "))
 	}
 	return nil
 }

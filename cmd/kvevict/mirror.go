@@ -2,12 +2,13 @@ package main
 
 // kvevict mirror speaks vLLM's KV events (package kvevents):
 //
-//	kvevict mirror -endpoint E -duration D [-capacity N] [-replay-endpoint E]
-//	               [-format table|json]
+//	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
+//	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
 //
 // It subscribes to a stream of KV events (kvevict publish's or a vLLM
 // engine's) and keeps each topic's blocks in a bounded mirror, as a
-// KV-aware router does.
+// KV-aware router does. A mirror that missed batches, or whose replay
+// requests failed, prints what it holds and exits 1: its state is partial.
 
 import (
 	"context"
@@ -31,22 +32,32 @@ const defaultMirrorCapacity = 1_000_000
 // mirrorOptions are mirror's parsed flags.
 type mirrorOptions struct {
 	endpoint, replay, format string
+	direction                kvevents.Direction
 	duration                 time.Duration
 	capacity                 int
+	allowGaps                bool
 }
 
 func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	fs := newFlagSet("mirror")
 	o := &mirrorOptions{}
-	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ SUB `endpoint`; binds if it holds * or :: (publishers connect to it), else connects (to a publisher that binds)")
-	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror")
+	var sock socketFlags
+	sock.register(fs, "SUB", "publisher", "kvevict publish", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
+	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; batches received but not applied by then make the state partial")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
-	fs.StringVar(&o.replay, "replay-endpoint", "", "the publisher's replay (ROUTER) `endpoint`, asked for missed batches after a gap, a late join or a restart")
+	var replayConnect, replayOlder string
+	fs.StringVar(&replayConnect, "replay-connect", "", "connect to the publisher's replay (ROUTER) socket at `ADDR` (kvevict publish -replay-bind), asked for missed batches after a gap, a late join or a restart")
+	fs.StringVar(&replayOlder, "replay-endpoint", "", "the older name of -replay-connect: `ADDR` is always connected to")
+	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed, replay requests failed or received batches were not applied in time (the state is then partial)")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseFlagSet(fs, args, "kvevict mirror -endpoint E -duration D [flags]", help); err != nil {
+	if err := parseFlagSet(fs, args, "kvevict mirror -bind ADDR | -connect ADDR -duration D [flags]", help); err != nil {
 		return nil, err
 	}
-	if err := checkEndpoint(o.endpoint); err != nil {
+	var err error
+	if o.endpoint, o.direction, err = sock.resolve(kvevents.Wildcard); err != nil {
+		return nil, err
+	}
+	if o.replay, err = replayAddress("-replay-connect", replayConnect, replayOlder, true); err != nil {
 		return nil, err
 	}
 	if o.duration <= 0 {
@@ -54,11 +65,6 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	}
 	if o.capacity < 1 || o.capacity > kvevents.MaxMirrorCapacity {
 		return nil, usagef("-capacity must be 1 to %d blocks, got %d", kvevents.MaxMirrorCapacity, o.capacity)
-	}
-	if o.replay != "" {
-		if err := checkEndpoint(o.replay); err != nil {
-			return nil, err
-		}
 	}
 	if err := checkFormat(o.format); err != nil {
 		return nil, err
@@ -88,7 +94,8 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
-	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
+		kvevents.WithSubscriberDirection(o.direction)}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
 	}
@@ -109,6 +116,30 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	if st.ReplayFailures > 0 {
 		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
 	}
+	if st.Restarts > 0 && o.replay == "" {
+		fmt.Fprintf(stderr, "kvevict: %d publisher restarts without -replay-connect: each topic started over at the first batch heard from its new publisher, and the batches before it count as missed\n", st.Restarts)
+	}
+	if err := writeMirrorRows(stdout, o, rows); err != nil {
+		return err
+	}
+	if (st.Missed > 0 || st.ReplayFailures > 0 || st.Unhandled > 0) && !o.allowGaps {
+		return partial(o, st)
+	}
+	return nil
+}
+
+// partial is the error of a mirror whose state lacks batches.
+func partial(o *mirrorOptions, st kvevents.Stats) error {
+	why := "no -replay-connect to fill gaps"
+	if o.replay != "" {
+		why = "the publisher's replay buffer no longer held them, or replay failed"
+	}
+	return fmt.Errorf("partial state: %d batches missed in %d gaps (%s), %d replay requests failed, %d received but not applied when -duration ended; -allow-gaps accepts a partial state",
+		st.Missed, st.Gaps, why, st.ReplayFailures, st.Unhandled)
+}
+
+// writeMirrorRows prints rows as -format asks.
+func writeMirrorRows(stdout io.Writer, o *mirrorOptions, rows []mirrorRow) error {
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

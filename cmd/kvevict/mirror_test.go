@@ -74,8 +74,10 @@ func TestMirrorCommand(t *testing.T) {
 		}
 	}
 	res := <-done
-	if res.code != 0 {
-		t.Fatalf("exit %d: %s", res.code, res.err)
+	// Sequence 1 of b was lost with no replay to fill it: the state is
+	// partial, which the exit status says.
+	if res.code != 1 || !strings.Contains(res.err, "partial state: 1 batches missed") {
+		t.Fatalf("exit %d: %s; want 1 and the missed batch", res.code, res.err)
 	}
 	var rows []map[string]any
 	if err := json.Unmarshal([]byte(res.out), &rows); err != nil {
@@ -86,5 +88,65 @@ func TestMirrorCommand(t *testing.T) {
 		`map[batches:2 missed_batches:1 resident_blocks:1 resident_by_medium:map[GPU:1] restarts:0 topic:b]]`
 	if got := fmt.Sprint(rows); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestMirrorRestartWithoutReplay: a publisher that starts over (its
+// sequence goes back to 0) is a restart, which a mirror without a replay
+// endpoint follows from the first batch it hears and says so on stderr;
+// nothing was missed, so it exits 0.
+func TestMirrorRestartWithoutReplay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runArgs(t, "mirror", "-connect", "tcp://"+ln.Addr().String(), "-duration", "2s", "-format", "json")
+		done <- result{code, out, errOut}
+	}()
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("mirror never connected: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(socketTimeout))
+	if _, err := c.Write(handshake("PUB")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if err := readGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readMsg(r); err != nil { // the subscription
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	// [1.0, [["BlockStored", [h], None, [], 16, None, "GPU", None]]]
+	store := func(h string) []byte {
+		p, err := hex.DecodeString("92cb3ff000000000000091" + "98ab426c6f636b53746f726564" + "91" + h + "c09010c0a3475055c0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, m := range []struct {
+		seq  uint64
+		hash string
+	}{{0, "01"}, {1, "02"}, {0, "03"}} { // the last from a new publisher
+		if _, err := c.Write(frames([]byte("a"), seqFrame(m.seq), store(m.hash))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := <-done
+	var rows []mirrorRow
+	if err := json.Unmarshal([]byte(res.out), &rows); err != nil {
+		t.Fatalf("%q: %v", res.out, err)
+	}
+	if res.code != 0 || len(rows) != 1 || rows[0].Restarts != 1 || rows[0].ResidentBlocks != 1 || rows[0].MissedBatches != 0 ||
+		!strings.Contains(res.err, "1 publisher restarts without -replay-connect") {
+		t.Errorf("exit %d, rows %+v, stderr %q; want 0, one restart, the new publisher's one block, and the restart on stderr", res.code, rows, res.err)
 	}
 }

@@ -2,18 +2,21 @@ package main
 
 // kvevict publish speaks vLLM's KV events (package kvevents):
 //
-//	kvevict publish -endpoint E -trace FILE -capacity N [-strategy S] [-topic T]
-//	                [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
-//	                [-replay-endpoint E] [-warmup D] [-linger D] [-format table|json]
+//	kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [-strategy S]
+//	                [-topic T] [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
+//	                [-replay-bind ADDR [-replay-buffer N]] [-warmup D] [-linger D]
+//	                [-require-subscribers N] [-format table|json]
 //
 // It replays a Mooncake trace through a prefix tree of N blocks, as a
 // kvevict-managed pool would hold them, and publishes every store and
 // removal as a vLLM engine does, one batch per request, for kvevict mirror
-// or a KV-aware router to follow.
+// or a KV-aware router to follow. A run that no subscriber heard fails.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +39,9 @@ const (
 // publishOptions are publish's parsed flags.
 type publishOptions struct {
 	endpoint, replay, trace, topic, format string
-	capacity, blockSize                    int
+	direction                              kvevents.Direction
+	capacity, blockSize, replayBuffer      int
+	requireSubscribers                     int
 	rank                                   int64
 	encoding                               kvevents.Encoding
 	strategy                               kvevict.Strategy
@@ -47,7 +52,8 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs := newFlagSet("publish")
 	o := &publishOptions{}
 	var strategy string
-	fs.StringVar(&o.endpoint, "endpoint", "", "ZeroMQ PUB `endpoint`; binds if it holds * or :: or is ipc:// or inproc://, else connects")
+	var sock socketFlags
+	sock.register(fs, "PUB", "subscriber", "kvevict mirror", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
@@ -56,20 +62,34 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
 	var encoding string
 	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
-	fs.StringVar(&o.replay, "replay-endpoint", "", "ZeroMQ ROUTER `endpoint` to serve replay requests on (binds); none by default")
+	var replayBind, replayOlder string
+	fs.StringVar(&replayBind, "replay-bind", "", "bind a ROUTER socket on `ADDR` that answers replay requests (kvevict mirror -replay-connect); none by default")
+	fs.StringVar(&replayOlder, "replay-endpoint", "", "the older name of -replay-bind: `ADDR` is always bound")
+	fs.IntVar(&o.replayBuffer, "replay-buffer", kvevents.DefaultReplayBuffer, "batches the replay socket keeps (vLLM's buffer_steps)")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
-	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them")
+	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them and for replay answers under way")
+	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscriber connections were made during the run; 0 publishes to nobody without complaint")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
-	if err := parseFlagSet(fs, args, "kvevict publish -endpoint E -trace FILE -capacity N [flags]", help); err != nil {
+	if err := parseFlagSet(fs, args, "kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
 	}
-	if err := checkEndpoint(o.endpoint); err != nil {
+	var err error
+	if o.endpoint, o.direction, err = sock.resolve(kvevents.Binds); err != nil {
 		return nil, err
 	}
-	if o.replay != "" {
-		if err := checkEndpoint(o.replay); err != nil {
-			return nil, err
-		}
+	if o.replay, err = replayAddress("-replay-bind", replayBind, replayOlder, false); err != nil {
+		return nil, err
+	}
+	if o.replayBuffer < 1 {
+		return nil, usagef("-replay-buffer must be at least 1 batch, got %d", o.replayBuffer)
+	}
+	bufferSet := false
+	fs.Visit(func(f *flag.Flag) { bufferSet = bufferSet || f.Name == "replay-buffer" })
+	if o.replay == "" && bufferSet {
+		return nil, usagef("-replay-buffer needs -replay-bind")
+	}
+	if o.requireSubscribers < 0 {
+		return nil, usagef("-require-subscribers must not be negative, got %d", o.requireSubscribers)
 	}
 	if o.blockSize < 0 || o.blockSize > maxBlockSize {
 		return nil, usagef("-block-size must be 1 to %d tokens, got %d", maxBlockSize, o.blockSize)
@@ -132,6 +152,8 @@ const maxBlockSize = 1 << 16
 // dropped and unsent add up over the subscribers connected at each batch
 // (see kvevents.PublisherStats): a batch sent to two subscribers counts
 // twice, and one published before any subscriber connected not at all.
+// Connections counts the subscriber connections made during the run, the
+// ones gone included.
 type publishSummary struct {
 	Batches        int64              `json:"batches"`
 	StoredBlocks   int64              `json:"stored_blocks"`
@@ -141,6 +163,7 @@ type publishSummary struct {
 	Dropped        int64              `json:"dropped"`
 	Unsent         int64              `json:"unsent"`
 	Subscribers    []subscriberResult `json:"subscribers"`
+	Connections    int64              `json:"connections"`
 }
 
 // subscriberResult is one subscriber connection's part of the summary.
@@ -190,9 +213,10 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
-		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil))),
+		kvevents.WithPublisherDirection(o.direction)}
 	if o.replay != "" {
-		opts = append(opts, kvevents.WithReplay(o.replay, kvevents.DefaultReplayBuffer))
+		opts = append(opts, kvevents.WithReplay(o.replay, o.replayBuffer))
 	}
 	pub, err := kvevents.NewPublisher(ctx, o.endpoint, opts...)
 	if err != nil {
@@ -223,18 +247,49 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	}
 	st := pub.Stats()
 	sum.ResidentBlocks = tree.Len()
-	sum.Sent, sum.Dropped, sum.Unsent = st.Sent, st.Dropped, st.Unsent
+	sum.Sent, sum.Dropped, sum.Unsent, sum.Connections = st.Sent, st.Dropped, st.Unsent, st.Connected
 	sum.Subscribers = []subscriberResult{}
 	for _, s := range st.Subscribers {
 		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
 	}
+	if err := writePublishSummary(stdout, o, w.Name, len(w.Requests), sum); err != nil {
+		return err
+	}
+	if st.Connected < int64(o.requireSubscribers) {
+		return unheard(o, st, pub.DialError())
+	}
+	return nil
+}
+
+// unheard is the error of a run that fewer subscribers than required
+// heard, with what the socket knows of why.
+func unheard(o *publishOptions, st kvevents.PublisherStats, dialErr error) error {
+	msg := fmt.Sprintf("%d subscriber connections to %s during the run, -require-subscribers %d", st.Connected, o.endpoint, o.requireSubscribers)
+	if st.RefusedSubscribers > 0 {
+		msg += fmt.Sprintf("; %d refused for breaking the protocol or a limit (the first is logged above)", st.RefusedSubscribers)
+	}
+	if o.direction == kvevents.Connect {
+		if dialErr != nil {
+			msg += fmt.Sprintf("; the last attempt to connect: %v", dialErr)
+		}
+		if dialErr == nil || kvevents.NothingBinds(dialErr) {
+			msg += fmt.Sprintf(" (a publisher that connects needs a subscriber that binds %s: kvevict mirror -bind %s)", o.endpoint, o.endpoint)
+		}
+	} else {
+		msg += " (subscribers connect to it: kvevict mirror -connect ADDR; raise -warmup if they come late)"
+	}
+	return errors.New(msg)
+}
+
+// writePublishSummary prints sum as -format asks.
+func writePublishSummary(stdout io.Writer, o *publishOptions, trace string, requests int, sum publishSummary) error {
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
 	}
 	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
-		w.Name, len(w.Requests), o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
+		trace, requests, o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)

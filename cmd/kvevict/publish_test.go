@@ -151,13 +151,14 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 			Peer                  string
 			Sent, Dropped, Unsent int
 		} `json:"subscribers"`
+		Connections int `json:"connections"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sum); err != nil || sum.Batches == 0 {
 		t.Fatalf("summary %q: %v", out, err)
 	}
-	if sum.Sent != sum.Batches || sum.Dropped+sum.Unsent != 0 || len(sum.Subscribers) != 1 || sum.Subscribers[0].Sent != sum.Batches {
+	if sum.Sent != sum.Batches || sum.Dropped+sum.Unsent != 0 || len(sum.Subscribers) != 1 || sum.Subscribers[0].Sent != sum.Batches || sum.Connections != 1 {
 		t.Fatalf("summary %q: want every batch sent to the one subscriber", out)
 	}
 	msgs := sub.wait(ctx, t, sum.Batches)

@@ -259,14 +259,6 @@ func (c *Conn) writeBatch(msgs [][][]byte) (whole int, err error) {
 	return whole, err
 }
 
-// writeRaw writes bytes already framed, such as a command.
-func (c *Conn) writeRaw(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.w.Write(b)
-	return c.w.Flush()
-}
-
 // SetDeadline sets the read and write deadline of the connection, as
 // net.Conn's does; the zero time means none. The limits' timeouts apply
 // within it.
@@ -538,23 +530,27 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	c.SetDeadline(deadline)
 	// We announce ZMTP 3.1: we answer its PING and take its SUBSCRIBE and
 	// CANCEL commands, and still send subscriptions as 3.0 messages, which
-	// every PUB takes.
-	err := c.exchange(greeting(1), func() error {
-		// The signature and major version first: an older peer sends no
-		// more until it has ours.
-		g := make([]byte, 64)
+	// every PUB takes. The signature and major version go first, then the
+	// rest, as libzmq does: an older peer sends no more until it has ours,
+	// and libzmq sends its mechanism only then, but closes at once if it
+	// reads a mechanism other than its own: so its mechanism is read, and
+	// named in the error, before ours is sent.
+	out, g := greeting(1), make([]byte, 64)
+	err := c.exchange(out[:11], func() error {
 		if _, err := io.ReadFull(c.r, g[:11]); err != nil {
 			return err
 		}
-		if err := c.checkGreeting(g[:11]); err != nil {
-			return err
-		}
-		if _, err := io.ReadFull(c.r, g[11:]); err != nil {
-			return err
-		}
-		c.minor = g[11]
-		return c.checkGreeting(g)
+		return c.checkGreeting(g[:11])
 	})
+	if err == nil {
+		err = c.exchange(out[11:], func() error {
+			if _, err := io.ReadFull(c.r, g[11:]); err != nil {
+				return err
+			}
+			c.minor = g[11]
+			return c.checkGreeting(g)
+		})
+	}
 	if err != nil {
 		return err
 	}

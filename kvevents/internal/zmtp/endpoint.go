@@ -97,9 +97,9 @@ var inproc = struct {
 	m map[string]*inprocListener
 }{m: make(map[string]*inprocListener)}
 
-// errNotBound is what a dial to an inproc name nobody listens on returns,
+// ErrNotBound is what a dial to an inproc name nobody listens on wraps,
 // the in-process form of a refused connection.
-var errNotBound = errors.New("connection refused: nothing bound")
+var ErrNotBound = errors.New("connection refused: nothing bound")
 
 type inprocListener struct {
 	name string
@@ -129,14 +129,14 @@ func dialInproc(ctx context.Context, name string) (net.Conn, error) {
 	l := inproc.m[name]
 	inproc.Unlock()
 	if l == nil {
-		return nil, fmt.Errorf("zmtp: inproc://%s: %w", name, errNotBound)
+		return nil, fmt.Errorf("zmtp: inproc://%s: %w", name, ErrNotBound)
 	}
 	a, b := net.Pipe()
 	select {
 	case l.ch <- b:
 		return a, nil
 	case <-l.done:
-		err := fmt.Errorf("zmtp: inproc://%s: %w", name, errNotBound)
+		err := fmt.Errorf("zmtp: inproc://%s: %w", name, ErrNotBound)
 		a.Close()
 		b.Close()
 		return nil, err

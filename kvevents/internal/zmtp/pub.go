@@ -119,6 +119,15 @@ func (p *Pub) Listen(endpoint string) error { return p.s.listen(endpoint, p.serv
 // Close.
 func (p *Pub) Dial(endpoint string) error { return p.s.dial(endpoint, 0, p.serve) }
 
+// DialError returns why Dial's last attempt to connect failed, or nil if
+// none failed since the last connection succeeded (or Dial was not
+// called).
+func (p *Pub) DialError() error {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.s.dialErr
+}
+
 // Addr returns the address of the first endpoint the Pub listens on, or
 // nil.
 func (p *Pub) Addr() net.Addr { return p.s.addr() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ type socket struct {
 	peers     int                   // connections from listeners past their handshake, bounded by lim.MaxPeers
 	pending   map[string][]*pending // accepted connections in their handshake, by source address, oldest first
 	npending  int                   // bounded by lim.MaxHandshakes
+	dialErr   error                 // why the dialer's last attempt failed; nil after a success
 }
 
 // pending is an accepted connection in its handshake.
@@ -317,6 +319,7 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 		first = nil
 	}
 	pause := minBackoff
+	var telling error // the last failure that says more than a timeout
 	for {
 		deadline := time.Now().Add(s.handshake)
 		if first != nil && giveUp.Before(deadline) {
@@ -331,6 +334,7 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 				err = ErrClosed
 			} else {
 				err = s.run(nc, ep, nil, deadline, func(c *Conn) {
+					s.setDialErr(nil)
 					if first != nil {
 						first <- nil
 						first = nil
@@ -348,8 +352,14 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 			}
 			return
 		}
+		if err != nil {
+			if telling == nil || !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+				telling = err
+			}
+			s.setDialErr(telling)
+		}
 		if first != nil && !time.Now().Before(giveUp) {
-			first <- fmt.Errorf("zmtp: no answer from %s within %v: %w", ep, wait, err)
+			first <- fmt.Errorf("zmtp: no answer from %s within %v: %w", ep, wait, telling)
 			return
 		}
 		sleep := pause
@@ -362,6 +372,12 @@ func (s *socket) redial(ep endpoint, wait time.Duration, first chan<- error, ser
 		}
 		pause = min(2*pause, maxBackoff)
 	}
+}
+
+func (s *socket) setDialErr(err error) {
+	s.mu.Lock()
+	s.dialErr = err
+	s.mu.Unlock()
 }
 
 // stop closes the listeners and ends the dialers; the connections stay

@@ -116,8 +116,16 @@ func (s *Sub) Refusals() Refusals { return s.s.refusals() }
 // Recv are bounded by Limits.QueueBytes apart.
 func (s *Sub) ReadBytes() int64 { return s.s.readBytes() }
 
+// Unread returns how many received messages Close dropped, never taken by
+// Recv: after Close, a consumer that fell behind knows it.
+func (s *Sub) Unread() int {
+	s.in.mu.Lock()
+	defer s.in.mu.Unlock()
+	return s.in.unread
+}
+
 // Close closes every connection and listener and ends the dialers;
-// messages not yet taken by Recv are lost.
+// messages not yet taken by Recv are lost, and counted by Unread.
 func (s *Sub) Close() error {
 	s.s.stop()
 	s.in.close()
@@ -193,6 +201,8 @@ type inbox struct {
 	closed       bool
 	avail        chan struct{} // the queue may have a message
 	done         chan struct{} // closed by close
+
+	unread int // messages in the queue when it closed
 }
 
 // received is a message and the serial number of its connection.
@@ -281,6 +291,7 @@ func (in *inbox) close() {
 	defer in.mu.Unlock()
 	if !in.closed {
 		in.closed = true
+		in.unread = len(in.q)
 		close(in.done)
 		in.room.Broadcast()
 	}
