@@ -43,11 +43,15 @@ func TestLateJoinerCatchesUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			runSubscriber(ctx, t, s, func(Message) { time.Sleep(500 * time.Microsecond) })
+			// The catch-up is under way (a loaded machine may start Run
+			// late) before the rest is published and the publisher closes.
+			waitStats(ctx, t, s, func(st Stats) bool { return st.Delivered > 0 })
 			publish(batches - batches/3)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			st := s.Stats()
+			// What the publisher sent before it closed is handled after.
+			st := waitStats(ctx, t, s, func(st Stats) bool { return st.Delivered+st.Missed >= batches || st.ReplayFailures > 0 })
 			if st.Delivered+st.Missed != batches || st.ReplayFailures != 0 {
 				t.Errorf("stats %+v, want %d batches delivered or missed and no failed replay", st, batches)
 			}
@@ -97,5 +101,18 @@ func TestUnhandledCounted(t *testing.T) {
 	st := s.Stats()
 	if st.Unhandled == 0 || st.Delivered+st.Unhandled > batches {
 		t.Errorf("stats %+v: want some of the %d batches unhandled, and no more than were sent", st, batches)
+	}
+}
+
+// waitStats polls s's stats until done holds or ctx ends, and returns the
+// last.
+func waitStats(ctx context.Context, t *testing.T, s *Subscriber, done func(Stats) bool) Stats {
+	t.Helper()
+	for {
+		st := s.Stats()
+		if done(st) || ctx.Err() != nil {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
