@@ -323,16 +323,20 @@ func TestBadInputOverSockets(t *testing.T) {
 		t.Errorf("delivered seqs %v, events of 3: %d, missed before 7: %d", seqs, len(msgs[1].Batch.Events), msgs[3].Missed)
 	}
 	want := Stats{Delivered: 5, Missed: 2, Stale: 1, Malformed: 3, Oversized: 1, UnknownEvent: 1, FieldType: 1, Gaps: 1}
-	st := s.Stats()
-	for deadline := time.Now().Add(testTimeout); st != want && time.Now().Before(deadline); st = s.Stats() {
-		time.Sleep(10 * time.Millisecond) // the oversized frame's count comes from its own connection
+	logLines := func() int {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Count(logs.String(), "\n")
+	}
+	// The oversized frame's count comes from its own connection, and each
+	// kind's line is logged just after it is counted.
+	st, lines := s.Stats(), logLines()
+	for deadline := time.Now().Add(testTimeout); (st != want || lines < 5) && time.Now().Before(deadline); st, lines = s.Stats(), logLines() {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if st != want {
 		t.Errorf("stats\n got %+v\nwant %+v", st, want)
 	}
-	logMu.Lock()
-	lines := strings.Count(logs.String(), "\n")
-	logMu.Unlock()
 	if lines != 5 { // malformed, unknown event, field type, oversized, gap
 		t.Errorf("%d log lines, want one per kind (5):\n%s", lines, logs.String())
 	}
