@@ -223,7 +223,7 @@ func BenchmarkCluster(b *testing.B) {
 				for b.Loop() {
 					r := NewRoundRobin()
 					if router == "direct" {
-						if r, err = NewOracleRouter(0.5); err != nil {
+						if r, err = NewDirectRouter(0.5); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -6,7 +6,8 @@
 //	kvevict compare [-trace FILE | -workload NAME [-requests N] [-seed S]]
 //	                [-mode replay|serve] [-granularity sequence|tail|block]
 //	                [-token-time D] [-capacity LIST] [-strategies LIST]
-//	                [-sampling K] [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
+//	                [-sampling K] [-baseline STRATEGY] [-rank hit|prefill]
+//	                [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
 //	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back|vllm]
 //	                 [-inclusive|-exclusive] [-model NAME] [-link MEDIUM=BANDWIDTH,LATENCY ...]]
 //	kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [-strategy S]
@@ -14,14 +15,18 @@
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
 //	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
 //	kvevict cluster [-trace FILE | -workload NAME] [-engines LIST] [-capacity LIST]
-//	                [-strategy LIST] [-router LIST] [-guess F] [-load-weight W]
-//	                [-format table|csv|json] [-plot FILE.svg|.png]
+//	                [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST]
+//	                [-model NAME] [-speedup F] [-slo D] [-baseline ROUTER/STRATEGY]
+//	                [-rank ttft|hit] [-tier ... [-write W] [-inclusive|-exclusive] [-link L]]
+//	                [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
 //
-// cluster replays a workload over N engines behind a router (round-robin,
-// least-loaded, prefix on a mirror fed by KV events, approx on an
-// approximate index, oracle), each engine a pool evicting by a strategy,
-// and reports the hit ratio, prefill, load balance and mispredicted blocks
-// of each, beside Belady's MIN on one pooled cache (docs/cluster.md).
+// cluster replays a workload over N engines in time behind a router
+// (round-robin, least-loaded, prefix on a mirror fed by KV events, ttft on
+// the same mirror and each engine's queue, approx on an approximate index,
+// direct), each engine a pool evicting by a strategy, with tiers below it
+// if asked, and reports the hit ratio, prefill, TTFT, load balance and
+// mispredicted blocks of each against a baseline, beside the pooled bound
+// on hit ratio (docs/cluster.md).
 //
 // publish and mirror speak vLLM's KV events (package kvevents): publish
 // replays a Mooncake trace through a pool of N blocks and publishes its
