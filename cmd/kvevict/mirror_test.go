@@ -16,38 +16,7 @@ import (
 // (written by hand, array encoding) for two topics, from a PUB socket that
 // binds, as an engine's does, and sends once the mirror subscribed.
 func TestMirrorCommand(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, errOut := runArgs(t, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", "3s", "-format", "json")
-		done <- result{code, out, errOut}
-	}()
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatalf("mirror never connected: %v", err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(socketTimeout))
-	if _, err := c.Write(handshake("PUB")); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(c)
-	if err := readGreeting(r); err != nil {
-		t.Fatal(err)
-	}
-	if sub, err := readMsg(r); err != nil || len(sub) != 1 || string(sub[0]) != "\x01" {
-		t.Fatalf("mirror's subscription %q, %v; want every topic", sub, err)
-	}
-	go io.Copy(io.Discard, r)
+	c, done := rawPubForMirror(t, "-endpoint", "3s")
 	stored := "98 ab426c6f636b53746f726564" // ["BlockStored", then 7 fields
 	removed := "93 ac426c6f636b52656d6f766564"
 	msgs := []struct {
@@ -96,34 +65,7 @@ func TestMirrorCommand(t *testing.T) {
 // endpoint follows from the first batch it hears and says so on stderr;
 // nothing was missed, so it exits 0.
 func TestMirrorRestartWithoutReplay(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan result, 1)
-	go func() {
-		code, out, errOut := runArgs(t, "mirror", "-connect", "tcp://"+ln.Addr().String(), "-duration", "2s", "-format", "json")
-		done <- result{code, out, errOut}
-	}()
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatalf("mirror never connected: %v", err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(socketTimeout))
-	if _, err := c.Write(handshake("PUB")); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(c)
-	if err := readGreeting(r); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readMsg(r); err != nil { // the subscription
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, r)
+	c, done := rawPubForMirror(t, "-connect", "2s")
 	// [1.0, [["BlockStored", [h], None, [], 16, None, "GPU", None]]]
 	store := func(h string) []byte {
 		p, err := hex.DecodeString("92cb3ff000000000000091" + "98ab426c6f636b53746f726564" + "91" + h + "c09010c0a3475055c0")
@@ -149,4 +91,38 @@ func TestMirrorRestartWithoutReplay(t *testing.T) {
 		!strings.Contains(res.err, "1 publisher restarts without -replay-connect") {
 		t.Errorf("exit %d, rows %+v, stderr %q; want 0, one restart, the new publisher's one block, and the restart on stderr", res.code, rows, res.err)
 	}
+}
+
+// rawPubForMirror runs kvevict mirror for duration, reaching a PUB socket
+// of the test's own on 127.0.0.1 through flag (-endpoint or -connect), and
+// returns that socket's connection once the handshake is done and the
+// mirror subscribed to every topic, and the mirror's outcome to come. What
+// the mirror sends after that is read and dropped.
+func rawPubForMirror(t *testing.T, flag, duration string) (net.Conn, <-chan result) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	done := start(t, "mirror", flag, "tcp://"+ln.Addr().String(), "-duration", duration, "-format", "json")
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("mirror never connected: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(socketTimeout))
+	if _, err := c.Write(handshake("PUB")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if err := readGreeting(r); err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := readMsg(r); err != nil || len(sub) != 1 || string(sub[0]) != "\x01" {
+		t.Fatalf("mirror's subscription %q, %v; want every topic", sub, err)
+	}
+	go io.Copy(io.Discard, r)
+	return c, done
 }
