@@ -23,6 +23,23 @@ import (
 // soak is how long TestSoak feeds its mirror; CI runs it for 60 s.
 var soak = flag.Duration("soak", 3*time.Second, "how long TestSoak publishes flat out")
 
+// stuckAndHealthy connects to p at addr a subscriber that never reads
+// and a healthy one, returned with the collector of its messages, and
+// waits until p has both.
+func stuckAndHealthy(ctx context.Context, t *testing.T, p *Publisher, addr string) (*Subscriber, *collector) {
+	t.Helper()
+	stuckSubscriber(ctx, t, addr)
+	s, err := NewSubscriber(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
 // stuckSubscriber connects to a publisher at addr as a SUB, subscribes to
 // every topic and never reads again: a router that hangs.
 func stuckSubscriber(ctx context.Context, t *testing.T, addr string) {
@@ -65,15 +82,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuckSubscriber(ctx, t, addr)
-	s, err := NewSubscriber(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := runSubscriber(ctx, t, s, nil)
-	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	s, c := stuckAndHealthy(ctx, t, p, addr)
 	const n = 20_000
 	tokens := make([]int64, 256) // a batch of about 1 KiB
 	start := time.Now()
@@ -406,15 +415,7 @@ func TestStuckSubscriberBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuckSubscriber(ctx, t, addr)
-	s, err := NewSubscriber(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := runSubscriber(ctx, t, s, nil)
-	if err := p.pub.WaitSubscribers(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	_, c := stuckAndHealthy(ctx, t, p, addr)
 	const n, blocks, blockSize = 200, 400, 16
 	tokens := make([]int64, blocks*blockSize)
 	for i := range tokens {
