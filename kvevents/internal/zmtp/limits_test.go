@@ -279,15 +279,9 @@ func TestReadBudget(t *testing.T) {
 		t.Errorf("at most %d bytes reserved, budget %d", most.Load(), budget)
 	}
 	t.Logf("at most %d bytes reserved for %d partial frames; %+v", most.Load(), peers, s.Refusals())
-	p := NewPub(PubOptions{})
-	defer p.Close(time.Second)
-	if err := p.Dial("tcp://" + s.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	ctx := timeout(t, 5*time.Second)
-	if err := p.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	p := pubDialing(ctx, t, s)
+	defer p.Close(time.Second)
 	if err := p.Send([][]byte{[]byte("kv"), seq(1), make([]byte, 1<<20)}); err != nil {
 		t.Fatal(err)
 	}
@@ -401,15 +395,9 @@ func TestReadBudgetLargeFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Subscribe("")
-	p := NewPub(PubOptions{})
-	defer p.Close(time.Second)
-	if err := p.Dial("tcp://" + s.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	ctx := timeout(t, 5*time.Second)
-	if err := p.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	p := pubDialing(ctx, t, s)
+	defer p.Close(time.Second)
 	if err := p.Send([][]byte{make([]byte, 8<<20)}); err != nil {
 		t.Fatal(err)
 	}
@@ -490,4 +478,20 @@ func TestSlowHandshakeFloodPub(t *testing.T) {
 	if st := p.Stats(); st.Dropped != 0 || p.Refusals().Peers != 0 {
 		t.Errorf("stats %+v, refusals %+v: want nothing dropped, no peer refused", st, p.Refusals())
 	}
+}
+
+// pubDialing returns a PUB that connected to s, listening on TCP, once s
+// subscribed, by ctx; the caller closes it.
+func pubDialing(ctx context.Context, t *testing.T, s *Sub) *Pub {
+	t.Helper()
+	p := NewPub(PubOptions{})
+	if err := p.Dial("tcp://" + s.Addr().String()); err != nil {
+		p.Close(time.Second)
+		t.Fatal(err)
+	}
+	if err := p.WaitSubscribers(ctx, 1); err != nil {
+		p.Close(time.Second)
+		t.Fatal(err)
+	}
+	return p
 }
