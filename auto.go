@@ -30,9 +30,8 @@ type auto struct {
 	ghosts ghost.Counts // the others
 	c      int          // most resident ids remembered
 
-	// turnover counts the UpdateAccess calls for ids not resident: the ids
-	// entering the pool, the policy's own clock, their rate measured from
-	// the first selection after one.
+	// turnover counts the blocks of the victims, the policy's own clock,
+	// their rate measured from the first selection that evicted.
 	turnover rank.Turnover
 
 	// reuses counts the requests for resident ids and for evicted ghosts,
@@ -98,7 +97,6 @@ func (a *auto) access(id uint64) {
 		a.weights.Access(id, x.log2Requests)
 		return
 	}
-	a.turnover.Enter()
 	g, _ := a.ghosts.Get(id)
 	if g.Tag != 0 { // a victim returns
 		a.reuses++
@@ -145,12 +143,12 @@ func (a *auto) toGhost(n int32, tag uint8) {
 	a.ghosts.Put(id, ghost.Count{Requests: requests, Tag: tag})
 }
 
-// begin starts a selection at tick now among n candidates: the horizon W,
-// the weight the miniature caches chose, in turnovers, times the ticks in
-// which n ids enter the pool at the rate measured since the first
-// selection after an id entered (0, ranking by recency alone, until the
-// clock and the entries have both moved), and whether lone partial blocks
-// go first. It changes nothing that outlives a refused selection.
+// begin starts a selection at tick now among candidates holding n
+// evictable blocks: the horizon W, the weight the miniature caches chose,
+// in turnovers, times the ticks in which the pool evicts n blocks at the
+// rate measured since its first eviction (0, ranking by recency alone,
+// until the clock has moved past one), and whether lone partial blocks go
+// first. It changes nothing that outlives a refused selection.
 func (a *auto) begin(now int64, n int) {
 	a.forgetSeen()
 	a.now = now
@@ -207,9 +205,9 @@ func (a *auto) forgetSeen() {
 	}
 }
 
-// evicting notes that the selection begun last evicts: the rate at which
-// ids enter is measured from the first such selection after one entered.
-func (a *auto) evicting() { a.turnover.Evicting(a.now) }
+// evicted counts the blocks freed by the selection begun last: the
+// turnover's clock.
+func (a *auto) evicted(blocks int) { a.turnover.Evicted(a.now, blocks) }
 
 // selected commits a Policy's selection over cands: ranked, the engine's
 // entries for its victims, smallest first, and victims, what the
@@ -217,7 +215,11 @@ func (a *auto) evicting() { a.turnover.Evicting(a.now) }
 // as resident, as every adaptive strategy does, evicts the victims taken
 // wholly and restores its bounds.
 func (a *auto) selected(cands []Candidate, ranked []entry, victims []Victim) {
-	a.evicting()
+	freed := 0
+	for i := range victims {
+		freed += len(victims[i].Blocks)
+	}
+	a.evicted(freed)
 	slices.SortFunc(a.admitting, byRecency)
 	for _, c := range a.admitting {
 		a.admit(c.ID)

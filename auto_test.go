@@ -10,9 +10,9 @@ import (
 )
 
 // TestAutoOrder steps Auto by hand through its definition: score =
-// LastAccess + W x log2(requests), W = weight x the ticks in which as many
-// ids enter the pool as there are candidates (at the rate since the first
-// selection), weight = that of the miniature cache with the most hits, the
+// LastAccess + W x log2(requests), W = weight x the ticks in which the
+// pool evicts as many blocks as its evictable candidates hold (at the rate
+// since the first selection), weight = that of the miniature cache with the most hits, the
 // smallest among equals; a lone partial block first; ties by LastAccess
 // then ID.
 func TestAutoOrder(t *testing.T) {
@@ -22,7 +22,7 @@ func TestAutoOrder(t *testing.T) {
 	}
 	// First selection: no rate measured yet (W = 0), so the partial block
 	// 4 goes before the least recent full one. It becomes a ghost that keeps
-	// its one request. The rate's origin is (4 accesses, tick 40).
+	// its one request. The rate's origin is tick 40.
 	res, err := p.SelectVictims([]kvevict.Candidate{
 		{ID: 1, Blocks: blocks(0, 1), LastAccess: 10},
 		{ID: 2, Blocks: blocks(1, 1), LastAccess: 20},

@@ -48,7 +48,7 @@
 //     which they count re-prefills ([WithEvictionHistory]); it changes no
 //     choice, and is never called history alone.
 //   - measurements: what [Auto] measures to set its horizon: the rate at
-//     which ids enter the pool, the miniature caches that choose its
+//     which the pool evicts blocks, the miniature caches that choose its
 //     weight, and how often victims whose block was partial return.
 //   - order: how an [Index] keeps its evictable candidates between
 //     evictions: by key (a run and a heap), by an adaptive strategy's

@@ -128,16 +128,16 @@ type order interface {
 	// access records a request for id, held or not.
 	access(id uint64)
 	// begin starts an eviction of required > 0 blocks, which the
-	// evictable candidates cover.
-	begin(required int)
+	// evictable candidates, holding available blocks, cover.
+	begin(required, available int)
 	// next returns the slot of the next victim and its candidate, and
 	// takes it out of the possible victims.
 	next() (int32, *Candidate)
 	// commit ends the eviction: the victims taken by next, whose slots
 	// are taken in order, leave the order (the Index then removes them),
 	// but the last when trimmed, which keeps a head of its blocks (the
-	// Index then updates it).
-	commit(taken []int32, trimmed bool)
+	// Index then updates it). freed is the blocks the victims free.
+	commit(taken []int32, freed int, trimmed bool)
 	// rollback ends the eviction with the victims taken by next, whose
 	// slots are taken, back in the order, as they were.
 	rollback(taken []int32)
@@ -410,7 +410,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	}
 	start := x.watch.start()
 	first := len(dst)
-	x.ord.begin(requiredBlocks)
+	x.ord.begin(requiredBlocks, x.available)
 	x.taken = x.taken[:0]
 	dst, freed, err := x.txn.cover(dst, requiredBlocks, x)
 	if err != nil {
@@ -436,7 +436,11 @@ func (x *Index) next() (*Candidate, error) {
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
-	x.ord.commit(x.taken, trimmed)
+	freed := 0
+	for i := range victims {
+		freed += len(victims[i].Blocks)
+	}
+	x.ord.commit(x.taken, freed, trimmed)
 	whole := x.taken
 	if trimmed {
 		slot := whole[len(whole)-1]

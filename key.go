@@ -26,7 +26,7 @@ func (kp *keyParams) begin(cands []Candidate) {
 		kp.now = maxLastAccess(cands)
 	}
 	if kp.auto != nil {
-		kp.auto.begin(kp.now, len(cands))
+		kp.auto.begin(kp.now, evictableBlocks(cands))
 	}
 }
 
@@ -62,4 +62,16 @@ func fieldsOf(c *Candidate) rank.Fields {
 		SeqLen:            c.SeqLen,
 		MaxLen:            c.MaxLen,
 	}
+}
+
+// evictableBlocks returns the blocks of the evictable candidates of cands,
+// the pool whose turnover Auto measures. O(n).
+func evictableBlocks(cands []Candidate) int {
+	n := 0
+	for i := range cands {
+		if cands[i].evictable() {
+			n += len(cands[i].Blocks)
+		}
+	}
+	return n
 }

@@ -93,9 +93,9 @@ func (o *autoOrder) access(id uint64) {
 
 // begin admits the waiting ids and ranks: the greedy selection by Auto's
 // key over the groups.
-func (o *autoOrder) begin(required int) {
+func (o *autoOrder) begin(required, available int) {
 	o.admitWaiting()
-	o.ranked, o.taken = o.greedy(required), 0
+	o.ranked, o.taken = o.greedy(required, available), 0
 }
 
 func (o *autoOrder) next() (int32, *Candidate) {
@@ -109,9 +109,9 @@ func (o *autoOrder) next() (int32, *Candidate) {
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.
-func (o *autoOrder) commit(taken []int32, trimmed bool) {
+func (o *autoOrder) commit(taken []int32, freed int, trimmed bool) {
 	a, cands := o.a, o.slab
-	a.evicting()
+	a.evicted(freed)
 	for i, slot := range taken {
 		c := &cands[slot]
 		n := a.lookup(c.ID)
@@ -292,7 +292,7 @@ func (g *autoGroups) now() int64 {
 // selection while the score stays below the bound of the victims chosen
 // so far. It returns the victims, smallest first (Slot: the index's slot),
 // valid until the next selection.
-func (o *autoOrder) greedy(required int) []entry {
+func (o *autoOrder) greedy(required, available int) []entry {
 	g, a, cands := o.g, o.a, o.slab
 	for _, slot := range g.refile {
 		if g.slots[slot].refile { // not released since
@@ -301,9 +301,8 @@ func (o *autoOrder) greedy(required int) []entry {
 		}
 	}
 	g.refile = g.refile[:0]
-	held := o.slots.Len()
-	a.begin(g.now(), held)
-	o.sel.begin(required, held)
+	a.begin(g.now(), available)
+	o.sel.begin(required, o.slots.Len())
 	bounded := false
 	var bound entry
 	for _, gi := range g.live {

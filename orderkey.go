@@ -104,7 +104,7 @@ func (o *keyOrder) remove(slot int32) {
 func (o *keyOrder) access(uint64) {}
 
 // begin: the run and the heap are ready for an eviction at any time.
-func (o *keyOrder) begin(int) {}
+func (o *keyOrder) begin(int, int) {}
 
 // next takes the smaller of the run's front and the heap's root. O(1) from
 // the run, O(log n) from the heap.
@@ -115,7 +115,7 @@ func (o *keyOrder) next() (int32, *Candidate) {
 }
 
 // commit: the victims are out of the run and the heap already.
-func (o *keyOrder) commit([]int32, bool) {}
+func (o *keyOrder) commit([]int32, int, bool) {}
 
 func (o *keyOrder) rollback(taken []int32) {
 	for _, slot := range taken {

@@ -32,7 +32,7 @@ func (o *listOrder) access(id uint64) { o.lists.access(id) }
 
 // begin places a pending request that the index holds, which is
 // resident, before the others are admitted, as a Policy does.
-func (o *listOrder) begin(int) {
+func (o *listOrder) begin(int, int) {
 	if id, ok := o.lists.pendingID(); ok {
 		if _, held := o.slots.Get(id); held {
 			o.lists.commit()
@@ -48,7 +48,7 @@ func (o *listOrder) next() (int32, *Candidate) {
 
 // commit evicts the victims taken wholly from the history; a trimmed one
 // keeps its head and is a possible victim of the next eviction again.
-func (o *listOrder) commit(taken []int32, trimmed bool) {
+func (o *listOrder) commit(taken []int32, _ int, trimmed bool) {
 	evictChosen(o.lists, trimmed)
 	if trimmed {
 		o.markHeld(taken[len(taken)-1])

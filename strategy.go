@@ -59,8 +59,8 @@ const (
 // smallest first, ties by LastAccess then ID. requests counts the
 // UpdateAccess calls for the candidate's id, remembered across its
 // evictions in a bounded ghost table. W is the pool's turnover, the time
-// in which as many ids enter the pool as the call has candidates (how long
-// an id used once stays, as in LRU), times a weight that Auto chooses by
+// in which the pool evicts as many blocks as its evictable candidates hold
+// (how long a block used once stays, as in LRU), times a weight that Auto chooses by
 // simulation: miniature caches, one per weight from 0 (LRU) to 16, rank a
 // hash-sampled share of the requests by the same score, and the weight of
 // the one with the most hits lately wins. Where frequency predicts reuse

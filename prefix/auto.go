@@ -8,7 +8,7 @@ import "github.com/sagellm/kvevict/internal/rank"
 // (this tree: each block's request count, and the bounded ghosts, the
 // counts of evicted blocks). The structure reports every request and every
 // eviction; the measurements take from them what the strategy measures
-// (how fast blocks enter, which weight of frequency would have hit most)
+// (how fast blocks leave, which weight of frequency would have hit most)
 // and turn a block's recency and request count into a Key, by the same
 // functions the strategy's Policy ranks with.
 //
@@ -21,10 +21,10 @@ type measurements interface {
 	// eviction), and whether the structure held it. O(log s) for a block
 	// the measurements simulate, s being the simulated cache's size; O(1) for
 	// the others.
-	Request(hash uint64, requests uint32, resident bool)
-	// Evicting records that an eviction starts at tick now: the rate at
-	// which blocks enter is measured from the first. O(1).
-	Evicting(now int64)
+	Request(hash uint64, requests uint32)
+	// Evicted records an eviction of blocks at tick now: the rate at which
+	// blocks leave is measured from the first. O(1).
+	Evicted(now int64, blocks int)
 	// Horizons returns the horizon of each weight the measurements simulate,
 	// in ticks at tick now for a structure of n blocks, and the index of
 	// the weight it chooses. A structure keeps one order of its blocks per
@@ -47,7 +47,7 @@ type measurements interface {
 // Auto makes over a policy's ids, made over the tree's
 // blocks. The tree keeps each block's request count and remembers the
 // counts of evicted blocks ([kvevict.WithGhostCap] of them); treeAuto counts the
-// blocks entering, feeds every request to the miniature caches by the
+// blocks evicted, feeds every request to the miniature caches by the
 // block's hash, sized for the tree's capacity in blocks, and keys blocks
 // by [rank.Score]. Keys are computed when a block is touched, with the weight
 // of that moment.
@@ -66,21 +66,16 @@ func newTreeAuto(capacity, ghostCap int) *treeAuto {
 }
 
 // Request counts a request for one block, as Auto counts one for a
-// sequence: an entry if the block was not resident, and a request of the
-// miniature caches if its hash is in their sample, in O(log s) for caches
-// of s ids, else O(1).
-func (h *treeAuto) Request(hash uint64, requests uint32, resident bool) {
-	if !resident {
-		h.turnover.Enter()
-	}
+// sequence: a request of the miniature caches if its hash is in their
+// sample, in O(log s) for caches of s ids, else O(1).
+func (h *treeAuto) Request(hash uint64, requests uint32) {
 	if h.weights.Samples(hash) {
 		h.weights.Record(hash, rank.Log2Requests(requests))
 	}
 }
 
-// Evicting sets the origin of the entry rate at the first eviction after
-// a block entered, as Auto does at its first selection.
-func (h *treeAuto) Evicting(now int64) { h.turnover.Evicting(now) }
+// Evicted counts the blocks of an eviction, as Auto counts its victims'.
+func (h *treeAuto) Evicted(now int64, blocks int) { h.turnover.Evicted(now, blocks) }
 
 // Horizons returns the horizon W of each weight the miniature caches
 // simulate, for a tree of n blocks at tick now, and the index of the one

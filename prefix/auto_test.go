@@ -221,8 +221,8 @@ func TestAutoMemoryBound(t *testing.T) {
 // requests, keyed as Auto keys, lastAccess + W x log2(requests).
 type choiceMeasurements struct{ chosen int }
 
-func (h *choiceMeasurements) Request(uint64, uint32, bool) {}
-func (h *choiceMeasurements) Evicting(int64)               {}
+func (h *choiceMeasurements) Request(uint64, uint32) {}
+func (h *choiceMeasurements) Evicted(int64, int)     {}
 func (h *choiceMeasurements) Horizons(int64, int) ([]float64, int) {
 	return []float64{0, 100}, h.chosen
 }

@@ -55,8 +55,8 @@
 // are remembered by hash (at most [kvevict.WithGhostCap] hashes, the
 // least recently evicted forgotten first) and restored when the hash is
 // inserted again. The tree measures what Auto's Policy measures, over
-// blocks instead of sequences, by the same code: blocks entering
-// (inserted) as its clock, and every request for a block (Match, Insert)
+// blocks instead of sequences, by the same code: blocks evicted as its
+// clock, and every request for a block (Match, Insert)
 // fed by the block's hash and count to Auto's miniature caches, which
 // choose the weight by simulating a pool of the tree's capacity (given to
 // [New], in blocks).

@@ -268,7 +268,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				// A block inserted again takes back the requests it had.
 				r, _ := t.ghosts.Take(h)
 				c.requests = rank.AddRequest(r.Requests)
-				t.meas.Request(h, c.requests, false)
+				t.meas.Request(h, c.requests)
 			}
 			t.children[edge{n.id, h}] = c
 			n.children++
@@ -325,7 +325,7 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 		m.accessCount++
 		if t.meas != nil {
 			m.requests = rank.AddRequest(m.requests)
-			t.meas.Request(m.hash, m.requests, true)
+			t.meas.Request(m.hash, m.requests)
 		}
 	}
 	t.rekey(n)
@@ -447,7 +447,6 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	}
 	order := 0
 	if t.meas != nil {
-		t.meas.Evicting(t.now)
 		_, order = t.meas.Horizons(t.now, t.evictable+t.protected)
 	}
 	h := &t.heaps[order]
@@ -475,6 +474,9 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		t.unplace(n)
 	}
 	t.evictable -= blocks
+	if t.meas != nil {
+		t.meas.Evicted(t.now, blocks)
+	}
 	if t.onEvent != nil {
 		t.pending = append(t.pending, Event{Kind: Removed, Hashes: append([]uint64(nil), removed...)})
 	}

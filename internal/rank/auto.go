@@ -8,38 +8,39 @@ import "math"
 // [Weights].
 
 // Turnover measures the pool's turnover, Auto's W for a weight of
-// one: the ticks in which as many ids enter the pool as it holds. Its
-// clock is the entries, the requests for ids not resident; their rate is
-// measured from the first eviction after one, the origin (entries, tick).
+// one: the ticks in which the pool evicts as many blocks as it holds, the
+// time a block requested once stays in an LRU pool of that size. Its clock
+// is the blocks evicted, counted from the first eviction, the origin. It
+// is counted in blocks whatever a candidate is (a block, a sequence, a
+// tail) and whatever names it, so that the pool's size and its clock are
+// in one unit.
 type Turnover struct {
-	entries, originEntries, originTick int64
-	hasOrigin                          bool
+	evicted, originTick int64
+	hasOrigin           bool
 }
 
-// Enter counts an id entering the pool. O(1).
-func (t *Turnover) Enter() { t.entries++ }
-
-// Evicting sets the origin at tick now, at the first eviction after an id
-// entered. O(1).
-func (t *Turnover) Evicting(now int64) {
-	if !t.hasOrigin && t.entries > 0 {
-		t.originEntries, t.originTick, t.hasOrigin = t.entries, now, true
+// Evicted counts an eviction of blocks at tick now; the first sets the
+// origin. O(1).
+func (t *Turnover) Evicted(now int64, blocks int) {
+	if !t.hasOrigin {
+		t.originTick, t.hasOrigin = now, true
 	}
+	t.evicted += int64(blocks)
 }
 
-// Horizon returns Auto's W at tick now: weight times the ticks in which n
-// ids enter the pool at the rate measured since the origin. It is 0,
-// ranking by recency alone, until the clock and the entries have both
-// moved. O(1).
+// Horizon returns Auto's W at tick now: weight times the ticks in which
+// the pool evicts n blocks at the rate measured since the origin, for a
+// pool that holds n evictable blocks. It is 0, ranking by recency alone,
+// until the clock has moved past an eviction. O(1).
 func (t *Turnover) Horizon(weight float64, n int, now int64) float64 {
 	if !t.hasOrigin {
 		return 0
 	}
-	dt, de := now-t.originTick, t.entries-t.originEntries
-	if de <= 0 || dt <= 0 {
+	dt := now - t.originTick
+	if t.evicted <= 0 || dt <= 0 {
 		return 0
 	}
-	return weight * float64(n) * float64(dt) / float64(de)
+	return weight * float64(n) * float64(dt) / float64(t.evicted)
 }
 
 // AddRequest returns requests + 1, saturating at math.MaxUint32: how Auto
