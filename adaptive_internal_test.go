@@ -68,6 +68,13 @@ func ops(t testing.TB, s Strategy, c int, data []byte) {
 	var tick int64
 	for len(data) > 0 {
 		op := next()
+		if op%4 == 1 && op&0x10 != 0 {
+			// A request by block hash: heads of the candidates below,
+			// shared by several of them at times.
+			p.UpdateAccessHashes([]uint64{1000 + uint64(next()%8), 1000 + uint64(next()%8)})
+			checkHistory(t, p, c)
+			continue
+		}
 		if op%4 != 0 {
 			p.UpdateAccess(uint64(next() % 48))
 			checkHistory(t, p, c)
@@ -88,14 +95,18 @@ func ops(t testing.TB, s Strategy, c int, data []byte) {
 			if f&0x4c == 0x4c && len(blocks) > 0 { // one candidate in eight
 				blocks[0] = sharedBlock // listed by every candidate so marked
 			}
-			cands = append(cands, Candidate{
+			cand := Candidate{
 				ID:           id,
 				Blocks:       blocks,
 				LastAccess:   tick * int64(next()%3),
 				Pinned:       f&0x10 != 0,
 				RefCount:     int(f>>5) & 1,
 				AllowPartial: f&0x80 != 0,
-			})
+			}
+			if h := next(); h&1 != 0 { // half of them counted by a head hash, not always distinct
+				cand.HeadHash = 1000 + uint64(h>>1%8)
+			}
+			cands = append(cands, cand)
 		}
 		available := 0
 		for i := range cands {

@@ -108,6 +108,18 @@ func (a *auto) access(id uint64) {
 	a.weights.Access(id, rank.Log2Requests(g.Requests))
 }
 
+// accessHashes counts a request for each block of hashes, as access does
+// for an id. From the first such call on, a weight above zero must beat
+// recency in the miniature caches by more than their noise: they simulate
+// a cache of blocks, where the pool evicts sequences, so their verdict for
+// frequency is weaker evidence than over blocks.
+func (a *auto) accessHashes(hashes []uint64) {
+	a.weights.Cautious = true
+	for _, h := range hashes {
+		a.access(h)
+	}
+}
+
 // decayReuse halves the reuse counts once they exceed the ghosts' and the
 // resident list's size, so that the victims' returns are those of about
 // the span the ghosts remember.
@@ -159,7 +171,7 @@ func (a *auto) begin(now int64, n int) {
 // keyOf returns Auto's key for evictable candidate c in the selection
 // begun last. O(1).
 func (a *auto) keyOf(c *Candidate) rank.Key {
-	log2r, _ := a.log2Requests(c.ID)
+	log2r, _ := a.log2Requests(historyID(c))
 	return autoKey(c, log2r, a.w, a.partialFirst)
 }
 
@@ -167,7 +179,7 @@ func (a *auto) keyOf(c *Candidate) rank.Key {
 // not resident, to be admitted once the selection succeeds, so that the
 // one lookup serves both.
 func (a *auto) keyOfSeen(c *Candidate) rank.Key {
-	log2r, resident := a.log2Requests(c.ID)
+	log2r, resident := a.log2Requests(historyID(c))
 	if !resident {
 		a.admitting = append(a.admitting, c)
 	}
@@ -178,7 +190,7 @@ func (a *auto) keyOfSeen(c *Candidate) rank.Key {
 // it holds blocks and is not resident, it is admitted once the selection
 // succeeds, as the evictable ones are.
 func (a *auto) see(c *Candidate) {
-	if len(c.Blocks) > 0 && a.lookup(c.ID) < 0 {
+	if len(c.Blocks) > 0 && a.lookup(historyID(c)) < 0 {
 		a.admitting = append(a.admitting, c)
 	}
 }
@@ -222,12 +234,16 @@ func (a *auto) selected(cands []Candidate, ranked []entry, victims []Victim) {
 	a.evicted(freed)
 	slices.SortFunc(a.admitting, byRecency)
 	for _, c := range a.admitting {
-		a.admit(c.ID)
+		if id := historyID(c); a.lookup(id) < 0 { // two candidates may share a head
+			a.admit(id)
+		}
 	}
 	for i := range ranked {
 		c := &cands[ranked[i].Slot]
 		if len(victims[i].Blocks) == len(c.Blocks) {
-			a.evict(a.lookup(c.ID), lonePartial(c))
+			if n := a.lookup(historyID(c)); n >= 0 { // evicted with another of its head
+				a.evict(n, lonePartial(c))
+			}
 		}
 	}
 	a.finish()

@@ -1,6 +1,7 @@
 package kvevict_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -161,5 +162,115 @@ func TestAutoPartialBlocksThatComeBack(t *testing.T) {
 	}
 	if got := victimIDs(res); !slices.Equal(got, []uint64{4}) {
 		t.Fatalf("second selection: victims %v, want the least recent, 4", got)
+	}
+}
+
+// TestAutoCountsContentAcrossSequences: a server's sequences are new at
+// every turn while their content recurs. Requests come by block hash only:
+// content 1001 nine times, 1002 twice, and two one-shot blocks between any
+// two requests for the same block. The miniature caches hold two blocks
+// each, so LRU's never finds a block again, while those with a weight keep
+// 1001 for its count and find it: a lead over LRU's zero hits, beyond
+// noise, so the weight is above zero and W > 0 once an eviction has set
+// the clock. Candidates 20 and 21 are new IDs, never requested, heading
+// 1001 and 1002 with the same recency: Auto keeps the content requested
+// nine times, as a prefix cache's counts would have it. Without HeadHash
+// the same calls leave it nothing but recency, and it evicts as LRU does,
+// the smaller ID first among equals.
+func TestAutoCountsContentAcrossSequences(t *testing.T) {
+	for _, byHead := range []bool{true, false} {
+		head := func(h uint64) uint64 {
+			if byHead {
+				return h
+			}
+			return 0
+		}
+		p := mustNew(t, kvevict.Auto, kvevict.WithCapacity(2))
+		request := func(hashes ...uint64) {
+			for _, h := range hashes {
+				p.UpdateAccessHashes([]uint64{h})
+			}
+		}
+		for k := range uint64(8) {
+			request(1001, 2000+2*k, 2001+2*k)
+		}
+		request(1002, 3000, 3001)
+		if _, err := p.SelectVictims([]kvevict.Candidate{
+			{ID: 10, Blocks: blocks(0, 1), LastAccess: 100, HeadHash: head(1009)},
+			{ID: 11, Blocks: blocks(1, 1), LastAccess: 50, HeadHash: head(1010)},
+		}, 1); err != nil {
+			t.Fatal(err)
+		}
+		request(1001, 3002, 1002)
+		res, err := p.SelectVictims([]kvevict.Candidate{
+			{ID: 10, Blocks: blocks(0, 1), LastAccess: 100, HeadHash: head(1009)},
+			{ID: 20, Blocks: blocks(1, 1), LastAccess: 200, HeadHash: head(1001)},
+			{ID: 21, Blocks: blocks(2, 1), LastAccess: 200, HeadHash: head(1002)},
+		}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []uint64{10, 21}
+		if !byHead {
+			want = []uint64{10, 20}
+		}
+		if got := victimIDs(res); !slices.Equal(got, want) {
+			t.Fatalf("by head %v: victims %v, want %v", byHead, got, want)
+		}
+	}
+}
+
+// TestHeadHashOnlyForAuto: the other strategies ignore HeadHash and
+// UpdateAccessHashes (their victims and metrics are those of the same
+// calls without them), and an Index of Auto, which counts by ID, refuses
+// a candidate that sets it rather than ignore it.
+func TestHeadHashOnlyForAuto(t *testing.T) {
+	cands := []kvevict.Candidate{
+		{ID: 1, Blocks: blocks(0, 2), LastAccess: 30, HeadHash: 7},
+		{ID: 2, Blocks: blocks(2, 2), LastAccess: 10, HeadHash: 8},
+		{ID: 3, Blocks: blocks(4, 2), LastAccess: 20},
+	}
+	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
+		with, without := mustNew(t, s), mustNew(t, s)
+		with.UpdateAccessHashes([]uint64{7, 8, 7})
+		plain := slices.Clone(cands)
+		for i := range plain {
+			plain[i].HeadHash = 0
+		}
+		a, errA := with.SelectVictims(cands, 3)
+		b, errB := without.SelectVictims(plain, 3)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		untimed := func(p kvevict.Policy) kvevict.Metrics {
+			m := p.Metrics()
+			m.AvgEvictionTime, m.P99EvictionTime = 0, 0
+			return m
+		}
+		if fmt.Sprint(a.Victims) != fmt.Sprint(b.Victims) || untimed(with) != untimed(without) {
+			t.Fatalf("%s: with HeadHash %v %+v, without %v %+v", s, a.Victims, untimed(with), b.Victims, untimed(without))
+		}
+	}
+	x, err := kvevict.NewIndex(kvevict.Auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Add(cands[0]); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+		t.Fatalf("Add with HeadHash to an index of auto: %v, want ErrInvalidCandidate", err)
+	}
+	if err := x.Add(cands[2]); err != nil {
+		t.Fatal(err)
+	}
+	c := cands[2]
+	c.HeadHash = 9
+	if err := x.Update(c); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+		t.Fatalf("Update with HeadHash in an index of auto: %v, want ErrInvalidCandidate", err)
+	}
+	y, err := kvevict.NewIndex(kvevict.LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Add(cands[0]); err != nil {
+		t.Fatalf("an index of lru refused HeadHash: %v", err)
 	}
 }

@@ -61,6 +61,23 @@ type Candidate struct {
 	// evicts a one-block candidate whose block is partial first. The zero
 	// value means full or unknown.
 	LastBlockPartial bool
+	// HeadHash is the hash by which the pool's prefix cache knows the
+	// content of Blocks[0]; 0 means unknown. A server's sequences are new
+	// at every turn while their content recurs, so [Auto] counts the
+	// requests for a candidate that sets it by the hash, as a prefix cache
+	// counts a block, rather than by its ID: the pool reports a request's
+	// blocks by [Policy.UpdateAccessHashes], every hash of its prompt. The
+	// other strategies ignore it.
+	HeadHash uint64
+}
+
+// historyID is the id by which [Auto]'s history counts c's requests: its
+// HeadHash if set, else its ID.
+func historyID(c *Candidate) uint64 {
+	if c.HeadHash != 0 {
+		return c.HeadHash
+	}
+	return c.ID
 }
 
 // evictable reports whether the selection may take c: it holds blocks and

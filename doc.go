@@ -19,6 +19,16 @@
 // Calling it only on reuse of a resident sequence hides every re-prefill and
 // starves the adaptive strategies of the misses they adapt to.
 //
+// A server's sequences are new at every turn while their content recurs: a
+// conversation's next turn is a new sequence that reuses the last one's
+// blocks. For [Auto] to learn from what recurs, set each candidate's
+// [Candidate.HeadHash] (the hash of its first block, as the prefix cache
+// keys it) and call [Policy.UpdateAccessHashes] with every hash of a
+// request's prompt, beside UpdateAccess: Auto then counts requests per
+// block, as a prefix cache sees them, and ranks a candidate by its head
+// block's count. Give it [WithCapacity] in blocks then, the pool's size,
+// since the ids it counts are blocks. The other strategies ignore both.
+//
 // The [Index] follows the same protocol under its own verbs, because it
 // holds the candidates itself: [Index.Touch] is UpdateAccess for a resident
 // sequence (it also sets LastAccess), and [Index.Add] is the request of a
@@ -38,7 +48,8 @@
 //     which clock its ticks count (package sim's documentation).
 //   - capacity: how many candidates a structure holds when full, given to
 //     it once, in the unit of its candidates: sequences for [WithCapacity],
-//     the cache size c of an adaptive strategy's paper; blocks for a prefix
+//     the cache size c of an adaptive strategy's paper (blocks for Auto
+//     counting by [Candidate.HeadHash], whose ids are blocks); blocks for a prefix
 //     tree (prefix.New's capacity) and for the simulator's and the
 //     command's pools (-capacity).
 //   - history: what an adaptive strategy remembers of the ids it has seen,
@@ -55,8 +66,8 @@
 //     lists, or by Auto's groups. Every order picks the victims a [Policy]
 //     of the same strategy picks.
 //   - access: a request for a sequence, resident or not ([Policy.UpdateAccess],
-//     [Index.Touch] and [Index.Add]), or for a block of a prefix tree (Match,
-//     Insert).
+//     [Index.Touch] and [Index.Add]), or for a block by its hash
+//     ([Policy.UpdateAccessHashes], a prefix tree's Match and Insert).
 //   - hit: an access that finds what it asks for resident.
 //     [Candidate.AccessCount] counts a sequence's hits.
 //   - evictable: held, with blocks, neither pinned nor referenced: what a

@@ -212,14 +212,14 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 }
 
 // Add inserts c. It returns an error matching [ErrInvalidCandidate] if c has
-// a negative RefCount, AccessCount, EstimatedLifetime, SeqLen or MaxLen or
-// its ID is already in the index, and one matching [ErrInvalidArgument] if
+// a negative RefCount, AccessCount, EstimatedLifetime, SeqLen or MaxLen,
+// sets HeadHash in an index of [Auto] (which counts requests by ID; a
+// Policy of Auto counts them by HeadHash), or its ID is already in the index, and one matching [ErrInvalidArgument] if
 // the index already holds math.MaxInt32 sequences. Adding an ID that an
 // earlier Evict took counts a re-prefill. O(log n).
 func (x *Index) Add(c Candidate) error {
-	if !valid(&c) {
-		field, value := negativeField(&c)
-		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
+	if err := x.check(&c); err != nil {
+		return err
 	}
 	if _, dup := x.slots.Get(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
@@ -240,6 +240,20 @@ func (x *Index) Add(c Candidate) error {
 		x.available += len(c.Blocks)
 	}
 	x.ord.add(slot, c)
+	return nil
+}
+
+// check reports a candidate the index cannot hold: one with a negative
+// field, or one that sets HeadHash in an index of Auto, whose groups are
+// filed by ID (a Policy of Auto counts by HeadHash).
+func (x *Index) check(c *Candidate) error {
+	if !valid(c) {
+		field, value := negativeField(c)
+		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
+	}
+	if c.HeadHash != 0 && x.strategy == Auto {
+		return fmt.Errorf("%w: ID %d sets HeadHash, which an Index of auto does not count: use a Policy (kvevict.New)", ErrInvalidCandidate, c.ID)
+	}
 	return nil
 }
 
@@ -295,11 +309,11 @@ func (x *Index) Touch(id uint64, tick int64) error {
 // re-ranks it, for changes Touch does not cover (blocks appended by decoding,
 // a new priority or lifetime estimate). It returns an error matching
 // [ErrUnknownSequence] if the index does not hold c.ID and one matching
-// [ErrInvalidCandidate] if c has a negative field. O(log n).
+// [ErrInvalidCandidate] if c has a negative field or sets HeadHash in an
+// index of Auto. O(log n).
 func (x *Index) Update(c Candidate) error {
-	if !valid(&c) {
-		field, value := negativeField(&c)
-		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
+	if err := x.check(&c); err != nil {
+		return err
 	}
 	slot, ok := x.slots.Get(c.ID)
 	if !ok {

@@ -205,6 +205,10 @@ func WithLogger(l *slog.Logger) Option {
 // candidates: every selection then re-admits the n-c overflow, in
 // O(n log n), and the algorithm degrades toward LRU over LastAccess.
 //
+// Auto counting requests per block ([Candidate.HeadHash],
+// [Policy.UpdateAccessHashes]) counts blocks, not sequences: give it the
+// pool's size in blocks, the pool its miniature caches model.
+//
 // A prefix tree, whose candidates are blocks, refuses it: its capacity is
 // prefix.New's capacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].

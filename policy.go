@@ -37,6 +37,15 @@ type Policy interface {
 	// candidates' own fields. O(1).
 	UpdateAccess(id uint64)
 
+	// UpdateAccessHashes records a request for the blocks of hashes: the
+	// hashes of its prompt's blocks, head first, as the pool's prefix cache
+	// keys them. Call it for every request, beside UpdateAccess, before
+	// the SelectVictims that makes room for it, when candidates set
+	// [Candidate.HeadHash]: [Auto] counts a request for each block, and
+	// ranks such a candidate by its head block's count. The other
+	// strategies ignore it. O(len(hashes)).
+	UpdateAccessHashes(hashes []uint64)
+
 	// Metrics returns a snapshot of the policy's counters.
 	Metrics() Metrics
 }
@@ -160,6 +169,15 @@ func (p *policy) UpdateAccess(id uint64) {
 	if p.hist != nil {
 		p.hist.access(id)
 	}
+	p.mu.Unlock()
+}
+
+func (p *policy) UpdateAccessHashes(hashes []uint64) {
+	if p.params.auto == nil {
+		return
+	}
+	p.mu.Lock()
+	p.params.auto.accessHashes(hashes)
 	p.mu.Unlock()
 }
 

@@ -32,6 +32,11 @@ const simSize = 1024
 // Each simulated request costs O(log s) per weight for caches of s ids;
 // the memory is O(s) per weight.
 type Weights struct {
+	// Cautious: a weight takes the place of a smaller one only if its
+	// hits exceed that one's by more than their square root, the noise of
+	// a count of hits; for a pool whose victims are not the simulated ids.
+	Cautious bool
+
 	sims      [len(SimWeights)]sim
 	threshold uint64  // an id is sampled when its hash is at most threshold
 	seen      float64 // sampled requests since the hits were last halved
@@ -92,15 +97,20 @@ func (w *Weights) Record(id uint64, log2r float32) {
 }
 
 // Weight returns the Weight, in turnovers per doubling, of the simulation
-// with the most hits, the smallest among equals: recency unless frequency
-// has shown that it pays.
+// with the most hits, the smallest among equals (or, Cautious, among
+// those within noise of it): recency unless frequency has shown that it
+// pays.
 func (w *Weights) Weight() float64 { return SimWeights[w.Choice()] }
 
 // Choice returns the index in autoSimWeights of weight's answer.
 func (w *Weights) Choice() int {
 	best := 0
 	for i := range w.sims {
-		if w.sims[i].hits > w.sims[best].hits {
+		margin := 0.0
+		if w.Cautious {
+			margin = math.Sqrt(w.sims[best].hits)
+		}
+		if w.sims[i].hits > w.sims[best].hits+margin {
 			best = i
 		}
 	}
