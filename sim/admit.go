@@ -216,7 +216,7 @@ func (p *pool) tellReused() {
 		start := len(p.told)
 		p.told = r.o.held(p.told)
 		blocks := p.told[start:len(p.told):len(p.told)]
-		p.admission.Reused = append(p.admission.Reused, cachedSequence(r.id, r.o, blocks))
+		p.admission.Reused = append(p.admission.Reused, p.cachedSequence(r.id, r.o, blocks))
 	}
 }
 

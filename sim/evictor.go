@@ -78,6 +78,9 @@ type CachedSequence struct {
 	Blocks   []int
 	Admitted int64 // tick it was admitted
 	Released int64 // tick it finished or was preempted
+	// HeadHash is the hash of Blocks[0], when it holds blocks: what a
+	// request that reuses its head reads, whichever sequence holds it.
+	HeadHash uint64
 	// AccessCount is its hits, its candidate's AccessCount: how many
 	// requests found blocks it holds cached since it released them, one
 	// per request however many blocks each reused.

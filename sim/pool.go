@@ -216,11 +216,15 @@ func (p *pool) evictionState() *EvictionState {
 
 // cachedSequence is sequence id, owner o of blocks (o's, head first), as
 // an evictor sees it.
-func cachedSequence(id uint64, o *owner, blocks []int) CachedSequence {
-	return CachedSequence{
+func (p *pool) cachedSequence(id uint64, o *owner, blocks []int) CachedSequence {
+	cs := CachedSequence{
 		ID: id, Blocks: blocks, Admitted: o.admitted, Released: o.released,
 		AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
 	}
+	if len(blocks) > 0 {
+		cs.HeadHash = p.blocks[blocks[0]].hash
+	}
+	return cs
 }
 
 // freeBlocks is how many blocks are free: released or never used.
@@ -303,6 +307,6 @@ func (p *pool) drop(s *sequence) {
 		p.owners[s.id] = o
 	}
 	p.told = o.held(p.told[:0])
-	cs := cachedSequence(s.id, o, p.told)
+	cs := p.cachedSequence(s.id, o, p.told)
 	p.ev.Release(&cs)
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // SequenceEvictor evicts at sequence granularity: one candidate per
@@ -16,11 +17,16 @@ import (
 // candidates, which the strategy skips, as a server's allocator would.
 //
 // It keeps the cached candidates from Admit and Release, and tells the
-// strategy every sequence a request accesses, as kvevict's protocol asks:
-// UpdateAccess for each, before the selection that makes room for it.
+// strategy every sequence a request accesses and every block of its
+// prompt, as kvevict's protocol asks: UpdateAccess for each sequence and
+// UpdateAccessHashes for the prompt, before the selection that makes room
+// for it. Each cached candidate carries the hash of its head block as its
+// HeadHash, by which Auto counts its requests: the content a returning
+// request reads, where the sequence is new at every turn.
 type SequenceEvictor struct {
 	partial bool // set AllowPartial on the cached candidates
 	cands   candidates
+	hashes  []uint64 // scratch: an admission's prompt, as contentHash
 }
 
 // candidates is where a [SequenceEvictor] keeps its candidates and the
@@ -30,6 +36,9 @@ type SequenceEvictor struct {
 type candidates interface {
 	// access tells the strategy of a request for sequence id.
 	access(id uint64)
+	// accessHashes tells the strategy of a request for the blocks of
+	// hashes.
+	accessHashes(hashes []uint64)
 	// put adds cached candidate c, or replaces the candidate of its ID.
 	// c.Blocks is its own.
 	put(c kvevict.Candidate)
@@ -68,6 +77,11 @@ func (e *SequenceEvictor) Admit(a *Admission) {
 	for _, id := range a.Accessed {
 		e.cands.access(id)
 	}
+	e.hashes = e.hashes[:0]
+	for _, h := range a.Hashes {
+		e.hashes = append(e.hashes, contentHash(h))
+	}
+	e.cands.accessHashes(e.hashes)
 	for i := range a.Reused {
 		e.cached(&a.Reused[i])
 	}
@@ -95,8 +109,16 @@ func (e *SequenceEvictor) cached(s *CachedSequence) {
 	e.cands.put(kvevict.Candidate{
 		ID: s.ID, Blocks: slices.Clone(s.Blocks), LastAccess: s.Released, CreatedAt: s.Admitted,
 		AccessCount: s.AccessCount, Priority: s.Priority, SeqLen: s.SeqLen, MaxLen: s.MaxLen,
-		AllowPartial: e.partial,
+		AllowPartial: e.partial, HeadHash: contentHash(s.HeadHash),
 	})
+}
+
+// contentHash is block hash h as the strategy counts it: mixed, so that
+// the workload's small hashes do not meet the pool's sequence IDs, which
+// Auto counts by the same table, and never 0, which a Candidate's HeadHash
+// reads as unknown. The offset keeps hash 0 from mixing to 0.
+func contentHash(h uint64) uint64 {
+	return max(rank.Mix64(h+0x9e3779b97f4a7c15), 1)
 }
 
 // runningCandidate is running sequence r as a referenced candidate.
@@ -133,6 +155,7 @@ func newPolicyCandidates(p kvevict.Policy) *policyCandidates {
 }
 
 func (c *policyCandidates) access(id uint64)           { c.policy.UpdateAccess(id) }
+func (c *policyCandidates) accessHashes(h []uint64)    { c.policy.UpdateAccessHashes(h) }
 func (c *policyCandidates) put(cand kvevict.Candidate) { c.cached[cand.ID] = cand }
 func (c *policyCandidates) remove(id uint64)           { delete(c.cached, id) }
 
@@ -192,6 +215,11 @@ type indexCandidates struct {
 }
 
 func (c *indexCandidates) access(id uint64) { c.x.UpdateAccess(id) }
+
+// accessHashes does nothing: the strategies an Index of the serve mode
+// takes do not count blocks (Auto's, which would, is a Policy: see
+// newEvictor).
+func (c *indexCandidates) accessHashes([]uint64) {}
 
 func (c *indexCandidates) put(cand kvevict.Candidate) {
 	if _, held := c.x.Get(cand.ID); held {

@@ -80,7 +80,7 @@ func (w *Weights) Access(id uint64, log2r float32) {
 }
 
 // Samples reports whether requests for id go to the simulations. O(1).
-func (w *Weights) Samples(id uint64) bool { return mix64(id) <= w.threshold }
+func (w *Weights) Samples(id uint64) bool { return Mix64(id) <= w.threshold }
 
 // Record feeds a request for id, which samples reports in the sample, to
 // the simulations: for a caller that computes log2r only for those.
@@ -140,9 +140,9 @@ func (s *sim) access(id uint64, log2r float32) {
 	}
 }
 
-// mix64 is SplitMix64's finalizer: a hash of id whose bits are uniform,
+// Mix64 is SplitMix64's finalizer, a bijection: a hash of id whose bits are uniform,
 // so that a threshold samples ids at a rate.
-func mix64(x uint64) uint64 {
+func Mix64(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
