@@ -87,3 +87,31 @@ func BenchmarkUpdateAccess(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUpdateAccessHashes runs BenchmarkUpdateAccess's trace for Auto
+// reported by block hash, sixteen blocks a call, as a pool whose
+// candidates carry HeadHash reports a prompt: its cost per block
+// (ns/block) beside UpdateAccess's per id.
+func BenchmarkUpdateAccessHashes(b *testing.B) {
+	const prompt = 16
+	for _, n := range []int{1000, 1 << 20} {
+		ids := accessTrace(n)
+		b.Run(fmt.Sprintf("strategy=auto/n=%d", n), func(b *testing.B) {
+			p, err := kvevict.New(kvevict.Auto, kvevict.WithCapacity(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for id := range uint64(n) {
+				p.UpdateAccessHashes([]uint64{id})
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := i * prompt & (len(ids) - 1)
+				p.UpdateAccessHashes(ids[j : j+prompt])
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*prompt), "ns/block")
+		})
+	}
+}
