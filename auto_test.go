@@ -222,8 +222,9 @@ func TestAutoCountsContentAcrossSequences(t *testing.T) {
 
 // TestHeadHashOnlyForAuto: the other strategies ignore HeadHash and
 // UpdateAccessHashes (their victims and metrics are those of the same
-// calls without them), and an Index of Auto, which counts by ID, refuses
-// a candidate that sets it rather than ignore it.
+// calls without them), and an Index of Auto, which files a candidate by
+// the id it counts it by, refuses one whose head another held candidate
+// has, where a Policy lets two share a count.
 func TestHeadHashOnlyForAuto(t *testing.T) {
 	cands := []kvevict.Candidate{
 		{ID: 1, Blocks: blocks(0, 2), LastAccess: 30, HeadHash: 7},
@@ -255,16 +256,23 @@ func TestHeadHashOnlyForAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Add(cands[0]); !errors.Is(err, kvevict.ErrInvalidCandidate) {
-		t.Fatalf("Add with HeadHash to an index of auto: %v, want ErrInvalidCandidate", err)
+	for _, c := range cands {
+		if err := x.Add(c); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := x.Add(cands[2]); err != nil {
-		t.Fatal(err)
+	twin := kvevict.Candidate{ID: 4, Blocks: blocks(6, 1), HeadHash: 7}
+	if err := x.Add(twin); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+		t.Fatalf("Add of a second head 7 to an index of auto: %v, want ErrInvalidCandidate", err)
 	}
 	c := cands[2]
-	c.HeadHash = 9
+	c.HeadHash = 8
 	if err := x.Update(c); !errors.Is(err, kvevict.ErrInvalidCandidate) {
-		t.Fatalf("Update with HeadHash in an index of auto: %v, want ErrInvalidCandidate", err)
+		t.Fatalf("Update to head 8, held by ID 2, in an index of auto: %v, want ErrInvalidCandidate", err)
+	}
+	c.HeadHash = 9 // a head no one holds: the candidate moves to it
+	if err := x.Update(c); err != nil {
+		t.Fatal(err)
 	}
 	y, err := kvevict.NewIndex(kvevict.LRU)
 	if err != nil {

@@ -73,11 +73,14 @@ type Candidate struct {
 
 // historyID is the id by which [Auto]'s history counts c's requests: its
 // HeadHash if set, else its ID.
-func historyID(c *Candidate) uint64 {
-	if c.HeadHash != 0 {
-		return c.HeadHash
+func historyID(c *Candidate) uint64 { return headOr(c.HeadHash, c.ID) }
+
+// headOr is the history id of a candidate with head hash head and ID id.
+func headOr(head, id uint64) uint64 {
+	if head != 0 {
+		return head
 	}
-	return c.ID
+	return id
 }
 
 // evictable reports whether the selection may take c: it holds blocks and

@@ -23,8 +23,9 @@
 // conversation's next turn is a new sequence that reuses the last one's
 // blocks. For [Auto] to learn from what recurs, set each candidate's
 // [Candidate.HeadHash] (the hash of its first block, as the prefix cache
-// keys it) and call [Policy.UpdateAccessHashes] with every hash of a
-// request's prompt, beside UpdateAccess: Auto then counts requests per
+// keys it) and call [Policy.UpdateAccessHashes] (or
+// [Index.UpdateAccessHashes]) with every hash of a request's prompt,
+// beside UpdateAccess: Auto then counts requests per
 // block, as a prefix cache sees them, and ranks a candidate by its head
 // block's count. Give it [WithCapacity] in blocks then, the pool's size,
 // since the ids it counts are blocks. The other strategies ignore both.

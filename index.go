@@ -127,6 +127,13 @@ type order interface {
 	remove(slot int32)
 	// access records a request for id, held or not.
 	access(id uint64)
+	// accessHashes records a request for the blocks of hashes.
+	accessHashes(hashes []uint64)
+	// accepts returns an error matching ErrInvalidCandidate if the order
+	// cannot hold a candidate of ID id and HeadHash head in slot (-1: a
+	// new one) beside the others. It takes the fields, not the candidate,
+	// so that the candidate does not escape.
+	accepts(slot int32, id, head uint64) error
 	// begin starts an eviction of required > 0 blocks, which the
 	// evictable candidates, holding available blocks, cover.
 	begin(required, available int)
@@ -172,7 +179,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.ord = newAutoOrder(newAuto(&cfg), &x.slots)
+		x.ord = newAutoOrder(newAuto(&cfg))
 	case info.Kind.Adaptive():
 		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.slots)
 	default:
@@ -213,12 +220,13 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 
 // Add inserts c. It returns an error matching [ErrInvalidCandidate] if c has
 // a negative RefCount, AccessCount, EstimatedLifetime, SeqLen or MaxLen,
-// sets HeadHash in an index of [Auto] (which counts requests by ID; a
-// Policy of Auto counts them by HeadHash), or its ID is already in the index, and one matching [ErrInvalidArgument] if
-// the index already holds math.MaxInt32 sequences. Adding an ID that an
+// its ID is already in the index, or, in an index of [Auto], the id Auto
+// counts it by (its HeadHash, else its ID) is another held candidate's;
+// and one matching [ErrInvalidArgument] if the index already holds
+// math.MaxInt32 sequences. Adding an ID that an
 // earlier Evict took counts a re-prefill. O(log n).
 func (x *Index) Add(c Candidate) error {
-	if err := x.check(&c); err != nil {
+	if err := x.check(-1, &c); err != nil {
 		return err
 	}
 	if _, dup := x.slots.Get(c.ID); dup {
@@ -243,18 +251,14 @@ func (x *Index) Add(c Candidate) error {
 	return nil
 }
 
-// check reports a candidate the index cannot hold: one with a negative
-// field, or one that sets HeadHash in an index of Auto, whose groups are
-// filed by ID (a Policy of Auto counts by HeadHash).
-func (x *Index) check(c *Candidate) error {
+// check reports a candidate the index cannot hold in slot (-1: a new
+// one): one with a negative field, or one the order refuses.
+func (x *Index) check(slot int32, c *Candidate) error {
 	if !valid(c) {
 		field, value := negativeField(c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
 	}
-	if c.HeadHash != 0 && x.strategy == Auto {
-		return fmt.Errorf("%w: ID %d sets HeadHash, which an Index of auto does not count: use a Policy (kvevict.New)", ErrInvalidCandidate, c.ID)
-	}
-	return nil
+	return x.ord.accepts(slot, c.ID, c.HeadHash)
 }
 
 // Remove deletes the sequence with the given ID, as when it finishes and the
@@ -309,15 +313,20 @@ func (x *Index) Touch(id uint64, tick int64) error {
 // re-ranks it, for changes Touch does not cover (blocks appended by decoding,
 // a new priority or lifetime estimate). It returns an error matching
 // [ErrUnknownSequence] if the index does not hold c.ID and one matching
-// [ErrInvalidCandidate] if c has a negative field or sets HeadHash in an
-// index of Auto. O(log n).
+// [ErrInvalidCandidate] if c has a negative field or, in an index of Auto,
+// would be counted by another held candidate's HeadHash. A new HeadHash
+// (the pool took the candidate's head blocks) files it under the new head.
+// O(log n).
 func (x *Index) Update(c Candidate) error {
-	if err := x.check(&c); err != nil {
-		return err
-	}
 	slot, ok := x.slots.Get(c.ID)
 	if !ok {
+		if err := x.check(-1, &c); err != nil {
+			return err
+		}
 		return unknownSequence(c.ID)
+	}
+	if err := x.check(slot, &c); err != nil {
+		return err
 	}
 	x.change(slot, func(old *Candidate) { *old = c })
 	return nil
@@ -395,6 +404,12 @@ func (x *Index) change(slot int32, f func(*Candidate)) {
 // Policy.UpdateAccess costs: O(1), and for Auto O(log s) when the request
 // falls in its miniature caches' sample of s ids.
 func (x *Index) UpdateAccess(id uint64) { x.ord.access(id) }
+
+// UpdateAccessHashes records a request for the blocks of hashes, as
+// [Policy.UpdateAccessHashes] does: [Auto] counts a request per block and
+// ranks a candidate that sets HeadHash by its head's count; the other
+// strategies ignore it. O(len(hashes)), each as UpdateAccess.
+func (x *Index) UpdateAccessHashes(hashes []uint64) { x.ord.accessHashes(hashes) }
 
 // Evict frees at least requiredBlocks blocks and removes the victims from the
 // index, as [Index.EvictAppend] with a new slice.

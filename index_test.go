@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,6 +121,9 @@ func indexConfigs() []struct {
 		cfg{"s3fifo/capacity=6", S3FIFO, []Option{WithCapacity(6), WithGhostCap(3)}},
 		cfg{"sieve/capacity=6", SIEVE, []Option{WithCapacity(6)}},
 		cfg{"auto/capacity=6", Auto, []Option{WithCapacity(6), WithGhostCap(5)}},
+		// Candidates counted by a head hash, few enough to be shared.
+		cfg{"auto/heads", Auto, nil},
+		cfg{"auto/heads/capacity=6", Auto, []Option{WithCapacity(6), WithGhostCap(5)}},
 	)
 	return out
 }
@@ -161,9 +165,13 @@ type opRunner struct {
 	m     *model
 	tick  int64
 	maxID uint64
+	heads bool // candidates set HeadHash, from a dozen hashes
 }
 
-func newOpRunner(t testing.TB, s Strategy, opts []Option) *opRunner {
+// newOpRunner returns the runner of strategy s and opts; a configuration
+// named with "heads" gives its candidates head hashes and its requests by
+// hash too.
+func newOpRunner(t testing.TB, name string, s Strategy, opts []Option) *opRunner {
 	t.Helper()
 	x, err := NewIndex(s, opts...)
 	if err != nil {
@@ -173,7 +181,16 @@ func newOpRunner(t testing.TB, s Strategy, opts []Option) *opRunner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &opRunner{t: t, x: x, m: &model{p: p}}
+	return &opRunner{t: t, x: x, m: &model{p: p}, heads: strings.Contains(name, "heads")}
+}
+
+// headTaken reports whether another candidate of the model than id is
+// counted by the history id c would be: an Index of Auto refuses c then.
+func (r *opRunner) headTaken(c *Candidate) bool {
+	if !r.heads {
+		return false
+	}
+	return slices.ContainsFunc(r.m.cands, func(o Candidate) bool { return o.ID != c.ID && historyID(&o) == historyID(c) })
 }
 
 func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
@@ -199,6 +216,9 @@ func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
 	if next(2) == 0 {
 		c.EstimatedLifetime = time.Duration(next(300))
 	}
+	if r.heads && next(3) != 0 {
+		c.HeadHash = 1000 + uint64(next(12))
+	}
 	return c
 }
 
@@ -210,6 +230,12 @@ func (r *opRunner) step(next func(int) int) {
 	pickID := func() uint64 { return uint64(next(int(r.maxID) + 2)) } // sometimes absent
 	switch op := next(11); op {
 	case 10: // a request, for a held sequence or not
+		if r.heads && next(2) == 0 {
+			hashes := []uint64{1000 + uint64(next(12)), 1000 + uint64(next(12))}
+			x.UpdateAccessHashes(hashes)
+			m.p.UpdateAccessHashes(hashes)
+			break
+		}
 		id := pickID()
 		x.UpdateAccess(id)
 		m.p.UpdateAccess(id)
@@ -220,8 +246,8 @@ func (r *opRunner) step(next func(int) int) {
 			c.ID = pickID()
 		}
 		err := x.Add(c)
-		if present := m.find(c.ID) >= 0; present != (err != nil) {
-			t.Fatalf("Add(%d): err %v, model has it: %v", c.ID, err, present)
+		if refused := m.find(c.ID) >= 0 || r.headTaken(&c); refused != (err != nil) {
+			t.Fatalf("Add(%d): err %v, model refuses it: %v", c.ID, err, refused)
 		}
 		if err == nil {
 			m.cands = append(m.cands, c)
@@ -283,10 +309,11 @@ func (r *opRunner) step(next func(int) int) {
 		id := pickID()
 		c := r.randomCandidate(id, next)
 		i := m.find(id)
-		if err := x.Update(c); (err == nil) != (i >= 0) {
-			t.Fatalf("Update(%d): err %v, model index %d", id, err, i)
+		taken := r.headTaken(&c)
+		if err := x.Update(c); (err == nil) != (i >= 0 && !taken) {
+			t.Fatalf("Update(%d): err %v, model index %d, head taken %v", id, err, i, taken)
 		}
-		if i >= 0 {
+		if i >= 0 && !taken {
 			m.cands[i] = c
 		}
 	default: // evict
@@ -327,7 +354,7 @@ func TestIndexMatchesSelectVictims(t *testing.T) {
 	for _, cfg := range indexConfigs() {
 		t.Run(cfg.name, func(t *testing.T) {
 			for seed := range uint64(20) {
-				r := newOpRunner(t, cfg.s, cfg.opts)
+				r := newOpRunner(t, cfg.name, cfg.s, cfg.opts)
 				rng := rand.New(rand.NewPCG(seed, 7))
 				for range 400 {
 					r.step(rng.IntN)
@@ -355,7 +382,7 @@ func FuzzIndex(f *testing.F) {
 	configs := indexConfigs()
 	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
 		cfg := configs[int(which)%len(configs)]
-		r := newOpRunner(t, cfg.s, cfg.opts)
+		r := newOpRunner(t, cfg.name, cfg.s, cfg.opts)
 		pos := 0
 		next := func(n int) int {
 			if n <= 0 || pos >= len(ops) {

@@ -35,6 +35,9 @@ import (
 // the groups that follow them.
 type autoOrder struct {
 	marks[*autoGroups]
+	// heads are the held candidates by the id Auto knows them by, their
+	// historyID: the marks' slots.
+	heads  idmap.Map[int32]
 	a      *auto
 	g      *autoGroups // marks.follow
 	sel    selector    // the greedy selection over the groups' fronts
@@ -42,9 +45,10 @@ type autoOrder struct {
 	taken  int         // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto, slots *idmap.Map[int32]) *autoOrder {
+func newAutoOrder(a *auto) *autoOrder {
 	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
-	o := &autoOrder{marks: newMarks(a, slots, g), a: a, g: g}
+	o := &autoOrder{a: a, g: g}
+	o.marks = newMarks(a, &o.heads, true, g)
 	g.cands = &o.slab
 	o.t.observer = &o.marks
 	return o
@@ -63,23 +67,58 @@ func (o *autoOrder) add(slot int32, c Candidate) {
 		g.slots = append(g.slots, autoSlot{})
 		g.links = append(g.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
 	}
-	g.slots[slot] = autoSlot{held: true}
+	id := historyID(&c)
+	g.slots[slot] = autoSlot{held: true, id: id}
+	o.heads.Put(id, slot)
 	g.seen(math.MinInt64, c.LastAccess)
 	o.marks.add(slot, c)
+}
+
+// accepts refuses a candidate known to the history by the id of another
+// held one: two candidates sharing a head would share one node, and a
+// node marks one slot.
+func (o *autoOrder) accepts(slot int32, id, head uint64) error {
+	if s, held := o.heads.Get(headOr(head, id)); held && s != slot {
+		return fmt.Errorf("%w: ID %d is counted as %d, as ID %d in the index is (a HeadHash or an ID held twice)",
+			ErrInvalidCandidate, id, headOr(head, id), o.slab[s].ID)
+	}
+	return nil
 }
 
 // update files a candidate that stayed marked again: its group follows
 // LastAccess and a partial last block.
 func (o *autoOrder) update(slot int32, tick int64) {
 	o.g.seen(tick, o.slab[slot].LastAccess)
+	if id := historyID(&o.slab[slot]); id != o.g.slots[slot].id {
+		o.rehead(slot, id)
+	}
 	if o.marks.update(slot) {
 		o.regroup(slot)
+	}
+}
+
+// rehead files the candidate in slot under id, its new head: a pool took
+// its head blocks, so Auto counts it by the next. The node of its old head
+// stays in the history, as a Policy's does for a candidate that changed.
+func (o *autoOrder) rehead(slot int32, id uint64) {
+	st := &o.g.slots[slot]
+	if n := o.t.lookup(st.id); n >= 0 && o.t.marked(n) && o.t.slab[n].cand == slot {
+		o.clearMark(n)
+	}
+	o.heads.Del(st.id)
+	o.heads.Put(id, slot)
+	st.id = id
+	if n := o.t.lookup(id); n < 0 || !o.t.resident(n) {
+		o.wait(slot)
+	} else if o.state[slot].evictable {
+		o.setMark(n, slot)
 	}
 }
 
 func (o *autoOrder) remove(slot int32) {
 	last := o.slab[slot].LastAccess
 	o.marks.remove(slot)
+	o.heads.Del(o.g.slots[slot].id)
 	o.g.gone(last)
 	o.g.slots[slot] = autoSlot{}
 }
@@ -89,6 +128,15 @@ func (o *autoOrder) remove(slot int32) {
 func (o *autoOrder) access(id uint64) {
 	o.a.access(id)
 	o.requested(id)
+}
+
+// accessHashes counts a request for each block of hashes, as a Policy of
+// Auto does, taking each held candidate of those heads out of its group.
+func (o *autoOrder) accessHashes(hashes []uint64) {
+	o.a.weights.Cautious = true
+	for _, h := range hashes {
+		o.access(h)
+	}
 }
 
 // begin admits the waiting ids and ranks: the greedy selection by Auto's
@@ -114,7 +162,7 @@ func (o *autoOrder) commit(taken []int32, freed int, trimmed bool) {
 	a.evicted(freed)
 	for i, slot := range taken {
 		c := &cands[slot]
-		n := a.lookup(c.ID)
+		n := a.lookup(o.id(slot))
 		o.clearMark(n)
 		if !trimmed || i < len(taken)-1 {
 			a.evict(n, lonePartial(c))
@@ -149,9 +197,10 @@ type autoGroups struct {
 
 // autoSlot is what the groups keep of a slot.
 type autoSlot struct {
-	group  int32 // 1 + the group that holds the candidate, or 0
-	refile bool  // in autoGroups.refile
-	held   bool  // the slot holds a candidate
+	group  int32  // 1 + the group that holds the candidate, or 0
+	refile bool   // in autoGroups.refile
+	held   bool   // the slot holds a candidate
+	id     uint64 // the candidate's historyID, as filed in heads
 }
 
 type autoGroupKey struct {
@@ -235,7 +284,7 @@ func (g *autoGroups) close(gi int32) {
 // regroup files a marked candidate again after its fields changed.
 func (o *autoOrder) regroup(slot int32) {
 	o.g.unmarked(slot)
-	if n := o.t.lookup(o.slab[slot].ID); n >= 0 && o.t.marked(n) {
+	if n := o.t.lookup(o.id(slot)); n >= 0 && o.t.marked(n) {
 		o.g.marked(slot, n)
 	}
 }
@@ -337,7 +386,7 @@ func (o *autoOrder) check() error {
 		prev := dlist.None
 		err := g.links.Check(&grp.list, func(slot int32) error {
 			c := &cands[slot]
-			n := o.t.lookup(c.ID)
+			n := o.t.lookup(o.id(slot))
 			switch {
 			case g.slots[slot].group != gi+1:
 				return fmt.Errorf("ID %d in group %d says %d", c.ID, gi+1, g.slots[slot].group)

@@ -104,6 +104,11 @@ func (o *keyOrder) remove(slot int32) {
 func (o *keyOrder) access(uint64) {}
 
 // begin: the run and the heap are ready for an eviction at any time.
+// accessHashes: a key strategy ranks by the candidates' fields.
+func (o *keyOrder) accessHashes([]uint64) {}
+
+func (o *keyOrder) accepts(int32, uint64, uint64) error { return nil }
+
 func (o *keyOrder) begin(int, int) {}
 
 // next takes the smaller of the run's front and the heap's root. O(1) from

@@ -19,7 +19,7 @@ func (unfollowed) marked(int32, int32) {}
 func (unfollowed) unmarked(int32)      {}
 
 func newListOrder(h listHistory, slots *idmap.Map[int32]) *listOrder {
-	o := &listOrder{marks: newMarks(h, slots, unfollowed{}), lists: h}
+	o := &listOrder{marks: newMarks(h, slots, false, unfollowed{}), lists: h}
 	o.t.observer = &o.marks
 	return o
 }
@@ -29,6 +29,11 @@ func (o *listOrder) update(slot int32, _ int64) { o.marks.update(slot) }
 
 // access is the paper's access. O(1).
 func (o *listOrder) access(id uint64) { o.lists.access(id) }
+
+// accessHashes: the lists know sequences by ID, not blocks by hash.
+func (o *listOrder) accessHashes([]uint64) {}
+
+func (o *listOrder) accepts(int32, uint64, uint64) error { return nil }
 
 // begin places a pending request that the index holds, which is
 // resident, before the others are admitted, as a Policy does.

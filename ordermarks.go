@@ -28,7 +28,8 @@ import (
 // for the lists (orderlist.go).
 type marks[G follower] struct {
 	slab    []Candidate       // the Index's candidates, by slot
-	slots   *idmap.Map[int32] // the Index's ID -> slot
+	slots   *idmap.Map[int32] // the id by which the history knows a held candidate -> its slot
+	byHead  bool              // the history knows a candidate by historyID (Auto), else by ID
 	h       history
 	t       *table
 	state   []markState // by slot
@@ -49,8 +50,8 @@ type markState struct {
 	waiting   bool // in marks.waiting
 }
 
-func newMarks[G follower](h history, slots *idmap.Map[int32], follow G) marks[G] {
-	m := marks[G]{slots: slots, h: h, t: h.nodes(), follow: follow}
+func newMarks[G follower](h history, slots *idmap.Map[int32], byHead bool, follow G) marks[G] {
+	m := marks[G]{slots: slots, byHead: byHead, h: h, t: h.nodes(), follow: follow}
 	m.t.nextEpoch() // the one epoch of the index's marks
 	return m
 }
@@ -75,7 +76,7 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 	if m.slab[slot].evictable() {
 		m.markHeld(slot)
 	}
-	if n := m.t.lookup(m.slab[slot].ID); n < 0 || !m.t.resident(n) {
+	if n := m.t.lookup(m.id(slot)); n < 0 || !m.t.resident(n) {
 		m.wait(slot)
 	}
 }
@@ -97,6 +98,15 @@ func (m *marks[G]) update(slot int32) (stayed bool) {
 }
 
 func (m *marks[G]) cand(slot int32) *Candidate { return &m.slab[slot] }
+
+// id returns the id by which the history knows the candidate in slot:
+// Auto's historyID, the ID for the lists.
+func (m *marks[G]) id(slot int32) uint64 {
+	if m.byHead {
+		return historyID(&m.slab[slot])
+	}
+	return m.slab[slot].ID
+}
 
 // remove forgets slot, which leaves the index.
 func (m *marks[G]) remove(slot int32) {
@@ -129,14 +139,14 @@ func (m *marks[G]) admitWaiting() {
 			continue
 		}
 		st.waiting = false
-		if k := m.t.lookup(cands[slot].ID); k >= 0 && m.t.resident(k) {
+		if k := m.t.lookup(m.id(slot)); k >= 0 && m.t.resident(k) {
 			continue
 		}
 		keep = append(keep, slot)
 	}
 	slices.SortFunc(keep, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
 	for _, slot := range keep {
-		m.h.admit(cands[slot].ID) // the observer marks it
+		m.h.admit(m.id(slot)) // the observer marks it
 	}
 	m.spare = keep[:0]
 }
@@ -176,7 +186,7 @@ func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (m *marks[G]) markHeld(slot int32) {
 	m.state[slot].evictable = true
-	if n := m.t.lookup(m.slab[slot].ID); n >= 0 && m.t.resident(n) {
+	if n := m.t.lookup(m.id(slot)); n >= 0 && m.t.resident(n) {
 		m.setMark(n, slot)
 	}
 }
@@ -184,7 +194,7 @@ func (m *marks[G]) markHeld(slot int32) {
 // unmarkHeld takes the candidate in slot out of the possible victims.
 func (m *marks[G]) unmarkHeld(slot int32) {
 	m.state[slot].evictable = false
-	if n := m.t.lookup(m.slab[slot].ID); n >= 0 {
+	if n := m.t.lookup(m.id(slot)); n >= 0 {
 		m.clearMark(n)
 	}
 }
@@ -244,14 +254,14 @@ func (m *marks[G]) check() (marked int, err error) {
 	}
 	for slot := range cands {
 		c := &cands[slot]
-		if s, ok := m.slots.Get(c.ID); !ok || s != int32(slot) {
+		if s, ok := m.slots.Get(m.id(int32(slot))); !ok || s != int32(slot) {
 			continue // a free slot
 		}
 		st := &m.state[slot]
 		if st.evictable != c.evictable() {
 			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
 		}
-		k := m.t.lookup(c.ID)
+		k := m.t.lookup(m.id(int32(slot)))
 		resident := k >= 0 && m.t.resident(k)
 		if k >= 0 && m.t.marked(k) != (resident && c.evictable()) {
 			return 0, fmt.Errorf("ID %d: marked %v, resident %v, evictable %v", c.ID, m.t.marked(k), resident, c.evictable())
