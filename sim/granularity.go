@@ -61,16 +61,13 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
-		parsed, _ := kvevict.ParseStrategy(string(s))
-		auto := parsed == kvevict.Auto
-		if auto {
+		if parsed, _ := kvevict.ParseStrategy(string(s)); parsed == kvevict.Auto {
 			// Auto counts blocks by hash: its history and miniature
 			// caches model the pool in blocks.
 			opts = append([]kvevict.Option{kvevict.WithCapacity(capacity)}, opts...)
 		}
-		// An Index picks what the Policy would, without listing the pool;
-		// but an Index of Auto counts requests by ID, not by HeadHash.
-		if x, err := kvevict.NewIndex(s, opts...); err == nil && !contract && !auto {
+		// An Index picks what the Policy would, without listing the pool.
+		if x, err := kvevict.NewIndex(s, opts...); err == nil && !contract {
 			return newIndexEvictor(x, g == GranularityTail), nil
 		}
 		p, err := kvevict.New(s, opts...)

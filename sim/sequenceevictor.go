@@ -216,10 +216,7 @@ type indexCandidates struct {
 
 func (c *indexCandidates) access(id uint64) { c.x.UpdateAccess(id) }
 
-// accessHashes does nothing: the strategies an Index of the serve mode
-// takes do not count blocks (Auto's, which would, is a Policy: see
-// newEvictor).
-func (c *indexCandidates) accessHashes([]uint64) {}
+func (c *indexCandidates) accessHashes(h []uint64) { c.x.UpdateAccessHashes(h) }
 
 func (c *indexCandidates) put(cand kvevict.Candidate) {
 	if _, held := c.x.Get(cand.ID); held {
