@@ -179,7 +179,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.ord = newAutoOrder(newAuto(&cfg))
+		x.ord = newAutoOrder(newAuto(&cfg), &x.slots)
 	case info.Kind.Adaptive():
 		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.slots)
 	default:

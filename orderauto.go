@@ -35,8 +35,8 @@ import (
 // the groups that follow them.
 type autoOrder struct {
 	marks[*autoGroups]
-	// heads are the held candidates by the id Auto knows them by, their
-	// historyID: the marks' slots.
+	// heads are the held candidates that set a HeadHash, by it: Auto
+	// knows them by it (the marks' heads); the others by their ID.
 	heads  idmap.Map[int32]
 	a      *auto
 	g      *autoGroups // marks.follow
@@ -45,10 +45,10 @@ type autoOrder struct {
 	taken  int         // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto) *autoOrder {
+func newAutoOrder(a *auto, slots *idmap.Map[int32]) *autoOrder {
 	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
 	o := &autoOrder{a: a, g: g}
-	o.marks = newMarks(a, &o.heads, true, g)
+	o.marks = newMarks(a, slots, &o.heads, g)
 	g.cands = &o.slab
 	o.t.observer = &o.marks
 	return o
@@ -67,9 +67,10 @@ func (o *autoOrder) add(slot int32, c Candidate) {
 		g.slots = append(g.slots, autoSlot{})
 		g.links = append(g.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
 	}
-	id := historyID(&c)
-	g.slots[slot] = autoSlot{held: true, id: id}
-	o.heads.Put(id, slot)
+	g.slots[slot] = autoSlot{held: true, id: historyID(&c)}
+	if c.HeadHash != 0 {
+		o.heads.Put(c.HeadHash, slot)
+	}
 	g.seen(math.MinInt64, c.LastAccess)
 	o.marks.add(slot, c)
 }
@@ -78,7 +79,11 @@ func (o *autoOrder) add(slot int32, c Candidate) {
 // held one: two candidates sharing a head would share one node, and a
 // node marks one slot.
 func (o *autoOrder) accepts(slot int32, id, head uint64) error {
-	if s, held := o.heads.Get(headOr(head, id)); held && s != slot {
+	s, held := o.heads.Get(id) // a head equal to this ID; the Index refuses a held ID itself
+	if head != 0 {
+		s, held = o.slotOf(head)
+	}
+	if held && s != slot {
 		return fmt.Errorf("%w: ID %d is counted as %d, as ID %d in the index is (a HeadHash or an ID held twice)",
 			ErrInvalidCandidate, id, headOr(head, id), o.slab[s].ID)
 	}
@@ -105,8 +110,10 @@ func (o *autoOrder) rehead(slot int32, id uint64) {
 	if n := o.t.lookup(st.id); n >= 0 && o.t.marked(n) && o.t.slab[n].cand == slot {
 		o.clearMark(n)
 	}
-	o.heads.Del(st.id)
-	o.heads.Put(id, slot)
+	o.dropHead(slot, st.id)
+	if h := o.slab[slot].HeadHash; h != 0 {
+		o.heads.Put(h, slot)
+	}
 	st.id = id
 	if n := o.t.lookup(id); n < 0 || !o.t.resident(n) {
 		o.wait(slot)
@@ -115,10 +122,18 @@ func (o *autoOrder) rehead(slot int32, id uint64) {
 	}
 }
 
+// dropHead forgets that the candidate in slot is known by head id, if it
+// was.
+func (o *autoOrder) dropHead(slot int32, id uint64) {
+	if s, ok := o.heads.Get(id); ok && s == slot {
+		o.heads.Del(id)
+	}
+}
+
 func (o *autoOrder) remove(slot int32) {
 	last := o.slab[slot].LastAccess
+	o.dropHead(slot, o.g.slots[slot].id)
 	o.marks.remove(slot)
-	o.heads.Del(o.g.slots[slot].id)
 	o.g.gone(last)
 	o.g.slots[slot] = autoSlot{}
 }
@@ -293,7 +308,7 @@ func (o *autoOrder) regroup(slot int32) {
 // counted a request for it, until the next eviction files it again.
 func (o *autoOrder) requested(id uint64) {
 	g := o.g
-	slot, ok := o.slots.Get(id)
+	slot, ok := o.slotOf(id)
 	if !ok || g.slots[slot].group == 0 {
 		return
 	}

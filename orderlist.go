@@ -19,7 +19,7 @@ func (unfollowed) marked(int32, int32) {}
 func (unfollowed) unmarked(int32)      {}
 
 func newListOrder(h listHistory, slots *idmap.Map[int32]) *listOrder {
-	o := &listOrder{marks: newMarks(h, slots, false, unfollowed{}), lists: h}
+	o := &listOrder{marks: newMarks(h, slots, nil, unfollowed{}), lists: h}
 	o.t.observer = &o.marks
 	return o
 }

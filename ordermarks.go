@@ -27,9 +27,12 @@ import (
 // admission. G follows the marks: Auto's groups (orderauto.go), or nothing
 // for the lists (orderlist.go).
 type marks[G follower] struct {
-	slab    []Candidate       // the Index's candidates, by slot
-	slots   *idmap.Map[int32] // the id by which the history knows a held candidate -> its slot
-	byHead  bool              // the history knows a candidate by historyID (Auto), else by ID
+	slab  []Candidate       // the Index's candidates, by slot
+	slots *idmap.Map[int32] // the Index's ID -> slot
+	// heads, for a history that knows a candidate by its historyID
+	// (Auto), maps the head hash of each held candidate that sets one to
+	// its slot; nil for the lists, which know candidates by ID.
+	heads   *idmap.Map[int32]
 	h       history
 	t       *table
 	state   []markState // by slot
@@ -50,8 +53,8 @@ type markState struct {
 	waiting   bool // in marks.waiting
 }
 
-func newMarks[G follower](h history, slots *idmap.Map[int32], byHead bool, follow G) marks[G] {
-	m := marks[G]{slots: slots, byHead: byHead, h: h, t: h.nodes(), follow: follow}
+func newMarks[G follower](h history, slots, heads *idmap.Map[int32], follow G) marks[G] {
+	m := marks[G]{slots: slots, heads: heads, h: h, t: h.nodes(), follow: follow}
 	m.t.nextEpoch() // the one epoch of the index's marks
 	return m
 }
@@ -102,10 +105,25 @@ func (m *marks[G]) cand(slot int32) *Candidate { return &m.slab[slot] }
 // id returns the id by which the history knows the candidate in slot:
 // Auto's historyID, the ID for the lists.
 func (m *marks[G]) id(slot int32) uint64 {
-	if m.byHead {
+	if m.heads != nil {
 		return historyID(&m.slab[slot])
 	}
 	return m.slab[slot].ID
+}
+
+// slotOf returns the slot of the held candidate the history knows as id.
+// O(1).
+func (m *marks[G]) slotOf(id uint64) (int32, bool) {
+	if m.heads != nil {
+		if s, ok := m.heads.Get(id); ok {
+			return s, true
+		}
+	}
+	s, ok := m.slots.Get(id)
+	if ok && m.heads != nil && m.slab[s].HeadHash != 0 {
+		return 0, false // known by its head, not its ID
+	}
+	return s, ok
 }
 
 // remove forgets slot, which leaves the index.
@@ -217,7 +235,7 @@ func (m *marks[G]) clearMark(n int32) {
 // linked keeps node n's mark true to the rule when the history moved it:
 // it is the table's observer.
 func (m *marks[G]) linked(n int32) {
-	slot, ok := m.slots.Get(m.t.slab[n].id)
+	slot, ok := m.slotOf(m.t.slab[n].id)
 	if !ok {
 		return
 	}
@@ -234,7 +252,7 @@ func (m *marks[G]) linked(n int32) {
 // dropped lists a held id whose node the history forgot for admission,
 // its mark gone with the node.
 func (m *marks[G]) dropped(id uint64) {
-	if slot, ok := m.slots.Get(id); ok {
+	if slot, ok := m.slotOf(id); ok {
 		m.follow.unmarked(slot)
 		m.wait(slot)
 	}
@@ -254,7 +272,7 @@ func (m *marks[G]) check() (marked int, err error) {
 	}
 	for slot := range cands {
 		c := &cands[slot]
-		if s, ok := m.slots.Get(m.id(int32(slot))); !ok || s != int32(slot) {
+		if s, ok := m.slots.Get(c.ID); !ok || s != int32(slot) {
 			continue // a free slot
 		}
 		st := &m.state[slot]
