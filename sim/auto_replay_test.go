@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/tracetest"
 )
 
 // TestReplayAutoBetweenLRUAndBelady replays the committed excerpt under
@@ -83,6 +84,39 @@ func TestReplayMarksPartialBlocks(t *testing.T) {
 	for _, c := range p.last {
 		if c.ID == 9 && !c.LastBlockPartial {
 			t.Error("block 9, the 2-token prompt's only block, is not partial")
+		}
+	}
+}
+
+// TestServeAutoCountsContent: in serve mode a returning turn is a new
+// sequence, so Auto counting by sequence ID would be LRU. Told each
+// candidate's head hash and each prompt's hashes it counts content: on the
+// conversation trace at tail granularity it must be above LRU and close a
+// tenth of LRU's gap to Belady's MIN at 2,500 and 5,000 blocks, where
+// docs/auto.md measures a fifth.
+func TestServeAutoCountsContent(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a long single-threaded replay: the run without the race detector covers it")
+	}
+	w, err := LoadTrace(tracetest.Conversation(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, capacity := range []int{2500, 5000} {
+		cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: GranularityTail}
+		lru, err := Serve(w, kvevict.LRU, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		auto, err := Serve(w, kvevict.Auto, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt, _ := runBelady(t, w, Config{Capacity: capacity})
+		closed := (auto.HitRatio - lru.HitRatio) / (opt.HitRatio - lru.HitRatio)
+		if closed < 0.1 {
+			t.Errorf("%d blocks: auto %.4f, LRU %.4f, Belady %.4f: %.1f%% of the gap closed, want 10%%",
+				capacity, auto.HitRatio, lru.HitRatio, opt.HitRatio, 100*closed)
 		}
 	}
 }
