@@ -212,7 +212,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
-	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds", true)
+	tierFlags(fs, &o.tiers, &write, &inclusive, true)
+	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
 	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
 	if err := fs.Parse(args); err != nil {
