@@ -11,6 +11,7 @@
 //	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back|vllm]
 //	                 [-inclusive|-exclusive] [-model NAME] [-link MEDIUM=BANDWIDTH,LATENCY ...]]
 //	kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [-strategy S]
+//	                [-tier ... [-write through|selective=N|back] [-inclusive|-exclusive]]
 //	                [-topic T] [-replay-bind ADDR] [-warmup D] [-format table|json]
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
 //	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
@@ -30,8 +31,9 @@
 //
 // publish and mirror speak vLLM's KV events (package kvevents): publish
 // replays a Mooncake trace through a pool of N blocks and publishes its
-// stores and removals as an engine would; mirror subscribes, as a router
-// would, and reports each topic's resident blocks.
+// stores and removals as an engine would, with -tier those of the tiers
+// below it too, each with its medium (CPU, STORAGE); mirror subscribes, as
+// a router would, and reports each topic's resident blocks per medium.
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
