@@ -28,7 +28,7 @@ const tierBlockSize = 16
 // must end holding, for the pod, exactly the blocks publish holds on each
 // medium: a GPU entry for each block on publish's GPU, a cpu entry for
 // each on its host tier, a storage entry for each in storage, and no
-// other.
+// other. Then llm-d's scorer weighs a prompt on two tiers (scoreTiers).
 func TestPublishTiersFeedLLMD(t *testing.T) {
 	bin := kvevictBinary(t)
 	const excerpt = "../../sim/testdata/mooncake_conversation_excerpt.jsonl"
@@ -49,9 +49,10 @@ func TestPublishTiersFeedLLMD(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Score", func(t *testing.T) { scoreTiers(t, bin) })
 }
 
-// TestLLMDScoresTiers publishes two requests through a GPU of 4 blocks
+// scoreTiers publishes two requests through a GPU of 4 blocks
 // over a host tier of 8 written through, and scores the first request's
 // prompt with llm-d's own scorer (LongestPrefixScorer, its default
 // configuration) over llm-d's index. By hand: the first request, blocks
@@ -61,8 +62,7 @@ func TestPublishTiersFeedLLMD(t *testing.T) {
 // on the host only, and llm-d's documented weights, gpu 1.0 and cpu 0.8,
 // each block counting its best tier's, score the prompt 1.0 + 1.0 + 0.8 +
 // 0.8 = 3.6.
-func TestLLMDScoresTiers(t *testing.T) {
-	bin := kvevictBinary(t)
+func scoreTiers(t *testing.T, bin string) {
 	trace := filepath.Join(t.TempDir(), "two.jsonl")
 	lines := `{"timestamp": 0, "input_length": 2048, "output_length": 1, "hash_ids": [1, 2, 3, 4]}
 {"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [5, 6]}
@@ -71,7 +71,7 @@ func TestLLMDScoresTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, sum := publishInto(t, bin, tierBlockSize, 30*time.Second,
-		"-trace", trace, "-capacity", "4", "-block-size", "16", "-tier", "cpu:8:lru", "-warmup", "200ms")
+		"-trace", trace, "-capacity", "4", "-block-size", "16", "-tier", "cpu:8:lru")
 	if want := []tierSummary{{"GPU", 4}, {"CPU", 6}}; !slices.Equal(sum.Tiers, want) {
 		t.Fatalf("publish holds %+v, want %+v", sum.Tiers, want)
 	}
