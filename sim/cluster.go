@@ -40,8 +40,8 @@ type ClusterConfig struct {
 	// requests within.
 	SLO time.Duration
 	// Below are the tiers under each engine's pool, top first, each
-	// engine's own (a [tier.Hierarchy] below the engine's prefix tree, its
-	// GPU); Write, Threshold and Exclusive configure them as a
+	// engine's own (the engine is a [tier.Tree]: its prefix tree, its GPU,
+	// over a [tier.Hierarchy]); Write, Threshold and Exclusive configure them as a
 	// [TierConfig]'s do, except that vLLM's mode, which replays vLLM's own
 	// GPU, is refused. A request's hits are then the run on the engine's
 	// tree followed by the runs below it; in time, the runs below are
@@ -96,12 +96,10 @@ type ClusterReport struct {
 // An Engine is one engine of a [Cluster] as a [Router] reads it: its pool,
 // the requests routed to it lately, and the KV events its pool emitted.
 type Engine struct {
-	tree     *prefix.Tree
+	tree     *prefix.Tree // the pool, without ClusterConfig.Below
+	tiers    *tier.Tree   // the pool and the tiers below it, with ClusterConfig.Below
 	capacity int
-	events   []prefix.Event  // since the router's previous Route
-	tiers    *tier.Hierarchy // below the tree, with ClusterConfig.Below
-	victims  []uint64        // scratch: the tree's victims in one request
-	stored   int64           // blocks the tree stored, with tiers below
+	events   []prefix.Event // since the router's previous Route
 	// tierEvents are the tiers' below the tree since the router's
 	// previous Route, as events.
 	tierEvents []tier.Event
@@ -118,7 +116,12 @@ type Engine struct {
 // pool without touching it, as only a simulator can; a router that does
 // not read the engine directly knows it from the engine's [Engine.Events].
 // O(len(hashes)).
-func (e *Engine) CachedPrefix(hashes []uint64) int { return e.tree.Peek(hashes) }
+func (e *Engine) CachedPrefix(hashes []uint64) int {
+	if e.tiers != nil {
+		return e.tiers.Peek(hashes)
+	}
+	return e.tree.Peek(hashes)
+}
 
 // Load returns how many of the cluster's last [LoadWindow] requests went to
 // the engine. O(1).
@@ -233,25 +236,21 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 		c.ttft = make([]time.Duration, 0, len(w.Requests))
 	}
 	if len(cfg.Below) > 0 {
-		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s}}, cfg.Below...)
+		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s, Options: cfg.Options}}, cfg.Below...)
 	}
 	for range cfg.Engines {
 		e := &Engine{capacity: cfg.Capacity, now: &c.now}
+		onEvent := func(ev prefix.Event) { e.events = append(e.events, ev) }
+		var err error
 		if c.levels != nil {
-			h, err := tier.New(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive, ExternalGPU: true,
-				Events: func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }})
-			if err != nil {
-				return nil, err
-			}
-			e.tiers = h
+			e.tiers, err = tier.NewTree(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive,
+				Events: func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }}, onEvent)
+		} else {
+			e.tree, err = prefix.New(s, cfg.Capacity, prefix.WithStrategyOptions(cfg.Options...), prefix.WithEvents(onEvent))
 		}
-		t, err := prefix.New(s, cfg.Capacity,
-			prefix.WithStrategyOptions(cfg.Options...),
-			prefix.WithEvents(func(ev prefix.Event) { e.events = append(e.events, ev) }))
 		if err != nil {
 			return nil, err
 		}
-		e.tree = t
 		c.engines = append(c.engines, e)
 	}
 	return c, nil
@@ -280,23 +279,18 @@ func (c *cluster) serve(i int, r Router) error {
 	}
 	e := c.engines[choice.Engine]
 	var m *tier.Match
+	var gpu int
 	if e.tiers != nil {
-		m = e.tiers.LookupBelow(req.HashIDs, e.tree.Peek(req.HashIDs))
-		if err := e.tiers.Load(req.HashIDs, m); err != nil {
-			return err
-		}
+		m, err = e.tiers.Request(req.HashIDs, prefix.Access{Tick: int64(i)})
+	} else {
+		gpu, err = e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
 	}
-	from := len(e.events)
-	gpu, err := e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
 	if err != nil {
 		return err
 	}
 	hit := gpu
-	if e.tiers != nil {
-		if err := c.below(e, req, from, m); err != nil {
-			return err
-		}
-		hit = m.Hits()
+	if m != nil {
+		gpu, hit = m.Runs[0], m.Hits()
 	}
 	c.hits += int64(hit)
 	c.refs += int64(len(req.HashIDs))
@@ -326,24 +320,6 @@ func (c *cluster) serve(i int, r Router) error {
 	return nil
 }
 
-// below passes the victims of e's tree, in its events from from on, to
-// the tiers below it, and offers them req's blocks.
-func (c *cluster) below(e *Engine, req *Request, from int, m *tier.Match) error {
-	e.victims = e.victims[:0]
-	for _, ev := range e.events[from:] {
-		switch ev.Kind {
-		case prefix.Removed:
-			e.victims = append(e.victims, ev.Hashes...)
-		case prefix.Stored:
-			e.stored += int64(len(ev.Hashes))
-		}
-	}
-	if err := e.tiers.Demote(e.victims); err != nil {
-		return err
-	}
-	return e.tiers.Offer(req.HashIDs)
-}
-
 func (c *cluster) report() ClusterReport {
 	var sum, sumSq float64
 	most := 0
@@ -371,7 +347,6 @@ func (c *cluster) report() ClusterReport {
 	for _, e := range c.engines {
 		if e.tiers != nil {
 			rep.Tiers = addTierStats(rep.Tiers, e.tiers.Stats(), c.cost)
-			rep.Tiers[0].StoredBlocks += e.stored // the tree's, not the hierarchy's
 		}
 	}
 	return rep

@@ -7,7 +7,9 @@
 // blocks that continues the run found on the tiers above it (prefix
 // semantics: a block is useful only when every block before it is at hand).
 // Eviction from one tier is a demotion to the next, or a drop, as the
-// write policy says.
+// write policy says. A [Hierarchy] keeps the GPU's blocks in a tier like
+// the others; a [Tree] makes a prefix tree the GPU, as an engine's prefix
+// cache is, over the tiers a Hierarchy keeps below it.
 //
 // The cost model ([Cost]) turns blocks into bytes from a model's shape,
 // bytes into seconds over each link's bandwidth and latency, and tokens

@@ -37,14 +37,14 @@ func ExampleHierarchy() {
 	//   GPU stored [1 2]
 	//   found: 0 on the GPU, 0 on the host, 2 to compute
 	// request [3 4]
+	//   CPU stored [2 1]
 	//   GPU removed [2 1]
 	//   GPU stored [3 4]
-	//   CPU stored [2 1]
 	//   found: 0 on the GPU, 0 on the host, 2 to compute
 	// request [1 2 5]
 	//   CPU removed [1 2]
+	//   CPU stored [4 3]
 	//   GPU removed [4 3]
 	//   GPU stored [1 2]
-	//   CPU stored [4 3]
 	//   found: 0 on the GPU, 2 on the host, 1 to compute
 }

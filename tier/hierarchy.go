@@ -106,7 +106,10 @@ type Config struct {
 	// default, leaves a loaded block's copy where it was.
 	Exclusive bool
 	// Events, if set, receives an [Event] for every batch of blocks that
-	// enter or leave a tier, in the order of the changes.
+	// enter or leave a tier, in the order of the changes, as an engine
+	// makes them: on each tier the victims leave before the blocks that
+	// need their room enter, and a block demoted under WriteBack is stored
+	// below before it leaves the tier above (copied, then freed).
 	Events func(Event)
 	// ExternalGPU says the GPU's pool is the caller's own (a prefix tree,
 	// an engine's allocator), not the hierarchy's; Levels[0] gives its
@@ -459,22 +462,23 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority) error {
 	if i > 0 {
 		st.Failed += int64(out.Over)
 	}
-	// The victims left to make room before the blocks entered: a mirror
-	// applying the events in order never holds more than the tier.
 	from := len(h.evicted[i])
 	for _, v := range out.Victims {
 		h.evicted[i] = append(h.evicted[i], v.ID)
 	}
 	down := h.evicted[i][from:]
+	// A demoted block is stored below before it leaves this tier, as an
+	// engine copies a block down before it frees it: an index that follows
+	// the events never loses it in between, which one that finds a lower
+	// tier's block through its entry above (llm-d's) needs.
+	if len(down) > 0 && h.write == WriteBack && i+1 < len(h.levels) {
+		err = h.store(i+1, down, kvevict.PriorityLow)
+	}
+	// The victims leave before the blocks that need their room enter: a
+	// mirror applying the events in order never holds more than the tier.
 	h.emit(Removed, i, down)
 	h.emit(Stored, i, out.Entered)
-	if len(down) == 0 {
-		return nil
-	}
-	if h.write == WriteBack && i+1 < len(h.levels) {
-		return h.store(i+1, down, kvevict.PriorityLow)
-	}
-	return nil
+	return err
 }
 
 // Offer stores a request's blocks in the tiers below the GPU as the write

@@ -124,14 +124,14 @@ func TestWriteBackExclusive(t *testing.T) {
 	})
 	want := []Event{
 		// A tier's victims leave before the blocks that need their room
-		// enter, then go down.
+		// enter, and are stored below before they leave.
 		{Stored, GPU, []uint64{1, 2}},
-		{Removed, GPU, []uint64{2, 1}}, {Stored, GPU, []uint64{3, 4}}, {Stored, CPU, []uint64{2, 1}},
+		{Stored, CPU, []uint64{2, 1}}, {Removed, GPU, []uint64{2, 1}}, {Stored, GPU, []uint64{3, 4}},
+		{Stored, Storage, []uint64{1, 2}}, {Removed, CPU, []uint64{1, 2}}, {Stored, CPU, []uint64{4, 3}},
 		{Removed, GPU, []uint64{4, 3}}, {Stored, GPU, []uint64{5, 6}},
-		{Removed, CPU, []uint64{1, 2}}, {Stored, CPU, []uint64{4, 3}}, {Stored, Storage, []uint64{1, 2}},
 		{Removed, Storage, []uint64{1, 2}}, // the load takes them up
+		{Stored, Storage, []uint64{3, 4}}, {Removed, CPU, []uint64{3, 4}}, {Stored, CPU, []uint64{6, 5}},
 		{Removed, GPU, []uint64{6, 5}}, {Stored, GPU, []uint64{1, 2}},
-		{Removed, CPU, []uint64{3, 4}}, {Stored, CPU, []uint64{6, 5}}, {Stored, Storage, []uint64{3, 4}},
 	}
 	if !slices.EqualFunc(events, want, func(a, b Event) bool {
 		return a.Kind == b.Kind && a.Medium == b.Medium && slices.Equal(a.Hashes, b.Hashes)

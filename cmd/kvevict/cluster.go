@@ -194,7 +194,8 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs.StringVar(&loadWeights, "load-weight", defaultLoadWeight, "prefix, approx, direct: comma-separated blocks of score one request of an engine's recent load costs, a row each")
 	var write string
 	var inclusive bool
-	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "the model whose prefill FLOPs and KV bytes price the times", false)
+	tierFlags(fs, &o.tiers, &write, &inclusive, false)
+	costFlags(fs, &o.tiers, &model, "the model whose prefill FLOPs and KV bytes price the times")
 	fs.Float64Var(&o.speedup, "speedup", 1, "divide every arrival time by `F`, to study the cluster under more load")
 	fs.DurationVar(&o.slo, "slo", defaultSLO, "the TTFT target the in slo column counts requests within")
 	fs.StringVar(&baseline, "baseline", defaultBaseline, "the `ROUTER/STRATEGY` each row is set against (run if -routers or -strategies leave it out)")

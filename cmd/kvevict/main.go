@@ -11,6 +11,7 @@
 //	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back|vllm]
 //	                 [-inclusive|-exclusive] [-model NAME] [-link MEDIUM=BANDWIDTH,LATENCY ...]]
 //	kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [-strategy S]
+//	                [-tier ... [-write through|selective=N|back] [-inclusive|-exclusive]]
 //	                [-topic T] [-replay-bind ADDR] [-warmup D] [-format table|json]
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
 //	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
@@ -30,8 +31,9 @@
 //
 // publish and mirror speak vLLM's KV events (package kvevents): publish
 // replays a Mooncake trace through a pool of N blocks and publishes its
-// stores and removals as an engine would; mirror subscribes, as a router
-// would, and reports each topic's resident blocks.
+// stores and removals as an engine would, with -tier those of the tiers
+// below it too, each with its medium (CPU, STORAGE); mirror subscribes, as
+// a router would, and reports each topic's resident blocks per medium.
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
@@ -212,7 +214,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
-	tierFlags(fs, &o.tiers, &write, &model, &inclusive, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds", true)
+	tierFlags(fs, &o.tiers, &write, &inclusive, true)
+	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
 	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
 	if err := fs.Parse(args); err != nil {

@@ -3,6 +3,8 @@ package main
 // kvevict publish speaks vLLM's KV events (package kvevents):
 //
 //	kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [-strategy S]
+//	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back]
+//	                 [-inclusive|-exclusive]]
 //	                [-topic T] [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
 //	                [-replay-bind ADDR [-replay-buffer N]] [-warmup D] [-linger D]
 //	                [-require-subscribers N] [-format table|json]
@@ -10,7 +12,11 @@ package main
 // It replays a Mooncake trace through a prefix tree of N blocks, as a
 // kvevict-managed pool would hold them, and publishes every store and
 // removal as a vLLM engine does, one batch per request, for kvevict mirror
-// or a KV-aware router to follow. A run that no subscriber heard fails.
+// or a KV-aware router to follow. With -tier the tree is the GPU over
+// tiers below it (a tier.Tree, as a cluster's engine), and the batches
+// carry each tier's stores and removals too, with its medium (CPU or
+// STORAGE), as vLLM's offloading sends them. A run that no subscriber
+// heard fails.
 
 import (
 	"context"
@@ -27,6 +33,7 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/kvevents"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // Defaults of kvevict publish.
@@ -46,6 +53,7 @@ type publishOptions struct {
 	encoding                               kvevents.Encoding
 	strategy                               kvevict.Strategy
 	warmup, linger                         time.Duration
+	tiers                                  tierOptions // -tier, -write, -inclusive, -exclusive
 }
 
 func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
@@ -57,6 +65,9 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
+	var write string
+	var inclusive bool
+	tierFlags(fs, &o.tiers, &write, &inclusive, false)
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
 	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block (default the trace's)")
 	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
@@ -83,9 +94,9 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if o.replayBuffer < 1 {
 		return nil, usagef("-replay-buffer must be at least 1 batch, got %d", o.replayBuffer)
 	}
-	bufferSet := false
-	fs.Visit(func(f *flag.Flag) { bufferSet = bufferSet || f.Name == "replay-buffer" })
-	if o.replay == "" && bufferSet {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.replay == "" && set["replay-buffer"] {
 		return nil, usagef("-replay-buffer needs -replay-bind")
 	}
 	if o.requireSubscribers < 0 {
@@ -125,6 +136,19 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
 	}
 	o.strategy = s
+	if err := o.tiers.check(set, write, inclusive, []int{o.capacity}); err != nil {
+		return nil, err
+	}
+	if o.tiers.write == tier.WriteVLLM {
+		return nil, usagef("-write vllm replays vLLM's own GPU pool, and publish's pool is a prefix tree: use through, selective=N or back")
+	}
+	for i, s := range o.tiers.specs {
+		for _, above := range o.tiers.specs[:i] {
+			if above.medium == s.medium {
+				return nil, usagef("-tier %s and -tier %s: the events name a tier by its medium alone, so a subscriber could not tell two %s tiers apart", above, s, strings.ToLower(string(s.medium)))
+			}
+		}
+	}
 	return o, nil
 }
 
@@ -153,17 +177,36 @@ const maxBlockSize = 1 << 16
 // (see kvevents.PublisherStats): a batch sent to two subscribers counts
 // twice, and one published before any subscriber connected not at all.
 // Connections counts the subscriber connections made during the run, the
-// ones gone included.
+// ones gone included. The blocks stored, removed and resident are the
+// GPU's; with -tier, Tiers gives them for every tier, the GPU first.
 type publishSummary struct {
 	Batches        int64              `json:"batches"`
 	StoredBlocks   int64              `json:"stored_blocks"`
 	RemovedBlocks  int64              `json:"removed_blocks"`
 	ResidentBlocks int                `json:"resident_blocks"`
+	Write          string             `json:"write,omitempty"`     // with -tier: through, selective=N or back
+	Inclusion      string             `json:"inclusion,omitempty"` // with -tier: inclusive or exclusive
+	Tiers          []tierResult       `json:"tiers,omitempty"`
 	Sent           int64              `json:"sent"`
 	Dropped        int64              `json:"dropped"`
 	Unsent         int64              `json:"unsent"`
 	Subscribers    []subscriberResult `json:"subscribers"`
 	Connections    int64              `json:"connections"`
+}
+
+// tierResult is one tier's part of the summary: the blocks its events
+// stored and removed, those it holds at the end (stored less removed),
+// the blocks requests found there (on the GPU their cached prefix, below
+// the blocks loaded from it) and those offered to it and not stored.
+type tierResult struct {
+	Medium         tier.Medium `json:"medium"`
+	CapacityBlocks int         `json:"capacity_blocks"`
+	Strategy       string      `json:"strategy"`
+	StoredBlocks   int64       `json:"stored_blocks"`
+	RemovedBlocks  int64       `json:"removed_blocks"`
+	ResidentBlocks int         `json:"resident_blocks"`
+	Hits           int64       `json:"hits"`
+	FailedStores   int64       `json:"failed_stores"`
 }
 
 // subscriberResult is one subscriber connection's part of the summary.
@@ -174,9 +217,17 @@ type subscriberResult struct {
 	Unsent  int64  `json:"unsent"`
 }
 
-// newPoolTree builds publish's prefix tree, for a pool of capacity blocks.
-func newPoolTree(s kvevict.Strategy, capacity int, onEvent func(prefix.Event)) (*prefix.Tree, error) {
-	return prefix.New(s, capacity, prefix.WithEvents(onEvent))
+// newPool builds publish's pool: a prefix tree of o.capacity blocks
+// ranked by o.strategy, the GPU, over the tiers of -tier, if any. onGPU
+// receives the tree's events and onTier the tiers', in the order the pool
+// makes the changes (tier.Tree.Request).
+func newPool(o *publishOptions, onGPU func(prefix.Event), onTier func(tier.Event)) (*tier.Tree, error) {
+	levels := []tier.Level{{Medium: tier.GPU, Capacity: o.capacity, Strategy: o.strategy}}
+	for _, s := range o.tiers.specs {
+		levels = append(levels, tier.Level{Medium: s.medium, Capacity: s.capacity(o.capacity), Strategy: s.strategy})
+	}
+	return tier.NewTree(tier.Config{Levels: levels, Write: o.tiers.write, Threshold: o.tiers.threshold,
+		Exclusive: o.tiers.exclusive, Events: onTier}, onGPU)
 }
 
 func publish(args []string, stdout, stderr io.Writer) error {
@@ -193,19 +244,33 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	}
 	var pending []kvevents.Event
 	var sum publishSummary
-	medium := kvevents.MediumGPU
-	tree, err := newPoolTree(o.strategy, o.capacity, func(e prefix.Event) {
-		switch e.Kind {
+	// Per tier, the GPU first: the blocks its events stored and removed.
+	stored, removed := make([]int64, 1+len(o.tiers.specs)), make([]int64, 1+len(o.tiers.specs))
+	count := func(i int, kind prefix.EventKind, n int) {
+		switch kind {
 		case prefix.Stored:
-			sum.StoredBlocks += int64(len(e.Hashes))
+			stored[i] += int64(n)
 		case prefix.Removed:
-			sum.RemovedBlocks += int64(len(e.Hashes))
+			removed[i] += int64(n)
 		}
+	}
+	medium := kvevents.MediumGPU
+	pool, err := newPool(o, func(e prefix.Event) {
+		count(0, e.Kind, len(e.Hashes))
 		ev := kvevents.FromPrefix(e, int64(o.blockSize), &medium)
 		if s, ok := ev.(*kvevents.BlockStored); ok {
 			s.TokenIDs = blockTokens(e.Hashes, o.blockSize)
 		}
 		pending = append(pending, ev)
+	}, func(e tier.Event) {
+		for i, s := range o.tiers.specs {
+			if s.medium == e.Medium {
+				count(1+i, e.Kind, len(e.Hashes))
+			}
+		}
+		// No token ids: vLLM's offloading sends none, and a router finds
+		// the block through its GPU entry, stored with them.
+		pending = append(pending, kvevents.FromTier(e, int64(o.blockSize)))
 	})
 	if err != nil {
 		return err
@@ -227,7 +292,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	for i := range w.Requests {
 		req := &w.Requests[i]
 		hashes = chainHashes(hashes[:0], req.HashIDs)
-		if _, err := tree.Admit(hashes, prefix.Access{Tick: int64(i)}); err != nil {
+		if _, err := pool.Request(hashes, prefix.Access{Tick: int64(i)}); err != nil {
 			pub.Close()
 			return err
 		}
@@ -246,7 +311,14 @@ func publish(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	st := pub.Stats()
-	sum.ResidentBlocks = tree.Len()
+	sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks = stored[0], removed[0], pool.Len(0)
+	if len(o.tiers.specs) > 0 {
+		sum.Write, sum.Inclusion = o.tiers.writeName(), o.tiers.inclusion()
+		for i, ts := range pool.Stats() {
+			sum.Tiers = append(sum.Tiers, tierResult{Medium: ts.Medium, CapacityBlocks: ts.Capacity, Strategy: string(ts.Strategy),
+				StoredBlocks: stored[i], RemovedBlocks: removed[i], ResidentBlocks: pool.Len(i), Hits: ts.Hits, FailedStores: ts.Failed})
+		}
+	}
 	sum.Sent, sum.Dropped, sum.Unsent, sum.Connections = st.Sent, st.Dropped, st.Unsent, st.Connected
 	sum.Subscribers = []subscriberResult{}
 	for _, s := range st.Subscribers {
@@ -291,8 +363,21 @@ func writePublishSummary(stdout io.Writer, o *publishOptions, trace string, requ
 	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
 		trace, requests, o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)
+	if len(sum.Tiers) > 0 {
+		specs := make([]string, len(o.tiers.specs))
+		for i, s := range o.tiers.specs {
+			specs[i] = s.String()
+		}
+		fmt.Fprintf(stdout, "below the GPU: %s; %s; %d batches\n", strings.Join(specs, ", "), o.tiers.policy(), sum.Batches)
+		fmt.Fprintln(tw, "medium\tcapacity\tstrategy\tstored_blocks\tremoved_blocks\tresident_blocks\thits\tfailed_stores\t")
+		for _, t := range sum.Tiers {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t\n", t.Medium, t.CapacityBlocks, t.Strategy,
+				t.StoredBlocks, t.RemovedBlocks, t.ResidentBlocks, t.Hits, t.FailedStores)
+		}
+	} else {
+		fmt.Fprintln(tw, "batches\tstored_blocks\tremoved_blocks\tresident_blocks\t")
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t\n", sum.Batches, sum.StoredBlocks, sum.RemovedBlocks, sum.ResidentBlocks)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

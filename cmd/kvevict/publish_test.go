@@ -284,7 +284,7 @@ func TestPublishStrategies(t *testing.T) {
 			t.Errorf("-strategy %s: runs %s", s, o.strategy)
 		}
 		if err == nil {
-			if _, err := newPoolTree(s, o.capacity, func(prefix.Event) {}); err != nil {
+			if _, err := newPool(o, func(prefix.Event) {}, nil); err != nil {
 				t.Errorf("-strategy %s -capacity %d: the tree: %v", s, o.capacity, err)
 			}
 		}

@@ -1,7 +1,6 @@
 package main
 
-// The flags of a replay across tiers: -tier, -write, -inclusive and
-// -exclusive, as compare reads them.
+// The -tier flag of compare, cluster and publish: a tier below the GPU.
 
 import (
 	"fmt"

@@ -42,7 +42,8 @@ cpu or storage, one column per -tier):
   block re-prefill   -wide: GPU-evicted blocks computed again / GPU-evicted blocks
 `
 
-// tierOptions are compare's flags for a replay across tiers.
+// tierOptions are the flags of the tiers below the GPU, as compare,
+// cluster and publish read them (publish has no -model or -link).
 type tierOptions struct {
 	specs     tierList
 	write     tier.Write
@@ -80,21 +81,30 @@ func (l linkList) Set(v string) error {
 // policy names the write policy and the inclusion as the flags give them:
 // "write selective=2, inclusive".
 func (t *tierOptions) policy() string {
-	write := t.write.String()
-	if t.write == tier.WriteSelective {
-		write = fmt.Sprintf("selective=%d", t.threshold)
-	}
-	inclusion := "inclusive"
-	if t.exclusive {
-		inclusion = "exclusive"
-	}
-	return "write " + write + ", " + inclusion
+	return "write " + t.writeName() + ", " + t.inclusion()
 }
 
-// tierFlags defines the tier flags on fs, -model with modelHelp; compare's
-// -tier needs replay mode and its -write takes vllm, cluster's not.
-func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive *bool, modelHelp string, compare bool) {
-	t.links = linkList{}
+// writeName is the write policy as -write gives it: through,
+// selective=N, back or vllm.
+func (t *tierOptions) writeName() string {
+	if t.write == tier.WriteSelective {
+		return fmt.Sprintf("selective=%d", t.threshold)
+	}
+	return t.write.String()
+}
+
+// inclusion is inclusive or exclusive.
+func (t *tierOptions) inclusion() string {
+	if t.exclusive {
+		return "exclusive"
+	}
+	return "inclusive"
+}
+
+// tierFlags defines -tier, -write, -inclusive and -exclusive on fs, which
+// compare, cluster and publish share; compare's -tier needs replay mode and
+// its -write takes vllm, the others' not.
+func tierFlags(fs *flag.FlagSet, t *tierOptions, write *string, inclusive *bool, compare bool) {
 	tierHelp := "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo"
 	if compare {
 		tierHelp += " (replay mode)"
@@ -107,6 +117,12 @@ func tierFlags(fs *flag.FlagSet, t *tierOptions, write, model *string, inclusive
 	fs.StringVar(write, "write", "through", writeHelp)
 	fs.BoolVar(inclusive, "inclusive", false, "with -tier: a block loaded to the GPU keeps its copy below (the default)")
 	fs.BoolVar(&t.exclusive, "exclusive", false, "with -tier and -write back: each block on one tier at a time, a load moving it up")
+}
+
+// costFlags defines -model, explained by modelHelp, and -link on fs: what
+// prices the tiers in time, for compare and cluster.
+func costFlags(fs *flag.FlagSet, t *tierOptions, model *string, modelHelp string) {
+	t.links = linkList{}
 	fs.StringVar(model, "model", "llama-3-8b", modelHelp+": "+strings.Join(tier.ModelNames(), ", "))
 	fs.Var(t.links, "link", "with -tier: a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
 }

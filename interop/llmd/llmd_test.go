@@ -7,7 +7,11 @@
 // and its in-memory kvblock index. It proves that llm-d decodes every batch
 // publish sends, derives request keys from the token ids that chain
 // through each parent, applies every removal, and ends holding exactly the
-// blocks publish reports resident for the pod.
+// blocks publish reports resident for the pod. With tiers below publish's
+// pool (publish -tier), llm-d ends holding, per device tier, exactly the
+// blocks publish holds on each medium, and its own scorer weighs a prompt
+// found partly on the GPU and partly on the host as its documented
+// weights say (tiers_test.go).
 //
 // The module is separate (its own go.mod) so that no user of kvevict
 // downloads llm-d and its Kubernetes dependencies.
@@ -86,14 +90,42 @@ func TestPublishFeedsLLMD(t *testing.T) {
 // publishSummary is the part of publish's -format json summary the test
 // reads; the whole object is logged.
 type publishSummary struct {
-	Batches        *int64 `json:"batches"`
-	ResidentBlocks *int   `json:"resident_blocks"`
+	Batches        *int64        `json:"batches"`
+	ResidentBlocks *int          `json:"resident_blocks"`
+	Tiers          []tierSummary `json:"tiers"` // with -tier
+}
+
+// tierSummary is one tier of publish's summary: its medium and the
+// blocks it holds at the end.
+type tierSummary struct {
+	Medium         string `json:"medium"`
+	ResidentBlocks int    `json:"resident_blocks"`
 }
 
 func runPublish(t *testing.T, bin, trace string, capacity, blockSize int, timeout time.Duration) {
 	start := time.Now()
+	args := []string{"-trace", trace, "-capacity", fmt.Sprint(capacity)}
+	if blockSize != traceSize {
+		args = append(args, "-block-size", fmt.Sprint(blockSize))
+	}
+	p, sum := publishInto(t, bin, blockSize, timeout, args...)
+	batches, resident := *sum.Batches, *sum.ResidentBlocks
+	p.checkIndex(t, resident)
+	if !t.Failed() {
+		t.Logf("%s: llm-d took all %d batches and holds the %d resident blocks, in %v",
+			filepath.Base(trace), batches, resident, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// publishInto runs kvevict publish with args, to which it adds the
+// endpoint, the topic and -format json, into a fresh llm-d pipeline of
+// blockSize-token blocks, all within timeout. Once llm-d took every batch
+// it stops the pipeline, whose index is then final, checks what llm-d
+// decoded (checkPipeline), and returns the pipeline and publish's summary.
+func publishInto(t *testing.T, bin string, blockSize int, timeout time.Duration, args ...string) (*pipeline, publishSummary) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	t.Cleanup(cancel)
 
 	// llm-d binds its SUB for a local endpoint (remote=false) and the
 	// publisher, given a plain host:port, connects to it: the layout of a
@@ -103,11 +135,7 @@ func runPublish(t *testing.T, bin, trace string, capacity, blockSize int, timeou
 	defer p.stop()
 
 	var stdout, stderr bytes.Buffer
-	args := []string{"publish", "-endpoint", endpoint, "-trace", trace, "-capacity", fmt.Sprint(capacity),
-		"-topic", topic, "-format", "json"}
-	if blockSize != traceSize {
-		args = append(args, "-block-size", fmt.Sprint(blockSize))
-	}
+	args = append([]string{"publish", "-endpoint", endpoint, "-topic", topic, "-format", "json"}, args...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -118,7 +146,7 @@ func runPublish(t *testing.T, bin, trace string, capacity, blockSize int, timeou
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.Batches == nil || sum.ResidentBlocks == nil {
 		t.Fatalf("publish's JSON summary (err %v) lacks batches or resident_blocks:\n%s", err, stdout.Bytes())
 	}
-	batches, resident := *sum.Batches, *sum.ResidentBlocks
+	batches := *sum.Batches
 	t.Logf("publish summary: %s", bytes.Join(bytes.Fields(stdout.Bytes()), []byte(" ")))
 	if stderr.Len() > 0 {
 		t.Logf("publish stderr:\n%s", stderr.Bytes())
@@ -138,11 +166,7 @@ func runPublish(t *testing.T, bin, trace string, capacity, blockSize int, timeou
 	}
 
 	p.checkPipeline(t, batches)
-	p.checkIndex(t, resident)
-	if !t.Failed() {
-		t.Logf("%s: llm-d took all %d batches and holds the %d resident blocks, in %v",
-			filepath.Base(trace), batches, resident, time.Since(start).Round(time.Millisecond))
-	}
+	return p, sum
 }
 
 // ---- llm-d's pipeline ----
@@ -288,14 +312,15 @@ func (p *pipeline) checkIndex(t *testing.T, resident int) {
 	a := p.adapter
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.resident) != resident {
-		t.Errorf("the events leave %d blocks resident, publish reports resident_blocks %d", len(a.resident), resident)
+	gpu := a.on[gpuTier]
+	if len(gpu) != resident {
+		t.Errorf("the events leave %d blocks resident, publish reports resident_blocks %d", len(gpu), resident)
 	}
 	// Each resident engine block maps, in llm-d's index, to the key the
 	// test recomputes from its tokens and its parent's key.
 	want := map[kvblock.BlockHash]struct{}{}
 	bad := 0
-	for h := range a.resident {
+	for h := range gpu {
 		b := a.blocks[h]
 		want[b.key] = struct{}{}
 		rk, err := p.index.GetRequestKey(ctx, kvblock.BlockHash(h))
@@ -327,18 +352,18 @@ func (p *pipeline) checkIndex(t *testing.T, resident int) {
 	// A router's view: tokens of each resident leaf's whole prefix, from
 	// the root, hashed by llm-d's token processor, all hit on the pod.
 	children := map[uint64]bool{}
-	for h := range a.resident {
+	for h := range gpu {
 		children[a.blocks[h].parent] = true
 	}
 	leaves, prefixBlocks, short := 0, 0, 0
-	for h := range a.resident {
+	for h := range gpu {
 		if children[h] {
 			continue
 		}
 		var chain [][]uint32
 		for x := h; x != 0; {
 			b, ok := a.blocks[x]
-			if !ok || !a.resident[x] {
+			if !ok || !gpu[x] {
 				chain = nil // a resident block under a gone parent: reported above
 				break
 			}
@@ -395,7 +420,8 @@ func (r *recordingIndex) Add(ctx context.Context, engineKeys, requestKeys []kvbl
 // observingAdapter is llm-d's vLLM adapter, passed through unchanged, that
 // counts what it decodes and keeps a model of the pod's blocks: for each
 // engine hash its parent, its tokens and the request key llm-d's token
-// processor derives for it, with llm-d's own rules (pool.go).
+// processor derives for it, and the device tiers that hold it, with
+// llm-d's own rules (pool.go).
 type observingAdapter struct {
 	next      kvevents.EngineAdapter
 	tp        kvblock.TokenProcessor
@@ -413,8 +439,40 @@ type observingAdapter struct {
 	removedBlocks int
 	problems      int
 	firstProblems []string
-	blocks        map[uint64]*shadowBlock // engine hash -> block; llm-d's engine->request mapping
-	resident      map[uint64]bool
+	blocks        map[uint64]*shadowBlock    // engine hash -> block; llm-d's engine->request mapping
+	on            map[string]map[uint64]bool // device tier, as llm-d names it -> the engine hashes it holds
+}
+
+// gpuTier is llm-d's device tier for the GPU, and for an event without a
+// medium.
+const gpuTier = "gpu"
+
+// deviceTier is the device tier llm-d's pool files an event's medium
+// under: lower case, the GPU's when there is none.
+func deviceTier(medium string) string {
+	if medium == "" {
+		return gpuTier
+	}
+	return strings.ToLower(medium)
+}
+
+// tier returns the blocks device tier dt holds.
+func (a *observingAdapter) tier(dt string) map[uint64]bool {
+	if a.on[dt] == nil {
+		a.on[dt] = map[uint64]bool{}
+	}
+	return a.on[dt]
+}
+
+// held reports whether any device tier holds engine block h: llm-d keeps
+// its engine->request mapping while one does.
+func (a *observingAdapter) held(h uint64) bool {
+	for _, set := range a.on {
+		if set[h] {
+			return true
+		}
+	}
+	return false
 }
 
 type shadowBlock struct {
@@ -425,7 +483,7 @@ type shadowBlock struct {
 
 func newObservingAdapter(next kvevents.EngineAdapter, tp kvblock.TokenProcessor, blockSize int) *observingAdapter {
 	return &observingAdapter{next: next, tp: tp, blockSize: blockSize, topics: map[string]int{},
-		blocks: map[uint64]*shadowBlock{}, resident: map[uint64]bool{}}
+		blocks: map[uint64]*shadowBlock{}, on: map[string]map[uint64]bool{gpuTier: {}}}
 }
 
 func (a *observingAdapter) ShardingKey(msg *kvevents.RawMessage) string {
@@ -473,6 +531,25 @@ func (a *observingAdapter) observe(seq uint64, modelName string, ev kvevents.Gen
 		if ev.BlockSize != a.blockSize {
 			a.problem(seq, "BlockStored block_size %d, llm-d's is %d", ev.BlockSize, a.blockSize)
 		}
+		on := a.tier(deviceTier(ev.DeviceTier))
+		for _, h := range ev.BlockHashes {
+			if on[h] {
+				a.problem(seq, "BlockStored %#x on %s, which holds it", h, deviceTier(ev.DeviceTier))
+			}
+		}
+		if len(ev.Tokens) == 0 {
+			// A store without tokens (vLLM's offloading, a tier below the
+			// GPU): llm-d adds the tier's entry to the request key it maps
+			// each block to, and skips the blocks it maps to none.
+			for _, h := range ev.BlockHashes {
+				if _, ok := a.blocks[h]; !ok {
+					a.problem(seq, "BlockStored %#x on %s without tokens, unknown to llm-d (on no other tier)", h, deviceTier(ev.DeviceTier))
+					continue
+				}
+				on[h] = true
+			}
+			return
+		}
 		if len(ev.Tokens) != a.blockSize*len(ev.BlockHashes) {
 			a.problem(seq, "BlockStored of %d blocks carries %d token ids, want %d", len(ev.BlockHashes), len(ev.Tokens), a.blockSize*len(ev.BlockHashes))
 			return
@@ -505,26 +582,32 @@ func (a *observingAdapter) observe(seq uint64, modelName string, ev kvevents.Gen
 				a.problem(seq, "BlockStored hash 0, which llm-d reads as no parent")
 			}
 			a.blocks[h] = &shadowBlock{parent: prev, tokens: ev.Tokens[i*a.blockSize : (i+1)*a.blockSize], key: keys[i]}
-			a.resident[h] = true
+			on[h] = true
 			prev = h
 		}
 	case *kvevents.BlockRemovedEvent:
 		a.removed++
 		a.removedBlocks += len(ev.BlockHashes)
+		dt := deviceTier(ev.DeviceTier)
+		on := a.tier(dt)
 		for _, h := range ev.BlockHashes {
-			if !a.resident[h] {
-				a.problem(seq, "BlockRemoved %#x, not resident", h)
+			if !on[h] {
+				a.problem(seq, "BlockRemoved %#x on %s, not resident there", h, dt)
 			}
-			// llm-d drops the pod's entry and, the key now empty, the
-			// engine->request mapping with it.
-			delete(a.resident, h)
-			delete(a.blocks, h)
+			// llm-d drops the pod's entry of that tier and, the key held
+			// on no tier any more, the engine->request mapping with it.
+			delete(on, h)
+			if !a.held(h) {
+				delete(a.blocks, h)
+			}
 		}
 	case *kvevents.AllBlocksClearedEvent:
 		// llm-d drops the pod's entries but keeps the engine->request
 		// mappings (InMemoryIndex.Clear).
 		a.cleared++
-		clear(a.resident)
+		for _, set := range a.on {
+			clear(set)
+		}
 	default:
 		a.problem(seq, "event of type %T", ev)
 	}
