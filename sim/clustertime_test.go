@@ -278,6 +278,7 @@ func TestClusterTiersByHand(t *testing.T) {
 // in a prefix (the unbounded cache's hits); and no cluster passes the
 // pooled bound at every tier's capacity together.
 func TestClusterTiersAddHits(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range WorkloadNames() {
 		w, err := Synthetic(name, 2, 300)
 		if err != nil {
@@ -464,6 +465,7 @@ func TestTierRouterByHand(t *testing.T) {
 // refuses any contradiction), llm-d's scorer and the ttft rule over every
 // tier route, and nothing passes the pooled bound at every tier's capacity.
 func TestTierRoutersOnTiers(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range WorkloadNames() {
 		w, cost := syntheticPriced(t, name)
 		bound, err := PooledBound(w, Config{Capacity: 3 * (100 + 300)})

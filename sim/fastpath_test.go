@@ -10,7 +10,7 @@ import (
 
 // differentialWorkloads are the fast-path tests' workloads: the
 // conversation excerpt and every synthetic workload (seed, requests), the
-// first two only under the race detector, whose cost is tenfold.
+// first two only with -short.
 func differentialWorkloads(t *testing.T, seed uint64, requests int) []*Workload {
 	t.Helper()
 	ex, err := LoadTrace(excerpt)
@@ -49,6 +49,7 @@ func differentialWorkloads(t *testing.T, seed uint64, requests int) []*Workload 
 // SelectVictims' are still compared where they choose among thousands of
 // residents, over the whole hour of the trace.
 func TestFastPathMatchesContract(t *testing.T) {
+	skipUnderRace(t)
 	workloads := differentialWorkloads(t, 3, 600)
 	var conversation *Workload
 	if !reduced() {
@@ -63,8 +64,8 @@ func TestFastPathMatchesContract(t *testing.T) {
 			capacities[1] = 2500
 		}
 		if reduced() {
-			// The contract path scans every resident per eviction; under the
-			// race detector the pass without it checks the larger pool.
+			// The contract path scans every resident per eviction; -short
+			// leaves the larger pool to the full run.
 			capacities = capacities[:1]
 		}
 		for _, capacity := range capacities {
@@ -129,6 +130,7 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 // end the same report. The conversation excerpt and every synthetic
 // workload, at a pool that preempts and at one that rarely evicts.
 func TestServeFastPathMatchesContract(t *testing.T) {
+	skipUnderRace(t)
 	for _, w := range differentialWorkloads(t, 5, 300) {
 		distinct := computeCeiling(w).distinct
 		for _, capacity := range []int{max(longestRequest(w, 1<<30)+8, 128), max(distinct/4, 256)} {
