@@ -50,6 +50,7 @@ func TestPooledBoundByHand(t *testing.T) {
 // referenced before, as an unbounded pool that counts every block finds.
 func TestPooledBoundIsABound(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	for _, name := range WorkloadNames() {
 		w, cost := syntheticPriced(t, name)
 		seen, again, refs := map[uint64]bool{}, 0, 0

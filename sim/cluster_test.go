@@ -126,6 +126,7 @@ func TestClusterConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("long single-threaded replays; run without -race or -short")
 	}
+	t.Parallel()
 	w := loadConversation(t)
 	const capacity = 2500
 	for _, n := range []int{4, 8} {
@@ -178,6 +179,7 @@ func TestClusterConversation(t *testing.T) {
 // and a run is the same when repeated.
 func TestClusterProperties(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	for _, name := range WorkloadNames() {
 		w, err := Synthetic(name, 2, 300)
 		if err != nil {

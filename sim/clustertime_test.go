@@ -187,6 +187,7 @@ func TestTTFTRouterConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("long single-threaded replays; run without -race or -short")
 	}
+	t.Parallel()
 	w := loadConversation(t)
 	m, err := tier.LookupModel("llama-3-8b")
 	if err != nil {

@@ -50,6 +50,7 @@ func differentialWorkloads(t *testing.T, seed uint64, requests int) []*Workload 
 // residents, over the whole hour of the trace.
 func TestFastPathMatchesContract(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	workloads := differentialWorkloads(t, 3, 600)
 	var conversation *Workload
 	if !reduced() {
@@ -131,6 +132,7 @@ func compareReplayPaths(t *testing.T, w *Workload, s kvevict.Strategy, capacity 
 // workload, at a pool that preempts and at one that rarely evicts.
 func TestServeFastPathMatchesContract(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	for _, w := range differentialWorkloads(t, 5, 300) {
 		distinct := computeCeiling(w).distinct
 		for _, capacity := range []int{max(longestRequest(w, 1<<30)+8, 128), max(distinct/4, 256)} {

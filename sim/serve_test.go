@@ -175,6 +175,7 @@ var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, 
 // small enough to evict and preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	preempted := 0
 	for _, name := range WorkloadNames() {
 		n, capacity := 150, 160

@@ -15,6 +15,7 @@ import (
 // is the unbounded cache's.
 func TestReplayTiersGPUIsReplay(t *testing.T) {
 	skipUnderRace(t)
+	t.Parallel()
 	requests, strategies := 600, []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.S3FIFO, kvevict.Auto}
 	if reduced() {
 		requests, strategies = 150, strategies[2:3]
