@@ -127,6 +127,9 @@ func (p *pool) request(hashes ...uint64) {
 // shows the weight: its key is its recency plus W x log2(requests), so
 // above its recency exactly when the weight is above 0.
 func TestAutoWeightFromSimulation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine, an invariant check after every request; run without -race")
+	}
 	t.Run("hot blocks between scans", func(t *testing.T) {
 		// A few hot blocks between runs of one-shot blocks longer than the
 		// pool: LRU loses the hot blocks to every run, a weight for

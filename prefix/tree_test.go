@@ -619,6 +619,9 @@ func testConcurrent(t *testing.T, s kvevict.Strategy) {
 // TestEvictAllocatesOnlyItsResult: an eviction allocates the slice of
 // hashes it returns and nothing per block, whatever the strategy's key.
 func TestEvictAllocatesOnlyItsResult(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine; run without -race")
+	}
 	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.Predictive} {
 		tr := newTree(t, s, roomy)
 		next := uint64(1)

@@ -14,6 +14,7 @@ import (
 // mechanisms it adds are there to do better), and it loads no fewer blocks
 // than Belady's MIN.
 func TestReplayAutoBetweenLRUAndBelady(t *testing.T) {
+	skipUnderRace(t)
 	w, err := LoadTrace(excerpt)
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,8 @@ func TestPooledBoundByHand(t *testing.T) {
 // room for every block it is the share of references to a block
 // referenced before, as an unbounded pool that counts every block finds.
 func TestPooledBoundIsABound(t *testing.T) {
+	skipUnderRace(t)
+	t.Parallel()
 	for _, name := range WorkloadNames() {
 		w, cost := syntheticPriced(t, name)
 		seen, again, refs := map[uint64]bool{}, 0, 0
@@ -67,7 +69,7 @@ func TestPooledBoundIsABound(t *testing.T) {
 			t.Errorf("%s with room for all: bound %v (%v), want %v", name, got, err, float64(again)/float64(refs))
 		}
 		engineCounts, capacities, strategies := []int{1, 2, 3}, []int{20, 200}, []kvevict.Strategy{kvevict.LRU, kvevict.Auto}
-		if reduced() { // the race detector's pass keeps one of each
+		if reduced() { // -short keeps one of each
 			engineCounts, capacities, strategies = []int{3}, []int{20}, strategies[:1]
 		}
 		for _, engines := range engineCounts {

@@ -126,6 +126,7 @@ func TestClusterConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("long single-threaded replays; run without -race or -short")
 	}
+	t.Parallel()
 	w := loadConversation(t)
 	const capacity = 2500
 	for _, n := range []int{4, 8} {
@@ -177,6 +178,8 @@ func TestClusterConversation(t *testing.T) {
 // robin spreads the requests evenly, the hits stay within the references,
 // and a run is the same when repeated.
 func TestClusterProperties(t *testing.T) {
+	skipUnderRace(t)
+	t.Parallel()
 	for _, name := range WorkloadNames() {
 		w, err := Synthetic(name, 2, 300)
 		if err != nil {
@@ -184,7 +187,7 @@ func TestClusterProperties(t *testing.T) {
 		}
 		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.Auto} {
 			engines := []int{1, 3}
-			if reduced() { // the race detector's pass keeps the cluster
+			if reduced() { // -short keeps the cluster
 				engines = engines[1:]
 			}
 			for _, n := range engines {

@@ -187,6 +187,7 @@ func TestTTFTRouterConversation(t *testing.T) {
 	if reduced() {
 		t.Skip("long single-threaded replays; run without -race or -short")
 	}
+	t.Parallel()
 	w := loadConversation(t)
 	m, err := tier.LookupModel("llama-3-8b")
 	if err != nil {
@@ -278,6 +279,7 @@ func TestClusterTiersByHand(t *testing.T) {
 // in a prefix (the unbounded cache's hits); and no cluster passes the
 // pooled bound at every tier's capacity together.
 func TestClusterTiersAddHits(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range WorkloadNames() {
 		w, err := Synthetic(name, 2, 300)
 		if err != nil {
@@ -464,6 +466,7 @@ func TestTierRouterByHand(t *testing.T) {
 // refuses any contradiction), llm-d's scorer and the ttft rule over every
 // tier route, and nothing passes the pooled bound at every tier's capacity.
 func TestTierRoutersOnTiers(t *testing.T) {
+	skipUnderRace(t)
 	for _, name := range WorkloadNames() {
 		w, cost := syntheticPriced(t, name)
 		bound, err := PooledBound(w, Config{Capacity: 3 * (100 + 300)})

@@ -183,6 +183,7 @@ func TestMustLose(t *testing.T) {
 // sequence-granularity p99 at those capacities in docs/simulator.md (at
 // most 77.8K), so there block granularity cannot cut it 2x.
 func TestAgenticLossBound(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("quadratic in the requests")
 	}

@@ -35,6 +35,16 @@ func loadConversation(t *testing.T) *Workload {
 // single-threaded replay (.ci/run runs the long ones without it).
 func reduced() bool { return testing.Short() || raceEnabled }
 
+// skipUnderRace skips a long test under the race detector: sim starts no
+// goroutine, so the detector has nothing to find in its tests, and .ci/run
+// runs them in full without it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("single-threaded; the run without -race checks it in full")
+	}
+}
+
 func checkRatio(t *testing.T, name string, got, want float64) {
 	t.Helper()
 	if math.Abs(got-want) > goldenTolerance {
@@ -108,6 +118,7 @@ func TestReplayGoldenConversation(t *testing.T) {
 // than an unbounded cache, at several capacities (one with -short or the
 // race detector), and that the counts add up.
 func TestBeladyBoundsEveryStrategy(t *testing.T) {
+	skipUnderRace(t)
 	w, err := LoadTrace(excerpt)
 	if err != nil {
 		t.Fatal(err)

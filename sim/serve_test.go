@@ -177,6 +177,8 @@ var shortStrategies = []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.LFU, 
 // detector, four of them beyond the default granularity) through a pool
 // small enough to evict and preempt, checking the pool after every step.
 func TestServeInvariants(t *testing.T) {
+	skipUnderRace(t)
+	t.Parallel()
 	preempted := 0
 	for _, name := range WorkloadNames() {
 		n, capacity := 150, 160
@@ -433,6 +435,7 @@ func (e *watchingEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 // the need); every strategy, or the short ones with -short or the race
 // detector.
 func TestServeNeverEvictsReferenced(t *testing.T) {
+	skipUnderRace(t)
 	w, err := Synthetic("tenants", 2, 300)
 	if err != nil {
 		t.Fatal(err)

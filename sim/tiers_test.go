@@ -14,7 +14,8 @@ import (
 // serves every block an unbounded cache would: the tiered replay's prefill
 // is the unbounded cache's.
 func TestReplayTiersGPUIsReplay(t *testing.T) {
-	// Single-threaded: under the race detector a smaller run, as reduced says.
+	skipUnderRace(t)
+	t.Parallel()
 	requests, strategies := 600, []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.S3FIFO, kvevict.Auto}
 	if reduced() {
 		requests, strategies = 150, strategies[2:3]
