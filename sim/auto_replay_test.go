@@ -96,9 +96,7 @@ func TestReplayMarksPartialBlocks(t *testing.T) {
 // tenth of LRU's gap to Belady's MIN at 2,500 and 5,000 blocks, where
 // docs/auto.md measures a fifth.
 func TestServeAutoCountsContent(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a long single-threaded replay: the run without the race detector covers it")
-	}
+	skipUnderRace(t)
 	w, err := LoadTrace(tracetest.Conversation(t))
 	if err != nil {
 		t.Fatal(err)
