@@ -46,7 +46,9 @@ type ClusterConfig struct {
 	// GPU, is refused. A request's hits are then the run on the engine's
 	// tree followed by the runs below it; in time, the runs below are
 	// loaded over their links (Cost's) before the rest is prefilled.
-	// Routers see the trees only.
+	// A router sees the tiers only through the events an engine
+	// publishes ([Engine.TierEvents], as a [TierMirror] and
+	// [NewTierRouter] read them); the others see the trees.
 	Below     []tier.Level
 	Write     tier.Write
 	Threshold int
