@@ -53,6 +53,15 @@ func pythonDecode(b *testing.B, payload []byte) float64 {
 	return ns
 }
 
+// reportPython reports, beside a decode of payload, python3-msgpack's
+// time to decode it, when a python3 has the C extension.
+func reportPython(b *testing.B, payload []byte) {
+	if ns := pythonDecode(b, payload); ns > 0 {
+		b.ReportMetric(ns, "py-ns/op")
+		b.ReportMetric(float64(len(payload))/ns*1e3, "py-MB/s")
+	}
+}
+
 // benchBatch is a batch as an engine sends one per scheduler step: a
 // request's new blocks stored under its resident prefix, and as many
 // leaves removed to make room.
@@ -70,8 +79,9 @@ func benchBatch(blocks int) EventBatch {
 	}}
 }
 
-// BenchmarkCodec encodes and decodes benchBatch in each encoding. Beside
-// each decode it reports python3-msgpack's C extension decoding the same
+// BenchmarkCodec encodes and decodes benchBatch in each encoding, with
+// Decode ("decode") and with a Decoder reused across batches ("decoder").
+// Beside each decode it reports python3-msgpack's C extension decoding the same
 // bytes, as py-ns/op and py-MB/s, when a python3 has it (see -python).
 func BenchmarkCodec(b *testing.B) {
 	for _, blocks := range []int{16, 256} {
@@ -98,10 +108,18 @@ func BenchmarkCodec(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if ns := pythonDecode(b, payload); ns > 0 {
-					b.ReportMetric(ns, "py-ns/op")
-					b.ReportMetric(float64(len(payload))/ns*1e3, "py-MB/s")
+				reportPython(b, payload)
+			})
+			b.Run("decoder/"+name, func(b *testing.B) {
+				var d Decoder
+				b.ReportAllocs()
+				b.SetBytes(int64(len(payload)))
+				for b.Loop() {
+					if _, _, err := d.Decode(payload); err != nil {
+						b.Fatal(err)
+					}
 				}
+				reportPython(b, payload)
 			})
 		}
 	}

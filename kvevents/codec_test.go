@@ -348,7 +348,8 @@ func FuzzDecode(f *testing.F) {
 // FuzzDecodeDifferential compares Decode with the reference decoder over
 // vmihailenco/msgpack (decode_ref_test.go) on any input: the same error
 // kind, the same batch (nil and empty slices told apart) and the same
-// events skipped; and checkValue with the reference's skip.
+// events skipped; a Decoder that decoded every earlier input with
+// Decode; and checkValue with the reference's skip.
 func FuzzDecodeDifferential(f *testing.F) {
 	f.Add(unhex(f, goldenArray))
 	f.Add(unhex(f, goldenMap))
@@ -373,8 +374,13 @@ func FuzzDecodeDifferential(f *testing.F) {
 		}
 		return err
 	}
+	var d Decoder // reused across inputs, as a subscriber reuses one across batches
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, skipped, err := Decode(payload)
+		db, dskipped, derr := d.Decode(payload)
+		if kind(derr) != kind(err) || !reflect.DeepEqual(db, b) || dskipped.Total() != skipped.Total() {
+			t.Fatalf("Decoder: %+v, skipped %+v, %v; Decode: %+v, skipped %+v, %v", db, dskipped, derr, b, skipped, err)
+		}
 		rb, rskipped, rerr := refDecode(payload)
 		if kind(err) != kind(rerr) {
 			t.Fatalf("err %v, reference %v", err, rerr)
@@ -538,5 +544,57 @@ func TestDecodeAllocationBound(t *testing.T) {
 	}
 	if _, _, err := Decode(hashes); !errors.Is(err, ErrOversized) {
 		t.Errorf("a BlockRemoved of %d one-byte hashes: err %v, want ErrOversized", n, err)
+	}
+}
+
+// TestDecoderReuses checks that a Decoder decodes what Decode does, batch
+// after batch, whichever came before (bytes hashes, longer lists, errors),
+// that once grown it allocates nothing for a batch of vLLM's form, and that it lets
+// go of memory an outsized batch made it take.
+func TestDecoderReuses(t *testing.T) {
+	gpu, cpu := MediumGPU, "CPU"
+	batches := []EventBatch{
+		benchBatch(16),
+		{TS: 2, Events: []Event{&BlockStored{BlockHashes: []Hash{BytesHash([]byte("abc")), IntHash(3)}, TokenIDs: []int64{1, 300}, BlockSize: 2, Medium: &cpu, LoRAName: ptr("x"), ExtraKeys: []byte{0x90}}}},
+		benchBatch(4),
+		{TS: 3, Events: []Event{&AllBlocksCleared{}, &BlockRemoved{BlockHashes: IntHashes([]uint64{5, 6, 7}), Medium: &gpu, GroupIdx: ptr(int64(1))}}, DataParallelRank: ptr(int64(2))},
+		benchBatch(300),
+		{TS: 4},
+		benchBatch(16),
+	}
+	var payloads [][]byte
+	for _, b := range batches {
+		for _, enc := range []Encoding{EncodingMixed, EncodingMap, EncodingArray} {
+			p, err := Encode(&b, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads = append(payloads, p)
+		}
+	}
+	payloads = append(payloads, []byte{0x92, 0x01}, unhex(t, goldenMixed))
+	var d Decoder
+	for i, p := range payloads {
+		want, wskipped, werr := Decode(p)
+		got, skipped, err := d.Decode(p)
+		if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(skipped, wskipped) {
+			t.Fatalf("payload %d: Decoder %+v, %+v, %v; Decode %+v, %+v, %v", i, got, skipped, err, want, wskipped, werr)
+		}
+	}
+	mixed := unhex(t, goldenMixed)
+	if a := testing.AllocsPerRun(100, func() { d.Decode(mixed) }); a != 0 {
+		t.Errorf("a grown Decoder allocates %v times a batch", a)
+	}
+	big := benchBatch(MaxKeptBytes / 32 * 2) // hashes over twice what a Decoder keeps
+	p, err := Encode(&big, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Decode(p); err != nil {
+		t.Fatal(err)
+	}
+	d.Decode(mixed)
+	if kept := cap(d.hashes) * 32; kept > MaxKeptBytes {
+		t.Errorf("after an outsized batch, the Decoder keeps %d bytes of hashes, want <= %d", kept, MaxKeptBytes)
 	}
 }

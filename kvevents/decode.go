@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -87,7 +88,13 @@ const minEventLen = 15
 // panics, does O(len(payload)) work and allocates at most a small multiple
 // of len(payload); fields and events it skips allocate nothing.
 func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
-	x := &decoder{p: payload, budget: allocFactor*len(payload) + allocSlack}
+	return decode(payload, nil)
+}
+
+// decode is Decode, taking the memory of the batch from mem when it is
+// not nil.
+func decode(payload []byte, mem *Decoder) (b EventBatch, skipped Skipped, err error) {
+	x := &decoder{p: payload, budget: allocFactor*len(payload) + allocSlack, mem: mem}
 	b, skipped, err = x.batch()
 	if err == nil && x.left() > 0 {
 		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, x.left())
@@ -97,6 +104,98 @@ func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
 	}
 	return b, skipped, nil
 }
+
+// Decoder decodes payloads as [Decode] does, into memory it keeps from one
+// call to the next, so that a consumer of a stream of batches, such as a
+// [Mirror] behind a [Subscriber] (see [WithBatchReuse]), allocates nothing
+// per batch once the buffers have grown to its batches' size. A batch
+// decoded afresh is several allocations (its events, their hashes), which
+// the collector then zeroes and scans: that is about half of Decode's
+// time on a batch as an engine sends one per step.
+//
+// What the memory may hold is bounded as Decode's allocations are, by a
+// multiple of the payload's length; between calls the Decoder keeps at
+// most [MaxKeptBytes] of it, releasing a larger buffer that an unusually
+// large batch made it grow.
+//
+// The zero Decoder is ready to use. A Decoder is not safe for concurrent
+// use.
+type Decoder struct {
+	events  []Event
+	stored  []storedBox
+	removed []removedBox
+	hashes  []Hash
+	tokens  []int64
+	extra   []byte
+	rank    int64
+	// pins is set once the last batch held memory of its own (a bytes
+	// hash, a string not a constant), which the next call clears rather
+	// than keep alive.
+	pins bool
+}
+
+// MaxKeptBytes bounds the memory a [Decoder] keeps for its next call, per
+// kind of buffer (events, hashes, token ids, extra keys), in bytes.
+const MaxKeptBytes = 1 << 20
+
+// Decode reads payload as [Decode] does. The batch it returns, its events
+// and everything they point to belong to d and are valid until the next
+// call: a caller that keeps any of it past that copies it.
+func (d *Decoder) Decode(payload []byte) (EventBatch, Skipped, error) {
+	// The last batch's events point only into d's buffers, which an
+	// event's box points into too: clearing them lets go of any buffer
+	// that kept drops. Its hashes are cleared only if one held memory of
+	// its own.
+	clear(d.events)
+	clear(d.stored)
+	clear(d.removed)
+	if d.pins {
+		clear(d.hashes)
+		d.pins = false
+	}
+	d.events = kept(d.events[:0])
+	d.stored = kept(d.stored[:0])
+	d.removed = kept(d.removed[:0])
+	d.hashes = kept(d.hashes[:0])
+	d.tokens = kept(d.tokens[:0])
+	d.extra = kept(d.extra[:0])
+	b, skipped, err := decode(payload, d)
+	if b.Events != nil {
+		d.events = b.Events // d's own, or grown for this batch: the next one reuses it
+	}
+	return b, skipped, err
+}
+
+// kept returns s, or nil if its array is larger than a Decoder keeps.
+func kept[T any](s []T) []T {
+	var v T
+	if uintptr(cap(s))*unsafe.Sizeof(v) > MaxKeptBytes {
+		return nil
+	}
+	return s
+}
+
+// take returns the next n elements of the buffer *buf, growing it if it
+// has no room for them; what an earlier take returned stays valid. A
+// list of length zero is empty, not nil, as Decode's are.
+func take[T any](buf *[]T, n int) []T {
+	s := *buf
+	if cap(s)-len(s) < n {
+		s = make([]T, 0, max(n, 2*cap(s)))
+	}
+	out := s[len(s) : len(s)+n : len(s)+n]
+	*buf = s[:len(s)+n]
+	if out == nil {
+		out = []T{}
+	}
+	return out
+}
+
+// storedBox returns a box for the next BlockStored, from d's buffer.
+func (d *Decoder) storedBox() *storedBox { return &take(&d.stored, 1)[0] }
+
+// removedBox returns a box for the next BlockRemoved, from d's buffer.
+func (d *Decoder) removedBox() *removedBox { return &take(&d.removed, 1)[0] }
 
 // decoder reads msgpack values off a byte slice, for the one schema it
 // knows. Its methods return errors matching ErrMalformed when the stream
@@ -109,6 +208,15 @@ type decoder struct {
 	// unknownSeen and mistypedSeen are set once an error of their kind
 	// has been made with details; later ones are the static errors.
 	unknownSeen, mistypedSeen bool
+	mem                       *Decoder // where the batch's memory comes from; nil: allocated afresh
+}
+
+// pin notes that the batch holds memory of its own, which a Decoder
+// clears before its next batch.
+func (x *decoder) pin() {
+	if x.mem != nil {
+		x.mem.pins = true
+	}
 }
 
 // left returns how many bytes are still to read.
@@ -415,6 +523,7 @@ func (x *decoder) string(name string) (string, error) {
 	case "CPU":
 		return "CPU", nil
 	}
+	x.pin()
 	return string(b), nil
 }
 
@@ -434,6 +543,7 @@ func (x *decoder) hash(name string) (Hash, error) {
 		if err != nil {
 			return Hash{}, err
 		}
+		x.pin()
 		return BytesHash(b), nil
 	case msgpcode.IsFixedNum(c):
 		x.i++
@@ -506,7 +616,7 @@ func (x *decoder) batch() (EventBatch, Skipped, error) {
 	}
 	var hasTS, hasEvents bool
 	order := batchOrder
-	err = x.record("batch", "batch key", false, &order, func(id fieldID) error {
+	err = x.record("batch", "batch key", &order, func(id fieldID) error {
 		var err error
 		switch id {
 		case fidTS:
@@ -519,7 +629,14 @@ func (x *decoder) batch() (EventBatch, Skipped, error) {
 			hasEvents = true
 			err = x.events(&b.Events, &skipped)
 		case fidDPRank:
-			err = optional(x, fieldDPRank, x.int64, &b.DataParallelRank)
+			if x.mem == nil {
+				err = optional(x, fieldDPRank, x.int64, &b.DataParallelRank)
+				break
+			}
+			var set uint8
+			if err = optionalValue(x, fieldDPRank, x.int64, &x.mem.rank, &set, 1); set != 0 {
+				b.DataParallelRank = &x.mem.rank
+			}
 		default:
 			err = x.skip(0)
 		}
@@ -551,23 +668,25 @@ func (x *decoder) events(evs *[]Event, skipped *Skipped) error {
 			continue
 		}
 		if *evs == nil {
-			*evs = make([]Event, 0, min(n-k, x.left()/minEventLen+1))
+			if x.mem != nil && cap(x.mem.events) > 0 {
+				*evs = x.mem.events[:0]
+			} else {
+				*evs = make([]Event, 0, min(n-k, x.left()/minEventLen+1))
+			}
 		}
 		*evs = append(*evs, ev)
 	}
 	return nil
 }
 
-// record reads a struct in either encoding: an array of its fields in the
-// order *order gives (read before each element, as an event's tag decides
-// the order of the fields after it), or a map from field name to value,
-// whose keys name event fields if event is set and batch fields if not
-// (any other key is fidNone; keyWhat names a key in errors). set reads
-// the value of the named field, or skips it; elements past the known
-// fields are skipped. After an error matching ErrFieldType the rest of
-// the record is skipped, so the stream stays aligned, and the first error
-// is returned.
-func (x *decoder) record(what, keyWhat string, event bool, order *[]fieldID, set func(fieldID) error) error {
+// record reads the batch in either encoding: an array of its fields in
+// the order *order gives, or a map from field name to value, whose keys
+// name batch fields (any other key is fidNone; keyWhat names a key in
+// errors). set reads the value of the named field, or skips it; elements
+// past the known fields are skipped. After an error matching ErrFieldType
+// the rest of the record is skipped, so the stream stays aligned, and the
+// first error is returned. event does the same for an event.
+func (x *decoder) record(what, keyWhat string, order *[]fieldID, set func(fieldID) error) error {
 	c, err := x.peek()
 	if err != nil {
 		return err
@@ -590,7 +709,7 @@ func (x *decoder) record(what, keyWhat string, event bool, order *[]fieldID, set
 		} else {
 			var id fieldID
 			if id, err = x.key(keyWhat); err == nil {
-				if (id >= fidType) != event {
+				if id >= fidType {
 					id = fidNone
 				}
 				err = set(id)
@@ -641,34 +760,65 @@ var (
 
 // event reads one event in either encoding. An error matching
 // ErrUnknownEventType or ErrFieldType means the event was consumed and
-// left out.
+// left out. It is record, for an event, without the call through a
+// function value per field: the fields of every event of a batch pass
+// here.
 func (x *decoder) event() (Event, error) {
+	c, err := x.peek()
+	if err != nil {
+		return nil, err
+	}
+	array := isArray(c)
+	if !array && !isMap(c) {
+		return nil, x.mismatch("event", c, "an array or a map")
+	}
+	n, err := x.length(c)
+	if err != nil {
+		return nil, err
+	}
 	var u union
 	var hasTag bool
 	order := tagOrder // the array encoding's element order, known once the tag is
-	err := x.record("event", "event key", true, &order, func(id fieldID) error {
+	for i := range n {
+		id := fidNone
+		if array {
+			if i < len(order) {
+				id = order[i]
+			}
+		} else if id, err = x.key("event key"); err != nil {
+			if fatal(err) {
+				return nil, err
+			}
+			if e := x.skip(0); e != nil { // the value of the bad key
+				return nil, e
+			}
+			return nil, x.skipRest(n-i-1, true, err)
+		} else if id < fidType {
+			id = fidNone
+		}
 		switch id {
 		case fidNone:
-			return x.skip(0)
+			err = x.skip(0)
 		case fidType:
+			u.kind, err = x.tag()
+			hasTag = err == nil
+			switch u.kind {
+			case kindStored:
+				order = storedOrder
+			case kindRemoved:
+				order = removedOrder
+			}
 		default:
-			return x.field(id, &u)
+			err = x.field(id, &u)
 		}
-		var err error
-		u.kind, err = x.tag()
-		hasTag = err == nil
-		switch u.kind {
-		case kindStored:
-			order = storedOrder
-		case kindRemoved:
-			order = removedOrder
+		if err != nil {
+			if fatal(err) {
+				return nil, err
+			}
+			return nil, x.skipRest(n-i-1, !array, err)
 		}
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case !hasTag:
+	}
+	if !hasTag {
 		return nil, x.missing("event", fieldType)
 	}
 	return x.build(&u)
@@ -751,7 +901,13 @@ func (x *decoder) build(u *union) (Event, error) {
 		return nil, err
 	}
 	if u.kind == kindRemoved {
-		r := &removedBox{ev: BlockRemoved{BlockHashes: u.s.ev.BlockHashes}, groupIdx: u.s.groupIdx, medium: u.s.medium}
+		var r *removedBox
+		if x.mem != nil {
+			r = x.mem.removedBox()
+		} else {
+			r = new(removedBox)
+		}
+		*r = removedBox{ev: BlockRemoved{BlockHashes: u.s.ev.BlockHashes}, groupIdx: u.s.groupIdx, medium: u.s.medium}
 		if u.has&hasMedium != 0 {
 			r.ev.Medium = &r.medium
 		}
@@ -760,7 +916,12 @@ func (x *decoder) build(u *union) (Event, error) {
 		}
 		return &r.ev, nil
 	}
-	s := new(storedBox)
+	var s *storedBox
+	if x.mem != nil {
+		s = x.mem.storedBox()
+	} else {
+		s = new(storedBox)
+	}
 	*s = u.s
 	e := &s.ev
 	if u.has&hasParent != 0 {
@@ -843,7 +1004,13 @@ func (x *decoder) field(id fieldID, u *union) error {
 		if err := x.charge(x.i-start, 1); err != nil {
 			return err
 		}
-		s.ev.ExtraKeys = append([]byte(nil), x.p[start:x.i]...)
+		raw := x.p[start:x.i]
+		if x.mem != nil {
+			s.ev.ExtraKeys = take(&x.mem.extra, len(raw))
+			copy(s.ev.ExtraKeys, raw)
+		} else {
+			s.ev.ExtraKeys = append([]byte(nil), raw...)
+		}
 		return nil
 	}
 	return x.skip(0)
@@ -859,15 +1026,24 @@ func (x *decoder) hashes(hs *[]Hash) error {
 	if err := x.charge(n, costHash); err != nil {
 		return err
 	}
-	out := make([]Hash, n)
+	var out []Hash
+	if x.mem != nil {
+		out = take(&x.mem.hashes, n)
+	} else {
+		out = make([]Hash, n)
+	}
 	*hs = out
-	p := x.p
+	p, i := x.p, x.i
 	for k := range out {
-		if i := x.i; i+9 <= len(p) && p[i] == msgpcode.Uint64 {
-			out[k].n = binary.BigEndian.Uint64(p[i+1 : i+9]) // an integer Hash: its other fields stay zero
-			x.i = i + 9
+		if i+9 <= len(p) && p[i] == msgpcode.Uint64 {
+			// An integer Hash: its other fields are zero already, in a
+			// new slice and in a Decoder's, which clears a batch's
+			// hashes once one held bytes.
+			out[k].n = binary.BigEndian.Uint64(p[i+1 : i+9])
+			i += 9
 			continue
 		}
+		x.i = i
 		h, err := x.hash(fieldHashes)
 		if err != nil {
 			if fatal(err) {
@@ -876,7 +1052,9 @@ func (x *decoder) hashes(hs *[]Hash) error {
 			return x.skipRest(n-k-1, false, err)
 		}
 		out[k] = h
+		i = x.i
 	}
+	x.i = i
 	return nil
 }
 
@@ -889,25 +1067,30 @@ func (x *decoder) tokens(ts *[]int64) error {
 	if err := x.charge(n, costInt); err != nil {
 		return err
 	}
-	out := make([]int64, n)
+	var out []int64
+	if x.mem != nil {
+		out = take(&x.mem.tokens, n)
+	} else {
+		out = make([]int64, n)
+	}
 	*ts = out
-	p := x.p
+	p, i := x.p, x.i
 	for k := range out {
-		i := x.i
 		switch {
 		case i < len(p) && p[i] <= 0x7f: // a positive fixnum
 			out[k] = int64(p[i])
-			x.i = i + 1
+			i++
 			continue
 		case i+3 <= len(p) && p[i] == msgpcode.Uint16:
 			out[k] = int64(binary.BigEndian.Uint16(p[i+1 : i+3]))
-			x.i = i + 3
+			i += 3
 			continue
 		case i+5 <= len(p) && p[i] == msgpcode.Uint32:
 			out[k] = int64(binary.BigEndian.Uint32(p[i+1 : i+5]))
-			x.i = i + 5
+			i += 5
 			continue
 		}
+		x.i = i
 		t, err := x.int64(fieldTokens)
 		if err != nil {
 			if fatal(err) {
@@ -916,7 +1099,9 @@ func (x *decoder) tokens(ts *[]int64) error {
 			return x.skipRest(n-k-1, false, err)
 		}
 		out[k] = t
+		i = x.i
 	}
+	x.i = i
 	return nil
 }
 
