@@ -195,6 +195,8 @@ func NewMirror(capacity int) (*Mirror, error) {
 
 // Handle applies a [Subscriber]'s message: pass it as Run's handler. A
 // message marked Restart empties the topic before its events apply.
+// Handle keeps nothing of the message, so the subscriber may reuse its
+// memory ([WithBatchReuse]).
 func (m *Mirror) Handle(msg Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -227,7 +227,8 @@ func newTestTree(t *testing.T, capacity int, onEvent func(prefix.Event)) *prefix
 // TestMirrorFromVLLMPublisher feeds a mirror, over TCP, the frames a vLLM
 // engine would send (written by hand: one engine with the array encoding
 // and int hashes, one with the map encoding and bytes hashes) and checks
-// the resident blocks vLLM's semantics give.
+// the resident blocks vLLM's semantics give. The subscriber reuses each
+// batch's memory for the next, as a mirror's may.
 func TestMirrorFromVLLMPublisher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -235,7 +236,7 @@ func TestMirrorFromVLLMPublisher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen())
+	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen(), WithBatchReuse())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,9 +47,11 @@ const receiveQueueBytes = 64 << 20
 
 // Message is one decoded batch as a [Subscriber] delivers it.
 type Message struct {
-	Topic string     // the topic frame
-	Seq   int64      // the sequence number
-	Batch EventBatch // the events that decoded; see Stats for those skipped
+	Topic string // the topic frame
+	Seq   int64  // the sequence number
+	// Batch holds the events that decoded; see Stats for those skipped.
+	// With WithBatchReuse it is valid only until the handler returns.
+	Batch EventBatch
 	// Missed counts the sequence numbers just before Seq that were never
 	// delivered: lost in transit and not recovered by replay. A consumer
 	// mirroring state is out of date by that many batches.
@@ -108,6 +110,7 @@ type Subscriber struct {
 	maxTopics  int
 	maxGap     int64
 	once       onceLog
+	dec        *Decoder // with WithBatchReuse: Run's goroutine's, for every message it delivers
 
 	topics    []string           // the subscriptions
 	streams   map[string]*stream // per topic; Run's goroutine only
@@ -149,7 +152,17 @@ type subscriberConfig struct {
 	heartbeat  zmtp.Heartbeat
 	dir        Direction
 	log        *slog.Logger
+	reuse      bool
 	errs       []error
+}
+
+// WithBatchReuse decodes every message into the memory of the one before
+// (see [Decoder]): the handler given to Run must not keep a Message's
+// Batch, or anything it points to, once it returns. A handler that applies
+// each batch and lets go of it, as [Mirror.Handle] does, then costs no
+// allocation per batch.
+func WithBatchReuse() SubscriberOption {
+	return func(c *subscriberConfig) { c.reuse = true }
 }
 
 // WithSubscription receives only the topics that start with prefix; give it
@@ -305,6 +318,9 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		maxGap:    c.maxGap,
 		once:      onceLog{log: c.log},
 		streams:   make(map[string]*stream),
+	}
+	if c.reuse {
+		s.dec = new(Decoder)
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
 		Limits: zmtp.Limits{
@@ -714,7 +730,14 @@ var errReplay = errors.New("kvevents: replay failed")
 
 // deliver decodes payload into m and calls fn, counting what was skipped.
 func (s *Subscriber) deliver(m Message, payload []byte, fn func(Message)) {
-	b, skipped, err := Decode(payload)
+	var b EventBatch
+	var skipped Skipped
+	var err error
+	if s.dec != nil {
+		b, skipped, err = s.dec.Decode(payload)
+	} else {
+		b, skipped, err = Decode(payload)
+	}
 	if err != nil {
 		s.bad(err)
 		return

@@ -95,7 +95,7 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
 	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
-		kvevents.WithSubscriberDirection(o.direction)}
+		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
 	}
