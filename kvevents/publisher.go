@@ -85,8 +85,8 @@ type Publisher struct {
 	mu           sync.Mutex
 	closed       bool
 	replayClosed bool      // no replay request is answered any more
-	answering    int       // replay answers being written
-	answered     time.Time // when the last one ended
+	clients      int       // replay clients connected
+	left         time.Time // when the last one went away
 	seq          int64
 	buf          []buffered // the latest batches, for replay, from buf[head] on
 	head         int
@@ -473,15 +473,18 @@ func (p *Publisher) Stats() PublisherStats {
 }
 
 // replayGrace is how long a closing Publisher goes on answering replay
-// requests after the last answer ended: a subscriber that catches up asks
-// again, from where the answer stopped, as soon as it has read it.
+// requests after the last replay client went away, for one that connects
+// again at once. A [Subscriber] catching up keeps its connection from one
+// request to the next, however long it takes to handle an answer, so its
+// catch-up does not hang on this time.
 const replayGrace = 500 * time.Millisecond
 
 // Close stops Publish and, for up to the linger time ([WithLinger]),
 // writes the subscribers' queues and goes on answering replay requests,
-// new ones included, until none has been under way for half a second: a
-// subscriber that joined late and is catching up by replay gets what was
-// published, whole. Then it closes the sockets. What was not written by
+// new ones included, while a replay client is connected and until none
+// has been for half a second: a subscriber that joined late and is
+// catching up by replay gets what was published, whole. Then it closes
+// the sockets. What was not written by
 // then is counted as Unsent, or as a ReplayFailure, in [Publisher.Stats].
 // Closing again does nothing.
 func (p *Publisher) Close() error {
@@ -498,7 +501,7 @@ func (p *Publisher) Close() error {
 		for {
 			p.mu.Lock()
 			now := time.Now()
-			idle := p.answering == 0 && now.Sub(p.answered) >= replayGrace
+			idle := p.clients == 0 && now.Sub(p.left) >= replayGrace
 			if idle || !now.Before(deadline) {
 				p.replayClosed = true
 				p.mu.Unlock()
@@ -512,23 +515,25 @@ func (p *Publisher) Close() error {
 	return err
 }
 
-// startAnswer reports whether a replay request may still be answered, and
-// if so counts its answer as under way until endAnswer.
-func (p *Publisher) startAnswer() bool {
+// mayAnswer reports whether a replay request may still be answered.
+func (p *Publisher) mayAnswer() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.replayClosed {
-		return false
-	}
-	p.answering++
-	return true
+	return !p.replayClosed
 }
 
-func (p *Publisher) endAnswer() {
+// connected counts a replay client as connected until it goes away, as
+// Close waits for.
+func (p *Publisher) connected() (gone func()) {
 	p.mu.Lock()
-	p.answering--
-	p.answered = time.Now()
+	p.clients++
 	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.clients--
+		p.left = time.Now()
+		p.mu.Unlock()
+	}
 }
 
 // serveReplay answers one replay client's requests until it goes away. A
@@ -539,6 +544,7 @@ func (p *Publisher) endAnswer() {
 // and never reads holds up no one else. A request read once Close has
 // stopped answering closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
+	defer p.connected()()
 	for {
 		c.SetDeadline(time.Time{})
 		f, err := c.ReadMsg()
@@ -550,13 +556,11 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 			p.replayFailed("malformed", fmt.Errorf("%w: a replay request of %d frames", ErrMalformed, len(f)))
 			continue
 		}
-		if !p.startAnswer() {
+		if !p.mayAnswer() {
 			p.replayFailed("closed", fmt.Errorf("kvevents: a replay request from %d after the publisher closed", start))
 			return
 		}
-		err = p.answer(c, start)
-		p.endAnswer()
-		if err != nil {
+		if err := p.answer(c, start); err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return
 		}

@@ -437,10 +437,19 @@ func (s *Subscriber) Run(ctx context.Context, fn func(Message)) {
 // (vLLM's first layout) cannot be told apart by topic and is passed over;
 // the first live message then catches up as a join.
 func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
+	// One connection for every request: a publisher that is closing
+	// answers while its replay clients stay connected, however long each
+	// answer takes to handle.
+	var conn *zmtp.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
 	start := int64(0)
 	for range maxCatchUp {
 		next := start
-		ok := s.ask(ctx, start, func(topic []byte, seq int64, payload []byte) error {
+		ok := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
 			if topic == nil || !s.wants(topic) {
 				return nil
 			}
@@ -632,7 +641,13 @@ func (s *Subscriber) lost(topic string, from, before int64) int64 {
 // vLLM sends it) or not (as vLLM first did); one for another topic means
 // the endpoint replays another publisher, and fails the request.
 func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int64, each func(seq int64, payload []byte)) {
-	s.ask(ctx, start, func(got []byte, seq int64, payload []byte) error {
+	var conn *zmtp.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	s.ask(ctx, &conn, start, func(got []byte, seq int64, payload []byte) error {
 		if got != nil && string(got) != topic {
 			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", got, topic)
 		}
@@ -646,14 +661,20 @@ func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int6
 // trickle hold up the live stream for long.
 const replayStretch = 30
 
-// ask sends the replay socket a request from start and calls each with
-// every batch of the answer, its topic nil when the answer has no topic
-// frame, until the end marker, a timeout, or an error from each. The
-// answer is read to its end, as the publisher expects. A request that
-// fails is counted and logged here, once for every caller, and ask
-// reports whether it succeeded.
-func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
-	if err := s.askOnce(ctx, start, each); err != nil {
+// ask sends the replay socket a request from start, on the connection
+// *conn or, if it is nil, on one it dials and leaves in *conn, and calls
+// each with every batch of the answer, its topic nil when the answer has
+// no topic frame, until the end marker, a timeout, or an error from each.
+// The answer is read to its end, as the publisher expects, and the
+// connection stays open for the next request; the caller closes it. A
+// request that fails is counted and logged here, once for every caller,
+// closes the connection, and ask reports whether it succeeded.
+func (s *Subscriber) ask(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
+	if err := s.askOnce(ctx, conn, start, each); err != nil {
+		if *conn != nil {
+			(*conn).Close()
+			*conn = nil
+		}
 		s.count(func(st *Stats) { st.ReplayFailures++ })
 		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
 		return false
@@ -661,7 +682,7 @@ func (s *Subscriber) ask(ctx context.Context, start int64, each func(topic []byt
 	return true
 }
 
-func (s *Subscriber) askOnce(ctx context.Context, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
+func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
 	ctx, cancel := context.WithTimeout(ctx, replayStretch*s.replayWait)
 	defer cancel()
 	last, _ := ctx.Deadline()
@@ -671,15 +692,18 @@ func (s *Subscriber) askOnce(ctx context.Context, start int64, each func(topic [
 		}
 		return last
 	}
-	id := make([]byte, 8)
-	_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
-	dialCtx, cancelDial := context.WithDeadline(ctx, wait())
-	c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits)
-	cancelDial()
-	if err != nil {
-		return err
+	if *conn == nil {
+		id := make([]byte, 8)
+		_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
+		dialCtx, cancelDial := context.WithDeadline(ctx, wait())
+		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits)
+		cancelDial()
+		if err != nil {
+			return err
+		}
+		*conn = c
 	}
-	defer c.Close()
+	c := *conn
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	c.SetDeadline(wait())
