@@ -980,6 +980,12 @@ func (x *decoder) field(id fieldID, u *union) error {
 		s.ev.BlockSize = n
 		return err
 	case fidParent:
+		if p, i := x.p, x.i; i+9 <= len(p) && p[i] == msgpcode.Uint64 { // vLLM's 64-bit hash
+			s.parent = Hash{n: binary.BigEndian.Uint64(p[i+1 : i+9])}
+			u.has |= hasParent
+			x.i = i + 9
+			return nil
+		}
 		return optionalValue(x, fieldParent, x.hash, &s.parent, &u.has, hasParent)
 	case fidLoRAID:
 		return optionalValue(x, fieldLoRAID, x.int64, &s.loraID, &u.has, hasLoRAID)
@@ -988,6 +994,12 @@ func (x *decoder) field(id fieldID, u *union) error {
 	case fidSpecWindow:
 		return optionalValue(x, fieldSpecWindow, x.int64, &s.window, &u.has, hasWindow)
 	case fidMedium:
+		if p, i := x.p, x.i; i+4 <= len(p) && string(p[i:i+4]) == "\xa3"+MediumGPU { // the fixstr "GPU"
+			s.medium = MediumGPU
+			u.has |= hasMedium
+			x.i = i + 4
+			return nil
+		}
 		return optionalValue(x, fieldMedium, x.string, &s.medium, &u.has, hasMedium)
 	case fidLoRAName:
 		return optionalValue(x, fieldLoRAName, x.string, &s.loraName, &u.has, hasLoRAName)
