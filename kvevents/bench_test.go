@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var pythonFlag = flag.String("python", "", "a python3 with python3-msgpack, which BenchmarkCodec times decoding the same bytes as Decode (default: python3 or /usr/bin/python3, the first that has it)")
@@ -127,9 +128,12 @@ func BenchmarkCodec(b *testing.B) {
 
 // BenchmarkMirrorApply applies batches that store 16 blocks each to a
 // mirror that is full, so every batch also evicts 16; ns/block is the time
-// per block stored (and one evicted).
+// per block stored (and one evicted). Beside it, as a yardstick of the
+// machine in the same run, map-ns/block is the time Go's own map of as
+// many integer keys takes to insert a key and delete the oldest.
 func BenchmarkMirrorApply(b *testing.B) {
-	m, err := NewMirror(10_000)
+	const capacity = 10_000
+	m, err := NewMirror(capacity)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -145,6 +149,23 @@ func BenchmarkMirrorApply(b *testing.B) {
 		m.Apply("e", &batch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(s.BlockHashes)), "ns/block")
+	b.ReportMetric(mapChurn(capacity, min(b.N*len(s.BlockHashes), 1<<20)), "map-ns/block")
+}
+
+// mapChurn returns the nanoseconds a Go map of capacity integer keys
+// takes, on average over n keys, to insert a new key and delete the
+// oldest.
+func mapChurn(capacity, n int) float64 {
+	m := make(map[uint64]int32, capacity)
+	for k := range uint64(capacity) {
+		m[k] = int32(k)
+	}
+	start := time.Now()
+	for k := uint64(capacity); k < uint64(capacity+n); k++ {
+		m[k] = int32(k)
+		delete(m, k-uint64(capacity))
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
 
 // BenchmarkPublishSubscribe sends batches of 16 stored blocks (with their
