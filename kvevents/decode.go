@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unsafe"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -168,8 +168,7 @@ func (d *Decoder) Decode(payload []byte) (EventBatch, Skipped, error) {
 
 // kept returns s, or nil if its array is larger than a Decoder keeps.
 func kept[T any](s []T) []T {
-	var v T
-	if uintptr(cap(s))*unsafe.Sizeof(v) > MaxKeptBytes {
+	if uintptr(cap(s))*reflect.TypeFor[T]().Size() > MaxKeptBytes {
 		return nil
 	}
 	return s
