@@ -107,15 +107,20 @@ func (o *autoOrder) update(slot int32, tick int64) {
 // stays in the history, as a Policy's does for a candidate that changed.
 func (o *autoOrder) rehead(slot int32, id uint64) {
 	st := &o.g.slots[slot]
-	if n := o.t.lookup(st.id); n >= 0 && o.t.marked(n) && o.t.slab[n].cand == slot {
+	if n := o.state[slot].node; n >= 0 {
 		o.clearMark(n)
+		o.unlink(slot)
 	}
 	o.dropHead(slot, st.id)
 	if h := o.slab[slot].HeadHash; h != 0 {
 		o.heads.Put(h, slot)
 	}
 	st.id = id
-	if n := o.t.lookup(id); n < 0 || !o.t.resident(n) {
+	n := o.t.lookup(id)
+	if n >= 0 {
+		o.link(n, slot)
+	}
+	if n < 0 || !o.t.resident(n) {
 		o.wait(slot)
 	} else if o.state[slot].evictable {
 		o.setMark(n, slot)
@@ -177,7 +182,7 @@ func (o *autoOrder) commit(taken []int32, freed int, trimmed bool) {
 	a.evicted(freed)
 	for i, slot := range taken {
 		c := &cands[slot]
-		n := a.lookup(o.id(slot))
+		n := o.state[slot].node // marked when taken, so linked
 		o.clearMark(n)
 		if !trimmed || i < len(taken)-1 {
 			a.evict(n, lonePartial(c))
@@ -299,7 +304,7 @@ func (g *autoGroups) close(gi int32) {
 // regroup files a marked candidate again after its fields changed.
 func (o *autoOrder) regroup(slot int32) {
 	o.g.unmarked(slot)
-	if n := o.t.lookup(o.id(slot)); n >= 0 && o.t.marked(n) {
+	if n := o.state[slot].node; n >= 0 && o.t.marked(n) {
 		o.g.marked(slot, n)
 	}
 }

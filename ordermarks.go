@@ -21,6 +21,14 @@ import (
 // the cache by a request. A held id that the history does not hold as
 // resident waits, as a Policy's candidate would, to be admitted at the next
 // eviction, oldest LastAccess first.
+//
+// The marks link each held candidate and the history's node for its id
+// both ways, so that neither is looked up by id while both live: the node's
+// cand is the candidate's slot (-1 for an id the index does not hold), and
+// the slot's markState.node is the node (-1 for an id the history does not
+// track). A node made for an id looks the id up once; a candidate added
+// looks its node up once; a node dropped or a candidate removed cuts the
+// link.
 
 // marks is what the orders of the adaptive strategies share: the marks of
 // the evictable candidates in the history's table and the ids waiting for
@@ -49,9 +57,13 @@ type follower interface {
 
 // markState is what marks keeps of a slot.
 type markState struct {
-	evictable bool // the candidate is evictable: marked whenever the history holds it as resident
-	waiting   bool // in marks.waiting
+	node      int32 // the history's node for the candidate's id, or -1
+	evictable bool  // the candidate is evictable: marked whenever the history holds it as resident
+	waiting   bool  // in marks.waiting
 }
+
+// unlinked is the markState of a slot whose id the history does not track.
+var unlinked = markState{node: -1}
 
 func newMarks[G follower](h history, slots, heads *idmap.Map[int32], follow G) marks[G] {
 	m := marks[G]{slots: slots, heads: heads, h: h, t: h.nodes(), follow: follow}
@@ -75,12 +87,30 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 		m.state = append(m.state, markState{})
 	}
 	m.slab[slot] = c
-	m.state[slot] = markState{}
+	m.state[slot] = unlinked
+	n := m.t.lookup(m.id(slot))
+	if n >= 0 {
+		m.link(n, slot)
+	}
 	if m.slab[slot].evictable() {
 		m.markHeld(slot)
 	}
-	if n := m.t.lookup(m.id(slot)); n < 0 || !m.t.resident(n) {
+	if n < 0 || !m.t.resident(n) {
 		m.wait(slot)
+	}
+}
+
+// link notes that node n stands for the candidate in slot.
+func (m *marks[G]) link(n, slot int32) {
+	m.t.slab[n].cand = slot
+	m.state[slot].node = n
+}
+
+// unlink cuts the link of the candidate in slot to its node, if any.
+func (m *marks[G]) unlink(slot int32) {
+	if n := m.state[slot].node; n >= 0 {
+		m.t.slab[n].cand = -1
+		m.state[slot].node = -1
 	}
 }
 
@@ -131,7 +161,8 @@ func (m *marks[G]) remove(slot int32) {
 	if m.state[slot].evictable {
 		m.unmarkHeld(slot)
 	}
-	m.state[slot] = markState{}
+	m.unlink(slot)
+	m.state[slot] = unlinked
 	m.slab[slot] = Candidate{}
 }
 
@@ -157,7 +188,7 @@ func (m *marks[G]) admitWaiting() {
 			continue
 		}
 		st.waiting = false
-		if k := m.t.lookup(m.id(slot)); k >= 0 && m.t.resident(k) {
+		if k := st.node; k >= 0 && m.t.resident(k) {
 			continue
 		}
 		keep = append(keep, slot)
@@ -204,7 +235,7 @@ func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (m *marks[G]) markHeld(slot int32) {
 	m.state[slot].evictable = true
-	if n := m.t.lookup(m.id(slot)); n >= 0 && m.t.resident(n) {
+	if n := m.state[slot].node; n >= 0 && m.t.resident(n) {
 		m.setMark(n, slot)
 	}
 }
@@ -212,7 +243,7 @@ func (m *marks[G]) markHeld(slot int32) {
 // unmarkHeld takes the candidate in slot out of the possible victims.
 func (m *marks[G]) unmarkHeld(slot int32) {
 	m.state[slot].evictable = false
-	if n := m.t.lookup(m.id(slot)); n >= 0 {
+	if n := m.state[slot].node; n >= 0 {
 		m.clearMark(n)
 	}
 }
@@ -232,11 +263,19 @@ func (m *marks[G]) clearMark(n int32) {
 	m.t.unmark(n)
 }
 
-// linked keeps node n's mark true to the rule when the history moved it:
-// it is the table's observer.
+// made links node n, new, to the held candidate of its id, if any: the
+// marks are the table's observer.
+func (m *marks[G]) made(n int32) {
+	m.t.slab[n].cand = -1
+	if slot, ok := m.slotOf(m.t.slab[n].id); ok {
+		m.link(n, slot)
+	}
+}
+
+// linked keeps node n's mark true to the rule when the history moved it.
 func (m *marks[G]) linked(n int32) {
-	slot, ok := m.slotOf(m.t.slab[n].id)
-	if !ok {
+	slot := m.t.slab[n].cand
+	if slot < 0 {
 		return
 	}
 	if m.t.resident(n) {
@@ -249,10 +288,11 @@ func (m *marks[G]) linked(n int32) {
 	m.wait(slot)
 }
 
-// dropped lists a held id whose node the history forgot for admission,
+// dropped lists a held id whose node n the history forgot for admission,
 // its mark gone with the node.
-func (m *marks[G]) dropped(id uint64) {
-	if slot, ok := m.slotOf(id); ok {
+func (m *marks[G]) dropped(n int32) {
+	if slot := m.t.slab[n].cand; slot >= 0 {
+		m.state[slot].node = -1
 		m.follow.unmarked(slot)
 		m.wait(slot)
 	}
@@ -280,6 +320,9 @@ func (m *marks[G]) check() (marked int, err error) {
 			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
 		}
 		k := m.t.lookup(m.id(int32(slot)))
+		if st.node != k || k >= 0 && m.t.slab[k].cand != int32(slot) {
+			return 0, fmt.Errorf("ID %d in slot %d: linked to node %d, its node is %d", c.ID, slot, st.node, k)
+		}
 		resident := k >= 0 && m.t.resident(k)
 		if k >= 0 && m.t.marked(k) != (resident && c.evictable()) {
 			return 0, fmt.Errorf("ID %d: marked %v, resident %v, evictable %v", c.ID, m.t.marked(k), resident, c.evictable())
@@ -295,6 +338,17 @@ func (m *marks[G]) check() (marked int, err error) {
 		}
 	}
 	for n := range m.t.slab {
+		x := &m.t.slab[n]
+		if k, ok := m.t.index.Get(x.id); !ok || k != int32(n) {
+			continue // a free node
+		}
+		slot, held := m.slotOf(x.id)
+		if !held {
+			slot = -1
+		}
+		if x.cand != slot || held && m.state[slot].node != int32(n) {
+			return 0, fmt.Errorf("node %d (id %d): linked to slot %d, its slot is %d", n, x.id, x.cand, slot)
+		}
 		if m.t.marked(int32(n)) {
 			marked++
 		}

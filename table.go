@@ -12,8 +12,12 @@ import (
 // node is one id an adaptive strategy tracks, resident or ghost, linked into
 // one of the strategy's lists.
 type node struct {
-	id   uint64
-	cand int32 // index of this call's candidate, when mark is the call's epoch
+	id uint64
+	// cand is the candidate the node stands for: in a Policy's selection
+	// the index of the call's candidate, valid when mark is the call's
+	// epoch; in an Index the slot of the held candidate the history knows
+	// by id, or -1, always (see ordermarks.go).
+	cand int32
 	mark uint32
 	list uint8
 	bits uint8 // S3-FIFO's frequency, SIEVE's visited bit
@@ -51,18 +55,21 @@ type table struct {
 	chosen []int32
 	taken  [maxLists]int
 
-	// observer, if set, hears of every node linked into a list and every
-	// id forgotten: an [Index] keeps its marks across selections by it,
+	// observer, if set, hears of every node made, linked into a list and
+	// forgotten: an [Index] keeps its marks across selections by it,
 	// where a Policy marks anew at every call.
 	observer tableObserver
 }
 
 // tableObserver follows the nodes of a table as its history moves them.
 type tableObserver interface {
+	// made is called when node n was made for an id, before it is linked.
+	made(n int32)
 	// linked is called when node n was linked at the head of a list.
 	linked(n int32)
-	// dropped is called when id's node was forgotten.
-	dropped(id uint64)
+	// dropped is called when node n was unlinked and its id forgotten,
+	// before the node is freed.
+	dropped(n int32)
 }
 
 // admitShrinkAbove is the scratch size above which a selection much smaller
@@ -117,19 +124,21 @@ func (t *table) alloc(id uint64) int32 {
 	}
 	t.slab[n] = node{id: id}
 	t.index.Put(id, n)
+	if t.observer != nil {
+		t.observer.made(n)
+	}
 	return n
 }
 
 // drop unlinks node n and forgets its id. O(1).
 func (t *table) drop(n int32) {
 	t.unlink(n)
-	id := t.slab[n].id
-	t.index.Del(id)
+	t.index.Del(t.slab[n].id)
+	if t.observer != nil {
+		t.observer.dropped(n)
+	}
 	t.slab[n] = node{}
 	t.links.Free(n)
-	if t.observer != nil {
-		t.observer.dropped(id)
-	}
 }
 
 // pushHead links unlinked node n at the head of list l.
