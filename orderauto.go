@@ -38,6 +38,7 @@ type autoOrder struct {
 	// heads are the held candidates that set a HeadHash, by it: Auto
 	// knows them by it (the marks' heads); the others by their ID.
 	heads  idmap.Map[int32]
+	ids    idmap.Map[int32] // the held candidates, by ID: the marks' slots
 	a      *auto
 	g      *autoGroups // marks.follow
 	sel    selector    // the greedy selection over the groups' fronts
@@ -45,10 +46,10 @@ type autoOrder struct {
 	taken  int         // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto, slots *idmap.Map[int32]) *autoOrder {
+func newAutoOrder(a *auto) *autoOrder {
 	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
 	o := &autoOrder{a: a, g: g}
-	o.marks = newMarks(a, slots, &o.heads, g)
+	o.marks = newMarks(a, &o.ids, &o.heads, g)
 	g.cands = &o.slab
 	o.t.observer = &o.marks
 	return o
@@ -371,7 +372,7 @@ func (o *autoOrder) greedy(required, available int) []entry {
 	}
 	g.refile = g.refile[:0]
 	a.begin(g.now(), available)
-	o.sel.begin(required, o.slots.Len())
+	o.sel.begin(required, o.ids.Len())
 	bounded := false
 	var bound entry
 	for _, gi := range g.live {

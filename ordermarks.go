@@ -35,8 +35,12 @@ import (
 // admission. G follows the marks: Auto's groups (orderauto.go), or nothing
 // for the lists (orderlist.go).
 type marks[G follower] struct {
-	slab  []Candidate       // the Index's candidates, by slot
-	slots *idmap.Map[int32] // the Index's ID -> slot
+	slab []Candidate // the Index's candidates, by slot
+	// slots maps the ID of each held candidate to its slot for a history
+	// that knows candidates by another id (Auto); nil for the lists, whose
+	// table maps the IDs it knows to their nodes and slots both, so
+	// that a request finds the two in one look-up (tableEntry).
+	slots *idmap.Map[int32]
 	// heads, for a history that knows a candidate by its historyID
 	// (Auto), maps the head hash of each held candidate that sets one to
 	// its slot; nil for the lists, which know candidates by ID.
@@ -76,6 +80,9 @@ func (m *marks[G]) grow(n int) {
 	m.state = slices.Grow(m.state, n)
 	m.waiting = slices.Grow(m.waiting, n)
 	m.t.reserve(n)
+	if m.slots != nil {
+		m.slots.Reserve(n)
+	}
 }
 
 // add files a new candidate: marked if the history holds its id as
@@ -88,7 +95,13 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 	}
 	m.slab[slot] = c
 	m.state[slot] = unlinked
-	n := m.t.lookup(m.id(slot))
+	var n int32
+	if m.slots != nil {
+		m.slots.Put(c.ID, slot)
+		n = m.t.lookup(m.id(slot))
+	} else {
+		n = m.t.hold(c.ID, slot)
+	}
 	if n >= 0 {
 		m.link(n, slot)
 	}
@@ -149,7 +162,7 @@ func (m *marks[G]) slotOf(id uint64) (int32, bool) {
 			return s, true
 		}
 	}
-	s, ok := m.slots.Get(id)
+	s, ok := m.find(id)
 	if ok && m.heads != nil && m.slab[s].HeadHash != 0 {
 		return 0, false // known by its head, not its ID
 	}
@@ -162,8 +175,21 @@ func (m *marks[G]) remove(slot int32) {
 		m.unmarkHeld(slot)
 	}
 	m.unlink(slot)
+	if id := m.slab[slot].ID; m.slots != nil {
+		m.slots.Del(id)
+	} else {
+		m.t.unhold(id)
+	}
 	m.state[slot] = unlinked
 	m.slab[slot] = Candidate{}
+}
+
+// find returns the slot of the held candidate of ID id. O(1).
+func (m *marks[G]) find(id uint64) (int32, bool) {
+	if m.slots != nil {
+		return m.slots.Get(id)
+	}
+	return m.t.heldSlot(id)
 }
 
 // admitWaiting admits into the history the held ids it does not hold as
@@ -306,15 +332,23 @@ func (m *marks[G]) check() (marked int, err error) {
 	if err := m.h.check(); err != nil {
 		return 0, err
 	}
+	held, indexed := 0, m.t.onlyHeld
+	if m.slots != nil {
+		if err := m.slots.Check(); err != nil {
+			return 0, err
+		}
+		indexed = m.slots.Len()
+	}
 	cands := m.slab
 	if len(m.state) != len(cands) {
 		return 0, fmt.Errorf("%d mark states for %d slots", len(m.state), len(cands))
 	}
 	for slot := range cands {
 		c := &cands[slot]
-		if s, ok := m.slots.Get(c.ID); !ok || s != int32(slot) {
+		if s, ok := m.find(c.ID); !ok || s != int32(slot) {
 			continue // a free slot
 		}
+		held++
 		st := &m.state[slot]
 		if st.evictable != c.evictable() {
 			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
@@ -339,8 +373,11 @@ func (m *marks[G]) check() (marked int, err error) {
 	}
 	for n := range m.t.slab {
 		x := &m.t.slab[n]
-		if k, ok := m.t.index.Get(x.id); !ok || k != int32(n) {
+		if e, ok := m.t.index.Get(x.id); !ok || e.node != int32(n) {
 			continue // a free node
+		}
+		if m.slots == nil && x.cand >= 0 {
+			indexed++ // its entry finds the candidate too
 		}
 		slot, held := m.slotOf(x.id)
 		if !held {
@@ -352,6 +389,9 @@ func (m *marks[G]) check() (marked int, err error) {
 		if m.t.marked(int32(n)) {
 			marked++
 		}
+	}
+	if held != indexed {
+		return 0, fmt.Errorf("%d candidates held, %d indexed", held, indexed)
 	}
 	return marked, nil
 }

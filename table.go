@@ -40,7 +40,8 @@ const maxLists = 4
 type table struct {
 	slab          []node
 	links         dlist.Slots // the lists' links, indexed like slab, and the free nodes
-	index         idmap.Map[int32]
+	index         idmap.Map[tableEntry]
+	onlyHeld      int // ids in index with no node: held by an Index (see hold)
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
@@ -59,6 +60,16 @@ type table struct {
 	// forgotten: an [Index] keeps its marks across selections by it,
 	// where a Policy marks anew at every call.
 	observer tableObserver
+}
+
+// tableEntry is what the table's index keeps of an id: its node, and, in
+// the table of an Index of a list strategy (ARC, S3-FIFO, SIEVE), which
+// finds its candidates by ID there too, the slot of the Index's candidate
+// of that ID: one look-up finds both, where two tables would take two,
+// each a cache miss in a large index.
+type tableEntry struct {
+	node int32 // -1: the history does not track the id
+	held int32 // 1 + the slot of the Index's candidate of this ID; 0: none
 }
 
 // tableObserver follows the nodes of a table as its history moves them.
@@ -97,11 +108,46 @@ func (t *table) reserve(n int) {
 
 // lookup returns id's node, or -1. O(1).
 func (t *table) lookup(id uint64) int32 {
-	if n, ok := t.index.Get(id); ok {
-		return n
+	if e := t.index.Ref(id); e != nil {
+		return e.node
 	}
 	return -1
 }
+
+// hold notes that an Index holds its candidate of ID id in slot, and
+// returns id's node, or -1. O(1).
+func (t *table) hold(id uint64, slot int32) int32 {
+	if e := t.index.Ref(id); e != nil {
+		e.held = slot + 1
+		return e.node
+	}
+	t.index.Put(id, tableEntry{node: -1, held: slot + 1})
+	t.onlyHeld++
+	return -1
+}
+
+// unhold notes that the Index no longer holds ID id. O(1).
+func (t *table) unhold(id uint64) {
+	e := t.index.Ref(id)
+	if e.node >= 0 {
+		e.held = 0
+		return
+	}
+	t.index.Del(id)
+	t.onlyHeld--
+}
+
+// heldSlot returns the slot in which the Index holds its candidate of ID
+// id. O(1).
+func (t *table) heldSlot(id uint64) (int32, bool) {
+	if e := t.index.Ref(id); e != nil && e.held != 0 {
+		return e.held - 1, true
+	}
+	return 0, false
+}
+
+// tracked returns how many ids the history tracks. O(1).
+func (t *table) tracked() int { return t.index.Len() - t.onlyHeld }
 
 // resident reports whether node n is in the cache rather than a ghost.
 func (t *table) resident(n int32) bool {
@@ -123,7 +169,11 @@ func (t *table) alloc(id uint64) int32 {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
-	t.index.Put(id, n)
+	e := t.index.Upsert(id)
+	if e.held != 0 {
+		t.onlyHeld-- // an id held, untracked until now
+	}
+	e.node = n
 	if t.observer != nil {
 		t.observer.made(n)
 	}
@@ -133,7 +183,13 @@ func (t *table) alloc(id uint64) int32 {
 // drop unlinks node n and forgets its id. O(1).
 func (t *table) drop(n int32) {
 	t.unlink(n)
-	t.index.Del(t.slab[n].id)
+	id := t.slab[n].id
+	if e := t.index.Ref(id); e.held != 0 {
+		e.node = -1 // the Index still finds its candidate by the entry
+		t.onlyHeld++
+	} else {
+		t.index.Del(id)
+	}
 	if t.observer != nil {
 		t.observer.dropped(n)
 	}
@@ -263,8 +319,8 @@ func (t *table) checkTable() error {
 			if x.list != uint8(l) {
 				return fmt.Errorf("node %d (id %d) in list %d says list %d", n, x.id, l, x.list)
 			}
-			if got, _ := t.index.Get(x.id); got != n {
-				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
+			if got, _ := t.index.Get(x.id); got.node != n {
+				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got.node, n)
 			}
 			if t.marked(n) {
 				marked++
@@ -279,8 +335,8 @@ func (t *table) checkTable() error {
 		}
 		seen += ls.Len
 	}
-	if seen != t.index.Len() {
-		return fmt.Errorf("%d ids indexed, %d in lists", t.index.Len(), seen)
+	if seen != t.tracked() {
+		return fmt.Errorf("%d ids tracked, %d in lists", t.tracked(), seen)
 	}
 	if err := t.links.CheckFree(); err != nil {
 		return err
