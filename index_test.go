@@ -60,9 +60,9 @@ func tableCaps(x *Index) string {
 	case *keyOrder:
 		caps = append(caps, o.ids.Slots())
 	case *listOrder:
-		caps = append(caps, cap(o.state), cap(o.waiting), o.t.index.Slots())
+		caps = append(caps, cap(o.waiting), o.t.index.Slots())
 	case *autoOrder:
-		caps = append(caps, o.ids.Slots(), cap(o.state), cap(o.waiting), o.t.index.Slots(), cap(o.g.slots), cap(o.g.links), cap(o.a.info))
+		caps = append(caps, o.ids.Slots(), cap(o.waiting), o.t.index.Slots(), cap(o.g.slots), cap(o.g.links), cap(o.a.info))
 	}
 	return fmt.Sprint(caps)
 }

@@ -46,7 +46,7 @@ func (o *listOrder) begin(int, int) {
 
 func (o *listOrder) next() (int32, *Candidate) {
 	slot := o.t.slab[nextListVictim(o.lists)].cand
-	return slot, &o.slab[slot]
+	return slot, &o.slab[slot].c
 }
 
 // commit evicts the victims taken wholly from the history; a trimmed one

@@ -35,7 +35,7 @@ import (
 // admission. G follows the marks: Auto's groups (orderauto.go), or nothing
 // for the lists (orderlist.go).
 type marks[G follower] struct {
-	slab []Candidate // the Index's candidates, by slot
+	slab []markSlot // the Index's candidates, by slot
 	// slots maps the ID of each held candidate to its slot for a history
 	// that knows candidates by another id (Auto); nil for the lists, whose
 	// table maps the IDs it knows to their nodes and slots both, so
@@ -47,9 +47,8 @@ type marks[G follower] struct {
 	heads   *idmap.Map[int32]
 	h       history
 	t       *table
-	state   []markState // by slot
-	waiting []int32     // slots whose id the history may not hold as resident: admitted at the next eviction
-	spare   []int32     // scratch: the previous waiting
+	waiting []int32 // slots whose id the history may not hold as resident: admitted at the next eviction
+	spare   []int32 // scratch: the previous waiting
 	follow  G
 }
 
@@ -57,6 +56,13 @@ type marks[G follower] struct {
 type follower interface {
 	marked(slot, n int32)
 	unmarked(slot int32)
+}
+
+// markSlot is a slot of an adaptive order: its candidate and beside it
+// what the marks keep of it, where one look at the candidate finds both.
+type markSlot struct {
+	c  Candidate
+	st markState
 }
 
 // markState is what marks keeps of a slot.
@@ -77,7 +83,6 @@ func newMarks[G follower](h history, slots, heads *idmap.Map[int32], follow G) m
 
 func (m *marks[G]) grow(n int) {
 	m.slab = slices.Grow(m.slab, n)
-	m.state = slices.Grow(m.state, n)
 	m.waiting = slices.Grow(m.waiting, n)
 	m.t.reserve(n)
 	if m.slots != nil {
@@ -90,11 +95,9 @@ func (m *marks[G]) grow(n int) {
 // admission.
 func (m *marks[G]) add(slot int32, c Candidate) {
 	if int(slot) == len(m.slab) {
-		m.slab = append(m.slab, Candidate{})
-		m.state = append(m.state, markState{})
+		m.slab = append(m.slab, markSlot{})
 	}
-	m.slab[slot] = c
-	m.state[slot] = unlinked
+	m.slab[slot] = markSlot{c: c, st: unlinked}
 	var n int32
 	if m.slots != nil {
 		m.slots.Put(c.ID, slot)
@@ -105,7 +108,7 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 	if n >= 0 {
 		m.link(n, slot)
 	}
-	if m.slab[slot].evictable() {
+	if m.slab[slot].c.evictable() {
 		m.markHeld(slot)
 	}
 	if n < 0 || !m.t.resident(n) {
@@ -116,14 +119,14 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 // link notes that node n stands for the candidate in slot.
 func (m *marks[G]) link(n, slot int32) {
 	m.t.slab[n].cand = slot
-	m.state[slot].node = n
+	m.slab[slot].st.node = n
 }
 
 // unlink cuts the link of the candidate in slot to its node, if any.
 func (m *marks[G]) unlink(slot int32) {
-	if n := m.state[slot].node; n >= 0 {
+	if n := m.slab[slot].st.node; n >= 0 {
 		m.t.slab[n].cand = -1
-		m.state[slot].node = -1
+		m.slab[slot].st.node = -1
 	}
 }
 
@@ -131,7 +134,7 @@ func (m *marks[G]) unlink(slot int32) {
 // It reports whether the candidate was and still is evictable: its fields
 // changed while marked, which a follower may need to know.
 func (m *marks[G]) update(slot int32) (stayed bool) {
-	was, now := m.state[slot].evictable, m.slab[slot].evictable()
+	was, now := m.slab[slot].st.evictable, m.slab[slot].c.evictable()
 	switch {
 	case was && now:
 		return true
@@ -143,15 +146,15 @@ func (m *marks[G]) update(slot int32) (stayed bool) {
 	return false
 }
 
-func (m *marks[G]) cand(slot int32) *Candidate { return &m.slab[slot] }
+func (m *marks[G]) cand(slot int32) *Candidate { return &m.slab[slot].c }
 
 // id returns the id by which the history knows the candidate in slot:
 // Auto's historyID, the ID for the lists.
 func (m *marks[G]) id(slot int32) uint64 {
 	if m.heads != nil {
-		return historyID(&m.slab[slot])
+		return historyID(&m.slab[slot].c)
 	}
-	return m.slab[slot].ID
+	return m.slab[slot].c.ID
 }
 
 // slotOf returns the slot of the held candidate the history knows as id.
@@ -163,7 +166,7 @@ func (m *marks[G]) slotOf(id uint64) (int32, bool) {
 		}
 	}
 	s, ok := m.find(id)
-	if ok && m.heads != nil && m.slab[s].HeadHash != 0 {
+	if ok && m.heads != nil && m.slab[s].c.HeadHash != 0 {
 		return 0, false // known by its head, not its ID
 	}
 	return s, ok
@@ -171,17 +174,16 @@ func (m *marks[G]) slotOf(id uint64) (int32, bool) {
 
 // remove forgets slot, which leaves the index.
 func (m *marks[G]) remove(slot int32) {
-	if m.state[slot].evictable {
+	if m.slab[slot].st.evictable {
 		m.unmarkHeld(slot)
 	}
 	m.unlink(slot)
-	if id := m.slab[slot].ID; m.slots != nil {
+	if id := m.slab[slot].c.ID; m.slots != nil {
 		m.slots.Del(id)
 	} else {
 		m.t.unhold(id)
 	}
-	m.state[slot] = unlinked
-	m.slab[slot] = Candidate{}
+	m.slab[slot] = markSlot{st: unlinked}
 }
 
 // find returns the slot of the held candidate of ID id. O(1).
@@ -200,16 +202,16 @@ func (m *marks[G]) admitWaiting() {
 	if len(m.waiting) == 0 {
 		return
 	}
-	cands := m.slab
+	slab := m.slab
 	admit := m.waiting
 	m.waiting = m.spare[:0] // the observer may add to it while admit is read
 	keep := admit[:0]
 	for _, slot := range admit {
-		st := &m.state[slot]
+		st := &m.slab[slot].st
 		if !st.waiting {
 			continue // released since, or listed twice
 		}
-		if len(cands[slot].Blocks) == 0 {
+		if len(slab[slot].c.Blocks) == 0 {
 			m.waiting = append(m.waiting, slot)
 			continue
 		}
@@ -219,7 +221,7 @@ func (m *marks[G]) admitWaiting() {
 		}
 		keep = append(keep, slot)
 	}
-	slices.SortFunc(keep, func(a, b int32) int { return byRecency(&cands[a], &cands[b]) })
+	slices.SortFunc(keep, func(a, b int32) int { return byRecency(&slab[a].c, &slab[b].c) })
 	for _, slot := range keep {
 		m.h.admit(m.id(slot)) // the observer marks it
 	}
@@ -228,11 +230,11 @@ func (m *marks[G]) admitWaiting() {
 
 // wait lists slot for admission at the next eviction, once.
 func (m *marks[G]) wait(slot int32) {
-	if m.state[slot].waiting {
+	if m.slab[slot].st.waiting {
 		return
 	}
-	m.state[slot].waiting = true
-	m.waiting = listSlot(m.waiting, slot, len(m.state), func(s int32) *bool { return &m.state[s].waiting })
+	m.slab[slot].st.waiting = true
+	m.waiting = listSlot(m.waiting, slot, len(m.slab), func(s int32) *bool { return &m.slab[s].st.waiting })
 }
 
 // listSlot appends slot to list, a list of slots whose flag is set, and
@@ -260,16 +262,16 @@ func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
 // markHeld notes the candidate in slot as evictable: marked if the history
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (m *marks[G]) markHeld(slot int32) {
-	m.state[slot].evictable = true
-	if n := m.state[slot].node; n >= 0 && m.t.resident(n) {
+	m.slab[slot].st.evictable = true
+	if n := m.slab[slot].st.node; n >= 0 && m.t.resident(n) {
 		m.setMark(n, slot)
 	}
 }
 
 // unmarkHeld takes the candidate in slot out of the possible victims.
 func (m *marks[G]) unmarkHeld(slot int32) {
-	m.state[slot].evictable = false
-	if n := m.state[slot].node; n >= 0 {
+	m.slab[slot].st.evictable = false
+	if n := m.slab[slot].st.node; n >= 0 {
 		m.clearMark(n)
 	}
 }
@@ -305,7 +307,7 @@ func (m *marks[G]) linked(n int32) {
 		return
 	}
 	if m.t.resident(n) {
-		if m.state[slot].evictable {
+		if m.slab[slot].st.evictable {
 			m.setMark(n, slot)
 		}
 		return
@@ -318,7 +320,7 @@ func (m *marks[G]) linked(n int32) {
 // its mark gone with the node.
 func (m *marks[G]) dropped(n int32) {
 	if slot := m.t.slab[n].cand; slot >= 0 {
-		m.state[slot].node = -1
+		m.slab[slot].st.node = -1
 		m.follow.unmarked(slot)
 		m.wait(slot)
 	}
@@ -339,17 +341,13 @@ func (m *marks[G]) check() (marked int, err error) {
 		}
 		indexed = m.slots.Len()
 	}
-	cands := m.slab
-	if len(m.state) != len(cands) {
-		return 0, fmt.Errorf("%d mark states for %d slots", len(m.state), len(cands))
-	}
-	for slot := range cands {
-		c := &cands[slot]
+	for slot := range m.slab {
+		c := &m.slab[slot].c
 		if s, ok := m.find(c.ID); !ok || s != int32(slot) {
 			continue // a free slot
 		}
 		held++
-		st := &m.state[slot]
+		st := &m.slab[slot].st
 		if st.evictable != c.evictable() {
 			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
 		}
@@ -383,7 +381,7 @@ func (m *marks[G]) check() (marked int, err error) {
 		if !held {
 			slot = -1
 		}
-		if x.cand != slot || held && m.state[slot].node != int32(n) {
+		if x.cand != slot || held && m.slab[slot].st.node != int32(n) {
 			return 0, fmt.Errorf("node %d (id %d): linked to slot %d, its slot is %d", n, x.id, x.cand, slot)
 		}
 		if m.t.marked(int32(n)) {
