@@ -19,7 +19,7 @@ func checkHistory(t testing.TB, p Policy, c int) {
 	if err := h.check(); err != nil {
 		t.Fatal(err)
 	}
-	if n, limit := h.nodes().index.Len(), 2*c; n > limit {
+	if n, limit := h.nodes().tracked(), 2*c; n > limit {
 		t.Fatalf("%d ids tracked, more than 2c = %d", n, limit)
 	}
 }

@@ -32,7 +32,7 @@ func TestAutoBoundedGhosts(t *testing.T) {
 	if err := h.check(); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.nodes().index.Len(); n > c+ghosts {
+	if n := h.nodes().tracked(); n > c+ghosts {
 		t.Errorf("%d ids tracked, bound c + history cap = %d", n, c+ghosts)
 	}
 	if n := len(h.nodes().slab); n > c+ghosts+1 {

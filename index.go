@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 
-	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -85,14 +84,15 @@ type Index struct {
 	logger   *slog.Logger
 	watch    stopwatch // Result.Elapsed
 
-	slots     idmap.Map[int32] // ID -> slot
-	made      int32            // slots made, held or free
-	free      []int32          // the free slots
-	available int              // blocks held by evictable candidates
+	held      int     // candidates held
+	made      int32   // slots made, held or free
+	free      []int32 // the free slots
+	available int     // blocks held by evictable candidates
 
-	// ord holds the candidates by slot and keeps the evictable ones in
-	// eviction order: by key (orderkey.go), by an adaptive strategy's
-	// lists (orderlist.go) or by Auto's groups (orderauto.go).
+	// ord holds the candidates by slot, finds them by ID and keeps the
+	// evictable ones in eviction order: by key (orderkey.go), by an
+	// adaptive strategy's lists (orderlist.go) or by Auto's groups
+	// (orderauto.go).
 	ord   order
 	txn   transaction
 	taken []int32 // the slots of the victims of the transaction under way
@@ -104,7 +104,9 @@ type Index struct {
 // ones in eviction order between evictions: one small interface, as
 // heap.Interface is, that the Index calls and that never calls it back.
 // An order holds the candidates so that it keeps what it needs of a slot
-// beside the slot's candidate, where one look at the candidate finds it.
+// beside the slot's candidate, where one look at the candidate finds it,
+// and finds them by ID so that an order whose history keeps a table by ID
+// finds a candidate and its history in one look-up.
 // The Index calls add, update and remove as its candidates come, change
 // and go, access for every request, and for an eviction begin, then next
 // until the victims cover the need, then commit or rollback. The costs
@@ -112,8 +114,10 @@ type Index struct {
 type order interface {
 	// grow makes room for n more slots.
 	grow(n int)
+	// find returns the slot of the candidate of ID id, if held. O(1).
+	find(id uint64) (int32, bool)
 	// add puts c in slot, a free slot or the next one made, and files
-	// it, evictable or not.
+	// it under its ID and in the order, evictable or not.
 	add(slot int32, c Candidate)
 	// cand returns the candidate in slot, which the Index changes in
 	// place (then calling update) but for its ID.
@@ -122,8 +126,9 @@ type order interface {
 	// fields, its evictability, or its blocks after a partial eviction.
 	// tick is its LastAccess before the change.
 	update(slot int32, tick int64)
-	// remove forgets the candidate in slot, which leaves the index: the
-	// slot holds the zero Candidate after, which keeps no Blocks alive.
+	// remove forgets the candidate in slot, which leaves the index, and
+	// its ID: the slot holds the zero Candidate after, which keeps no
+	// Blocks alive.
 	remove(slot int32)
 	// access records a request for id, held or not.
 	access(id uint64)
@@ -179,9 +184,9 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.ord = newAutoOrder(newAuto(&cfg), &x.slots)
+		x.ord = newAutoOrder(newAuto(&cfg))
 	case info.Kind.Adaptive():
-		x.ord = newListOrder(newListHistory(info.Kind, &cfg), &x.slots)
+		x.ord = newListOrder(newListHistory(info.Kind, &cfg))
 	default:
 		x.ord = newKeyOrder(params)
 	}
@@ -197,13 +202,12 @@ func (x *Index) Grow(n int) {
 	if n <= 0 {
 		return
 	}
-	n = min(n, maxIndexLen-x.slots.Len())
-	x.slots.Reserve(n)
+	n = min(n, maxIndexLen-x.held)
 	x.ord.grow(n)
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
-func (x *Index) Len() int { return x.slots.Len() }
+func (x *Index) Len() int { return x.held }
 
 // EvictableBlocks returns how many blocks the evictable (unpinned,
 // unreferenced) sequences hold: the most one Evict can free. O(1).
@@ -211,7 +215,7 @@ func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
 func (x *Index) Get(id uint64) (Candidate, bool) {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return Candidate{}, false
 	}
@@ -229,11 +233,11 @@ func (x *Index) Add(c Candidate) error {
 	if err := x.check(-1, &c); err != nil {
 		return err
 	}
-	if _, dup := x.slots.Get(c.ID); dup {
+	if _, dup := x.ord.find(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
 	}
-	if x.slots.Len() >= maxIndexLen {
-		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.slots.Len())
+	if x.held >= maxIndexLen {
+		return fmt.Errorf("%w: the index is full (%d sequences)", ErrInvalidArgument, x.held)
 	}
 	var slot int32
 	if n := len(x.free); n > 0 {
@@ -242,7 +246,7 @@ func (x *Index) Add(c Candidate) error {
 		slot = x.made
 		x.made++
 	}
-	x.slots.Put(c.ID, slot)
+	x.held++
 	x.stats.evictions.Access(c.ID)
 	if c.evictable() {
 		x.available += len(c.Blocks)
@@ -265,7 +269,7 @@ func (x *Index) check(slot int32, c *Candidate) error {
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
 func (x *Index) Remove(id uint64) bool {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return false
 	}
@@ -273,15 +277,14 @@ func (x *Index) Remove(id uint64) bool {
 	if c.evictable() {
 		x.available -= len(c.Blocks)
 	}
-	x.release(slot, c.ID)
+	x.release(slot)
 	return true
 }
 
-// release frees a slot, whose candidate has the given ID: the candidate
-// leaves the order and the index.
-func (x *Index) release(slot int32, id uint64) {
+// release frees a slot: its candidate leaves the order and the index.
+func (x *Index) release(slot int32) {
 	x.ord.remove(slot)
-	x.slots.Del(id)
+	x.held--
 	x.free = append(x.free, slot)
 }
 
@@ -292,7 +295,7 @@ func (x *Index) release(slot int32, id uint64) {
 // nothing. O(log n); O(1) when the new key sorts after every key in the run,
 // as every touch does under LRU with growing ticks (see Order structure).
 func (x *Index) Touch(id uint64, tick int64) error {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -318,7 +321,7 @@ func (x *Index) Touch(id uint64, tick int64) error {
 // (the pool took the candidate's head blocks) files it under the new head.
 // O(log n).
 func (x *Index) Update(c Candidate) error {
-	slot, ok := x.slots.Get(c.ID)
+	slot, ok := x.ord.find(c.ID)
 	if !ok {
 		if err := x.check(-1, &c); err != nil {
 			return err
@@ -336,7 +339,7 @@ func (x *Index) Update(c Candidate) error {
 // error matching [ErrUnknownSequence] if the index does not hold id.
 // O(log n).
 func (x *Index) Pin(id uint64, pinned bool) error {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -349,7 +352,7 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
 func (x *Index) Lock(id uint64) error {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -365,7 +368,7 @@ func (x *Index) Lock(id uint64) error {
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
 func (x *Index) Unlock(id uint64) error {
-	slot, ok := x.slots.Get(id)
+	slot, ok := x.ord.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -483,7 +486,7 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 	for _, slot := range whole {
 		c := x.ord.cand(slot)
 		x.available -= len(c.Blocks)
-		x.release(slot, c.ID)
+		x.release(slot)
 	}
 	x.taken = x.taken[:0]
 }

@@ -38,6 +38,7 @@ type autoOrder struct {
 	// heads are the held candidates that set a HeadHash, by it: Auto
 	// knows them by it (the marks' heads); the others by their ID.
 	heads  idmap.Map[int32]
+	ids    idmap.Map[int32] // the held candidates, by ID: the marks' slots
 	a      *auto
 	g      *autoGroups // marks.follow
 	sel    selector    // the greedy selection over the groups' fronts
@@ -45,10 +46,10 @@ type autoOrder struct {
 	taken  int         // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto, slots *idmap.Map[int32]) *autoOrder {
+func newAutoOrder(a *auto) *autoOrder {
 	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
 	o := &autoOrder{a: a, g: g}
-	o.marks = newMarks(a, slots, &o.heads, g)
+	o.marks = newMarks(a, &o.ids, &o.heads, g)
 	g.cands = &o.slab
 	o.t.observer = &o.marks
 	return o
@@ -85,7 +86,7 @@ func (o *autoOrder) accepts(slot int32, id, head uint64) error {
 	}
 	if held && s != slot {
 		return fmt.Errorf("%w: ID %d is counted as %d, as ID %d in the index is (a HeadHash or an ID held twice)",
-			ErrInvalidCandidate, id, headOr(head, id), o.slab[s].ID)
+			ErrInvalidCandidate, id, headOr(head, id), o.slab[s].c.ID)
 	}
 	return nil
 }
@@ -93,8 +94,8 @@ func (o *autoOrder) accepts(slot int32, id, head uint64) error {
 // update files a candidate that stayed marked again: its group follows
 // LastAccess and a partial last block.
 func (o *autoOrder) update(slot int32, tick int64) {
-	o.g.seen(tick, o.slab[slot].LastAccess)
-	if id := historyID(&o.slab[slot]); id != o.g.slots[slot].id {
+	o.g.seen(tick, o.slab[slot].c.LastAccess)
+	if id := historyID(&o.slab[slot].c); id != o.g.slots[slot].id {
 		o.rehead(slot, id)
 	}
 	if o.marks.update(slot) {
@@ -107,17 +108,22 @@ func (o *autoOrder) update(slot int32, tick int64) {
 // stays in the history, as a Policy's does for a candidate that changed.
 func (o *autoOrder) rehead(slot int32, id uint64) {
 	st := &o.g.slots[slot]
-	if n := o.t.lookup(st.id); n >= 0 && o.t.marked(n) && o.t.slab[n].cand == slot {
+	if n := o.slab[slot].st.node; n >= 0 {
 		o.clearMark(n)
+		o.unlink(slot)
 	}
 	o.dropHead(slot, st.id)
-	if h := o.slab[slot].HeadHash; h != 0 {
+	if h := o.slab[slot].c.HeadHash; h != 0 {
 		o.heads.Put(h, slot)
 	}
 	st.id = id
-	if n := o.t.lookup(id); n < 0 || !o.t.resident(n) {
+	n := o.t.lookup(id)
+	if n >= 0 {
+		o.link(n, slot)
+	}
+	if n < 0 || !o.t.resident(n) {
 		o.wait(slot)
-	} else if o.state[slot].evictable {
+	} else if o.slab[slot].st.evictable {
 		o.setMark(n, slot)
 	}
 }
@@ -131,7 +137,7 @@ func (o *autoOrder) dropHead(slot int32, id uint64) {
 }
 
 func (o *autoOrder) remove(slot int32) {
-	last := o.slab[slot].LastAccess
+	last := o.slab[slot].c.LastAccess
 	o.dropHead(slot, o.g.slots[slot].id)
 	o.marks.remove(slot)
 	o.g.gone(last)
@@ -167,7 +173,7 @@ func (o *autoOrder) next() (int32, *Candidate) {
 	}
 	o.taken++
 	slot := o.ranked[o.taken-1].Slot
-	return slot, &o.slab[slot]
+	return slot, &o.slab[slot].c
 }
 
 // commit evicts the victims taken wholly from the history; a trimmed one
@@ -176,8 +182,8 @@ func (o *autoOrder) commit(taken []int32, freed int, trimmed bool) {
 	a, cands := o.a, o.slab
 	a.evicted(freed)
 	for i, slot := range taken {
-		c := &cands[slot]
-		n := a.lookup(o.id(slot))
+		c := &cands[slot].c
+		n := o.slab[slot].st.node // marked when taken, so linked
 		o.clearMark(n)
 		if !trimmed || i < len(taken)-1 {
 			a.evict(n, lonePartial(c))
@@ -196,7 +202,7 @@ func (o *autoOrder) rollback([]int32) { o.a.finish() }
 // autoGroups are the groups of an Index of Auto.
 type autoGroups struct {
 	a       *auto
-	cands   *[]Candidate           // the order's candidates, by slot (marks.slab)
+	cands   *[]markSlot            // the order's candidates, by slot (marks.slab)
 	slots   []autoSlot             // by slot
 	byKey   map[autoGroupKey]int32 // group of each (partial, log2r) held
 	groups  []autoGroup            // by number; an empty one is free
@@ -235,7 +241,7 @@ func (g *autoGroups) marked(slot, n int32) {
 	if st.group != 0 {
 		return
 	}
-	key := autoGroupKey{partial: lonePartial(&(*g.cands)[slot]), log2r: g.a.info[n].log2Requests}
+	key := autoGroupKey{partial: lonePartial(&(*g.cands)[slot].c), log2r: g.a.info[n].log2Requests}
 	gi, ok := g.byKey[key]
 	if !ok {
 		gi = g.open(key)
@@ -252,7 +258,7 @@ func (g *autoGroups) marked(slot, n int32) {
 // sortsBefore reports whether the candidate in slot a sorts before the one
 // in slot b within a group: by LastAccess, then ID.
 func (g *autoGroups) sortsBefore(a, b int32) bool {
-	return byRecency(&(*g.cands)[a], &(*g.cands)[b]) < 0
+	return byRecency(&(*g.cands)[a].c, &(*g.cands)[b].c) < 0
 }
 
 // unmarked takes the candidate in slot out of its group, if it is in one.
@@ -299,7 +305,7 @@ func (g *autoGroups) close(gi int32) {
 // regroup files a marked candidate again after its fields changed.
 func (o *autoOrder) regroup(slot int32) {
 	o.g.unmarked(slot)
-	if n := o.t.lookup(o.id(slot)); n >= 0 && o.t.marked(n) {
+	if n := o.slab[slot].st.node; n >= 0 && o.t.marked(n) {
 		o.g.marked(slot, n)
 	}
 }
@@ -344,7 +350,7 @@ func (g *autoGroups) now() int64 {
 		g.maxTick, g.maxStale = math.MinInt64, false
 		for slot := range g.slots {
 			if g.slots[slot].held {
-				g.maxTick = max(g.maxTick, (*g.cands)[slot].LastAccess)
+				g.maxTick = max(g.maxTick, (*g.cands)[slot].c.LastAccess)
 			}
 		}
 	}
@@ -366,12 +372,12 @@ func (o *autoOrder) greedy(required, available int) []entry {
 	}
 	g.refile = g.refile[:0]
 	a.begin(g.now(), available)
-	o.sel.begin(required, o.slots.Len())
+	o.sel.begin(required, o.ids.Len())
 	bounded := false
 	var bound entry
 	for _, gi := range g.live {
 		for slot := g.groups[gi].list.Front; slot != dlist.None; slot = g.links.Next(slot) {
-			c := &cands[slot]
+			c := &cands[slot].c
 			e := newEntry(c, a.keyOf(c), slot)
 			if bounded && !less(&e, &bound) {
 				break // the rest of the group scores higher still
@@ -400,7 +406,7 @@ func (o *autoOrder) check() error {
 		}
 		prev := dlist.None
 		err := g.links.Check(&grp.list, func(slot int32) error {
-			c := &cands[slot]
+			c := &cands[slot].c
 			n := o.t.lookup(o.id(slot))
 			switch {
 			case g.slots[slot].group != gi+1:
@@ -410,7 +416,7 @@ func (o *autoOrder) check() error {
 			case (autoGroupKey{lonePartial(c), a.info[n].log2Requests}) != grp.key:
 				return fmt.Errorf("ID %d in group %+v belongs elsewhere", c.ID, grp.key)
 			case prev != dlist.None && !g.sortsBefore(prev, slot):
-				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, c.ID, cands[prev].ID)
+				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, c.ID, cands[prev].c.ID)
 			}
 			prev = slot
 			return nil

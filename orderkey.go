@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -15,6 +16,7 @@ import (
 // indexed heap of the others (see Order structure on [Index]).
 type keyOrder struct {
 	params keyParams
+	ids    idmap.Map[int32] // the held candidates, by ID
 	// slab holds, by slot, the candidate and beside it its key while in
 	// the run and its run links, 128 bytes: a touch that moves a candidate
 	// to the run's back reads and writes them where it reads the
@@ -63,7 +65,10 @@ func newKeyOrder(params keyParams) *keyOrder {
 
 func (o *keyOrder) grow(n int) {
 	o.slab = slices.Grow(o.slab, n)
+	o.ids.Reserve(n)
 }
+
+func (o *keyOrder) find(id uint64) (int32, bool) { return o.ids.Get(id) }
 
 // add files a new candidate: O(1) in the run, else O(log n).
 func (o *keyOrder) add(slot int32, c Candidate) {
@@ -71,6 +76,7 @@ func (o *keyOrder) add(slot int32, c Candidate) {
 		o.slab = append(o.slab, dlist.Node[keySlot]{Prev: dlist.None, Next: dlist.None})
 	}
 	o.slab[slot].Val.c = c // its key is set when it goes to the run
+	o.ids.Put(c.ID, slot)
 	if c.evictable() {
 		o.insert(slot)
 	}
@@ -97,6 +103,7 @@ func (o *keyOrder) remove(slot int32) {
 	if o.place(slot) != outOfOrder {
 		o.detach(slot)
 	}
+	o.ids.Del(o.slab[slot].Val.c.ID)
 	o.slab[slot].Val.c = Candidate{} // drop the Blocks reference
 }
 
@@ -233,6 +240,9 @@ func (o *keyOrder) push(slot int32, k rank.Key) {
 // candidates, with current keys, the run strictly ascending and the heap
 // in heap order.
 func (o *keyOrder) check() error {
+	if err := o.ids.Check(); err != nil {
+		return err
+	}
 	inRunCount, inHeapCount := 0, 0
 	for slot := range o.slab {
 		c, at := &o.slab[slot].Val.c, o.place(int32(slot))

@@ -1,7 +1,5 @@
 package kvevict
 
-import "github.com/sagellm/kvevict/internal/idmap"
-
 // listOrder is the order of an Index of ARC, S3-FIFO or SIEVE: the
 // history's lists choose the victims among the marked nodes, as in a
 // Policy's selection (selectAdaptive), so an eviction costs the steps the
@@ -18,8 +16,8 @@ type unfollowed struct{}
 func (unfollowed) marked(int32, int32) {}
 func (unfollowed) unmarked(int32)      {}
 
-func newListOrder(h listHistory, slots *idmap.Map[int32]) *listOrder {
-	o := &listOrder{marks: newMarks(h, slots, nil, unfollowed{}), lists: h}
+func newListOrder(h listHistory) *listOrder {
+	o := &listOrder{marks: newMarks(h, nil, nil, unfollowed{}), lists: h}
 	o.t.observer = &o.marks
 	return o
 }
@@ -39,7 +37,7 @@ func (o *listOrder) accepts(int32, uint64, uint64) error { return nil }
 // resident, before the others are admitted, as a Policy does.
 func (o *listOrder) begin(int, int) {
 	if id, ok := o.lists.pendingID(); ok {
-		if _, held := o.slots.Get(id); held {
+		if _, held := o.find(id); held {
 			o.lists.commit()
 		}
 	}
@@ -48,7 +46,7 @@ func (o *listOrder) begin(int, int) {
 
 func (o *listOrder) next() (int32, *Candidate) {
 	slot := o.t.slab[nextListVictim(o.lists)].cand
-	return slot, &o.slab[slot]
+	return slot, &o.slab[slot].c
 }
 
 // commit evicts the victims taken wholly from the history; a trimmed one

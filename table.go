@@ -12,8 +12,12 @@ import (
 // node is one id an adaptive strategy tracks, resident or ghost, linked into
 // one of the strategy's lists.
 type node struct {
-	id   uint64
-	cand int32 // index of this call's candidate, when mark is the call's epoch
+	id uint64
+	// cand is the candidate the node stands for: in a Policy's selection
+	// the index of the call's candidate, valid when mark is the call's
+	// epoch; in an Index the slot of the held candidate the history knows
+	// by id, or -1, always (see ordermarks.go).
+	cand int32
 	mark uint32
 	list uint8
 	bits uint8 // S3-FIFO's frequency, SIEVE's visited bit
@@ -36,7 +40,8 @@ const maxLists = 4
 type table struct {
 	slab          []node
 	links         dlist.Slots // the lists' links, indexed like slab, and the free nodes
-	index         idmap.Map[int32]
+	index         idmap.Map[tableEntry]
+	onlyHeld      int // ids in index with no node: held by an Index (see hold)
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
@@ -51,18 +56,31 @@ type table struct {
 	chosen []int32
 	taken  [maxLists]int
 
-	// observer, if set, hears of every node linked into a list and every
-	// id forgotten: an [Index] keeps its marks across selections by it,
+	// observer, if set, hears of every node made, linked into a list and
+	// forgotten: an [Index] keeps its marks across selections by it,
 	// where a Policy marks anew at every call.
 	observer tableObserver
 }
 
+// tableEntry is what the table's index keeps of an id: its node, and, in
+// the table of an Index of a list strategy (ARC, S3-FIFO, SIEVE), which
+// finds its candidates by ID there too, the slot of the Index's candidate
+// of that ID: one look-up finds both, where two tables would take two,
+// each a cache miss in a large index.
+type tableEntry struct {
+	node int32 // -1: the history does not track the id
+	held int32 // 1 + the slot of the Index's candidate of this ID; 0: none
+}
+
 // tableObserver follows the nodes of a table as its history moves them.
 type tableObserver interface {
+	// made is called when node n was made for an id, before it is linked.
+	made(n int32)
 	// linked is called when node n was linked at the head of a list.
 	linked(n int32)
-	// dropped is called when id's node was forgotten.
-	dropped(id uint64)
+	// dropped is called when node n was unlinked and its id forgotten,
+	// before the node is freed.
+	dropped(n int32)
 }
 
 // admitShrinkAbove is the scratch size above which a selection much smaller
@@ -90,11 +108,46 @@ func (t *table) reserve(n int) {
 
 // lookup returns id's node, or -1. O(1).
 func (t *table) lookup(id uint64) int32 {
-	if n, ok := t.index.Get(id); ok {
-		return n
+	if e := t.index.Ref(id); e != nil {
+		return e.node
 	}
 	return -1
 }
+
+// hold notes that an Index holds its candidate of ID id in slot, and
+// returns id's node, or -1. O(1).
+func (t *table) hold(id uint64, slot int32) int32 {
+	if e := t.index.Ref(id); e != nil {
+		e.held = slot + 1
+		return e.node
+	}
+	t.index.Put(id, tableEntry{node: -1, held: slot + 1})
+	t.onlyHeld++
+	return -1
+}
+
+// unhold notes that the Index no longer holds ID id. O(1).
+func (t *table) unhold(id uint64) {
+	e := t.index.Ref(id)
+	if e.node >= 0 {
+		e.held = 0
+		return
+	}
+	t.index.Del(id)
+	t.onlyHeld--
+}
+
+// heldSlot returns the slot in which the Index holds its candidate of ID
+// id. O(1).
+func (t *table) heldSlot(id uint64) (int32, bool) {
+	if e := t.index.Ref(id); e != nil && e.held != 0 {
+		return e.held - 1, true
+	}
+	return 0, false
+}
+
+// tracked returns how many ids the history tracks. O(1).
+func (t *table) tracked() int { return t.index.Len() - t.onlyHeld }
 
 // resident reports whether node n is in the cache rather than a ghost.
 func (t *table) resident(n int32) bool {
@@ -116,7 +169,14 @@ func (t *table) alloc(id uint64) int32 {
 		t.slab = append(t.slab, node{})
 	}
 	t.slab[n] = node{id: id}
-	t.index.Put(id, n)
+	e := t.index.Upsert(id)
+	if e.held != 0 {
+		t.onlyHeld-- // an id held, untracked until now
+	}
+	e.node = n
+	if t.observer != nil {
+		t.observer.made(n)
+	}
 	return n
 }
 
@@ -124,12 +184,17 @@ func (t *table) alloc(id uint64) int32 {
 func (t *table) drop(n int32) {
 	t.unlink(n)
 	id := t.slab[n].id
-	t.index.Del(id)
+	if e := t.index.Ref(id); e.held != 0 {
+		e.node = -1 // the Index still finds its candidate by the entry
+		t.onlyHeld++
+	} else {
+		t.index.Del(id)
+	}
+	if t.observer != nil {
+		t.observer.dropped(n)
+	}
 	t.slab[n] = node{}
 	t.links.Free(n)
-	if t.observer != nil {
-		t.observer.dropped(id)
-	}
 }
 
 // pushHead links unlinked node n at the head of list l.
@@ -254,8 +319,8 @@ func (t *table) checkTable() error {
 			if x.list != uint8(l) {
 				return fmt.Errorf("node %d (id %d) in list %d says list %d", n, x.id, l, x.list)
 			}
-			if got, _ := t.index.Get(x.id); got != n {
-				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got, n)
+			if got, _ := t.index.Get(x.id); got.node != n {
+				return fmt.Errorf("list %d: id %d indexed at %d, want %d", l, x.id, got.node, n)
 			}
 			if t.marked(n) {
 				marked++
@@ -270,8 +335,8 @@ func (t *table) checkTable() error {
 		}
 		seen += ls.Len
 	}
-	if seen != t.index.Len() {
-		return fmt.Errorf("%d ids indexed, %d in lists", t.index.Len(), seen)
+	if seen != t.tracked() {
+		return fmt.Errorf("%d ids tracked, %d in lists", t.tracked(), seen)
 	}
 	if err := t.links.CheckFree(); err != nil {
 		return err

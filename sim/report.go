@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
@@ -223,25 +224,23 @@ type ceiling struct {
 
 func computeCeiling(w *Workload) *ceiling {
 	c := &ceiling{groupHits: make(map[uint64]int64)}
-	seen := make(map[uint64]struct{})
+	var seen idmap.Map[struct{}]
 	for r := range w.Requests {
 		req := &w.Requests[r]
 		hit := 0
 		for hit < len(req.HashIDs) {
-			if _, ok := seen[req.HashIDs[hit]]; !ok {
+			if _, ok := seen.Get(req.HashIDs[hit]); !ok {
 				break
 			}
 			hit++
 		}
 		c.hits += int64(hit)
 		c.groupHits[req.Group] += int64(hit)
-		for i, h := range req.HashIDs {
-			if i >= hit {
-				c.prefill += int64(blockTokens(req, i, w.BlockTokens))
-			}
-			seen[h] = struct{}{}
+		for i := hit; i < len(req.HashIDs); i++ { // the hits were seen already
+			c.prefill += int64(blockTokens(req, i, w.BlockTokens))
+			seen.Put(req.HashIDs[i], struct{}{})
 		}
 	}
-	c.distinct = len(seen)
+	c.distinct = seen.Len()
 	return c
 }

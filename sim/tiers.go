@@ -134,9 +134,12 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 		hits := m.Hits()
 		t.request(i, hits)
 		gpuHits += int64(m.Runs[0])
-		for j, id := range req.HashIDs {
+		// A block the GPU holds has no eviction pending: the request
+		// it entered with cleared it, and none was recorded since.
+		for j := m.Runs[0]; j < len(req.HashIDs); j++ {
+			id := req.HashIDs[j]
 			if j < hits {
-				t.evictions.Clear(id) // found, on the GPU or loaded: not computed again
+				t.evictions.Clear(id) // loaded: not computed again
 			} else if _, again := t.evictions.Access(id); again {
 				t.rePrefillTokens += int64(blockTokens(req, j, w.BlockTokens))
 			}
