@@ -18,7 +18,7 @@ type keyOrder struct {
 	params keyParams
 	ids    idmap.Map[int32] // the held candidates, by ID
 	// slab holds, by slot, the candidate and beside it its key while in
-	// the run and its run links, 128 bytes: a touch that moves a candidate
+	// the run and its run links, one element: a touch that moves a candidate
 	// to the run's back reads and writes them where it reads the
 	// candidate, not in arrays of their own.
 	slab dlist.Nodes[keySlot]
