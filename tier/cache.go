@@ -225,6 +225,15 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	return out, nil
 }
 
+// note tells the strategy of a request for ids, in order, and stores
+// none of them: for a tier that sees a request whose blocks it is not
+// given. O(len(ids)).
+func (c *Cache) note(ids []uint64) {
+	for _, id := range ids {
+		c.store.access(id)
+	}
+}
+
 // MarkPartial marks resident id as the partial last block of the request
 // that just touched it (Candidate.LastBlockPartial), until a request touches
 // it again. It reports whether id is resident. O(1) with [newPolicyCache],

@@ -369,6 +369,13 @@ func (h *Hierarchy) LookupBelow(hashes []uint64, gpu int) *Match {
 // too, counts as hits of its tier, which keeps its copies unless the hierarchy is exclusive,
 // touched as a request of them (under WriteThrough by Offer, which stores
 // every block of the request anyway: one access per request and tier).
+// Under WriteBack each tier below is also told of the request's other
+// blocks (UpdateAccess, storing nothing), all of them when the hierarchy
+// is exclusive: such a tier receives a block only when the tier above
+// lets it go, so a strategy that learns from requests (ARC, S3-FIFO,
+// SIEVE, Auto) would otherwise count how often the GPU let a block go,
+// not how often it was asked for, as vLLM's scheduler tells its CPU
+// manager of every request's keys.
 // An exclusive hierarchy drops
 // every other copy below the GPU of the request's blocks that Admit will
 // keep (all of them, unless the request is larger than the GPU). m must
@@ -385,13 +392,27 @@ func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 	at := m.Runs[0]
 	for i := 1; i < len(h.levels); i++ {
 		run := hashes[at : at+m.Runs[i]]
+		before, after := hashes[:at], hashes[at+len(run):]
 		at += m.Runs[i]
 		h.stats[i].Hits += int64(len(run))
-		if len(run) == 0 || h.exclusive || h.write == WriteThrough {
-			continue // under WriteThrough, Offer touches every block of the request, once
+		switch {
+		case h.write == WriteThrough:
+			continue // Offer touches every block of the request, once
+		case h.exclusive: // the tier gives up its run: told of every block
+			h.levels[i].note(hashes)
+			continue
 		}
-		if _, err := h.levels[i].Request(run, kvevict.PriorityLow); err != nil {
-			return fmt.Errorf("tier %d (%s): load: %w", i, h.stats[i].Medium, err)
+		back := h.write == WriteBack // the tier sees the run: told of the rest
+		if back {
+			h.levels[i].note(before)
+		}
+		if len(run) > 0 {
+			if _, err := h.levels[i].Request(run, kvevict.PriorityLow); err != nil {
+				return fmt.Errorf("tier %d (%s): load: %w", i, h.stats[i].Medium, err)
+			}
+		}
+		if back {
+			h.levels[i].note(after)
 		}
 	}
 	if h.exclusive {

@@ -428,3 +428,92 @@ func TestExternalGPUIsTheHierarchys(t *testing.T) {
 		t.Errorf("vLLM's mode on an external GPU: %v", err)
 	}
 }
+
+// recordingStore records the ids its strategy is told of while on.
+type recordingStore struct {
+	store
+	on  *bool
+	got *[]uint64
+}
+
+func (r recordingStore) access(id uint64) {
+	if *r.on {
+		*r.got = append(*r.got, id)
+	}
+	r.store.access(id)
+}
+
+// TestTiersBelowLearnEveryRequest: under write-back, inclusive or
+// exclusive, Load tells each tier below the GPU of every block of the
+// request, once and in order, whichever tier holds it; under write-through
+// it tells them nothing (Offer stores every block), and under selective
+// write-through only of the run it loads from each.
+func TestTiersBelowLearnEveryRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		write     Write
+		exclusive bool
+		threshold int
+		told      bool
+	}{
+		{"back", WriteBack, false, 0, true},
+		{"back exclusive", WriteBack, true, 0, true},
+		{"through", WriteThrough, false, 0, false},
+		{"selective", WriteSelective, false, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHierarchy(t, Config{
+				Levels: []Level{lru(GPU, 4), {Medium: CPU, Capacity: 8, Strategy: kvevict.ARC}, lru(Storage, 16)},
+				Write:  tc.write, Threshold: tc.threshold, Exclusive: tc.exclusive,
+			})
+			on := false
+			got := make([][]uint64, len(h.levels))
+			for i := 1; i < len(h.levels); i++ {
+				h.levels[i].store = recordingStore{store: h.levels[i].store, on: &on, got: &got[i]}
+			}
+			rng := rand.New(rand.NewPCG(3, 5))
+			below := 0
+			for r := range 300 {
+				hashes := make([]uint64, 1+rng.IntN(6))
+				base := uint64(rng.IntN(12)) * 8
+				for i := range hashes {
+					hashes[i] = base + uint64(i)
+				}
+				m := h.Lookup(hashes)
+				for i := range got {
+					got[i] = got[i][:0]
+				}
+				on = true
+				if err := h.Load(hashes, m); err != nil {
+					t.Fatal(err)
+				}
+				on = false
+				at := m.Runs[0]
+				for i := 1; i < len(h.levels); i++ {
+					run := hashes[at : at+m.Runs[i]]
+					at += m.Runs[i]
+					below += len(run)
+					var want []uint64
+					switch {
+					case tc.told:
+						want = hashes
+					case tc.write == WriteSelective && len(run) > 0:
+						want = run // the load is a request of the run
+					}
+					if !slices.Equal(got[i], want) {
+						t.Fatalf("request %d %v (runs %v): tier %d told of %v, want %v", r, hashes, m.Runs, i, got[i], want)
+					}
+				}
+				if err := h.Admit(hashes, kvevict.PriorityLow); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.Offer(hashes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if below == 0 {
+				t.Fatal("no request found a block below the GPU: the script exercises little")
+			}
+		})
+	}
+}
