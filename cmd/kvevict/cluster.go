@@ -761,6 +761,7 @@ type wireMirror struct {
 	topics    []string         // per engine, named as llm-d names a pod's
 	batch     []kvevents.Event // scratch: one Apply's events
 	kv        []kvevents.Hash  // scratch: a request's hashes on the wire
+	dec       kvevents.Decoder // the mirror keeps nothing of a batch it applies
 }
 
 // newWireMirror returns a mirror of engines engines of capacity blocks
@@ -807,7 +808,7 @@ func (wm *wireMirror) send(engine int) error {
 	if err != nil {
 		return err
 	}
-	batch, skipped, err := kvevents.Decode(payload)
+	batch, skipped, err := wm.dec.Decode(payload)
 	if err != nil {
 		return err
 	}
