@@ -44,6 +44,32 @@ func ExampleDecode() {
 	// Output: 1.5 BlockRemoved [1 2] GPU 0
 }
 
+// A consumer of a stream of batches decodes each into the memory of the
+// one before with a Decoder, and lets go of the batch before the next
+// call: here each batch goes to a Mirror, which keeps nothing of it.
+func ExampleDecoder() {
+	m, err := kvevents.NewMirror(1000)
+	if err != nil {
+		panic(err)
+	}
+	var dec kvevents.Decoder
+	for _, hashes := range [][]uint64{{1, 2}, {3}} {
+		payload, err := kvevents.Encode(&kvevents.EventBatch{Events: []kvevents.Event{
+			&kvevents.BlockStored{BlockHashes: kvevents.IntHashes(hashes), BlockSize: 16},
+		}}, kvevents.EncodingMixed)
+		if err != nil {
+			panic(err)
+		}
+		b, _, err := dec.Decode(payload) // valid until the next call
+		if err != nil {
+			panic(err)
+		}
+		m.Apply("kv@pod-0@m", &b)
+	}
+	fmt.Println("pod-0 holds", m.Topics()[0].ResidentBlocks, "blocks")
+	// Output: pod-0 holds 3 blocks
+}
+
 // A hybrid model keeps a KV cache group per attention type: a block its
 // sliding-window group drops is still resident in its full-attention
 // group, and a router that needs the full-attention prefix whole asks for
