@@ -371,12 +371,11 @@ func (h *Hierarchy) LookupBelow(hashes []uint64, gpu int) *Match {
 // every block of the request anyway: one access per request and tier).
 // Under WriteBack each tier below is also told of the request's other
 // blocks (UpdateAccess, storing nothing), all of them when the hierarchy
-// is exclusive: such a tier receives a block only when the tier above
+// is exclusive, as vLLM's scheduler tells its CPU manager of every
+// request's keys: such a tier receives a block only when the tier above
 // lets it go, so a strategy that learns from requests (ARC, S3-FIFO,
 // SIEVE, Auto) would otherwise count how often the GPU let a block go,
-// not how often it was asked for, as vLLM's scheduler tells its CPU
-// manager of every request's keys.
-// An exclusive hierarchy drops
+// not how often it was asked for. An exclusive hierarchy drops
 // every other copy below the GPU of the request's blocks that Admit will
 // keep (all of them, unless the request is larger than the GPU). m must
 // be Lookup's (or LookupBelow's) for the same hashes.
