@@ -168,9 +168,7 @@ type Outcome struct {
 // O(len(ids)) plus the selection: O(n) for n residents with [NewPolicyCache],
 // O(len(ids) log n) in an Index.
 func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
-	for _, id := range ids {
-		c.store.access(id)
-	}
+	c.note(ids)
 	c.ids = idmap.Distinct(ids, len(ids), c.ids, &c.seen)
 	over := max(0, len(c.ids)-c.capacity)
 	c.ids = c.ids[:len(c.ids)-over]
@@ -225,9 +223,9 @@ func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	return out, nil
 }
 
-// note tells the strategy of a request for ids, in order, and stores
-// none of them: for a tier that sees a request whose blocks it is not
-// given. O(len(ids)).
+// note tells the strategy of a request for ids, in order (repeats
+// included), and stores none of them: Request's first step, and all a
+// tier does for a request whose blocks it is not given. O(len(ids)).
 func (c *Cache) note(ids []uint64) {
 	for _, id := range ids {
 		c.store.access(id)
