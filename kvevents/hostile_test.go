@@ -439,7 +439,10 @@ func TestStuckSubscriberBytes(t *testing.T) {
 		if size == 0 {
 			size = st.ReplayBytes
 		}
-		if (i+1)%20 == 0 { // at the healthy subscriber's pace
+		// At the healthy subscriber's pace: ten batches at a time, so that
+		// its queue stays under half the budget even while the publisher
+		// still counts the ten it has written but not yet accounted for.
+		if (i+1)%10 == 0 {
 			c.wait(ctx, t, i+1)
 		}
 	}
