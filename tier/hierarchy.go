@@ -279,7 +279,13 @@ func New(cfg Config) (*Hierarchy, error) {
 			continue
 		}
 		opts := append([]kvevict.Option{kvevict.WithEvictionHistory(0)}, l.Options...)
-		if l.Strategy.Adaptive() {
+		switch {
+		case l.Strategy == kvevict.Auto:
+			// Auto's capacity is the pool its miniature caches model: the
+			// tier. Its history admits a block only once the tier holds it,
+			// so it needs no room beyond.
+			opts = append([]kvevict.Option{kvevict.WithCapacity(l.Capacity)}, opts...)
+		case l.Strategy.Adaptive():
 			// One block per candidate: the history's capacity, counted in
 			// candidates, is the tier's, plus room for the blocks of one
 			// call, which precede the selection that makes room for them.
