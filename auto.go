@@ -77,7 +77,7 @@ func newAuto(cfg *config) *auto {
 		table:   newTable(autoResident),
 		ghosts:  ghost.New(cfg.GhostCap),
 		c:       cfg.Capacity,
-		weights: rank.NewWeights(cfg.Capacity),
+		weights: rank.NewWeights(cfg.Capacity, cfg.Below),
 	}
 }
 

@@ -148,6 +148,27 @@ func WithGhostCap(n int) Option {
 	})
 }
 
+// WithTierBelow tells [Auto] that the pool's victims are demoted to an
+// exclusive tier of n blocks below it, as a GPU's are to host memory in a
+// tier.Hierarchy with Exclusive: the tier keeps the most recently demoted
+// and gives a block back up when a request finds it there. Auto's
+// miniature caches then simulate both tiers, so the weight it chooses is
+// the one that serves the most requests from either, not from the pool
+// alone: a pool that keeps the frequent blocks leaves the recent ones to
+// the tier below, which a pool alone would not count. Give the pool's
+// size (WithCapacity) in blocks too. For a [Policy] or an [Index], not a
+// prefix tree. Default 0: no tier below. Must be at least 0.
+func WithTierBelow(n int) Option {
+	return optionFunc(func(c *config) {
+		c.tuned |= tuneBelow
+		if n < 0 {
+			c.reject("tier below must be at least 0 blocks, got %d", n)
+			return
+		}
+		c.Below = n
+	})
+}
+
 // WithTiming(false) stops the policy reading the clock around each
 // selection, for callers that measure latency themselves: Result.Elapsed,
 // Metrics.AvgEvictionTime and P99EvictionTime stay 0. The two clock reads
@@ -299,6 +320,7 @@ const (
 	tuneCostDecay
 	tuneLifetimeHorizon
 	tuneGhostCap
+	tuneBelow
 )
 
 // String returns the option's name.
@@ -318,6 +340,8 @@ func (t tunable) String() string {
 		return "WithCostDecay"
 	case tuneGhostCap:
 		return "WithGhostCap"
+	case tuneBelow:
+		return "WithTierBelow"
 	default:
 		return "WithLifetimeHorizon"
 	}
@@ -367,6 +391,10 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 		// The tree's capacity is in blocks, an argument of its constructor.
 		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: give the pool's size in blocks as prefix.New's capacity", ErrInvalidArgument))
 		tuned &^= tuneCapacity
+	}
+	if ctor == forTree && tuned&tuneBelow != 0 {
+		errs = append(errs, fmt.Errorf("%w: WithTierBelow applies to New and NewIndex, not to a prefix tree", ErrInvalidArgument))
+		tuned &^= tuneBelow
 	}
 	for t := tunable(1); t != 0 && t <= tuned; t <<= 1 {
 		if tuned&t == 0 || allowed&t != 0 {

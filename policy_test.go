@@ -602,6 +602,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		kvevict.WithCostDecay(-0.5),
 		kvevict.WithLifetimeHorizon(0),
 		kvevict.WithEvictionHistory(-1),
+		kvevict.WithTierBelow(-1),
 	}
 	for i, opt := range bad {
 		if _, err := kvevict.New(kvevict.LRU, opt); !errors.Is(err, kvevict.ErrInvalidArgument) {
@@ -649,6 +650,7 @@ func TestStrictOptions(t *testing.T) {
 		{"WithCostAlpha", kvevict.WithCostAlpha(1), isStrategy(kvevict.FrequencyCost), false},
 		{"WithCostDecay", kvevict.WithCostDecay(0), isStrategy(kvevict.FrequencyCost), false},
 		{"WithLifetimeHorizon", kvevict.WithLifetimeHorizon(time.Second), isStrategy(kvevict.Predictive), false},
+		{"WithTierBelow", kvevict.WithTierBelow(40), isStrategy(kvevict.Auto), false},
 	}
 	general := []kvevict.Option{
 		kvevict.WithTickDuration(time.Millisecond), kvevict.WithEvictionHistory(8), kvevict.WithLogger(nil),

@@ -103,7 +103,7 @@ var strategies = [...]strategyInfo{
 	{ARC, rank.KindARC, tuneCapacity | tuneGhostCap},
 	{S3FIFO, rank.KindS3FIFO, tuneCapacity | tuneGhostCap},
 	{SIEVE, rank.KindSIEVE, tuneCapacity},
-	{Auto, rank.KindAuto, tuneCapacity | tuneGhostCap},
+	{Auto, rank.KindAuto, tuneCapacity | tuneGhostCap | tuneBelow},
 }
 
 // lookup returns strategy s: named exactly, or as a person writes it, in

@@ -62,7 +62,7 @@ type treeAuto struct {
 // sizes the miniature caches, remembering the counts of ghostCap evicted
 // blocks.
 func newTreeAuto(capacity, ghostCap int) *treeAuto {
-	return &treeAuto{weights: rank.NewWeights(capacity), ghostCap: ghostCap}
+	return &treeAuto{weights: rank.NewWeights(capacity, 0), ghostCap: ghostCap}
 }
 
 // Request counts a request for one block, as Auto counts one for a

@@ -66,6 +66,7 @@ func TestNewRejects(t *testing.T) {
 		"kvevict.WithCapacity": kvevict.WithCapacity(8),
 		"WithSampling":         kvevict.WithSampling(5),
 		"WithGhostCap":         kvevict.WithGhostCap(0),
+		"WithTierBelow":        kvevict.WithTierBelow(100),
 		"WithSLRUThreshold":    kvevict.WithSLRUThreshold(3),
 	} {
 		if _, err := New(kvevict.Auto, roomy, WithStrategyOptions(opt)); !errors.Is(err, kvevict.ErrInvalidArgument) {

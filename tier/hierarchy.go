@@ -283,8 +283,13 @@ func New(cfg Config) (*Hierarchy, error) {
 		case l.Strategy == kvevict.Auto:
 			// Auto's capacity is the pool its miniature caches model: the
 			// tier. Its history admits a block only once the tier holds it,
-			// so it needs no room beyond.
+			// so it needs no room beyond. Below an exclusive tier its victims
+			// are demoted, not lost: its miniature caches model the tiers
+			// below too, as one.
 			opts = append([]kvevict.Option{kvevict.WithCapacity(l.Capacity)}, opts...)
+			if below := cfg.capacityBelow(i); cfg.Exclusive && below > 0 {
+				opts = append([]kvevict.Option{kvevict.WithTierBelow(below)}, opts...)
+			}
 		case l.Strategy.Adaptive():
 			// One block per candidate: the history's capacity, counted in
 			// candidates, is the tier's, plus room for the blocks of one
@@ -305,6 +310,15 @@ func New(cfg Config) (*Hierarchy, error) {
 		h.seen = seen
 	}
 	return h, nil
+}
+
+// capacityBelow returns the blocks of the tiers below tier i.
+func (c *Config) capacityBelow(i int) int {
+	n := 0
+	for _, l := range c.Levels[i+1:] {
+		n += l.Capacity
+	}
+	return n
 }
 
 // Stats returns each tier's counts, top first.

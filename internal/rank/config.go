@@ -16,4 +16,5 @@ type Config struct {
 	LifetimeHorizon time.Duration // Predictive's lifetime when none is known
 	Capacity        int           // the candidates an adaptive strategy's history holds
 	GhostCap        int           // the evicted candidates an adaptive strategy remembers
+	Below           int           // the blocks of an exclusive tier below the pool, which Auto's miniature caches simulate; 0: none
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sagellm/kvevict/internal/ghost"
 	"github.com/sagellm/kvevict/internal/idmap"
 )
 
@@ -18,6 +19,11 @@ var SimWeights = [...]float64{0, 0.25, 1, 4, 16}
 // that is simulated on a spatial sample of its ids, the pool's size times
 // the sampling rate (SHARDS: Waldspurger et al., FAST'15).
 const simSize = 1024
+
+// simBelowMax bounds a miniature cache's tier below, in ids: the tier
+// below is simulated at the pool's sampling rate, so a tier far larger
+// than the pool would cost memory in proportion.
+const simBelowMax = 16 * simSize
 
 // Weights chooses Auto's weight by simulation, as Waldspurger et al.
 // ("Cache Modeling and Optimization using Miniature Simulations", USENIX
@@ -46,17 +52,25 @@ type Weights struct {
 // sim is one miniature cache: Auto's score with a fixed weight, in its
 // own clock, the count of ids that entered it. An id used once stays size
 // entries, so the weight in turnovers is span = w x size entries.
+//
+// Below it, if the pool has one, is a miniature of an exclusive tier below
+// the pool: the cache's victims go there, the most recently demoted are
+// kept, and a request that finds its id there is a hit and takes the id
+// back up. The weight then chosen is the one whose cache and tier below
+// together serve the most requests, as a GPU's over a host tier.
 type sim struct {
 	size  int
 	span  float64 // entries of protection per doubling of requests
 	clock int64   // ids that entered
-	hits  float64 // requests that found their id, decayed
+	hits  float64 // requests that found their id, here or below, decayed
 	slots idmap.Map[int32]
 	heap  Heap
+	below ghost.Counts // the tier below's ids, most recently demoted last; capacity 0 without one
 }
 
-// NewWeights returns the simulations for a pool of c ids.
-func NewWeights(c int) Weights {
+// NewWeights returns the simulations for a pool of c ids above an
+// exclusive tier of below ids (0: none), sampled at the same rate.
+func NewWeights(c, below int) Weights {
 	size := min(c, simSize)
 	rate := float64(size) / float64(c)
 	var w Weights
@@ -65,8 +79,9 @@ func NewWeights(c int) Weights {
 		w.threshold = uint64(rate * (1 << 63) * 2)
 	}
 	w.window = float64(size)
+	belowSize := min(int(math.Ceil(rate*float64(max(below, 0)))), simBelowMax)
 	for i := range w.sims {
-		w.sims[i] = sim{size: size, span: SimWeights[i] * float64(size)}
+		w.sims[i] = sim{size: size, span: SimWeights[i] * float64(size), below: ghost.New(belowSize)}
 	}
 	return w
 }
@@ -123,21 +138,26 @@ func (s *sim) access(id uint64, log2r float32) {
 		s.clock++
 	}
 	k := Key{Major: s.clock + int64(s.span*float64(log2r)), Minor: s.clock}
-	switch {
-	case ok:
+	if ok {
 		s.hits++
 		s.heap.Fix(slot, k, 1)
-	case s.heap.Len() < s.size:
+		return
+	}
+	if _, loaded := s.below.Take(id); loaded {
+		s.hits++
+	}
+	if s.heap.Len() < s.size {
 		slot = int32(s.heap.Len())
 		s.heap.Push(Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
 		s.slots.Put(id, slot)
-	default:
-		m := s.heap.Min()
-		slot = m.Slot
-		s.slots.Del(m.ID)
-		s.heap.Replace(slot, Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
-		s.slots.Put(id, slot)
+		return
 	}
+	m := s.heap.Min()
+	slot = m.Slot
+	s.slots.Del(m.ID)
+	s.below.Put(m.ID, ghost.Count{}) // demoted; with no tier below, forgotten
+	s.heap.Replace(slot, Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
+	s.slots.Put(id, slot)
 }
 
 // Mix64 is SplitMix64's finalizer, a bijection: a hash of id whose bits are uniform,
@@ -161,6 +181,9 @@ func (w *Weights) Check() error {
 		}
 		if err := s.heap.Check(); err != nil {
 			return fmt.Errorf("auto: miniature cache %d: %w", i, err)
+		}
+		if err := s.below.Check(); err != nil {
+			return fmt.Errorf("auto: miniature cache %d's tier below: %w", i, err)
 		}
 		if !(s.hits >= 0) {
 			return fmt.Errorf("auto: miniature cache %d: %v hits", i, s.hits)

@@ -22,7 +22,7 @@ func feed(t *testing.T, w *Weights, counts map[uint64]uint32, ids ...uint64) {
 // weight for frequency keeps them, so the weight chosen is above 0.
 func TestAutoWeightsAgainstScans(t *testing.T) {
 	const c = 8
-	w := NewWeights(c)
+	w := NewWeights(c, 0)
 	counts := map[uint64]uint32{}
 	next := uint64(100)
 	for range 200 {
@@ -42,7 +42,7 @@ func TestAutoWeightsAgainstScans(t *testing.T) {
 // requests are the dead ones, LRU has the most hits and the weight is 0.
 func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
 	const c = 16
-	w := NewWeights(c)
+	w := NewWeights(c, 0)
 	counts := map[uint64]uint32{}
 	next := uint64(0)
 	for range 200 {
@@ -64,12 +64,60 @@ func TestAutoWeightsWhenFrequencyMisleads(t *testing.T) {
 	}
 }
 
+// TestAutoWeightsTierBelow: with a tier below, a miniature cache's victim
+// is demoted there and a request that finds it is a hit that takes it back
+// up, by hand for LRU (weight 0) with room for two ids above and two below.
+func TestAutoWeightsTierBelow(t *testing.T) {
+	w := NewWeights(2, 2)
+	counts := map[uint64]uint32{}
+	feed(t, &w, counts, 1, 2, 3) // 1 demoted
+	feed(t, &w, counts, 1)       // loaded from below; 2 demoted
+	// The hits are halved every 2 requests, the caches' size: the one hit,
+	// the fourth request, is halved once.
+	lru := &w.sims[0]
+	if lru.hits != 0.5 {
+		t.Errorf("LRU over a tier below: %v hits, want 0.5 (id 1, from below, halved once)", lru.hits)
+	}
+	if _, ok := lru.below.Get(1); ok {
+		t.Error("id 1 is still below after its load: the tier below is exclusive")
+	}
+	if _, ok := lru.below.Get(2); !ok {
+		t.Error("id 2, the victim of id 1's load, is not below")
+	}
+	alone := NewWeights(2, 0)
+	feed(t, &alone, map[uint64]uint32{}, 1, 2, 3, 1)
+	if alone.sims[0].hits != 0 {
+		t.Errorf("LRU alone: %v hits, want 0", alone.sims[0].hits)
+	}
+}
+
+// TestAutoWeightsScansOverTierBelow: TestAutoWeightsAgainstScans's
+// traffic over a tier below that holds a run and the hot ids: recency
+// over the two tiers serves every hot request, as frequency in the pool
+// does, so the weight chosen is 0, where the pool alone needs frequency.
+func TestAutoWeightsScansOverTierBelow(t *testing.T) {
+	const c = 8
+	w := NewWeights(c, 3*c)
+	counts := map[uint64]uint32{}
+	next := uint64(100)
+	for range 200 {
+		feed(t, &w, counts, 1, 2, 3, 4)
+		for range 2 * c {
+			next++
+			feed(t, &w, counts, next)
+		}
+	}
+	if got := w.Weight(); got != 0 {
+		t.Errorf("weight %v, want 0: the tier below keeps what recency drops; hits %v", got, simHits(&w))
+	}
+}
+
 // TestAutoWeightsSample: a pool larger than a miniature cache is simulated
 // on a sample of its ids at the rate autoSimSize / c, and the caches stay
 // within autoSimSize ids.
 func TestAutoWeightsSample(t *testing.T) {
 	const c, n = 1 << 20, 400_000
-	w := NewWeights(c)
+	w := NewWeights(c, 0)
 	for id := range uint64(n) {
 		w.Access(id, 0)
 	}
