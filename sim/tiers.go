@@ -101,7 +101,9 @@ func (c *TierConfig) write() string {
 // request's blocks admitted to the GPU as a plain replay admits them
 // (evicting under pressure, demoting under write-back), and offered to the
 // tiers below as the write policy says ([tier.Hierarchy.Request]). With no
-// tier below it would be Replay, hit for hit.
+// tier below it would be Replay, hit for hit; the GPU's hits are Replay's
+// whatever lies below, but for Auto above an exclusive tier, which
+// [tier.New] tells of the tiers below ([kvevict.WithTierBelow]).
 func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, error) {
 	if err := cfg.validate(w); err != nil {
 		return TierReport{}, err

@@ -9,8 +9,9 @@ import (
 
 // TestReplayTiersGPUIsReplay: the GPU of a tiered replay admits every
 // request's blocks as a plain replay does, whatever lies below it, so its
-// hits and evictions are Replay's, block for block; the tiers below only
-// add hits. And a host tier that holds every block under write-through
+// hits and evictions are Replay's, block for block (Auto above an
+// exclusive tier, told of it, a Replay's told the same); the tiers below
+// only add hits. And a host tier that holds every block under write-through
 // serves every block an unbounded cache would: the tiered replay's prefill
 // is the unbounded cache's.
 func TestReplayTiersGPUIsReplay(t *testing.T) {
@@ -35,16 +36,20 @@ func TestReplayTiersGPUIsReplay(t *testing.T) {
 		{"back-exclusive", TierConfig{Write: tier.WriteBack, Exclusive: true}},
 	}
 	for _, s := range strategies {
-		plain, err := Replay(w, s, Config{Capacity: capacity})
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, m := range modes {
 			cfg := m.cfg
 			cfg.Capacity = capacity
 			cfg.Below = []tier.Level{
 				{Medium: tier.CPU, Capacity: 2 * capacity, Strategy: kvevict.SIEVE},
 				{Medium: tier.Storage, Capacity: 4 * capacity, Strategy: kvevict.LRU},
+			}
+			var opts []kvevict.Option
+			if s == kvevict.Auto && cfg.Exclusive {
+				opts = append(opts, kvevict.WithTierBelow(6*capacity))
+			}
+			plain, err := Replay(w, s, Config{Capacity: capacity, Options: opts})
+			if err != nil {
+				t.Fatal(err)
 			}
 			rep, err := ReplayTiers(w, s, cfg)
 			if err != nil {
