@@ -155,9 +155,10 @@ func WithGhostCap(n int) Option {
 // miniature caches then simulate both tiers, so the weight it chooses is
 // the one that serves the most requests from either, not from the pool
 // alone: a pool that keeps the frequent blocks leaves the recent ones to
-// the tier below, which a pool alone would not count. Give the pool's
-// size (WithCapacity) in blocks too. For a [Policy] or an [Index], not a
-// prefix tree. Default 0: no tier below. Must be at least 0.
+// the tier below, which a pool alone would not count. n counts what
+// WithCapacity counts (blocks, for a pool whose candidates are blocks).
+// For a [Policy] or an [Index], not a prefix tree. Default 0: no tier
+// below. Must be at least 0.
 func WithTierBelow(n int) Option {
 	return optionFunc(func(c *config) {
 		c.tuned |= tuneBelow

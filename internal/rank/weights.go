@@ -79,7 +79,7 @@ func NewWeights(c, below int) Weights {
 		w.threshold = uint64(rate * (1 << 63) * 2)
 	}
 	w.window = float64(size)
-	belowSize := min(int(math.Ceil(rate*float64(max(below, 0)))), simBelowMax)
+	belowSize := int(math.Min(math.Ceil(rate*float64(max(below, 0))), simBelowMax)) // in floats: rate x below may pass an int
 	for i := range w.sims {
 		w.sims[i] = sim{size: size, span: SimWeights[i] * float64(size), below: ghost.New(belowSize)}
 	}

@@ -84,6 +84,9 @@ func TestAutoWeightsTierBelow(t *testing.T) {
 	if _, ok := lru.below.Get(2); !ok {
 		t.Error("id 2, the victim of id 1's load, is not below")
 	}
+	if huge := NewWeights(1<<20, math.MaxInt); huge.sims[0].below.Cap() != simBelowMax {
+		t.Errorf("a tier below of MaxInt ids: miniature of %d, want the bound %d", huge.sims[0].below.Cap(), simBelowMax)
+	}
 	alone := NewWeights(2, 0)
 	feed(t, &alone, map[uint64]uint32{}, 1, 2, 3, 1)
 	if alone.sims[0].hits != 0 {
