@@ -143,8 +143,13 @@ func (s *sim) access(id uint64, log2r float32) {
 		s.heap.Fix(slot, k, 1)
 		return
 	}
-	if _, loaded := s.below.Take(id); loaded {
-		s.hits++
+	// Every sampled request comes here: a pool with no tier below skips
+	// the calls to it.
+	below := s.below.Cap() > 0
+	if below {
+		if _, loaded := s.below.Take(id); loaded {
+			s.hits++
+		}
 	}
 	if s.heap.Len() < s.size {
 		slot = int32(s.heap.Len())
@@ -155,7 +160,9 @@ func (s *sim) access(id uint64, log2r float32) {
 	m := s.heap.Min()
 	slot = m.Slot
 	s.slots.Del(m.ID)
-	s.below.Put(m.ID, ghost.Count{}) // demoted; with no tier below, forgotten
+	if below {
+		s.below.Put(m.ID, ghost.Count{}) // demoted
+	}
 	s.heap.Replace(slot, Entry{Key: k, ID: id, Slot: slot, Blocks: 1})
 	s.slots.Put(id, slot)
 }
