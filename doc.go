@@ -61,7 +61,9 @@
 //     choice, and is never called history alone.
 //   - measurements: what [Auto] measures to set its horizon: the rate at
 //     which the pool evicts blocks, the miniature caches that choose its
-//     weight, and how often victims whose block was partial return.
+//     weight (by the pool's hits, and those of the exclusive tier below it
+//     given [WithTierBelow]), and how often victims whose block was
+//     partial return.
 //   - order: how an [Index] keeps its evictable candidates between
 //     evictions: by key (a run and a heap), by an adaptive strategy's
 //     lists, or by Auto's groups. Every order picks the victims a [Policy]
