@@ -17,21 +17,28 @@ func feed(t *testing.T, w *Weights, counts map[uint64]uint32, ids ...uint64) {
 	}
 }
 
+// feedScans requests four hot ids, then a run of 2c one-shot ids, 200
+// times over: runs longer than a miniature cache of c ids.
+func feedScans(t *testing.T, w *Weights, c int) {
+	t.Helper()
+	counts := map[uint64]uint32{}
+	next := uint64(100)
+	for range 200 {
+		feed(t, w, counts, 1, 2, 3, 4)
+		for range 2 * c {
+			next++
+			feed(t, w, counts, next)
+		}
+	}
+}
+
 // TestAutoWeightsAgainstScans: a few hot ids between runs of one-shot ids
 // longer than the miniature caches: LRU loses the hot ids to every run, a
 // weight for frequency keeps them, so the weight chosen is above 0.
 func TestAutoWeightsAgainstScans(t *testing.T) {
 	const c = 8
 	w := NewWeights(c, 0)
-	counts := map[uint64]uint32{}
-	next := uint64(100)
-	for range 200 {
-		feed(t, &w, counts, 1, 2, 3, 4)
-		for range 2 * c {
-			next++
-			feed(t, &w, counts, next)
-		}
-	}
+	feedScans(t, &w, c)
 	if got := w.Weight(); got == 0 {
 		t.Errorf("weight %v, want frequency to count; hits %v", got, simHits(&w))
 	}
@@ -101,15 +108,7 @@ func TestAutoWeightsTierBelow(t *testing.T) {
 func TestAutoWeightsScansOverTierBelow(t *testing.T) {
 	const c = 8
 	w := NewWeights(c, 3*c)
-	counts := map[uint64]uint32{}
-	next := uint64(100)
-	for range 200 {
-		feed(t, &w, counts, 1, 2, 3, 4)
-		for range 2 * c {
-			next++
-			feed(t, &w, counts, next)
-		}
-	}
+	feedScans(t, &w, c)
 	if got := w.Weight(); got != 0 {
 		t.Errorf("weight %v, want 0: the tier below keeps what recency drops; hits %v", got, simHits(&w))
 	}
