@@ -169,6 +169,14 @@ type Outcome struct {
 // O(len(ids) log n) in an Index.
 func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	c.note(ids)
+	return c.admit(ids, prio)
+}
+
+// admit is [Cache.Request] without its first step: the strategy is not
+// told of a request. For blocks a tier takes that no request asked of it
+// (a demotion from the tier above), where the strategy learns from
+// requests alone.
+func (c *Cache) admit(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	c.ids = idmap.Distinct(ids, len(ids), c.ids, &c.seen)
 	over := max(0, len(c.ids)-c.capacity)
 	c.ids = c.ids[:len(c.ids)-over]

@@ -240,15 +240,16 @@ func (m *Match) Hits() int {
 // [Hierarchy.Request] does all four. Every transfer completes within the
 // call that starts it. Not safe for concurrent use.
 type Hierarchy struct {
-	levels    []*Cache
-	stats     []Stats
-	write     Write
-	threshold int
-	exclusive bool
-	external  bool // ExternalGPU: levels[0] is nil
-	events    func(Event)
-	seen      *Cache   // WriteSelective's request counts, bounded
-	vllm      *vllmCPU // WriteVLLM's host tier, in place of levels[1]
+	levels        []*Cache
+	demoteQuietly []bool // per tier: a demotion into it is not told to its strategy as a request
+	stats         []Stats
+	write         Write
+	threshold     int
+	exclusive     bool
+	external      bool // ExternalGPU: levels[0] is nil
+	events        func(Event)
+	seen          *Cache   // WriteSelective's request counts, bounded
+	vllm          *vllmCPU // WriteVLLM's host tier, in place of levels[1]
 
 	match   Match
 	offered []uint64 // scratch: the blocks Offer stores
@@ -266,6 +267,7 @@ func New(cfg Config) (*Hierarchy, error) {
 	h := &Hierarchy{
 		write: cfg.write(), threshold: cfg.Threshold, exclusive: cfg.Exclusive, external: cfg.ExternalGPU, events: cfg.Events,
 		match: Match{Runs: make([]int, len(cfg.Levels))}, evicted: make([][]uint64, len(cfg.Levels)),
+		demoteQuietly: make([]bool, len(cfg.Levels)),
 	}
 	for i, l := range cfg.Levels {
 		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
@@ -301,6 +303,13 @@ func New(cfg Config) (*Hierarchy, error) {
 			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)
 		}
 		h.levels = append(h.levels, c)
+		// Auto counts requests, and a demotion is none: the request was
+		// told when it came (Load under WriteBack). Its history takes a
+		// block in when the tier holds it. A list strategy's history
+		// takes a block in on an access, the step before the selection
+		// that admits it, so a demotion is told to it as one; a key
+		// strategy learns nothing from either.
+		h.demoteQuietly[i] = l.Strategy == kvevict.Auto
 	}
 	if h.write == WriteSelective {
 		seen, err := NewCache(kvevict.LRU, selectiveTracked, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
@@ -395,7 +404,10 @@ func (h *Hierarchy) LookupBelow(hashes []uint64, gpu int) *Match {
 // request's keys: such a tier receives a block only when the tier above
 // lets it go, so a strategy that learns from requests (ARC, S3-FIFO,
 // SIEVE, Auto) would otherwise count how often the GPU let a block go,
-// not how often it was asked for. An exclusive hierarchy drops
+// not how often it was asked for. A demotion is then no request: Auto,
+// which counts requests, is not told of the blocks it takes, while a list
+// strategy's history, which takes a block in on an access, is. An
+// exclusive hierarchy drops
 // every other copy below the GPU of the request's blocks that Admit will
 // keep (all of them, unless the request is larger than the GPU). m must
 // be Lookup's (or LookupBelow's) for the same hashes.
@@ -467,7 +479,7 @@ func (h *Hierarchy) Admit(hashes []uint64, prio kvevict.Priority) error {
 	if h.external {
 		return errors.New("tier: the GPU's pool is the caller's (ExternalGPU): admit to it, and pass its victims to Demote")
 	}
-	return h.store(0, hashes, prio)
+	return h.store(0, hashes, prio, false)
 }
 
 // Demote takes the victims of the caller's GPU pool (ExternalGPU): counted
@@ -484,15 +496,22 @@ func (h *Hierarchy) Demote(victims []uint64) error {
 	h.stats[0].Evicted += int64(len(victims))
 	h.evicted[0] = append(h.evicted[0], victims...)
 	if h.write == WriteBack && len(h.levels) > 1 {
-		return h.store(1, victims, kvevict.PriorityLow)
+		return h.store(1, victims, kvevict.PriorityLow, true)
 	}
 	return nil
 }
 
 // store makes ids resident on tier i, counts and reports what entered and
-// left, and passes the victims down under WriteBack.
-func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority) error {
-	out, err := h.levels[i].Request(ids, prio)
+// left, and passes the victims down under WriteBack. demoted says the ids
+// are the victims of the tier above rather than a request's blocks.
+func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bool) error {
+	var out Outcome
+	var err error
+	if demoted && h.demoteQuietly[i] {
+		out, err = h.levels[i].admit(ids, prio)
+	} else {
+		out, err = h.levels[i].Request(ids, prio)
+	}
 	if err != nil {
 		return fmt.Errorf("tier %d (%s): %w", i, h.stats[i].Medium, err)
 	}
@@ -512,7 +531,7 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority) error {
 	// the events never loses it in between, which one that finds a lower
 	// tier's block through its entry above (llm-d's) needs.
 	if len(down) > 0 && h.write == WriteBack && i+1 < len(h.levels) {
-		err = h.store(i+1, down, kvevict.PriorityLow)
+		err = h.store(i+1, down, kvevict.PriorityLow, true)
 	}
 	// The victims leave before the blocks that need their room enter: a
 	// mirror applying the events in order never holds more than the tier.
@@ -550,7 +569,7 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 		return nil
 	}
 	for i := 1; i < len(h.levels); i++ {
-		if err := h.store(i, offered, kvevict.PriorityLow); err != nil {
+		if err := h.store(i, offered, kvevict.PriorityLow, false); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -513,6 +514,63 @@ func TestTiersBelowLearnEveryRequest(t *testing.T) {
 			}
 			if below == 0 {
 				t.Fatal("no request found a block below the GPU: the script exercises little")
+			}
+		})
+	}
+}
+
+// TestDemotionIsNoRequestToAuto: under write-back a tier below the GPU
+// takes the victims of the tier above. Load told it of the request
+// already, so a tier of Auto, which counts requests, is told nothing more
+// of the blocks it takes (counted again, every block would gain a request
+// each time it went down); a tier of ARC, whose history takes a block in
+// on an access, is told of exactly the blocks it takes, in order.
+func TestDemotionIsNoRequestToAuto(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exclusive=%v", exclusive), func(t *testing.T) {
+			h := newHierarchy(t, Config{
+				Levels: []Level{
+					lru(GPU, 4),
+					{Medium: CPU, Capacity: 8, Strategy: kvevict.Auto},
+					{Medium: Storage, Capacity: 16, Strategy: kvevict.ARC},
+				},
+				Write: WriteBack, Exclusive: exclusive,
+			})
+			on := false
+			got := make([][]uint64, len(h.levels))
+			for i := 1; i < len(h.levels); i++ {
+				h.levels[i].store = recordingStore{store: h.levels[i].store, on: &on, got: &got[i]}
+			}
+			rng := rand.New(rand.NewPCG(5, 8))
+			demoted := make([]int, len(h.levels))
+			for r := range 300 {
+				hashes := make([]uint64, 1+rng.IntN(6))
+				base := uint64(rng.IntN(12)) * 8
+				for i := range hashes {
+					hashes[i] = base + uint64(i)
+				}
+				if err := h.Load(hashes, h.Lookup(hashes)); err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					got[i] = got[i][:0]
+				}
+				on = true
+				if err := h.Admit(hashes, kvevict.PriorityLow); err != nil {
+					t.Fatal(err)
+				}
+				on = false
+				if len(got[1]) != 0 {
+					t.Fatalf("request %d %v: the tier of Auto told of %v, demoted %v", r, hashes, got[1], h.Victims(0))
+				}
+				if !slices.Equal(got[2], h.Victims(1)) {
+					t.Fatalf("request %d %v: the tier of ARC told of %v, demoted %v", r, hashes, got[2], h.Victims(1))
+				}
+				demoted[1] += len(h.Victims(0))
+				demoted[2] += len(h.Victims(1))
+			}
+			if demoted[1] == 0 || demoted[2] == 0 {
+				t.Fatalf("blocks demoted into each tier below: %v; the script exercises little", demoted[1:])
 			}
 		})
 	}
