@@ -240,3 +240,79 @@ func BenchmarkIndexMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexAutoTier is an Index of Auto as an exclusive tier below
+// the GPU uses it (package tier), at n = 10,000 one-block sequences: per
+// op, k held sequences requested and taken up (UpdateAccess, Remove), k
+// new ones demoted into it (UpdateAccess is not called for them: a
+// demotion is no request), then k evicted and k more demoted. Auto's
+// history keeps a removed id as resident until it is the least recently
+// requested, so it drops long-held sequences no request touched and admits
+// them again at the next eviction, with their old LastAccess.
+func BenchmarkIndexAutoTier(b *testing.B) {
+	const n = 10_000
+	for _, k := range []int{16, 256} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			x, err := kvevict.NewIndex(kvevict.Auto, kvevict.WithCapacity(n), kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var held []uint64         // the held ids
+			pos := map[uint64]int{}   // where each is in held
+			free := make([]int, 0, n) // blocks no sequence holds
+			blocks := make([]int, n)
+			for i := range blocks {
+				blocks[i] = i
+				free = append(free, n-1-i)
+			}
+			next, tick := uint64(0), int64(0)
+			add := func() {
+				block := free[len(free)-1]
+				free = free[:len(free)-1]
+				tick++
+				if err := x.Add(kvevict.Candidate{ID: next, Blocks: blocks[block : block+1 : block+1], LastAccess: tick}); err != nil {
+					b.Fatal(err)
+				}
+				pos[next] = len(held)
+				held = append(held, next)
+				next++
+			}
+			gone := func(id uint64, block int) {
+				i := pos[id]
+				last := held[len(held)-1]
+				held[i], pos[last] = last, i
+				held = held[:len(held)-1]
+				delete(pos, id)
+				free = append(free, block)
+			}
+			for range n {
+				add()
+			}
+			var victims []kvevict.Victim
+			for b.Loop() {
+				for range k {
+					id := held[rng.IntN(len(held))]
+					x.UpdateAccess(id)
+					c, _ := x.Get(id)
+					x.Remove(id)
+					gone(id, c.Blocks[0])
+				}
+				for range k {
+					add()
+				}
+				res, err := x.EvictAppend(victims[:0], k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				victims = res.Victims
+				for _, v := range victims {
+					gone(v.ID, v.Blocks[0])
+				}
+				for range k {
+					add()
+				}
+			}
+		})
+	}
+}

@@ -233,6 +233,13 @@ type autoGroup struct {
 	key  autoGroupKey
 	list dlist.List // ascending by (LastAccess, ID)
 	at   int32      // index in live
+	// last is the slot filed last, or dlist.None: where a walk to file the
+	// next starts when that one is neither the newest nor the oldest. An
+	// eviction admits its waiting candidates oldest first, each after the
+	// one before; a walk from the back would pass the group for each (on
+	// a tier of Auto, whose history drops a long-held block that no
+	// request touched and admits it again, thousands of steps a block).
+	last int32
 }
 
 // marked files the candidate in slot, marked as node n, in its group.
@@ -246,12 +253,25 @@ func (g *autoGroups) marked(slot, n int32) {
 	if !ok {
 		gi = g.open(key)
 	}
-	l := &g.groups[gi].list
-	at := l.Back
-	for at != dlist.None && !g.sortsBefore(at, slot) {
-		at = g.links.Prev(at)
+	grp := &g.groups[gi]
+	at := grp.list.Back
+	switch {
+	case at == dlist.None || g.sortsBefore(at, slot): // the newest: last
+	case !g.sortsBefore(grp.list.Front, slot): // the oldest: first
+		at = dlist.None
+	case grp.last != dlist.None && g.sortsBefore(grp.last, slot):
+		// Forward from the one filed last; the back ends the walk.
+		at = grp.last
+		for n := g.links.Next(at); g.sortsBefore(n, slot); n = g.links.Next(n) {
+			at = n
+		}
+	default: // back from the back; the front ends the walk
+		for !g.sortsBefore(at, slot) {
+			at = g.links.Prev(at)
+		}
 	}
-	g.links.InsertAfter(l, at, slot)
+	g.links.InsertAfter(&grp.list, at, slot)
+	grp.last = slot
 	st.group = gi + 1
 }
 
@@ -268,6 +288,9 @@ func (g *autoGroups) unmarked(slot int32) {
 		return
 	}
 	gi := st.group - 1
+	if g.groups[gi].last == slot {
+		g.groups[gi].last = g.links.Prev(slot)
+	}
 	g.links.Remove(&g.groups[gi].list, slot)
 	st.group = 0
 	if g.groups[gi].list.Len == 0 {
@@ -285,7 +308,7 @@ func (g *autoGroups) open(key autoGroupKey) int32 {
 		gi = int32(len(g.groups))
 		g.groups = append(g.groups, autoGroup{})
 	}
-	g.groups[gi] = autoGroup{key: key, list: dlist.Empty(), at: int32(len(g.live))}
+	g.groups[gi] = autoGroup{key: key, list: dlist.Empty(), at: int32(len(g.live)), last: dlist.None}
 	g.live = append(g.live, gi)
 	g.byKey[key] = gi
 	return gi
