@@ -9,6 +9,21 @@ import (
 	"github.com/sagellm/kvevict/tier"
 )
 
+// vllmFigures are vLLM's offloading on the conversation trace, from its
+// own code: TestVLLMOffloadFigures says how they were derived.
+var vllmFigures = []struct {
+	policy                                       kvevict.Strategy
+	gpu                                          int
+	gpuHits, cpuHits, stored, cpuEvicted, failed int64
+}{
+	{kvevict.LRU, 1000, 12_847, 12_117, 263_536, 259_536, 0},
+	{kvevict.LRU, 2500, 16_974, 44_072, 227_454, 217_454, 0},
+	{kvevict.LRU, 5000, 32_260, 50_775, 205_465, 185_465, 0},
+	{kvevict.ARC, 1000, 12_847, 16_260, 192_946, 188_946, 66_244},
+	{kvevict.ARC, 2500, 16_974, 39_541, 231_481, 221_481, 0},
+	{kvevict.ARC, 5000, 32_260, 50_085, 206_155, 186_155, 0},
+}
+
 // TestVLLMOffloadFigures replays the conversation trace through
 // tier.WriteVLLM and checks it against vLLM's own code.
 //
@@ -44,18 +59,7 @@ func TestVLLMOffloadFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		policy                                       kvevict.Strategy
-		gpu                                          int
-		gpuHits, cpuHits, stored, cpuEvicted, failed int64
-	}{
-		{kvevict.LRU, 1000, 12_847, 12_117, 263_536, 259_536, 0},
-		{kvevict.LRU, 2500, 16_974, 44_072, 227_454, 217_454, 0},
-		{kvevict.LRU, 5000, 32_260, 50_775, 205_465, 185_465, 0},
-		{kvevict.ARC, 1000, 12_847, 16_260, 192_946, 188_946, 66_244},
-		{kvevict.ARC, 2500, 16_974, 39_541, 231_481, 221_481, 0},
-		{kvevict.ARC, 5000, 32_260, 50_085, 206_155, 186_155, 0},
-	} {
+	for _, c := range vllmFigures {
 		t.Run(fmt.Sprintf("%s/gpu=%d", c.policy, c.gpu), func(t *testing.T) {
 			rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
 				Config: Config{Capacity: c.gpu},
@@ -76,5 +80,50 @@ func TestVLLMOffloadFigures(t *testing.T) {
 				t.Errorf("misses %d, want %d", rep.Misses, want)
 			}
 		})
+	}
+}
+
+// TestChosenTiersBeatVLLM checks the tier configuration docs/tiers.md
+// chooses on the synthetic workloads alone (docs/tiers_choose.py: GPU LRU,
+// a host tier of Auto four times its size, written back, exclusive) on the
+// conversation trace, against vLLM's offloading with lru as vLLM's own
+// code gives it (vllmFigures): more hits at each GPU size, and on average
+// at least a quarter of the gap between vLLM's hit ratio and Belady's MIN
+// at the total capacity (GPU and host) closed.
+func TestChosenTiersBeatVLLM(t *testing.T) {
+	if reduced() {
+		t.Skip("three tiered replays and three of Belady over the whole trace; run without -short and -race")
+	}
+	w := loadConversation(t)
+	closed := 0.0
+	n := 0
+	for _, v := range vllmFigures {
+		if v.policy != kvevict.LRU {
+			continue
+		}
+		rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
+			Config:    Config{Capacity: v.gpu},
+			Below:     []tier.Level{{Medium: tier.CPU, Capacity: 4 * v.gpu, Strategy: kvevict.Auto}},
+			Write:     tier.WriteBack,
+			Exclusive: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		min, err := Belady(w, Config{Capacity: 5 * v.gpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vllm := float64(v.gpuHits+v.cpuHits) / float64(rep.BlockRefs)
+		share := (rep.HitRatio - vllm) / (min.HitRatio - vllm)
+		t.Logf("GPU %d blocks: vLLM %.4f, chosen %.4f, Belady total %.4f: %.1f%% of the gap", v.gpu, vllm, rep.HitRatio, min.HitRatio, 100*share)
+		if rep.HitRatio <= vllm {
+			t.Errorf("GPU %d blocks: hit ratio %.4f, not above vLLM's %.4f", v.gpu, rep.HitRatio, vllm)
+		}
+		closed += share
+		n++
+	}
+	if mean := closed / float64(n); mean < 0.25 {
+		t.Errorf("mean share of the gap closed %.1f%%, want at least 25%%", 100*mean)
 	}
 }
