@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/sagellm/kvevict"
-	"github.com/sagellm/kvevict/internal/tracetest"
 	"github.com/sagellm/kvevict/tier"
 )
 
@@ -55,10 +54,7 @@ func TestVLLMOffloadFigures(t *testing.T) {
 	if reduced() {
 		t.Skip("six replays of the whole trace; run without -short and -race")
 	}
-	w, err := LoadTrace(tracetest.Conversation(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := loadConversation(t)
 	for _, c := range vllmFigures {
 		t.Run(fmt.Sprintf("%s/gpu=%d", c.policy, c.gpu), func(t *testing.T) {
 			rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
@@ -110,13 +106,13 @@ func TestChosenTiersBeatVLLM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		min, err := Belady(w, Config{Capacity: 5 * v.gpu})
+		belady, err := Belady(w, Config{Capacity: 5 * v.gpu})
 		if err != nil {
 			t.Fatal(err)
 		}
 		vllm := float64(v.gpuHits+v.cpuHits) / float64(rep.BlockRefs)
-		share := (rep.HitRatio - vllm) / (min.HitRatio - vllm)
-		t.Logf("GPU %d blocks: vLLM %.4f, chosen %.4f, Belady total %.4f: %.1f%% of the gap", v.gpu, vllm, rep.HitRatio, min.HitRatio, 100*share)
+		share := (rep.HitRatio - vllm) / (belady.HitRatio - vllm)
+		t.Logf("GPU %d blocks: vLLM %.4f, chosen %.4f, Belady total %.4f: %.1f%% of the gap", v.gpu, vllm, rep.HitRatio, belady.HitRatio, 100*share)
 		if rep.HitRatio <= vllm {
 			t.Errorf("GPU %d blocks: hit ratio %.4f, not above vLLM's %.4f", v.gpu, rep.HitRatio, vllm)
 		}

@@ -240,16 +240,15 @@ func (m *Match) Hits() int {
 // [Hierarchy.Request] does all four. Every transfer completes within the
 // call that starts it. Not safe for concurrent use.
 type Hierarchy struct {
-	levels        []*Cache
-	demoteQuietly []bool // per tier: a demotion into it is not told to its strategy as a request
-	stats         []Stats
-	write         Write
-	threshold     int
-	exclusive     bool
-	external      bool // ExternalGPU: levels[0] is nil
-	events        func(Event)
-	seen          *Cache   // WriteSelective's request counts, bounded
-	vllm          *vllmCPU // WriteVLLM's host tier, in place of levels[1]
+	levels    []*Cache
+	stats     []Stats
+	write     Write
+	threshold int
+	exclusive bool
+	external  bool // ExternalGPU: levels[0] is nil
+	events    func(Event)
+	seen      *Cache   // WriteSelective's request counts, bounded
+	vllm      *vllmCPU // WriteVLLM's host tier, in place of levels[1]
 
 	match   Match
 	offered []uint64 // scratch: the blocks Offer stores
@@ -267,7 +266,6 @@ func New(cfg Config) (*Hierarchy, error) {
 	h := &Hierarchy{
 		write: cfg.write(), threshold: cfg.Threshold, exclusive: cfg.Exclusive, external: cfg.ExternalGPU, events: cfg.Events,
 		match: Match{Runs: make([]int, len(cfg.Levels))}, evicted: make([][]uint64, len(cfg.Levels)),
-		demoteQuietly: make([]bool, len(cfg.Levels)),
 	}
 	for i, l := range cfg.Levels {
 		h.stats = append(h.stats, Stats{Medium: l.Medium, Capacity: l.Capacity, Strategy: l.Strategy})
@@ -303,13 +301,6 @@ func New(cfg Config) (*Hierarchy, error) {
 			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)
 		}
 		h.levels = append(h.levels, c)
-		// Auto counts requests, and a demotion is none: the request was
-		// told when it came (Load under WriteBack). Its history takes a
-		// block in when the tier holds it. A list strategy's history
-		// takes a block in on an access, the step before the selection
-		// that admits it, so a demotion is told to it as one; a key
-		// strategy learns nothing from either.
-		h.demoteQuietly[i] = l.Strategy == kvevict.Auto
 	}
 	if h.write == WriteSelective {
 		seen, err := NewCache(kvevict.LRU, selectiveTracked, kvevict.WithTiming(false), kvevict.WithEvictionHistory(0))
@@ -507,7 +498,13 @@ func (h *Hierarchy) Demote(victims []uint64) error {
 func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bool) error {
 	var out Outcome
 	var err error
-	if demoted && h.demoteQuietly[i] {
+	if demoted && h.stats[i].Strategy == kvevict.Auto {
+		// Auto counts requests, and a demotion is none: the request was
+		// told when it came (Load under WriteBack). Its history takes a
+		// block in when the tier holds it. A list strategy's history
+		// takes a block in on an access, the step before the selection
+		// that admits it, so a demotion is told to it as one; a key
+		// strategy learns nothing from either.
 		out, err = h.levels[i].admit(ids, prio)
 	} else {
 		out, err = h.levels[i].Request(ids, prio)

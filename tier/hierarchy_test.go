@@ -444,6 +444,28 @@ func (r recordingStore) access(id uint64) {
 	r.store.access(id)
 }
 
+// recordBelow has the strategy of each tier below h's GPU record what it is
+// told while *on is true, in got[i] for tier i.
+func recordBelow(h *Hierarchy) (on *bool, got [][]uint64) {
+	on = new(bool)
+	got = make([][]uint64, len(h.levels))
+	for i := 1; i < len(h.levels); i++ {
+		h.levels[i].store = recordingStore{store: h.levels[i].store, on: on, got: &got[i]}
+	}
+	return on, got
+}
+
+// scriptRequest returns a request of 1 to 6 blocks from the start of one
+// of 12 prefixes of 8, so that requests share and repeat blocks.
+func scriptRequest(rng *rand.Rand) []uint64 {
+	hashes := make([]uint64, 1+rng.IntN(6))
+	base := uint64(rng.IntN(12)) * 8
+	for i := range hashes {
+		hashes[i] = base + uint64(i)
+	}
+	return hashes
+}
+
 // TestTiersBelowLearnEveryRequest: under write-back, inclusive or
 // exclusive, Load tells each tier below the GPU of every block of the
 // request, once and in order, whichever tier holds it; under write-through
@@ -467,28 +489,20 @@ func TestTiersBelowLearnEveryRequest(t *testing.T) {
 				Levels: []Level{lru(GPU, 4), {Medium: CPU, Capacity: 8, Strategy: kvevict.ARC}, lru(Storage, 16)},
 				Write:  tc.write, Threshold: tc.threshold, Exclusive: tc.exclusive,
 			})
-			on := false
-			got := make([][]uint64, len(h.levels))
-			for i := 1; i < len(h.levels); i++ {
-				h.levels[i].store = recordingStore{store: h.levels[i].store, on: &on, got: &got[i]}
-			}
+			on, got := recordBelow(h)
 			rng := rand.New(rand.NewPCG(3, 5))
 			below := 0
 			for r := range 300 {
-				hashes := make([]uint64, 1+rng.IntN(6))
-				base := uint64(rng.IntN(12)) * 8
-				for i := range hashes {
-					hashes[i] = base + uint64(i)
-				}
+				hashes := scriptRequest(rng)
 				m := h.Lookup(hashes)
 				for i := range got {
 					got[i] = got[i][:0]
 				}
-				on = true
+				*on = true
 				if err := h.Load(hashes, m); err != nil {
 					t.Fatal(err)
 				}
-				on = false
+				*on = false
 				at := m.Runs[0]
 				for i := 1; i < len(h.levels); i++ {
 					run := hashes[at : at+m.Runs[i]]
@@ -536,30 +550,22 @@ func TestDemotionIsNoRequestToAuto(t *testing.T) {
 				},
 				Write: WriteBack, Exclusive: exclusive,
 			})
-			on := false
-			got := make([][]uint64, len(h.levels))
-			for i := 1; i < len(h.levels); i++ {
-				h.levels[i].store = recordingStore{store: h.levels[i].store, on: &on, got: &got[i]}
-			}
+			on, got := recordBelow(h)
 			rng := rand.New(rand.NewPCG(5, 8))
 			demoted := make([]int, len(h.levels))
 			for r := range 300 {
-				hashes := make([]uint64, 1+rng.IntN(6))
-				base := uint64(rng.IntN(12)) * 8
-				for i := range hashes {
-					hashes[i] = base + uint64(i)
-				}
+				hashes := scriptRequest(rng)
 				if err := h.Load(hashes, h.Lookup(hashes)); err != nil {
 					t.Fatal(err)
 				}
 				for i := range got {
 					got[i] = got[i][:0]
 				}
-				on = true
+				*on = true
 				if err := h.Admit(hashes, kvevict.PriorityLow); err != nil {
 					t.Fatal(err)
 				}
-				on = false
+				*on = false
 				if len(got[1]) != 0 {
 					t.Fatalf("request %d %v: the tier of Auto told of %v, demoted %v", r, hashes, got[1], h.Victims(0))
 				}
