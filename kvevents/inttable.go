@@ -14,14 +14,18 @@ import (
 // producer chose cannot pile up on one probe sequence that the producer
 // could predict.
 //
-// The zero intTable is empty and ready to use.
+// The zero intTable is empty and ready to use, with a seed of zero: its
+// owner draws one ([newSeed]) before the first key goes in, so that mix
+// stays a few instructions the compiler inlines.
 type intTable struct {
 	entries []intEntry // a power of two of them, or none
 	count   int
 	shift   uint8 // 32 - log2(len(entries))
 	seed    uint64
-	seeded  bool
 }
+
+// newSeed returns a seed for an intTable.
+func newSeed() uint64 { return rand.Uint64() }
 
 // intEntry is one bucket: slot is the block's slot plus one, 0 for an
 // empty bucket, and mix the top bits of its hash's mix, which pick its
@@ -44,12 +48,8 @@ const (
 	minBuckets = 16
 )
 
-// mix returns the top bits of k mixed with the table's seed, which it
-// draws on first use.
+// mix returns the top bits of k mixed with the table's seed.
 func (t *intTable) mix(k uint64) uint32 {
-	if !t.seeded {
-		t.seed, t.seeded = rand.Uint64(), true
-	}
 	// splitmix64's finalizer: every bit of k moves the top bits.
 	z := k ^ t.seed
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9

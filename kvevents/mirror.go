@@ -221,6 +221,9 @@ func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
 		t = &topicIndex{oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}}
+		for i := range t.index {
+			t.index[i].ints.seed = newSeed()
+		}
 		m.topics[name] = t
 	}
 	return t
@@ -321,7 +324,10 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 		p.children++
 	}
 	n := t.alloc()
-	t.slab[n] = block{hash: k.hash.n, mix: probe, set: k.set, isBytes: k.hash.isBytes, parent: parent}
+	// Field by field: alloc's slot is zero, and a composite literal
+	// would be built on the stack and then copied in.
+	b := &t.slab[n]
+	b.hash, b.mix, b.parent, b.set, b.isBytes = k.hash.n, probe, parent, k.set, k.hash.isBytes
 	if k.hash.isBytes {
 		if t.bytesKeys == nil {
 			t.bytesKeys = make(map[int32]string)
@@ -402,7 +408,7 @@ func (t *topicIndex) unlink(n int32) {
 	b.older, b.newer = noSlot, noSlot
 }
 
-// alloc returns a slot for a new block, reusing a released one.
+// alloc returns a zero slot for a new block, reusing a released one.
 func (t *topicIndex) alloc() int32 {
 	if k := len(t.free); k > 0 {
 		n := t.free[k-1]
