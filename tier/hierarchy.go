@@ -252,7 +252,6 @@ type Hierarchy struct {
 
 	match   Match
 	offered []uint64 // scratch: the blocks Offer stores
-	demoted []uint64 // scratch: the demoted blocks a tier does not hold yet
 	kept    []uint64 // scratch: the blocks Admit will keep on the GPU
 	seenIDs idmap.Map[struct{}]
 	evicted [][]uint64 // per tier, its victims since the latest Request began
@@ -497,19 +496,6 @@ func (h *Hierarchy) Demote(victims []uint64) error {
 // left, and passes the victims down under WriteBack. demoted says the ids
 // are the victims of the tier above rather than a request's blocks.
 func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bool) error {
-	if demoted && !h.exclusive {
-		// An inclusive tier may still hold a demoted block (a load left
-		// its copy there): the block is not stored again, touched nor
-		// counted, as vLLM's prepare_store passes over the keys it holds
-		// (vllmCPU.store).
-		h.demoted = h.demoted[:0]
-		for _, id := range ids {
-			if !h.levels[i].Contains(id) {
-				h.demoted = append(h.demoted, id)
-			}
-		}
-		ids = h.demoted
-	}
 	var out Outcome
 	var err error
 	if demoted && h.stats[i].Strategy == kvevict.Auto {
