@@ -169,14 +169,15 @@ type Outcome struct {
 // O(len(ids) log n) in an Index.
 func (c *Cache) Request(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	c.note(ids)
-	return c.admit(ids, prio)
+	return c.admit(ids, prio, true)
 }
 
-// admit is [Cache.Request] without its first step: the strategy is not
-// told of a request. For blocks a tier takes that no request asked of it
-// (a demotion from the tier above), where the strategy learns from
-// requests alone.
-func (c *Cache) admit(ids []uint64, prio kvevict.Priority) (Outcome, error) {
+// admit is [Cache.Request] without its first step, the strategy's note of
+// the request. requested says ids are a request's: when they are not (a
+// demotion from the tier above, which no request asked of this tier), a
+// block found resident is touched but counts no hit and no use, and a
+// block that enters no miss.
+func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outcome, error) {
 	c.ids = idmap.Distinct(ids, len(ids), c.ids, &c.seen)
 	over := max(0, len(c.ids)-c.capacity)
 	c.ids = c.ids[:len(c.ids)-over]
@@ -207,8 +208,10 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	}
 	out.Loaded, out.Over = missing, over
 	c.entered = c.entered[:0]
-	c.misses += uint64(missing)
-	c.hits += uint64(len(c.ids) - missing)
+	if requested {
+		c.misses += uint64(missing)
+		c.hits += uint64(len(c.ids) - missing)
+	}
 	created := c.tick + 1
 	for i, id := range c.ids {
 		if c.hit[i] {
@@ -224,7 +227,7 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority) (Outcome, error) {
 	out.Entered = c.entered
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
-		if err := c.store.touch(j, c.ids[j], c.tick, prio, c.hit[j]); err != nil {
+		if err := c.store.touch(j, c.ids[j], c.tick, prio, requested && c.hit[j]); err != nil {
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}

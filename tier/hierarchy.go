@@ -498,14 +498,19 @@ func (h *Hierarchy) Demote(victims []uint64) error {
 func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bool) error {
 	var out Outcome
 	var err error
-	if demoted && h.stats[i].Strategy == kvevict.Auto {
-		// Auto counts requests, and a demotion is none: the request was
-		// told when it came (Load under WriteBack). Its history takes a
-		// block in when the tier holds it. A list strategy's history
-		// takes a block in on an access, the step before the selection
-		// that admits it, so a demotion is told to it as one; a key
-		// strategy learns nothing from either.
-		out, err = h.levels[i].admit(ids, prio)
+	if demoted {
+		// A demotion is no request: the request was told when it came
+		// (Load under WriteBack), so a block the tier holds already (an
+		// inclusive tier may) counts no hit and no use there. It is
+		// touched: the tier learns the block was in use above until now.
+		// Auto counts requests, and its history takes a block in when
+		// the tier holds it, so it is told nothing. A list strategy's
+		// history takes a block in on an access, the step before the
+		// selection that admits it, so a demotion is told to it as one.
+		if h.stats[i].Strategy != kvevict.Auto {
+			h.levels[i].note(ids)
+		}
+		out, err = h.levels[i].admit(ids, prio, false)
 	} else {
 		out, err = h.levels[i].Request(ids, prio)
 	}

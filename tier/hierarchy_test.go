@@ -581,3 +581,49 @@ func TestDemotionIsNoRequestToAuto(t *testing.T) {
 		})
 	}
 }
+
+// TestInclusiveDemotionOfAHeldBlock follows a block that an inclusive
+// host still holds when the GPU lets it go again, worked by hand (GPU of 2
+// blocks, host of 4, both LRU, write-back):
+//
+//	[1], [2]  the GPU holds 1 and 2
+//	[3]       the GPU evicts 1: the host stores it
+//	[1]       a load from the host, which keeps its copy: the host's one
+//	          hit, and 1's second use; the GPU evicts 2: the host stores it
+//	[4]       the GPU evicts 3: the host stores it
+//	[5]       the GPU evicts 1, which the host holds: a touch there (1 is
+//	          now the host's newest), but no hit and no use, since no
+//	          request asked the host for it
+//	[6]       the GPU evicts 4: the host stores it, and is full
+//	[7]       the GPU evicts 5: the host evicts its least recent, 2
+//
+// Before, the demotion of [5] was a hit on the host, and each demotion
+// that stored a block a miss: 2 hits, 5 misses, and 1 had 3 uses, a count
+// LFU-like strategies rank by.
+func TestInclusiveDemotionOfAHeldBlock(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 2), lru(CPU, 4)}, Write: WriteBack})
+	for _, id := range []uint64{1, 2, 3, 1, 4, 5, 6, 7} {
+		hashes := []uint64{id}
+		if err := h.Load(hashes, h.Lookup(hashes)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Admit(hashes, kvevict.PriorityLow); err != nil {
+			t.Fatal(err)
+		}
+		if id == 5 {
+			if got := h.levels[1].Uses(1); got != 2 {
+				t.Errorf("block 1 has %d uses on the host after its second demotion, want 2", got)
+			}
+		}
+	}
+	if got := h.Victims(1); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("the host's last victims %v, want [2]: the demotion of the block it held touches it", got)
+	}
+	host := h.levels[1]
+	if host.Hits() != 1 || host.Misses() != 0 {
+		t.Errorf("the host counts %d hits and %d misses, want 1 and 0: a demotion is no request", host.Hits(), host.Misses())
+	}
+	if st := h.Stats()[1]; st.Stored != 5 || st.Hits != 1 || st.Evicted != 1 {
+		t.Errorf("host stats: %d stored, %d hits, %d evicted; want 5, 1, 1", st.Stored, st.Hits, st.Evicted)
+	}
+}
