@@ -1,9 +1,6 @@
 package kvevents
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 // fuzzEvents reads batches of events from data, a few bits at a time, for
 // FuzzMirror: hashes from a small universe (odd ones as bytes hashes, so
@@ -12,14 +9,8 @@ import (
 // "GPU" are the same pair), so that more pairs than MaxGroups arrive. Each
 // batch comes with whether its message is marked Restart.
 func fuzzEvents(data []byte, several bool) (batches [][]Event, restarts []bool) {
-	next := func() byte {
-		if len(data) == 0 {
-			return 0
-		}
-		b := data[0]
-		data = data[1:]
-		return b
-	}
+	in := fuzzInput(data)
+	next := in.next
 	hash := func() Hash {
 		h := uint64(next() % 48)
 		if h%2 == 1 {
@@ -40,7 +31,7 @@ func fuzzEvents(data []byte, several bool) (batches [][]Event, restarts []bool) 
 		return group, media[next()%4]
 	}
 	var batch []Event
-	for len(data) > 0 {
+	for len(in) > 0 {
 		switch op := next(); op % 8 {
 		case 0:
 			batch = append(batch, &AllBlocksCleared{})
@@ -67,6 +58,19 @@ func fuzzEvents(data []byte, several bool) (batches [][]Event, restarts []bool) 
 		}
 	}
 	return append(batches, batch), append(restarts, false)
+}
+
+// fuzzInput is a fuzz target's bytes, read one at a time.
+type fuzzInput []byte
+
+// next returns the next byte, or 0 once none is left.
+func (in *fuzzInput) next() byte {
+	if len(*in) == 0 {
+		return 0
+	}
+	b := (*in)[0]
+	*in = (*in)[1:]
+	return b
 }
 
 // FuzzMirror hands a Mirror batches read from arbitrary bytes, as a
@@ -112,15 +116,7 @@ func FuzzMirror(f *testing.F) {
 				ref.apply(capacity, []Event{&AllBlocksCleared{}})
 			}
 			ref.apply(capacity, events)
-			ti := m.topics["e"]
-			var got, want []Hash
-			for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
-				got = append(got, ti.key(n).hash)
-			}
-			for b := ref.leaves.next; b != &ref.leaves; b = b.next {
-				want = append(want, b.hash)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
+			if got, want := mirrorLeaves(m, "e"), ref.leafHashes(); got != want {
 				t.Fatalf("batch %d: leaves %v, reference %v", i, got, want)
 			}
 			if st.ResidentBlocks != len(ref.blocks) || st.EvictedBlocks != ref.evicted {

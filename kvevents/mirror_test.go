@@ -402,6 +402,26 @@ func (r *refTopic) remove(b *refBlock) {
 	}
 }
 
+// leafHashes returns the hashes of r's leaves, oldest first, as text.
+func (r *refTopic) leafHashes() string {
+	var out []Hash
+	for b := r.leaves.next; b != &r.leaves; b = b.next {
+		out = append(out, b.hash)
+	}
+	return fmt.Sprint(out)
+}
+
+// mirrorLeaves returns the hashes of topic's leaves in m, oldest first, as
+// text, to compare with refTopic.leafHashes.
+func mirrorLeaves(m *Mirror, topic string) string {
+	ti := m.topics[topic]
+	var out []Hash
+	for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
+		out = append(out, ti.key(n).hash)
+	}
+	return fmt.Sprint(out)
+}
+
 func (r *refTopic) apply(capacity int, events []Event) {
 	for _, ev := range events {
 		switch ev := ev.(type) {
@@ -482,15 +502,7 @@ func TestMirrorAgainstReference(t *testing.T) {
 		ref.apply(capacity, events)
 		checkMirror(t, m)
 
-		ti := m.topics["e"]
-		var got, want []Hash
-		for n := ti.oldest; n != noSlot; n = ti.slab[n].newer {
-			got = append(got, ti.key(n).hash)
-		}
-		for b := ref.leaves.next; b != &ref.leaves; b = b.next {
-			want = append(want, b.hash)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := mirrorLeaves(m, "e"), ref.leafHashes(); got != want {
 			t.Fatalf("step %d: leaves %v, reference %v", step, got, want)
 		}
 		for h := range uint64(universe) {

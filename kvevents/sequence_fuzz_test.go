@@ -36,14 +36,8 @@ func FuzzSequence(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const maxTopics, maxGap = 3, 100
 		s := newSequenceSubscriber(maxTopics, maxGap)
-		next := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			b := data[0]
-			data = data[1:]
-			return b
-		}
+		in := fuzzInput(data)
+		next := in.next
 		sent := make(map[string]int64) // the last number sent per topic
 		delivered := make(map[string]int64)
 		batch := make(map[string]float64) // the TS of the batch delivered last per topic
@@ -68,7 +62,7 @@ func FuzzSequence(f *testing.F) {
 				t.Fatalf("%d topics delivered, at most %d followed", len(delivered), maxTopics)
 			}
 		}
-		for len(data) > 0 {
+		for len(in) > 0 {
 			op := next()
 			topic := topics[op%8%5]
 			var seq int64
