@@ -168,14 +168,8 @@ func BenchmarkReplayTiersDay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	model, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cost, err := tier.NewCost(model, w.BlockTokens, tier.DefaultCompute(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	model := llama(b)
+	cost := mustCost(b, model, w.BlockTokens, tier.DefaultCompute(), nil)
 	refs := blockRefs(w)
 	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {
 		for _, write := range []tier.Write{tier.WriteThrough, tier.WriteBack} {
@@ -204,14 +198,8 @@ func BenchmarkCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := llama(b)
+	cost := mustCost(b, m, w.BlockTokens, tier.DefaultCompute(), nil)
 	for _, router := range []string{"round-robin", "direct"} {
 		for _, timed := range []bool{false, true} {
 			b.Run(fmt.Sprintf("router=%s/time=%v", router, timed), func(b *testing.B) {

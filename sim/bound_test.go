@@ -117,13 +117,7 @@ func syntheticPriced(t *testing.T, name string) (*Workload, *tier.Cost) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := llama(t)
+	cost := mustCost(t, m, w.BlockTokens, tier.DefaultCompute(), nil)
 	return w, cost
 }

@@ -24,14 +24,8 @@ func handTimed(t *testing.T) (*Workload, *tier.Cost) {
 		{Timestamp: 20, InputTokens: 48, HashIDs: []uint64{1, 2, 3}},
 		{Timestamp: 100, InputTokens: 16, HashIDs: []uint64{4}},
 	}}
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cost, err := tier.NewCost(m, 16, tier.Compute{TokensPerSecond: 1000}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := llama(t)
+	cost := mustCost(t, m, 16, tier.Compute{TokensPerSecond: 1000}, nil)
 	return w, cost
 }
 
@@ -189,14 +183,8 @@ func TestTTFTRouterConversation(t *testing.T) {
 	}
 	t.Parallel()
 	w := loadConversation(t)
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cost, err := tier.NewCost(m, w.BlockTokens, tier.DefaultCompute(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := llama(t)
+	cost := mustCost(t, m, w.BlockTokens, tier.DefaultCompute(), nil)
 	for _, tc := range []struct {
 		engines int
 		speedup float64
@@ -240,16 +228,10 @@ func TestTTFTRouterConversation(t *testing.T) {
 // all four. Request 2, [1 2] at 200 ms, finds both on the host: loaded in
 // 1 + 2 ms, nothing left to prefill. TTFTs 32, 32 and 3 ms; 2 hits of 6.
 func TestClusterTiersByHand(t *testing.T) {
-	m, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := llama(t)
 	block := m.BytesPerBlock(16)
-	cost, err := tier.NewCost(m, 16, tier.Compute{TokensPerSecond: 1000},
+	cost := mustCost(t, m, 16, tier.Compute{TokensPerSecond: 1000},
 		map[tier.Medium]tier.Link{tier.CPU: {Bandwidth: float64(block) * 1000, Latency: time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &Workload{Name: "hand", BlockTokens: 16, Requests: []Request{
 		{Timestamp: 0, InputTokens: 32, HashIDs: []uint64{1, 2}},
 		{Timestamp: 100, InputTokens: 32, HashIDs: []uint64{3, 4}},
@@ -439,16 +421,10 @@ func TestTierRouterByHand(t *testing.T) {
 		t.Errorf("a negative weight: %v", err)
 	}
 
-	model, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := llama(t)
 	block := float64(model.BytesPerBlock(16)) * 1000
-	cost, err := tier.NewCost(model, 16, tier.Compute{TokensPerSecond: 1000}, map[tier.Medium]tier.Link{
+	cost := mustCost(t, model, 16, tier.Compute{TokensPerSecond: 1000}, map[tier.Medium]tier.Link{
 		tier.CPU: {Bandwidth: block, Latency: time.Millisecond}, tier.Storage: {Bandwidth: block, Latency: time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, err := NewTTFTRouter(m, cost)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,26 @@ import (
 	"github.com/sagellm/kvevict/tier"
 )
 
+// llama returns the model the tests price requests by: Llama-3-8B.
+func llama(tb testing.TB) tier.Model {
+	tb.Helper()
+	m, err := tier.LookupModel("llama-3-8b")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// mustCost is tier.NewCost for arguments a test knows are valid.
+func mustCost(tb testing.TB, m tier.Model, blockTokens int, c tier.Compute, links map[tier.Medium]tier.Link) *tier.Cost {
+	tb.Helper()
+	cost, err := tier.NewCost(m, blockTokens, c, links)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cost
+}
+
 // TestReplayTiersGPUIsReplay: the GPU of a tiered replay admits every
 // request's blocks as a plain replay does, whatever lies below it, so its
 // hits and evictions are Replay's, block for block (Auto above an
@@ -98,14 +118,8 @@ func TestReplayTiersClock(t *testing.T) {
 		{HashIDs: []uint64{1, 2}, InputTokens: 8},
 		{HashIDs: []uint64{1, 2, 3}, InputTokens: 10},
 	}}
-	model, err := tier.LookupModel("llama-3-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cost, err := tier.NewCost(model, 4, tier.DefaultCompute(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := llama(t)
+	cost := mustCost(t, model, 4, tier.DefaultCompute(), nil)
 	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 1},
 		Below: []tier.Level{{Medium: tier.CPU, Capacity: 4, Strategy: kvevict.LRU}}, Cost: cost})
 	if err != nil {

@@ -206,6 +206,20 @@ func TestParseWrite(t *testing.T) {
 	}
 }
 
+// writeModes are the ways of writing to the tiers below that the tests
+// run each scenario under.
+var writeModes = []struct {
+	name      string
+	write     Write
+	threshold int
+	exclusive bool
+}{
+	{"through", WriteThrough, 0, false},
+	{"selective=2", WriteSelective, 2, false},
+	{"back", WriteBack, 0, false},
+	{"back-exclusive", WriteBack, 0, true},
+}
+
 // TestHierarchyInvariants drives random prompts with shared prefixes
 // through every write policy and inclusion, every tier's strategy drawn
 // from the key and list strategies, and checks after each request: every
@@ -216,17 +230,7 @@ func TestParseWrite(t *testing.T) {
 // capacity exceeds every request).
 func TestHierarchyInvariants(t *testing.T) {
 	strategies := []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.FIFO, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto}
-	for _, mode := range []struct {
-		name      string
-		write     Write
-		threshold int
-		exclusive bool
-	}{
-		{"through", WriteThrough, 0, false},
-		{"selective=2", WriteSelective, 2, false},
-		{"back", WriteBack, 0, false},
-		{"back-exclusive", WriteBack, 0, true},
-	} {
+	for _, mode := range writeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, uint64(mode.write)))
 			var removed [3]int64

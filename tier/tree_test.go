@@ -19,17 +19,7 @@ import (
 // request): an index that finds a lower tier's store through an entry it
 // already has (llm-d's) never meets a block it does not know.
 func TestTreeEvents(t *testing.T) {
-	for _, mode := range []struct {
-		name      string
-		write     Write
-		threshold int
-		exclusive bool
-	}{
-		{"through", WriteThrough, 0, false},
-		{"selective=2", WriteSelective, 2, false},
-		{"back", WriteBack, 0, false},
-		{"back-exclusive", WriteBack, 0, true},
-	} {
+	for _, mode := range writeModes {
 		t.Run(mode.name, func(t *testing.T) {
 			capacity := []int{24, 48, 96}
 			mediums := []Medium{GPU, CPU, Storage}
