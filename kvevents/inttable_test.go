@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestIntTableAgainstMap applies random puts and deletes, on keys drawn
-// from a small range so that runs form and deletions shift entries back,
-// to an intTable and a Go map, and checks after each that every key of
-// the range is found exactly when the map holds it, under its slot.
+// TestIntTableAgainstMap applies random puts and deletes (by slot and by
+// key, in turn), on keys drawn from a small range so that runs form and
+// deletions shift entries back, to an intTable and a Go map, and checks
+// after each that every key of the range is found exactly when the map
+// holds it, under its slot.
 func TestIntTableAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tab intTable
@@ -17,7 +18,11 @@ func TestIntTableAgainstMap(t *testing.T) {
 	for step := range 20_000 {
 		k := rng.Uint64N(512)
 		if _, ok := ref[k]; ok {
-			tab.delete(tab.mix(k), ref[k])
+			if step%2 == 0 {
+				tab.delete(tab.mix(k), ref[k])
+			} else if got, ok := tab.deleteKey(k, slab); !ok || got != ref[k] {
+				t.Fatalf("step %d: deleteKey(%d) = %d, %v; want %d, true", step, k, got, ok, ref[k])
+			}
 			delete(ref, k)
 		} else {
 			slab[step].hash = k
@@ -46,6 +51,9 @@ func TestIntTableAgainstMap(t *testing.T) {
 		// under step 0's key, and deleting it under another key's mix took
 		// it out whenever that mix's probe reached it.
 		tab.delete(tab.mix(1<<40), int32(len(slab)))
+		if got, ok := tab.deleteKey(1<<40, slab); ok {
+			t.Fatalf("step %d: deleteKey of an absent key = %d, true", step, got)
+		}
 		n := 0
 		tab.all(func(slot int32) {
 			if k := slab[slot].hash; ref[k] != slot {

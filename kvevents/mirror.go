@@ -130,6 +130,22 @@ func (t *topicIndex) drop(n int32) {
 	t.residents--
 }
 
+// dropKey unfiles the resident block k and returns its slot, to detach;
+// ok is false if k is not resident. O(1).
+func (t *topicIndex) dropKey(k blockKey) (n int32, ok bool) {
+	x := &t.index[k.set]
+	if !k.hash.isBytes {
+		n, ok = x.ints.deleteKey(k.hash.n, t.slab)
+	} else if n, ok = x.bytes[k.hash.b]; ok {
+		delete(x.bytes, k.hash.b)
+	}
+	if ok {
+		x.count--
+		t.residents--
+	}
+	return n, ok
+}
+
 // each calls fn with every resident block and its slot.
 func (t *topicIndex) each(fn func(k blockKey, n int32)) {
 	for s := range t.sets {
@@ -273,8 +289,8 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				continue
 			}
 			for _, h := range ev.BlockHashes {
-				if n, _, ok := t.lookup(blockKey{h, s}); ok {
-					t.remove(n)
+				if n, ok := t.dropKey(blockKey{h, s}); ok {
+					t.detach(n)
 				}
 			}
 		case *AllBlocksCleared:
@@ -344,6 +360,12 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 // leaves.
 func (t *topicIndex) remove(n int32) {
 	t.drop(n)
+	t.detach(n)
+}
+
+// detach takes the block in slot n, which no index files any more, out of
+// the leaves and its parent's children, as remove describes. O(1).
+func (t *topicIndex) detach(n int32) {
 	bl := &t.slab[n]
 	parent := bl.parent
 	if bl.children == 0 {
