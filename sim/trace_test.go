@@ -2,12 +2,15 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sagellm/kvevict"
 )
@@ -128,32 +131,49 @@ func FuzzTraceReader(f *testing.F) {
 	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "priority": 2, "session_id": "a"}` + "\n" +
 		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "session_id": 9}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tr := NewTraceReader(strings.NewReader(string(data)))
-		groups := map[uint64]bool{}
-		for range 1 + strings.Count(string(data), "\n") {
-			req, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				if !strings.HasPrefix(err.Error(), "trace line ") {
-					t.Fatalf("error does not name its line: %v", err)
-				}
-				return
-			}
-			if req.Timestamp < 0 || req.InputTokens < 0 || req.OutputTokens < 0 || req.HashIDs == nil {
-				t.Fatalf("invalid request accepted: %+v", req)
-			}
-			// Groups are numbered densely in order of first appearance.
-			if !groups[req.Group] && req.Group != uint64(len(groups)) {
-				t.Fatalf("new group %d after %d groups", req.Group, len(groups))
-			}
-			groups[req.Group] = true
-		}
-		if _, err := tr.Next(); !errors.Is(err, io.EOF) {
-			t.Fatalf("more requests than lines, err = %v", err)
+		lines := 1 + strings.Count(string(data), "\n")
+		whole, err := readTraceFuzz(t, strings.NewReader(string(data)), lines)
+		// A file, a pipe or a gzip stream hands the reader its bytes in
+		// pieces of any size: one byte at a time, it must read the same.
+		pieces, perr := readTraceFuzz(t, iotest.OneByteReader(strings.NewReader(string(data))), lines)
+		if fmt.Sprint(perr) != fmt.Sprint(err) || !reflect.DeepEqual(pieces, whole) {
+			t.Fatalf("read a byte at a time: %d requests, %v; whole: %d, %v", len(pieces), perr, len(whole), err)
 		}
 	})
+}
+
+// readTraceFuzz reads r's requests until io.EOF (a nil error) or an
+// error, checking each, and that there are at most lines of them.
+func readTraceFuzz(t *testing.T, r io.Reader, lines int) ([]Request, error) {
+	t.Helper()
+	tr := NewTraceReader(r)
+	groups := map[uint64]bool{}
+	var reqs []Request
+	for range lines {
+		req, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return reqs, nil
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "trace line ") {
+				t.Fatalf("error does not name its line: %v", err)
+			}
+			return reqs, err
+		}
+		if req.Timestamp < 0 || req.InputTokens < 0 || req.OutputTokens < 0 || req.HashIDs == nil {
+			t.Fatalf("invalid request accepted: %+v", req)
+		}
+		// Groups are numbered densely in order of first appearance.
+		if !groups[req.Group] && req.Group != uint64(len(groups)) {
+			t.Fatalf("new group %d after %d groups", req.Group, len(groups))
+		}
+		groups[req.Group] = true
+		reqs = append(reqs, req)
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("more requests than lines, err = %v", err)
+	}
+	return reqs, nil
 }
 
 // TestTracePriorityReachesQoSAware: a trace's priority field decides
