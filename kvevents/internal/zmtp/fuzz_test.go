@@ -12,8 +12,9 @@ import (
 )
 
 // FuzzReadMsg feeds arbitrary bytes to a SUB connection's reader, after a
-// valid greeting and READY or in their place: it must never panic, and
-// never return or allocate more than the limits allow.
+// valid greeting and READY or in their place: it must never panic, never
+// return or allocate more than the limits allow, and read the same
+// whatever pieces the bytes arrive in.
 func FuzzReadMsg(f *testing.F) {
 	hello := append(rawGreeting(0), rawReady("PUB")...)
 	f.Add(true, rawMsg([]byte("kv@a"), seq(1), []byte("payload")))
@@ -40,8 +41,8 @@ func FuzzReadMsg(f *testing.F) {
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20+4*uint64(len(in)) {
 			t.Fatalf("%d bytes allocated for %d bytes of input", grew, len(in))
 		}
-		// A socket may hand over a frame in any pieces: byte by byte, or
-		// in sizes that cut headers and bodies anywhere, the reader must
+		// A socket may hand over a frame in any pieces (byte by byte, or
+		// in sizes that cut headers and bodies anywhere): the reader must
 		// see the same messages and stop at the same error.
 		for _, chunks := range [][]int{{1}, {2, 7, 1, 3, 9, 4}} {
 			msgs, err := readMsgs(t, in, lim, chunks)
