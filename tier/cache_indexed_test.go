@@ -13,7 +13,8 @@ import (
 // (a Policy's SelectVictims over every resident): the same ids loaded, the
 // same victims in the same order. The requests are random multi-id prompts
 // with repeats, priorities and partial last blocks, over a small pool so
-// that nearly every request evicts.
+// that nearly every request evicts, with blocks removed between them as
+// another tier takes them; both count the same uses.
 func TestIndexedMatchesPolicy(t *testing.T) {
 	if raceEnabled {
 		t.Skip("single-threaded: the detector finds nothing in it; run without -race")
@@ -67,6 +68,17 @@ func TestIndexedMatchesPolicy(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						if slow.MarkPartial(ids[len(ids)-1]) != fast.MarkPartial(ids[len(ids)-1]) {
 							t.Fatalf("seed %d, request %d: MarkPartial disagrees", seed, r)
+						}
+					}
+					// Another tier takes a block now and then, and the
+					// strategies that count uses read the same counts.
+					id := uint64(rng.IntN(200))
+					if u, v := slow.Uses(id), fast.Uses(id); u != v {
+						t.Fatalf("seed %d, request %d: Uses(%d) = %d, contract path %d", seed, r, id, v, u)
+					}
+					if rng.IntN(10) == 0 {
+						if w, g := slow.Remove(id), fast.Remove(id); w != g {
+							t.Fatalf("seed %d, request %d: Remove(%d) = %v, contract path %v", seed, r, id, g, w)
 						}
 					}
 					if r%101 == 0 {
