@@ -45,13 +45,13 @@ func TestLateJoinerCatchesUp(t *testing.T) {
 			runSubscriber(ctx, t, s, func(Message) { time.Sleep(500 * time.Microsecond) })
 			// The catch-up is under way (a loaded machine may start Run
 			// late) before the rest is published and the publisher closes.
-			waitStats(ctx, t, s, func(st Stats) bool { return st.Delivered > 0 })
+			waitStats(ctx, s.Stats, func(st Stats) bool { return st.Delivered > 0 })
 			publish(batches - batches/3)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
 			// What the publisher sent before it closed is handled after.
-			st := waitStats(ctx, t, s, func(st Stats) bool { return st.Delivered+st.Missed >= batches || st.ReplayFailures > 0 })
+			st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Delivered+st.Missed >= batches || st.ReplayFailures > 0 })
 			if st.Delivered+st.Missed != batches || st.ReplayFailures != 0 {
 				t.Errorf("stats %+v, want %d batches delivered or missed and no failed replay", st, batches)
 			}
@@ -104,12 +104,11 @@ func TestUnhandledCounted(t *testing.T) {
 	}
 }
 
-// waitStats polls s's stats until done holds or ctx ends, and returns the
-// last.
-func waitStats(ctx context.Context, t *testing.T, s *Subscriber, done func(Stats) bool) Stats {
-	t.Helper()
+// waitStats polls stats (a Subscriber's or a Publisher's) until done
+// holds or ctx ends, and returns the last.
+func waitStats[S any](ctx context.Context, stats func() S, done func(S) bool) S {
 	for {
-		st := s.Stats()
+		st := stats()
 		if done(st) || ctx.Err() != nil {
 			return st
 		}

@@ -1,0 +1,122 @@
+package kvevents
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
+)
+
+// TestMaxSubscribers: a publisher limited to one subscriber closes a second
+// once its handshake is done, counts it, and goes on publishing to the
+// first; a limit below one is refused.
+func TestMaxSubscribers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithMaxSubscribers(0)); err == nil {
+		p.Close()
+		t.Error("WithMaxSubscribers(0) was accepted")
+	}
+	p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherDirection(Bind), WithMaxSubscribers(1), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addr := "tcp://" + p.Addr().String()
+	first, err := NewSubscriber(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	c := runSubscriber(ctx, t, first, nil)
+	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// One connection, which the publisher closes once its handshake is
+	// done (a Subscriber would connect again and again).
+	if second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}); err == nil {
+		defer second.Close()
+	}
+	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 })
+	if st.RefusedSubscribers != 1 || len(st.Subscribers) != 1 {
+		t.Errorf("%d refused, %d subscribers connected; want 1 and 1 (the limit)", st.RefusedSubscribers, len(st.Subscribers))
+	}
+	if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(ctx, t, 1)
+}
+
+// TestMaxPublishers: a listening subscriber limited to one publisher closes
+// a second once its handshake is done, counts it as refused, and still
+// delivers the first one's batches; a limit below one is refused.
+func TestMaxPublishers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen(), WithMaxPublishers(0)); err == nil {
+		s.Close()
+		t.Error("WithMaxPublishers(0) was accepted")
+	}
+	s, c, addr := listeningSubscriber(ctx, t, WithMaxPublishers(1))
+	defer s.Close()
+	first := hostilePub(ctx, t, addr) // handshake done and subscription read: it holds the one place
+	second, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	if err == nil {
+		defer second.Close()
+	}
+	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
+		t.Errorf("%d publishers refused, want the second one", st.Refused)
+	}
+	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.WriteMsg([][]byte{[]byte("kv"), seqBytes(0), payload}); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(ctx, t, 1)
+}
+
+// TestFrozenSubscriber: a publisher drops a subscriber that sent a
+// heartbeat and then went silent (neither reading nor writing, as a
+// SIGSTOPped router) within the heartbeat timeout it was given, and counts
+// it; the defaults' timeout would have kept it.
+func TestFrozenSubscriber(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	if p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherHeartbeat(time.Second, time.Second)); err == nil {
+		p.Close()
+		t.Error("a heartbeat interval as long as its timeout was accepted")
+	}
+	const timeout = 300 * time.Millisecond
+	p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherDirection(Bind), WithPublisherHeartbeat(50*time.Millisecond, timeout), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	frozen, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	if err := frozen.WriteMsg([][]byte{{1}}); err != nil { // subscribe to everything
+		t.Fatal(err)
+	}
+	// A PING with a TTL of a second tells the publisher this peer speaks
+	// heartbeats; then nothing more.
+	if _, err := frozen.NetConn().Write(append([]byte{0x04, 7, 4}, "PING\x00\x0a"...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 })
+	if d := time.Since(start); st.RefusedSubscribers != 1 || d < timeout/2 {
+		t.Errorf("%d dropped after %v, want 1 after about %v", st.RefusedSubscribers, d, timeout)
+	}
+	if len(st.Subscribers) != 0 {
+		t.Errorf("%d subscribers still connected", len(st.Subscribers))
+	}
+}
