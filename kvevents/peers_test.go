@@ -9,8 +9,8 @@ import (
 )
 
 // TestMaxSubscribers: a publisher limited to one subscriber closes a second
-// once its handshake is done, counts it, and goes on publishing to the
-// first; a limit below one is refused.
+// as soon as it connects, counts it, and goes on publishing to the first;
+// a limit below one is refused.
 func TestMaxSubscribers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -33,8 +33,8 @@ func TestMaxSubscribers(t *testing.T) {
 	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	// One connection, which the publisher closes once its handshake is
-	// done (a Subscriber would connect again and again).
+	// One connection, which the publisher closes at once (a Subscriber
+	// would connect again and again).
 	if second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}); err == nil {
 		defer second.Close()
 	}
@@ -49,7 +49,7 @@ func TestMaxSubscribers(t *testing.T) {
 }
 
 // TestMaxPublishers: a listening subscriber limited to one publisher closes
-// a second once its handshake is done, counts it as refused, and still
+// a second as soon as it connects, counts it as refused, and still
 // delivers the first one's batches; a limit below one is refused.
 func TestMaxPublishers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

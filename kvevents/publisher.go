@@ -244,7 +244,8 @@ func WithReplayBytes(n int) PublisherOption {
 
 // WithMaxSubscribers sets how many subscribers, and apart from them how
 // many replay clients, a publisher keeps connected at once (n >= 1); a
-// further one is closed once its handshake is done, and counted in
+// further one is closed as soon as it is accepted (or when its handshake
+// is done, if the others filled the room meanwhile), and counted in
 // PublisherStats.RefusedSubscribers. The default is [DefaultMaxPeers].
 func WithMaxSubscribers(n int) PublisherOption {
 	return func(c *publisherConfig) {

@@ -241,8 +241,9 @@ func WithMaxGap(n int64) SubscriberOption {
 }
 
 // WithMaxPublishers sets how many publishers a listening subscriber keeps
-// connected at once (n >= 1); a further one is closed once its handshake
-// is done, and counted as Refused. The default is [DefaultMaxPeers].
+// connected at once (n >= 1); a further one is closed as soon as it is
+// accepted (or when its handshake is done, if the others filled the room
+// meanwhile), and counted as Refused. The default is [DefaultMaxPeers].
 func WithMaxPublishers(n int) SubscriberOption {
 	return func(c *subscriberConfig) {
 		if n < 1 {
