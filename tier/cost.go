@@ -187,8 +187,9 @@ func (l Link) Validate() error {
 	return nil
 }
 
-// String returns l as [ParseLink] reads it after "MEDIUM=", as
-// "54GB/s,10us"; parsing it gives l back exactly.
+// String returns l as [ParseLink] reads it after "MEDIUM=": its
+// bandwidth, a comma and its latency, each with its unit; parsing it gives
+// l back exactly.
 func (l Link) String() string {
 	return formatBandwidth(l.Bandwidth) + "," + formatLatency(l.Latency)
 }
@@ -243,9 +244,9 @@ func DefaultLink(m Medium) (Link, bool) {
 const linkSyntax = "want MEDIUM=BANDWIDTH,LATENCY as cpu=54GB/s,10us, or MEDIUM=PRESET as storage=nvme"
 
 // ParseLink reads a medium's link as the command's -link flag gives it:
-// "MEDIUM=BANDWIDTH,LATENCY" ("cpu=54GB/s,10us") or "MEDIUM=PRESET"
-// ("cpu=pcie4", see [LookupLink]). The medium is cpu or storage, in any
-// case; the bandwidth a positive number in GB/s, GiB/s, MB/s, MiB/s or B/s
+// "MEDIUM=BANDWIDTH,LATENCY" or "MEDIUM=PRESET" ("cpu=pcie4", see
+// [LookupLink]). The medium is cpu or storage, in any case; the
+// bandwidth a positive number in GB/s, GiB/s, MB/s, MiB/s or B/s
 // (bytes: a lowercase b, bits, is refused); the latency a number of ns,
 // us, µs, ms or s, or 0. Both are required.
 func ParseLink(s string) (Medium, Link, error) {
