@@ -472,6 +472,10 @@ func TestStuckSubscriberBytes(t *testing.T) {
 	}
 }
 
+// wirePing is a ZMTP 3.1 PING command with a TTL of a second, as a peer
+// that speaks heartbeats sends it.
+var wirePing = append([]byte{0x04, 7, 4}, "PING\x00\x0a"...)
+
 // frozenPublisher listens on loopback as a PUB that, on its first
 // connection, sends its handshake and a heartbeat PING and then neither
 // reads nor writes, as a SIGSTOPped engine; on later ones it sends batch
@@ -487,7 +491,6 @@ func frozenPublisher(t *testing.T) (string, <-chan int) {
 	greeting := append([]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 1}, "NULL"...)
 	greeting = append(greeting, make([]byte, 64-len(greeting))...)
 	ready := append([]byte{0x04, 0x19, 5}, "READY\x0bSocket-Type\x00\x00\x00\x03PUB"...)
-	ping := append([]byte{0x04, 7, 4}, "PING\x00\x0a"...) // a TTL of a second
 	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
 	if err != nil {
 		t.Fatal(err)
@@ -501,7 +504,7 @@ func frozenPublisher(t *testing.T) (string, <-chan int) {
 				return
 			}
 			t.Cleanup(func() { nc.Close() })
-			out := slices.Concat(greeting, ready, ping)
+			out := slices.Concat(greeting, ready, wirePing)
 			if i > 0 {
 				out = slices.Concat(greeting, ready, batch)
 			}

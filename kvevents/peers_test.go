@@ -103,9 +103,9 @@ func TestFrozenSubscriber(t *testing.T) {
 	if err := frozen.WriteMsg([][]byte{{1}}); err != nil { // subscribe to everything
 		t.Fatal(err)
 	}
-	// A PING with a TTL of a second tells the publisher this peer speaks
-	// heartbeats; then nothing more.
-	if _, err := frozen.NetConn().Write(append([]byte{0x04, 7, 4}, "PING\x00\x0a"...)); err != nil {
+	// A PING tells the publisher this peer speaks heartbeats; then
+	// nothing more.
+	if _, err := frozen.NetConn().Write(wirePing); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
