@@ -41,8 +41,9 @@ func stuckAndHealthy(ctx context.Context, t *testing.T, p *Publisher, addr strin
 }
 
 // stuckSubscriber connects to a publisher at addr as a SUB, subscribes to
-// every topic and never reads again: a router that hangs.
-func stuckSubscriber(ctx context.Context, t *testing.T, addr string) {
+// every topic and never reads again: a router that hangs. It returns the
+// connection, closed when the test ends.
+func stuckSubscriber(ctx context.Context, t *testing.T, addr string) *zmtp.Conn {
 	t.Helper()
 	c, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
 	if err != nil {
@@ -52,6 +53,7 @@ func stuckSubscriber(ctx context.Context, t *testing.T, addr string) {
 	if err := c.WriteMsg([][]byte{{1}}); err != nil {
 		t.Fatal(err)
 	}
+	return c
 }
 
 // hostilePub connects to a subscriber at addr as a PUB and returns the

@@ -95,14 +95,7 @@ func TestFrozenSubscriber(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	frozen, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer frozen.Close()
-	if err := frozen.WriteMsg([][]byte{{1}}); err != nil { // subscribe to everything
-		t.Fatal(err)
-	}
+	frozen := stuckSubscriber(ctx, t, "tcp://"+p.Addr().String())
 	// A PING tells the publisher this peer speaks heartbeats; then
 	// nothing more.
 	if _, err := frozen.NetConn().Write(wirePing); err != nil {
