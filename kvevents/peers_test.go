@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,9 +35,13 @@ func TestMaxSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One connection, which the publisher closes at once (a Subscriber
-	// would connect again and again).
-	if second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}); err == nil {
-		defer second.Close()
+	// would connect again and again), and which is told why it may be.
+	second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	if err == nil {
+		second.Close()
+		t.Error("a subscriber past the limit completed its handshake")
+	} else if !strings.Contains(err.Error(), "limit of connections") {
+		t.Errorf("a subscriber past the limit was told %q, which does not name the limit", err)
 	}
 	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 })
 	if st.RefusedSubscribers != 1 || len(st.Subscribers) != 1 {
@@ -63,7 +68,10 @@ func TestMaxPublishers(t *testing.T) {
 	first := hostilePub(ctx, t, addr) // handshake done and subscription read: it holds the one place
 	second, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
 	if err == nil {
-		defer second.Close()
+		second.Close()
+		t.Error("a publisher past the limit completed its handshake")
+	} else if !strings.Contains(err.Error(), "limit of connections") {
+		t.Errorf("a publisher past the limit was told %q, which does not name the limit", err)
 	}
 	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
 		t.Errorf("%d publishers refused, want the second one", st.Refused)

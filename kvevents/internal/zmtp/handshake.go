@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -88,6 +89,10 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	out, g := greeting(1), make([]byte, 64)
 	err := c.exchange(out[:11], func() error {
 		if _, err := io.ReadFull(c.r, g[:11]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+				// The one hint a dialer gets from a peer that refuses it.
+				return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does (or one that speaks another protocol): %w", c.label, err)
+			}
 			return err
 		}
 		return c.checkGreeting(g[:11])
