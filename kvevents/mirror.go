@@ -126,24 +126,13 @@ func (t *topicIndex) drop(n int32) {
 	} else {
 		delete(x.bytes, t.bytesKeys[n])
 	}
-	x.count--
-	t.residents--
+	t.unfiled(x)
 }
 
-// dropKey unfiles the resident block k and returns its slot, to detach;
-// ok is false if k is not resident. O(1).
-func (t *topicIndex) dropKey(k blockKey) (n int32, ok bool) {
-	x := &t.index[k.set]
-	if !k.hash.isBytes {
-		n, ok = x.ints.deleteKey(k.hash.n, t.slab)
-	} else if n, ok = x.bytes[k.hash.b]; ok {
-		delete(x.bytes, k.hash.b)
-	}
-	if ok {
-		x.count--
-		t.residents--
-	}
-	return n, ok
+// unfiled counts out a block that x no longer files.
+func (t *topicIndex) unfiled(x *setIndex) {
+	x.count--
+	t.residents--
 }
 
 // each calls fn with every resident block and its slot.
@@ -261,9 +250,19 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 					parent = p
 				}
 			}
+			// vLLM's integer hashes go to their table here rather than
+			// through lookup, which handles both kinds and is too large
+			// to inline: a call less per block.
+			x := &t.index[s]
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
-				n, probe, ok := t.lookup(k)
+				var n int32
+				var probe uint32
+				if !h.isBytes {
+					n, probe, ok = x.ints.find(h.n, t.slab)
+				} else {
+					n, probe, ok = t.lookup(k)
+				}
 				if ok {
 					t.touch(n)
 					parent = n
@@ -288,8 +287,16 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				t.stats.RefusedEvents++
 				continue
 			}
+			x := &t.index[s] // as for a BlockStored
 			for _, h := range ev.BlockHashes {
-				if n, ok := t.dropKey(blockKey{h, s}); ok {
+				var n int32
+				if !h.isBytes {
+					n, ok = x.ints.deleteKey(h.n, t.slab)
+				} else if n, ok = x.bytes[h.b]; ok {
+					delete(x.bytes, h.b)
+				}
+				if ok {
+					t.unfiled(x)
 					t.detach(n)
 				}
 			}
