@@ -321,14 +321,31 @@ func TestPublishRepeatedIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := publishInto(ctx, t, m.Handle, "-trace", trace, "-capacity", "100", "-warmup", "500ms", "-block-size", "4")
+	// By hand: [1 2 1 2] is 4 blocks, [1 2 1 2 1] adds 1, [7 7 7] is 3.
+	topics := m.Topics()
+	if sum.ResidentBlocks != 8 || sum.Sent != 3 || len(topics) != 1 || topics[0].ResidentBlocks != 8 || topics[0].MissedBatches != 0 {
+		t.Errorf("publish holds %d blocks, sent %d batches; mirror %+v; want 8 blocks, 3 batches, none missed", sum.ResidentBlocks, sum.Sent, topics)
+	}
+}
+
+// publishInto runs publish with args, connecting to a subscriber that
+// listens on loopback and hands each message to handle, and returns once
+// the subscriber has delivered every batch publish says it sent (or ctx
+// ends), with publish's summary; the subscriber has stopped by then.
+func publishInto(ctx context.Context, t *testing.T, handle func(kvevents.Message), args ...string) publishSummary {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sub, err := kvevents.NewSubscriber(ctx, "tcp://127.0.0.1:0", kvevents.WithListen())
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { sub.Run(ctx, m.Handle); close(done) }()
-	code, out, errOut := runArgs(t, "publish", "-endpoint", "tcp://"+sub.Addr().String(), "-trace", trace,
-		"-capacity", "100", "-warmup", "500ms", "-block-size", "4", "-format", "json")
+	go func() { sub.Run(ctx, handle); close(done) }()
+	defer func() { cancel(); <-done }()
+	args = append([]string{"publish", "-connect", "tcp://" + sub.Addr().String(), "-format", "json"}, args...)
+	code, out, errOut := runArgs(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -339,11 +356,5 @@ func TestPublishRepeatedIDs(t *testing.T) {
 	for sub.Stats().Delivered < sum.Sent && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	<-done
-	// By hand: [1 2 1 2] is 4 blocks, [1 2 1 2 1] adds 1, [7 7 7] is 3.
-	topics := m.Topics()
-	if sum.ResidentBlocks != 8 || sum.Sent != 3 || len(topics) != 1 || topics[0].ResidentBlocks != 8 || topics[0].MissedBatches != 0 {
-		t.Errorf("publish holds %d blocks, sent %d batches; mirror %+v; want 8 blocks, 3 batches, none missed", sum.ResidentBlocks, sum.Sent, topics)
-	}
+	return sum
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sagellm/kvevict/kvevents"
 )
@@ -38,34 +36,15 @@ func TestPublishTiers(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), socketTimeout)
 			defer cancel()
 			r := newMediumReplay()
-			sub, err := kvevents.NewSubscriber(ctx, "tcp://127.0.0.1:0", kvevents.WithListen())
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { sub.Run(ctx, r.apply); close(done) }()
-			args := append([]string{"publish", "-connect", "tcp://" + sub.Addr().String(), "-trace", excerpt,
-				"-capacity", fmt.Sprint(capacity), "-block-size", "4", "-warmup", "200ms", "-format", "json"}, tc.flags...)
-			code, out, errOut := runArgs(t, args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			var sum publishSummary
-			if err := json.Unmarshal([]byte(out), &sum); err != nil {
-				t.Fatal(err)
-			}
-			for sub.Stats().Delivered < sum.Sent && ctx.Err() == nil {
-				time.Sleep(10 * time.Millisecond)
-			}
-			cancel()
-			<-done
+			args := append([]string{"-trace", excerpt, "-capacity", fmt.Sprint(capacity), "-block-size", "4", "-warmup", "200ms"}, tc.flags...)
+			sum := publishInto(ctx, t, r.apply, args...)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.problem != "" {
 				t.Fatal(r.problem)
 			}
 			if r.batches != sum.Batches || len(sum.Tiers) != 1+strings.Count(strings.Join(tc.flags, " "), "-tier") {
-				t.Fatalf("received %d batches of %d; summary %s", r.batches, sum.Batches, out)
+				t.Fatalf("received %d batches of %d; summary %+v", r.batches, sum.Batches, sum)
 			}
 			wantWrite := "through"
 			for i, f := range tc.flags {
