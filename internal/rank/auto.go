@@ -55,8 +55,24 @@ func AddRequest(requests uint32) uint32 {
 // Log2Requests is log2(requests) for a count of at least one: the score's
 // measure of frequency.
 func Log2Requests(requests uint32) float32 {
+	if requests < uint32(len(log2Small)) {
+		return log2Small[requests]
+	}
+	return log2Requests(requests)
+}
+
+func log2Requests(requests uint32) float32 {
 	return float32(math.Log2(float64(max(requests, 1))))
 }
+
+// log2Small holds Log2Requests of the small counts that nearly every
+// request has: a load where math.Log2 took a tenth of Auto's UpdateAccess.
+var log2Small = func() (t [1024]float32) {
+	for r := range t {
+		t[r] = log2Requests(uint32(r))
+	}
+	return t
+}()
 
 // Score is Auto's score of an id last accessed at lastAccess and
 // requested 2^log2r times, under horizon w: lastAccess + w x log2r,

@@ -144,3 +144,14 @@ func simHits(w *Weights) []float64 {
 	}
 	return hits
 }
+
+// TestLog2Requests: the table of small counts gives math.Log2's values,
+// at its edges and past them.
+func TestLog2Requests(t *testing.T) {
+	for _, r := range []uint32{0, 1, 2, 3, 7, 1000, 1023, 1024, 1025, 1 << 20, math.MaxUint32} {
+		want := float32(math.Log2(float64(max(r, 1))))
+		if got := Log2Requests(r); got != want {
+			t.Errorf("Log2Requests(%d) = %v, want %v", r, got, want)
+		}
+	}
+}
