@@ -37,12 +37,7 @@ func TestMaxSubscribers(t *testing.T) {
 	// One connection, which the publisher closes at once (a Subscriber
 	// would connect again and again), and which is told why it may be.
 	second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
-	if err == nil {
-		second.Close()
-		t.Error("a subscriber past the limit completed its handshake")
-	} else if !strings.Contains(err.Error(), "limit of connections") {
-		t.Errorf("a subscriber past the limit was told %q, which does not name the limit", err)
-	}
+	wantRefused(t, "subscriber", second, err)
 	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 })
 	if st.RefusedSubscribers != 1 || len(st.Subscribers) != 1 {
 		t.Errorf("%d refused, %d subscribers connected; want 1 and 1 (the limit)", st.RefusedSubscribers, len(st.Subscribers))
@@ -51,6 +46,19 @@ func TestMaxSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.wait(ctx, t, 1)
+}
+
+// wantRefused checks what a dial past a peer's limit of connections gave
+// a peer of kind who: no connection (c, err being Dial's result), and an
+// error that names the limit as the likely cause.
+func wantRefused(t *testing.T, who string, c *zmtp.Conn, err error) {
+	t.Helper()
+	if err == nil {
+		c.Close()
+		t.Errorf("a %s past the limit completed its handshake", who)
+	} else if !strings.Contains(err.Error(), "limit of connections") {
+		t.Errorf("a %s past the limit was told %q, which does not name the limit", who, err)
+	}
 }
 
 // TestMaxPublishers: a listening subscriber limited to one publisher closes
@@ -67,12 +75,7 @@ func TestMaxPublishers(t *testing.T) {
 	defer s.Close()
 	first := hostilePub(ctx, t, addr) // handshake done and subscription read: it holds the one place
 	second, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
-	if err == nil {
-		second.Close()
-		t.Error("a publisher past the limit completed its handshake")
-	} else if !strings.Contains(err.Error(), "limit of connections") {
-		t.Errorf("a publisher past the limit was told %q, which does not name the limit", err)
-	}
+	wantRefused(t, "publisher", second, err)
 	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
 		t.Errorf("%d publishers refused, want the second one", st.Refused)
 	}
