@@ -429,7 +429,7 @@ func (p *Publisher) keep(b buffered) {
 	for n := len(p.buf) - p.head; n > p.bufCap || (n > 1 && p.stats.ReplayBytes > p.bufBytes); n-- {
 		if n <= p.bufCap {
 			p.stats.ReplayTrimmed++
-			p.once.warn("replay bytes", "kvevents: the replay buffer is at its byte budget: it keeps fewer batches than asked; later ones are only counted",
+			p.once.warn("replay bytes", "kvevents: the replay buffer is at its byte budget: it lets the oldest batches go, keeping fewer than asked; later trims are only counted (PublisherStats.ReplayTrimmed)",
 				fmt.Errorf("kvevents: %d bytes in %d batches", p.stats.ReplayBytes, n))
 		}
 		p.stats.ReplayBytes -= int64(len(p.buf[p.head].payload))
