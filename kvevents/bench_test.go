@@ -127,7 +127,8 @@ func BenchmarkCodec(b *testing.B) {
 }
 
 // BenchmarkMirrorApply applies batches that store 16 blocks each to a
-// mirror of 10,000 blocks, in two shapes:
+// mirror of 10,000 blocks, and of 100,000 (a large engine's pool, whose
+// index no longer fits a core's cache), in two shapes:
 //   - evicting: the mirror is full, so every batch also evicts 16; ns/block
 //     is the time per block stored (and one evicted);
 //   - removed: the engine's own traffic to a mirror sized for it, which
@@ -139,53 +140,58 @@ func BenchmarkCodec(b *testing.B) {
 // map-ns/block is the time Go's own map of as many integer keys takes to
 // insert a key and delete the oldest.
 func BenchmarkMirrorApply(b *testing.B) {
-	const capacity = 10_000
 	for _, shape := range []string{"evicting", "removed"} {
-		b.Run(shape, func(b *testing.B) {
-			m, err := NewMirror(capacity)
-			if err != nil {
-				b.Fatal(err)
-			}
-			stored := &BlockStored{BlockHashes: make([]Hash, 16)}
-			removed := &BlockRemoved{BlockHashes: make([]Hash, 16)}
-			batch := EventBatch{Events: []Event{stored}}
-			var next, oldest uint64
-			store := func() {
-				for i := range stored.BlockHashes {
-					stored.BlockHashes[i] = IntHash(next)
-					next++
-				}
-			}
-			if shape == "removed" {
-				for range capacity / len(stored.BlockHashes) {
-					store()
-					m.Apply("e", &batch)
-				}
-				// The engine frees the blocks it reuses, then stores.
-				batch.Events = []Event{removed, stored}
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				store()
-				if shape == "removed" {
-					for i := range removed.BlockHashes {
-						removed.BlockHashes[len(removed.BlockHashes)-1-i] = IntHash(oldest)
-						oldest++
-					}
-				}
-				m.Apply("e", &batch)
-			}
-			blocks := len(stored.BlockHashes)
-			if shape == "removed" {
-				blocks += len(removed.BlockHashes)
-				if got := m.Topics()[0].EvictedBlocks; got != 0 {
-					b.Fatalf("a mirror sized for the engine evicted %d blocks", got)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
-			b.ReportMetric(mapChurn(capacity, min(b.N*len(stored.BlockHashes), 1<<20)), "map-ns/block")
-		})
+		for _, capacity := range []int{10_000, 100_000} {
+			b.Run(fmt.Sprintf("%s/blocks=%d", shape, capacity), func(b *testing.B) {
+				benchmarkMirrorApply(b, shape, capacity)
+			})
+		}
 	}
+}
+
+func benchmarkMirrorApply(b *testing.B, shape string, capacity int) {
+	m, err := NewMirror(capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stored := &BlockStored{BlockHashes: make([]Hash, 16)}
+	removed := &BlockRemoved{BlockHashes: make([]Hash, 16)}
+	batch := EventBatch{Events: []Event{stored}}
+	var next, oldest uint64
+	store := func() {
+		for i := range stored.BlockHashes {
+			stored.BlockHashes[i] = IntHash(next)
+			next++
+		}
+	}
+	if shape == "removed" {
+		for range capacity / len(stored.BlockHashes) {
+			store()
+			m.Apply("e", &batch)
+		}
+		// The engine frees the blocks it reuses, then stores.
+		batch.Events = []Event{removed, stored}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		store()
+		if shape == "removed" {
+			for i := range removed.BlockHashes {
+				removed.BlockHashes[len(removed.BlockHashes)-1-i] = IntHash(oldest)
+				oldest++
+			}
+		}
+		m.Apply("e", &batch)
+	}
+	blocks := len(stored.BlockHashes)
+	if shape == "removed" {
+		blocks += len(removed.BlockHashes)
+		if got := m.Topics()[0].EvictedBlocks; got != 0 {
+			b.Fatalf("a mirror sized for the engine evicted %d blocks", got)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
+	b.ReportMetric(mapChurn(capacity, min(b.N*len(stored.BlockHashes), 1<<20)), "map-ns/block")
 }
 
 // mapChurn returns the nanoseconds a Go map of capacity integer keys
