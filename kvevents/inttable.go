@@ -22,6 +22,7 @@ type intTable struct {
 	count   int
 	shift   uint8 // 32 - log2(len(entries))
 	seed    uint64
+	loaded  int32 // prefetch's sum of what it loaded, kept so that its loads are not dropped
 }
 
 // newSeed returns a seed for an intTable.
@@ -79,6 +80,29 @@ func (t *intTable) find(k uint64, slab []block) (slot int32, mix uint32, ok bool
 			return e.slot - 1, m, true
 		}
 	}
+}
+
+// prefetchBuckets is the size of a table, 1 MiB of buckets, past which
+// it no longer fits a server core's L2 cache, and each probe of a batch
+// would wait on memory in turn.
+const prefetchBuckets = 1 << 17
+
+// prefetch loads the home bucket of each integer hash of hs, when the
+// table is too large for a core's cache, so that the batch's misses
+// overlap (the loads do not depend on one another) before find and
+// deleteKey probe them one at a time. Below that size the buckets are
+// cached and the pass would only add a second mix per hash.
+func (t *intTable) prefetch(hs []Hash) {
+	if len(t.entries) < prefetchBuckets {
+		return
+	}
+	var sum int32
+	for i := range hs {
+		if !hs[i].isBytes {
+			sum += t.entries[t.home(t.mix(hs[i].n))].slot
+		}
+	}
+	t.loaded = sum
 }
 
 // put files the key whose mix find returned, which the table does not

@@ -254,6 +254,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			// through lookup, which handles both kinds and is too large
 			// to inline: a call less per block.
 			x := &t.index[s]
+			x.ints.prefetch(ev.BlockHashes)
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
 				var n int32
@@ -288,6 +289,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				continue
 			}
 			x := &t.index[s] // as for a BlockStored
+			x.ints.prefetch(ev.BlockHashes)
 			for _, h := range ev.BlockHashes {
 				var n int32
 				if !h.isBytes {

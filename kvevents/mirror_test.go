@@ -603,3 +603,49 @@ func TestMirrorCapacityWithinAnEvent(t *testing.T) {
 		t.Errorf("%d slots for a capacity of %d", len(m.topics["e"].slab), capacity)
 	}
 }
+
+// TestMirrorLarge holds more blocks than fit a core's cache, where the
+// mirror loads a batch's buckets ahead of probing them (prefetch): the
+// same blocks must be resident, found and evicted as at any size. Chains
+// of 16 blocks, each its own root: 3,000 stored into a mirror of 40,000
+// blocks evict the oldest 8,000 blocks (500 chains, deepest first), then
+// removing every other of the chains held leaves half of the 40,000.
+func TestMirrorLarge(t *testing.T) {
+	const capacity, chains, length = 40_000, 3_000, 16
+	m, err := NewMirror(capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := func(c int) []Hash {
+		hs := make([]Hash, length)
+		for i := range hs {
+			hs[i] = IntHash(uint64(c*length + i + 1))
+		}
+		return hs
+	}
+	for c := range chains {
+		m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: chain(c)}}})
+	}
+	st := m.Topics()[0]
+	if st.ResidentBlocks != capacity || st.EvictedBlocks != chains*length-capacity {
+		t.Fatalf("after storing: %d resident, %d evicted; want %d and %d",
+			st.ResidentBlocks, st.EvictedBlocks, capacity, chains*length-capacity)
+	}
+	evictedChains := (chains*length - capacity) / length
+	if got := m.Match("e", chain(evictedChains-1)); got != 0 {
+		t.Fatalf("the last evicted chain matches %d blocks", got)
+	}
+	for c := evictedChains; c < chains; c += 2 {
+		m.Apply("e", &EventBatch{Events: []Event{&BlockRemoved{BlockHashes: chain(c)}}})
+	}
+	checkMirror(t, m)
+	if got := m.Topics()[0].ResidentBlocks; got != capacity/2 {
+		t.Fatalf("after removing every other chain: %d resident, want %d", got, capacity/2)
+	}
+	for c := evictedChains; c < chains; c++ {
+		want := length * ((c - evictedChains) % 2)
+		if got := m.Match("e", chain(c)); got != want {
+			t.Fatalf("chain %d matches %d blocks, want %d", c, got, want)
+		}
+	}
+}
