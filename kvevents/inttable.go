@@ -22,7 +22,7 @@ type intTable struct {
 	count   int
 	shift   uint8 // 32 - log2(len(entries))
 	seed    uint64
-	loaded  int32 // prefetch's sum of what it loaded, kept so that its loads are not dropped
+	loaded  int32 // the sum of what prefetch loaded, kept so that the compiler keeps its loads
 }
 
 // newSeed returns a seed for an intTable.
@@ -93,17 +93,23 @@ const prefetchBuckets = 1 << 17
 // deleteKey probe them one at a time. Below that size the buckets are
 // cached and the pass would only add a second mix per hash.
 func (t *intTable) prefetch(hs []Hash) {
-	if len(t.entries) < prefetchBuckets {
+	if !t.large() {
 		return
 	}
 	var sum int32
 	for i := range hs {
 		if !hs[i].isBytes {
-			sum += t.entries[t.home(t.mix(hs[i].n))].slot
+			sum += t.load(t.mix(hs[i].n))
 		}
 	}
 	t.loaded = sum
 }
+
+// large reports whether the table is past prefetchBuckets.
+func (t *intTable) large() bool { return len(t.entries) >= prefetchBuckets }
+
+// load reads the home bucket of mix m, for a prefetch.
+func (t *intTable) load(m uint32) int32 { return t.entries[t.home(m)].slot }
 
 // put files the key whose mix find returned, which the table does not
 // hold, under slot. O(1) expected, amortized over the table's doublings.

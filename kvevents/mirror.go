@@ -88,6 +88,7 @@ type topicIndex struct {
 	newest    int32            // the leaf stored last; noSlot when there is none
 	sets      []set            // the pairs seen, at most MaxGroups
 	stats     TopicStats
+	loaded    int32 // the sum of what prefetchVictims loaded, kept so that the compiler keeps its loads
 }
 
 // lookup returns the slot of the resident block k, and a probe that
@@ -255,6 +256,9 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			// to inline: a call less per block.
 			x := &t.index[s]
 			x.ints.prefetch(ev.BlockHashes)
+			if over := t.residents + len(ev.BlockHashes) - m.capacity; over > 0 && x.ints.large() {
+				t.prefetchVictims(over)
+			}
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
 				var n int32
@@ -326,6 +330,25 @@ func (t *topicIndex) set(group *int64, medium *string) (uint8, bool) {
 	}
 	t.sets = append(t.sets, s)
 	return uint8(len(t.sets) - 1), true
+}
+
+// prefetchVictims loads the table buckets of the n blocks the mirror
+// would evict next, as intTable.prefetch does a batch's: the oldest leaf,
+// then its parent if that becomes a leaf, else the next leaf. O(n).
+func (t *topicIndex) prefetchVictims(n int) {
+	var sum int32
+	for v := t.oldest; n > 0 && v != noSlot; n-- {
+		b := &t.slab[v]
+		if x := &t.index[b.set].ints; !b.isBytes && x.large() {
+			sum += x.load(b.mix)
+		}
+		if p := b.parent; p != noSlot && t.slab[p].children == 1 && !t.slab[p].removed {
+			v = p
+		} else {
+			v = b.newer
+		}
+	}
+	t.loaded = sum
 }
 
 // touch moves the resident block in slot n to the newest end of the
