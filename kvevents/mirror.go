@@ -34,11 +34,14 @@ import (
 // growing it, oldest first, and ranks nothing. A topic keeps at most [MaxGroups] (group, medium) pairs; events
 // of another are refused and counted.
 //
-// A Mirror is safe for concurrent use. Its memory is O(capacity) per topic.
+// A Mirror is safe for concurrent use: its queries (Match, MatchGroup,
+// Resident, ResidentOn, Topics) run in parallel with one another, as a
+// router's requests score engines, and each batch of events applies alone,
+// between them. Its memory is O(capacity) per topic.
 type Mirror struct {
 	capacity int
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // readers (Match and the other queries) share it; events hold it alone
 	topics map[string]*topicIndex
 }
 
@@ -524,8 +527,8 @@ func (t *topicIndex) resident(h Hash, group *int64, medium string) bool {
 // match returns the length of the leading run of hashes resident on the
 // GPU, in any group or in group alone.
 func (m *Mirror) match(topic string, group *int64, hashes []Hash) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	t, ok := m.topics[topic]
 	if !ok {
 		return 0
@@ -558,8 +561,8 @@ func (m *Mirror) Resident(topic string, h Hash) bool { return m.match(topic, nil
 // "CPU", "STORAGE"), in any group: where a router that weighs each tier
 // (llm-d scores a GPU copy above a CPU one) finds a copy. O(groups).
 func (m *Mirror) ResidentOn(topic, medium string, h Hash) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	t, ok := m.topics[topic]
 	return ok && t.resident(h, nil, medium)
 }
@@ -567,8 +570,8 @@ func (m *Mirror) ResidentOn(topic, medium string, h Hash) bool {
 // Topics returns the stats of every topic seen, by topic name.
 // O(topics), plus O(blocks) for a medium that more than one group uses.
 func (m *Mirror) Topics() []TopicStats {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	out := make([]TopicStats, 0, len(m.topics))
 	for _, t := range m.topics {
 		s := t.stats

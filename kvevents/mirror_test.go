@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -647,5 +648,67 @@ func TestMirrorLarge(t *testing.T) {
 		if got := m.Match("e", chain(c)); got != want {
 			t.Fatalf("chain %d matches %d blocks, want %d", c, got, want)
 		}
+	}
+}
+
+// TestMirrorConcurrentQueries scores requests from several goroutines
+// while batches apply, as a router does: a chain stored before the
+// queries start and never touched again matches whole every time, one
+// stored and removed meanwhile matches a leading part of itself, and the
+// race detector sees the queries share the mirror with the events. Each
+// batch applies whole: a chain whose back half goes in one batch and its
+// front half in the next matches 16, 8 or 0 blocks, never another count.
+func TestMirrorConcurrentQueries(t *testing.T) {
+	m, err := NewMirror(10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const length = 16
+	chain := func(c int) []Hash {
+		hs := make([]Hash, length)
+		for i := range hs {
+			hs[i] = IntHash(uint64(c*length + i + 1))
+		}
+		return hs
+	}
+	fixed := chain(0)
+	m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: fixed}}})
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := 1; ; c = c%50 + 1 {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if got := m.Match("e", fixed); got != length {
+					errs <- fmt.Errorf("the fixed chain matches %d blocks, want %d", got, length)
+					return
+				}
+				if got := m.Match("e", chain(c)); got != 0 && got != length/2 && got != length {
+					errs <- fmt.Errorf("chain %d matches %d blocks", c, got)
+					return
+				}
+				_ = m.Topics()
+				_ = m.ResidentOn("e", MediumGPU, fixed[0])
+			}
+		}()
+	}
+	for step := range 2000 {
+		c := step%50 + 1
+		m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: chain(c)}}})
+		m.Apply("e", &EventBatch{Events: []Event{&BlockRemoved{BlockHashes: chain(c)[length/2:]}}})
+		m.Apply("e", &EventBatch{Events: []Event{&BlockRemoved{BlockHashes: chain(c)[:length/2]}}})
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
