@@ -225,10 +225,7 @@ func BenchmarkMirrorMatch(b *testing.B) {
 			}
 			chains := make([][]Hash, capacity/length)
 			for c := range chains {
-				chains[c] = make([]Hash, length)
-				for i := range chains[c] {
-					chains[c][i] = IntHash(uint64(c*length + i + 1))
-				}
+				chains[c] = intChain(c, length)
 				m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: chains[c]}}})
 			}
 			// A stride coprime with the count visits every chain, in an

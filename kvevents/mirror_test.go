@@ -617,13 +617,7 @@ func TestMirrorLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := func(c int) []Hash {
-		hs := make([]Hash, length)
-		for i := range hs {
-			hs[i] = IntHash(uint64(c*length + i + 1))
-		}
-		return hs
-	}
+	chain := func(c int) []Hash { return intChain(c, length) }
 	for c := range chains {
 		m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: chain(c)}}})
 	}
@@ -664,13 +658,7 @@ func TestMirrorConcurrentQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	const length = 16
-	chain := func(c int) []Hash {
-		hs := make([]Hash, length)
-		for i := range hs {
-			hs[i] = IntHash(uint64(c*length + i + 1))
-		}
-		return hs
-	}
+	chain := func(c int) []Hash { return intChain(c, length) }
 	fixed := chain(0)
 	m.Apply("e", &EventBatch{Events: []Event{&BlockStored{BlockHashes: fixed}}})
 	done := make(chan struct{})
@@ -711,4 +699,14 @@ func TestMirrorConcurrentQueries(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// intChain returns the integer hashes of chain c of length blocks: blocks
+// c x length + 1 on, so that no two chains share one (and none is 0).
+func intChain(c, length int) []Hash {
+	hs := make([]Hash, length)
+	for i := range hs {
+		hs[i] = IntHash(uint64(c*length + i + 1))
+	}
+	return hs
 }
