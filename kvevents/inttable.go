@@ -22,7 +22,6 @@ type intTable struct {
 	count   int
 	shift   uint8 // 32 - log2(len(entries))
 	seed    uint64
-	loaded  int32 // the sum of what prefetch loaded, kept so that the compiler keeps its loads
 }
 
 // newSeed returns a seed for an intTable.
@@ -91,18 +90,19 @@ const prefetchBuckets = 1 << 17
 // table is too large for a core's cache, so that the batch's misses
 // overlap (the loads do not depend on one another) before find and
 // deleteKey probe them one at a time. Below that size the buckets are
-// cached and the pass would only add a second mix per hash.
-func (t *intTable) prefetch(hs []Hash) {
+// cached and the pass would only add a second mix per hash. It returns
+// the sum of what it loaded, for the caller to keep, so that the compiler
+// keeps the loads.
+func (t *intTable) prefetch(hs []Hash) (loaded int32) {
 	if !t.large() {
-		return
+		return 0
 	}
-	var sum int32
 	for i := range hs {
 		if !hs[i].isBytes {
-			sum += t.load(t.mix(hs[i].n))
+			loaded += t.load(t.mix(hs[i].n))
 		}
 	}
-	t.loaded = sum
+	return loaded
 }
 
 // large reports whether the table is past prefetchBuckets.

@@ -91,7 +91,7 @@ type topicIndex struct {
 	newest    int32            // the leaf stored last; noSlot when there is none
 	sets      []set            // the pairs seen, at most MaxGroups
 	stats     TopicStats
-	loaded    int32 // the sum of what prefetchVictims loaded, kept so that the compiler keeps its loads
+	loaded    int32 // the sum of what the prefetches loaded, kept so that the compiler keeps their loads
 }
 
 // lookup returns the slot of the resident block k, and a probe that
@@ -258,9 +258,9 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			// through lookup, which handles both kinds and is too large
 			// to inline: a call less per block.
 			x := &t.index[s]
-			x.ints.prefetch(ev.BlockHashes)
+			t.loaded = x.ints.prefetch(ev.BlockHashes)
 			if over := t.residents + len(ev.BlockHashes) - m.capacity; over > 0 && x.ints.large() {
-				t.prefetchVictims(over)
+				t.loaded += t.prefetchVictims(over)
 			}
 			for i, h := range ev.BlockHashes {
 				k := blockKey{h, s}
@@ -296,7 +296,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				continue
 			}
 			x := &t.index[s] // as for a BlockStored
-			x.ints.prefetch(ev.BlockHashes)
+			t.loaded = x.ints.prefetch(ev.BlockHashes)
 			for _, h := range ev.BlockHashes {
 				var n int32
 				if !h.isBytes {
@@ -337,13 +337,13 @@ func (t *topicIndex) set(group *int64, medium *string) (uint8, bool) {
 
 // prefetchVictims loads the table buckets of the n blocks the mirror
 // would evict next, as intTable.prefetch does a batch's: the oldest leaf,
-// then its parent if that becomes a leaf, else the next leaf. O(n).
-func (t *topicIndex) prefetchVictims(n int) {
-	var sum int32
+// then its parent if that becomes a leaf, else the next leaf; it returns
+// the sum of what it loaded, as prefetch does. O(n).
+func (t *topicIndex) prefetchVictims(n int) (loaded int32) {
 	for v := t.oldest; n > 0 && v != noSlot; n-- {
 		b := &t.slab[v]
 		if x := &t.index[b.set].ints; !b.isBytes && x.large() {
-			sum += x.load(b.mix)
+			loaded += x.load(b.mix)
 		}
 		if p := b.parent; p != noSlot && t.slab[p].children == 1 && !t.slab[p].removed {
 			v = p
@@ -351,7 +351,7 @@ func (t *topicIndex) prefetchVictims(n int) {
 			v = b.newer
 		}
 	}
-	t.loaded = sum
+	return loaded
 }
 
 // touch moves the resident block in slot n to the newest end of the
