@@ -190,8 +190,14 @@ func benchmarkMirrorApply(b *testing.B, shape string, capacity int) {
 			b.Fatalf("a mirror sized for the engine evicted %d blocks", got)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
+	reportPerBlock(b, blocks)
 	b.ReportMetric(mapChurn(capacity, min(b.N*len(stored.BlockHashes), 1<<20)), "map-ns/block")
+}
+
+// reportPerBlock reports ns/block: the benchmark's time over its b.N
+// operations of blocks blocks each.
+func reportPerBlock(b *testing.B, blocks int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*blocks), "ns/block")
 }
 
 // mapChurn returns the nanoseconds a Go map of capacity integer keys
@@ -239,7 +245,7 @@ func BenchmarkMirrorMatch(b *testing.B) {
 						b.Fatalf("chain %d matches %d blocks, want %d", c, got, length)
 					}
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*length), "ns/block")
+				reportPerBlock(b, length)
 			})
 			// parallel: as many requests at once as GOMAXPROCS, as a
 			// router's; ns/block is wall time over every block matched.
@@ -254,7 +260,7 @@ func BenchmarkMirrorMatch(b *testing.B) {
 						}
 					}
 				})
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*length), "ns/block")
+				reportPerBlock(b, length)
 			})
 		})
 	}
