@@ -72,21 +72,8 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 	if err := s.validate(cands, required); err != nil {
 		return Result{}, err
 	}
-	// A pending request that already holds blocks is resident: place it
-	// before the others are admitted, so that nothing admitted is pushed out.
-	if id, ok := h.pendingID(); ok {
-		for i := range cands {
-			if cands[i].ID == id {
-				h.commit()
-				break
-			}
-		}
-	}
+	beginAdaptive(cands, h, src)
 	t := h.nodes()
-	t.nextEpoch()
-	admitCandidates(h, cands)
-
-	*src = listSource{h: h, cands: cands}
 	victims, freed, err := txn.cover(t.victims[:0], required, src)
 	*src = listSource{} // drop the view of the caller's slice
 	var res Result
@@ -99,6 +86,25 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 		t.victims = nil
 	}
 	return res, err
+}
+
+// beginAdaptive readies h to choose victims among cands, which a
+// selection validated, and src to hand them out: the pending request
+// placed, the candidates admitted and the evictable ones marked.
+func beginAdaptive(cands []Candidate, h listHistory, src *listSource) {
+	// A pending request that already holds blocks is resident: place it
+	// before the others are admitted, so that nothing admitted is pushed out.
+	if id, ok := h.pendingID(); ok {
+		for i := range cands {
+			if cands[i].ID == id {
+				h.commit()
+				break
+			}
+		}
+	}
+	h.nodes().nextEpoch()
+	admitCandidates(h, cands)
+	*src = listSource{h: h, cands: cands}
 }
 
 // listSource is a transaction's source over the lists of h, whose marked

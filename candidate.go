@@ -69,6 +69,16 @@ type Candidate struct {
 	// blocks by [Policy.UpdateAccessHashes], every hash of its prompt. The
 	// other strategies ignore it.
 	HeadHash uint64
+	// Hints is what the caller knows of the sequence's future: a lease, a
+	// retention priority, a release. The zero value means none; see
+	// [Hints] for the order every structure takes them in.
+	Hints Hints
+
+	// apart is set by an Index on a candidate its hints set apart from
+	// the strategy's order (hintKey's classApart and classHeld), which
+	// the order then holds but does not rank. A caller's candidates never
+	// set it.
+	apart bool
 }
 
 // historyID is the id by which [Auto]'s history counts c's requests: its
@@ -88,6 +98,10 @@ func headOr(head, id uint64) uint64 {
 func (c *Candidate) evictable() bool {
 	return !c.Pinned && c.RefCount == 0 && len(c.Blocks) > 0
 }
+
+// ranked reports whether an Index's order ranks c: it is evictable and
+// its hints do not set it apart.
+func (c *Candidate) ranked() bool { return c.evictable() && !c.apart }
 
 // Victim is one sequence chosen for eviction and the blocks to free from it.
 type Victim struct {

@@ -97,6 +97,20 @@ type Index struct {
 	txn   transaction
 	taken []int32 // the slots of the victims of the transaction under way
 
+	// The hints' classes (see [Hints]): the candidates their hints set
+	// apart from the order, and the clock that ends leases.
+	now   int64     // the latest tick told
+	apart rank.Heap // the evictable candidates set apart, by hintKey
+	ends  rank.Heap // the candidates whose class changes later, by that tick
+	below int       // blocks in apart ranked below the plain class
+	above int       // blocks in apart ranked above it
+	soft  int       // blocks in apart under soft leases, of above
+	hard  int       // blocks under live hard leases, not available
+	// The eviction under way: how many blocks the order gives, and has
+	// given, and the order's victims among taken.
+	ordNeed, ordFreed int
+	ordTaken          []int32
+
 	stats stats
 }
 
@@ -177,6 +191,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}
 	x := &Index{
+		now:      math.MinInt64,
 		strategy: Strategy(info.Name),
 		logger:   cfg.Logger,
 		stats:    newStats(Strategy(info.Name), &cfg),
@@ -209,8 +224,9 @@ func (x *Index) Grow(n int) {
 // Len returns how many sequences the index holds, evictable or not. O(1).
 func (x *Index) Len() int { return x.held }
 
-// EvictableBlocks returns how many blocks the evictable (unpinned,
-// unreferenced) sequences hold: the most one Evict can free. O(1).
+// EvictableBlocks returns how many blocks the evictable sequences hold
+// (unpinned, unreferenced, under no live hard lease): the most one Evict
+// can free. O(1).
 func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
@@ -219,7 +235,9 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 	if !ok {
 		return Candidate{}, false
 	}
-	return *x.ord.cand(slot), true
+	c := *x.ord.cand(slot)
+	c.apart = false
+	return c, true
 }
 
 // Add inserts c. It returns an error matching [ErrInvalidCandidate] if c has
@@ -248,9 +266,8 @@ func (x *Index) Add(c Candidate) error {
 	}
 	x.held++
 	x.stats.evictions.Access(c.ID)
-	if c.evictable() {
-		x.available += len(c.Blocks)
-	}
+	x.tell(c.LastAccess)
+	x.file(slot, &c)
 	x.ord.add(slot, c)
 	return nil
 }
@@ -261,6 +278,9 @@ func (x *Index) check(slot int32, c *Candidate) error {
 	if !valid(c) {
 		field, value := negativeField(c)
 		return fmt.Errorf("%w: ID %d has negative %s %v", ErrInvalidCandidate, c.ID, field, value)
+	}
+	if err := checkHints(&c.Hints); err != nil {
+		return invalidHints(c, -1, err)
 	}
 	return x.ord.accepts(slot, c.ID, c.HeadHash)
 }
@@ -273,16 +293,16 @@ func (x *Index) Remove(id uint64) bool {
 	if !ok {
 		return false
 	}
-	c := x.ord.cand(slot)
-	if c.evictable() {
-		x.available -= len(c.Blocks)
-	}
+	x.unfile(slot, x.ord.cand(slot))
 	x.release(slot)
 	return true
 }
 
 // release frees a slot: its candidate leaves the order and the index.
 func (x *Index) release(slot int32) {
+	if x.ends.Contains(slot) {
+		x.ends.Remove(slot)
+	}
 	x.ord.remove(slot)
 	x.held--
 	x.free = append(x.free, slot)
@@ -299,17 +319,27 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	if !ok {
 		return unknownSequence(id)
 	}
+	// A held sequence has a pending eviction only if a partial one trimmed
+	// it since its last access: that Touch is a re-prefill.
+	x.stats.evictions.Access(id)
+	x.tell(tick)
 	c := x.ord.cand(slot)
+	if c.apart {
+		x.change(slot, func(c *Candidate) { touch(c, tick) })
+		return nil
+	}
 	old := c.LastAccess
+	touch(c, tick)
+	x.ord.update(slot, old)
+	return nil
+}
+
+// touch records a request of c at tick.
+func touch(c *Candidate, tick int64) {
 	c.LastAccess = tick
 	if c.AccessCount < math.MaxInt {
 		c.AccessCount++
 	}
-	// A held sequence has a pending eviction only if a partial one trimmed
-	// it since its last access: that Touch is a re-prefill.
-	x.stats.evictions.Access(id)
-	x.ord.update(slot, old)
-	return nil
 }
 
 // Update replaces every field of the held candidate with c.ID by c's and
@@ -331,6 +361,7 @@ func (x *Index) Update(c Candidate) error {
 	if err := x.check(slot, &c); err != nil {
 		return err
 	}
+	x.tell(c.LastAccess)
 	x.change(slot, func(old *Candidate) { *old = c })
 	return nil
 }
@@ -387,15 +418,102 @@ func unknownSequence(id uint64) error {
 // again.
 func (x *Index) change(slot int32, f func(*Candidate)) {
 	c := x.ord.cand(slot)
-	if c.evictable() {
-		x.available -= len(c.Blocks)
-	}
+	x.unfile(slot, c)
 	old := c.LastAccess
 	f(c)
-	if c.evictable() {
-		x.available += len(c.Blocks)
-	}
+	x.file(slot, c)
 	x.ord.update(slot, old)
+}
+
+// file counts the candidate c in slot, new or just changed, in its class
+// at the index's clock: ranked by the order, set apart in the apart heap,
+// or held by a hard lease; and in ends if its class changes later. It sets
+// c.apart before the order reads it. O(1) without hints, else O(log n).
+func (x *Index) file(slot int32, c *Candidate) {
+	if !c.hinted() {
+		c.apart = false
+		if c.evictable() {
+			x.available += len(c.Blocks)
+		}
+		if x.ends.Contains(slot) {
+			x.ends.Remove(slot)
+		}
+		return
+	}
+	cl := classPlain
+	var k rank.Key
+	if c.evictable() {
+		k, cl = hintKey(c, x.now)
+	}
+	c.apart = cl != classPlain
+	n := len(c.Blocks)
+	switch cl {
+	case classPlain:
+		if c.evictable() {
+			x.available += n
+		}
+	case classApart:
+		x.available += n
+		x.apart.Push(rank.Entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(n)})
+		x.count(k, n)
+	case classHeld:
+		x.hard += n
+	}
+	end := hintEnd(&c.Hints, x.now)
+	switch {
+	case end != 0 && x.ends.Contains(slot):
+		x.ends.Fix(slot, rank.Key{Major: end}, 0)
+	case end != 0:
+		x.ends.Push(rank.Entry{Key: rank.Key{Major: end}, ID: c.ID, Slot: slot})
+	case x.ends.Contains(slot):
+		x.ends.Remove(slot)
+	}
+}
+
+// unfile undoes file's counts of the candidate c in slot before it
+// changes or leaves; its entry in ends stays for file or release.
+func (x *Index) unfile(slot int32, c *Candidate) {
+	if !c.evictable() {
+		return
+	}
+	n := len(c.Blocks)
+	switch {
+	case !c.apart:
+		x.available -= n
+	case x.apart.Contains(slot):
+		x.available -= n
+		x.count(x.apart.At(slot).Key, -n)
+		x.apart.Remove(slot)
+	default:
+		x.hard -= n
+	}
+}
+
+// count adds n blocks set apart under key k to the sums of its side of
+// the plain class.
+func (x *Index) count(k rank.Key, n int) {
+	if k.Major < plainRank {
+		x.below += n
+		return
+	}
+	x.above += n
+	if k.Major == leasedRank {
+		x.soft += n
+	}
+}
+
+// tell advances the index's clock to tick, if later, and files again the
+// candidates whose lease or retention priority ended by then: O(log n)
+// each, once per end.
+func (x *Index) tell(tick int64) {
+	if tick <= x.now {
+		return
+	}
+	x.now = tick
+	for x.ends.Len() > 0 && x.ends.Min().Major <= tick {
+		slot := x.ends.Min().Slot
+		x.change(slot, func(*Candidate) {})
+	}
 }
 
 // UpdateAccess records a request for sequence id, held or not, as
@@ -442,8 +560,12 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	}
 	start := x.watch.start()
 	first := len(dst)
-	x.ord.begin(requiredBlocks, x.available)
-	x.taken = x.taken[:0]
+	ranked := x.available - x.below - x.above
+	x.ordNeed, x.ordFreed = min(ranked, max(0, requiredBlocks-x.below)), 0
+	if x.ordNeed > 0 {
+		x.ord.begin(x.ordNeed, ranked)
+	}
+	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
 	dst, freed, err := x.txn.cover(dst, requiredBlocks, x)
 	if err != nil {
 		return Result{}, err
@@ -461,39 +583,68 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // transaction: the order hands out the victims, and the Index removes
 // those committed.
 
+// The classes of [Hints] take the candidates set apart below the plain
+// class first, then the order's, then those above it.
 func (x *Index) next() (*Candidate, error) {
-	slot, c := x.ord.next()
+	var slot int32
+	if x.apart.Len() > 0 && (x.apart.Min().Major < plainRank || x.ordFreed >= x.ordNeed) {
+		slot = x.apart.Min().Slot
+		x.apart.Remove(slot)
+	} else {
+		var c *Candidate
+		slot, c = x.ord.next()
+		x.ordTaken = append(x.ordTaken, slot)
+		x.ordFreed += len(c.Blocks)
+	}
 	x.taken = append(x.taken, slot)
-	return c, nil
+	return x.ord.cand(slot), nil
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
-	freed := 0
-	for i := range victims {
-		freed += len(victims[i].Blocks)
+	last := x.taken[len(x.taken)-1]
+	if x.ordNeed > 0 {
+		freed := 0
+		for i, slot := range x.taken {
+			if !x.ord.cand(slot).apart {
+				freed += len(victims[i].Blocks)
+			}
+		}
+		x.ord.commit(x.ordTaken, freed, trimmed && !x.ord.cand(last).apart)
 	}
-	x.ord.commit(x.taken, freed, trimmed)
-	whole := x.taken
-	if trimmed {
-		slot := whole[len(whole)-1]
-		whole = whole[:len(whole)-1]
+	for i, slot := range x.taken {
 		c := x.ord.cand(slot)
-		keep := len(c.Blocks) - len(victims[len(victims)-1].Blocks)
-		x.available -= len(c.Blocks) - keep
-		c.Blocks = c.Blocks[:keep:keep]
-		x.ord.update(slot, c.LastAccess)
-	}
-	for _, slot := range whole {
-		c := x.ord.cand(slot)
-		x.available -= len(c.Blocks)
+		x.stats.hinted(c, x.now)
+		n := len(c.Blocks)
+		if c.apart { // out of the apart heap since next
+			x.count(hintKeyOf(c, x.now), -n)
+		}
+		x.available -= n
+		if trimmed && i == len(x.taken)-1 {
+			keep := n - len(victims[i].Blocks)
+			c.Blocks = c.Blocks[:keep:keep]
+			if c.apart {
+				x.file(slot, c)
+			} else {
+				x.available += keep
+				x.ord.update(slot, c.LastAccess)
+			}
+			continue
+		}
 		x.release(slot)
 	}
-	x.taken = x.taken[:0]
+	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
 }
 
 func (x *Index) rollback() {
-	x.ord.rollback(x.taken)
-	x.taken = x.taken[:0]
+	if x.ordNeed > 0 {
+		x.ord.rollback(x.ordTaken)
+	}
+	for _, slot := range x.taken {
+		if c := x.ord.cand(slot); c.apart {
+			x.apart.Push(rank.Entry{Key: hintKeyOf(c, x.now), ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(len(c.Blocks))})
+		}
+	}
+	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
 }
 
 // Metrics returns a snapshot of the index's counters, the same fields as
@@ -501,5 +652,6 @@ func (x *Index) rollback() {
 func (x *Index) Metrics() Metrics {
 	m, window := x.stats.snapshot()
 	m.P99EvictionTime = p99(window)
+	m.LeasedBlocks = x.soft + x.hard
 	return m
 }

@@ -26,9 +26,10 @@ func checkIndex(t testing.TB, x *Index) {
 			continue // a free slot
 		}
 		live++
-		if c.evictable() {
+		if c.evictable() && (!c.apart || x.apart.Contains(slot)) {
 			available += len(c.Blocks)
 		}
+		checkClass(t, x, slot, c)
 	}
 	if live != x.held {
 		t.Fatalf("%d live slots, index holds %d", live, x.held)
@@ -165,6 +166,7 @@ type opRunner struct {
 	tick  int64
 	maxID uint64
 	heads bool // candidates set HeadHash, from a dozen hashes
+	hints bool // candidates carry hints, and a clock candidate keeps now
 }
 
 // newOpRunner returns the runner of strategy s and opts; a configuration
@@ -181,6 +183,25 @@ func newOpRunner(t testing.TB, name string, s Strategy, opts []Option) *opRunner
 		t.Fatal(err)
 	}
 	return &opRunner{t: t, x: x, m: &model{p: p}, heads: strings.Contains(name, "heads")}
+}
+
+// clockID is the ID of the hints runner's clock candidate, which no
+// operation picks: it holds no block and is touched at every step, so
+// that the index's now and the Policy's (the latest LastAccess among the
+// candidates) agree.
+const clockID = 1 << 62
+
+// newHintsRunner returns the runner of newOpRunner whose candidates carry
+// random hints, with the clock candidate added.
+func newHintsRunner(t testing.TB, name string, s Strategy, opts []Option) *opRunner {
+	r := newOpRunner(t, name, s, opts)
+	r.hints = true
+	c := Candidate{ID: clockID}
+	if err := r.x.Add(c); err != nil {
+		t.Fatal(err)
+	}
+	r.m.cands = append(r.m.cands, c)
+	return r
 }
 
 // headTaken reports whether another candidate of the model than id is
@@ -218,7 +239,25 @@ func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
 	if r.heads && next(3) != 0 {
 		c.HeadHash = 1000 + uint64(next(12))
 	}
+	if r.hints && next(2) == 0 {
+		c.Hints = randomHints(r.tick, next)
+	}
 	return c
+}
+
+// randomHints returns valid hints around tick: some spent, some live.
+func randomHints(tick int64, next func(int) int) Hints {
+	var h Hints
+	h.Released = next(4) == 0
+	if next(2) == 0 {
+		h.LeaseUntil = max(tick+int64(next(40))-10, 1)
+		h.HardLease = next(4) == 0
+	}
+	if next(2) == 0 {
+		h.Retention = uint8(next(MaxRetention + 1))
+		h.RetainUntil = max(tick+int64(next(40))-10, 1)
+	}
+	return h
 }
 
 // step applies one operation chosen by next, a source of bounded integers.
@@ -226,6 +265,14 @@ func (r *opRunner) step(next func(int) int) {
 	t, x, m := r.t, r.x, r.m
 	t.Helper()
 	r.tick += int64(next(3))
+	if r.hints {
+		if err := x.Touch(clockID, r.tick); err != nil {
+			t.Fatal(err)
+		}
+		i := m.find(clockID)
+		m.cands[i].LastAccess = r.tick
+		m.cands[i].AccessCount++
+	}
 	pickID := func() uint64 { return uint64(next(int(r.maxID) + 2)) } // sometimes absent
 	switch op := next(11); op {
 	case 10: // a request, for a held sequence or not

@@ -44,6 +44,16 @@ type Metrics struct {
 	// (or none was); it falls toward 1/n as one sequence is evicted over and
 	// over while others are spared.
 	FairnessScore float64
+
+	// ReleasesEvicted counts victims whose [Hints] said Released.
+	ReleasesEvicted uint64
+	// LeasesBroken counts victims taken under a live soft lease: the need
+	// could be covered only by taking leased blocks.
+	LeasesBroken uint64
+	// LeasedBlocks is how many blocks were held under a live lease, soft
+	// or hard, by the candidates of the latest selection that evicted
+	// something (a Policy), or by the index's candidates now (an Index).
+	LeasedBlocks int
 }
 
 // stopwatch times selections for Result.Elapsed, or reads no clock when
@@ -97,6 +107,9 @@ type stats struct {
 	// RePrefillRate and FairnessScore: an access (UpdateAccess, or an
 	// Index's Add or Touch) goes to it.
 	evictions reprefill.Ledger[struct{}]
+
+	releasesEvicted, leasesBroken uint64
+	leasedBlocks                  int
 }
 
 // newStats returns the stats of strategy s configured by cfg; without
@@ -123,6 +136,18 @@ func (s *stats) record(res *Result, partial int) {
 	}
 }
 
+// hinted counts victim c, taken at tick now, by its hints.
+func (s *stats) hinted(c *Candidate, now int64) {
+	if !c.hinted() {
+		return
+	}
+	if c.Hints.Released {
+		s.releasesEvicted++
+	} else if c.Hints.LeaseUntil != 0 && now < c.Hints.LeaseUntil {
+		s.leasesBroken++
+	}
+}
+
 // snapshot returns the metrics but P99EvictionTime, and a copy of the
 // latency window to compute it from. It copies the window rather than
 // sorting it, so that a caller holding a lock releases it before [p99]
@@ -137,6 +162,9 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 		RePrefills:       s.evictions.RePrefills(),
 		RePrefillRate:    s.evictions.Rate(),
 		FairnessScore:    s.evictions.Fairness(),
+		ReleasesEvicted:  s.releasesEvicted,
+		LeasesBroken:     s.leasesBroken,
+		LeasedBlocks:     s.leasedBlocks,
 	}
 	if s.selections > 0 {
 		m.AvgEvictionTime = s.totalTime / time.Duration(s.selections)

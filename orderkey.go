@@ -77,7 +77,7 @@ func (o *keyOrder) add(slot int32, c Candidate) {
 	}
 	o.slab[slot].Val.c = c // its key is set when it goes to the run
 	o.ids.Put(c.ID, slot)
-	if c.evictable() {
+	if c.ranked() {
 		o.insert(slot)
 	}
 }
@@ -88,7 +88,7 @@ func (o *keyOrder) cand(slot int32) *Candidate { return &o.slab[slot].Val.c }
 // its evictability and key require: O(1) when it stays in the run or
 // moves to its back, else O(log n).
 func (o *keyOrder) update(slot int32, _ int64) {
-	was, now := o.place(slot) != outOfOrder, o.cand(slot).evictable()
+	was, now := o.place(slot) != outOfOrder, o.cand(slot).ranked()
 	switch {
 	case was && now:
 		o.refile(slot)
@@ -259,8 +259,8 @@ func (o *keyOrder) check() error {
 				return fmt.Errorf("ID %d: heap entry %+v is stale, want key %+v, %d blocks", c.ID, *e, want, len(c.Blocks))
 			}
 		}
-		if c.evictable() != (at != outOfOrder) {
-			return fmt.Errorf("ID %d: evictable %v but kept at %d", c.ID, c.evictable(), at)
+		if c.ranked() != (at != outOfOrder) {
+			return fmt.Errorf("ID %d: evictable %v but kept at %d", c.ID, c.ranked(), at)
 		}
 	}
 	if inHeapCount != o.heap.Len() {

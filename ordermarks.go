@@ -108,7 +108,7 @@ func (m *marks[G]) add(slot int32, c Candidate) {
 	if n >= 0 {
 		m.link(n, slot)
 	}
-	if m.slab[slot].c.evictable() {
+	if m.slab[slot].c.ranked() {
 		m.markHeld(slot)
 	}
 	if n < 0 || !m.t.resident(n) {
@@ -134,7 +134,7 @@ func (m *marks[G]) unlink(slot int32) {
 // It reports whether the candidate was and still is evictable: its fields
 // changed while marked, which a follower may need to know.
 func (m *marks[G]) update(slot int32) (stayed bool) {
-	was, now := m.slab[slot].st.evictable, m.slab[slot].c.evictable()
+	was, now := m.slab[slot].st.evictable, m.slab[slot].c.ranked()
 	switch {
 	case was && now:
 		return true
@@ -348,16 +348,16 @@ func (m *marks[G]) check() (marked int, err error) {
 		}
 		held++
 		st := &m.slab[slot].st
-		if st.evictable != c.evictable() {
-			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.evictable(), st.evictable)
+		if st.evictable != c.ranked() {
+			return 0, fmt.Errorf("ID %d: evictable %v, noted %v", c.ID, c.ranked(), st.evictable)
 		}
 		k := m.t.lookup(m.id(int32(slot)))
 		if st.node != k || k >= 0 && m.t.slab[k].cand != int32(slot) {
 			return 0, fmt.Errorf("ID %d in slot %d: linked to node %d, its node is %d", c.ID, slot, st.node, k)
 		}
 		resident := k >= 0 && m.t.resident(k)
-		if k >= 0 && m.t.marked(k) != (resident && c.evictable()) {
-			return 0, fmt.Errorf("ID %d: marked %v, resident %v, evictable %v", c.ID, m.t.marked(k), resident, c.evictable())
+		if k >= 0 && m.t.marked(k) != (resident && c.ranked()) {
+			return 0, fmt.Errorf("ID %d: marked %v, resident %v, evictable %v", c.ID, m.t.marked(k), resident, c.ranked())
 		}
 		if k >= 0 && m.t.marked(k) && m.t.slab[k].cand != int32(slot) {
 			return 0, fmt.Errorf("ID %d: marked as slot %d, held in %d", c.ID, m.t.slab[k].cand, slot)

@@ -98,6 +98,7 @@ type policy struct {
 	// allocates only its result.
 	ranked  ranked
 	listSrc listSource
+	classes classes // the selection by the classes of Hints
 	stats   stats
 
 	sampler *sampler // nil: exact selection
@@ -137,8 +138,19 @@ func (p *policy) SelectVictims(candidates []Candidate, requiredBlocks int) (Resu
 }
 
 // selectVictims is SelectVictims for required > 0, under the lock: the
-// strategy's source of victims, and the one transaction over it.
+// strategy's source of victims, and the one transaction over it, or the
+// selection by class when a candidate carries hints.
 func (p *policy) selectVictims(cands []Candidate, required int) (Result, error) {
+	res, err := p.selectRanked(cands, required)
+	if err == errHinted {
+		return p.selectClasses(cands, required)
+	}
+	return res, err
+}
+
+// selectRanked is selectVictims when no evictable candidate carries hints;
+// it returns errHinted, having changed nothing, when one does.
+func (p *policy) selectRanked(cands []Candidate, required int) (Result, error) {
 	switch {
 	case p.lists != nil:
 		return p.sel.selectAdaptive(cands, required, p.lists, &p.txn, &p.listSrc)

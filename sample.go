@@ -79,6 +79,9 @@ func (s *sampler) next() (*Candidate, error) {
 			if !c.evictable() || s.taken[i/64]&(1<<(i%64)) != 0 {
 				continue
 			}
+			if c.hinted() {
+				return nil, errGaveUp // the classes of Hints are ranked exactly
+			}
 			s.offer(newEntry(c, s.kp.keyOf(c), int32(i)))
 		}
 		if len(s.pool) > 0 {
@@ -156,7 +159,7 @@ func (s *sampler) revalidate(cands []Candidate, kp *keyParams) {
 			continue
 		}
 		c := &cands[e.Slot]
-		if c.ID != e.ID || !valid(c) || !c.evictable() {
+		if c.ID != e.ID || !valid(c) || !c.evictable() || c.hinted() {
 			continue
 		}
 		e = newEntry(c, kp.keyOf(c), e.Slot)

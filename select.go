@@ -124,6 +124,7 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 	limit := int64(math.MaxInt64)
 	var bound entry
 	var order idOrder
+	hinted := false
 	for i := range cands {
 		// idOrder.check, split: an evictable candidate's counts are checked
 		// after its key, so that the key is computed from fields just read.
@@ -136,6 +137,11 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 			if kp.auto != nil {
 				kp.auto.see(c) // Auto learns of every candidate that holds blocks
 			}
+			hinted = hinted || c.hinted() // for checkHints
+			continue
+		}
+		if c.hinted() {
+			hinted = true // the pass goes on to validate every candidate
 			continue
 		}
 		// keyOf's dispatch, written out so that the simple keys and the
@@ -186,6 +192,9 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 		if e := newEntry(c, key, int32(i)); !s.appendFast(e) && s.offer(e, &bound) {
 			limit = bound.Key.Major
 		}
+	}
+	if hinted {
+		return nil, errHinted
 	}
 	// Until the buffer covers required nothing evictable is skipped or
 	// dropped, so a buffer that does not cover it holds every evictable

@@ -41,15 +41,28 @@ func (s *selector) checkCover(cands []Candidate, unordered, covered bool, requir
 func (s *selector) validate(cands []Candidate, required int) error {
 	var order idOrder
 	available := 0
+	hinted := false
 	for i := range cands {
 		c := &cands[i]
 		var ok bool
 		if order, ok = order.check(c); !ok {
 			return invalidField(c, i)
 		}
+		if c.hinted() {
+			if err := checkHints(&c.Hints); err != nil {
+				return invalidHints(c, i, err)
+			}
+			hinted = hinted || c.evictable()
+		}
 		if c.evictable() {
 			available += len(c.Blocks)
 		}
+	}
+	if hinted && required > 0 {
+		if err := s.checkCover(cands, order.unordered(cands), true, 0); err != nil {
+			return err
+		}
+		return errHinted
 	}
 	return s.checkCover(cands, order.unordered(cands), available >= required, required)
 }

@@ -1,0 +1,301 @@
+package kvevict
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sagellm/kvevict/internal/rank"
+)
+
+// Hints is what the caller knows of a sequence's future and no history can
+// learn: a lease (a TTL), a retention priority, or that the sequence will
+// not be continued. The zero value means none. A hint is an input like
+// Pinned or RefCount: every strategy, the [Policy], the [Index], package
+// prefix's tree and package tier's tiers honour it the same way, by the
+// order of the classes below.
+//
+// # The order of the classes
+//
+// A selection takes, first to last:
+//
+//  1. released candidates (Released);
+//  2. candidates without a live lease, by retention priority, lowest
+//     first: Retention while the selection's now is before RetainUntil,
+//     else [DefaultRetention];
+//  3. candidates under a live soft lease, the lease ending first taken
+//     first.
+//
+// A candidate under a live hard lease is never taken, as if Pinned. Within
+// the class of the candidates without hints (no live lease, the default
+// retention priority, not released) the strategy orders the candidates as it
+// always does. Within another class candidates rank by recency (LastAccess,
+// then ID) and leased ones by the end of their lease (then ID), whatever
+// the strategy, so that a [Policy] and an [Index] agree on them. Equal keys
+// break by ID, as everywhere.
+//
+// # Now
+//
+// A lease is live, and a retention priority applies, while now is before
+// its end tick; past it the hint is spent, not an error. A Policy's now is
+// the latest LastAccess among the candidates of the call, as [WithCostDecay]
+// reads it; an Index's is the latest tick it has been told (a candidate's
+// LastAccess in Add or Update, a Touch's tick). A lease that ends costs an
+// Index O(log n) once, never a pass over its candidates.
+type Hints struct {
+	// LeaseUntil is the tick at which a lease on the sequence ends; 0
+	// means no lease. A soft lease (the default) defers the sequence
+	// behind every candidate without a live lease; a hard one (HardLease)
+	// keeps it as Pinned until it ends.
+	LeaseUntil int64
+	// RetainUntil is the tick until which Retention applies; 0 means no
+	// retention priority.
+	RetainUntil int64
+	// Retention is a retention priority from 0 to [MaxRetention], as
+	// TensorRT-LLM's retention config has it: lower is taken first. It
+	// needs RetainUntil.
+	Retention uint8
+	// HardLease makes the lease hard. It needs LeaseUntil.
+	HardLease bool
+	// Released says the caller knows the sequence will not be continued:
+	// an agent's final turn, a closed chat, a turn its continuation
+	// superseded. It is taken before every other class.
+	Released bool
+}
+
+// Retention priorities: the range of [Hints.Retention], and the priority of
+// a candidate that sets none or whose RetainUntil has passed.
+const (
+	MaxRetention     = 100
+	DefaultRetention = 50
+)
+
+// hintClass is where a candidate's hints put it at one tick.
+type hintClass uint8
+
+const (
+	classPlain hintClass = iota // no hint in force: the strategy's own order
+	classApart                  // a class of its own, ranked by hintKey
+	classHeld                   // under a live hard lease: never taken
+)
+
+// The Major of hintKey for each class: released first, then the retention
+// priorities, the default one standing for the plain class between them,
+// then the soft leases.
+const (
+	releasedRank = 0
+	plainRank    = 1 + DefaultRetention
+	leasedRank   = 1 + MaxRetention + 1
+)
+
+// hintKey is the one place the order of the classes is written. It returns
+// the class of evictable candidate c at tick now and, for classApart, its
+// key among the candidates set apart: the class's rank, then recency or
+// the lease's end. Every structure orders the candidates set apart by it
+// (then ID) and takes those below the plain class first, those above it
+// last.
+func hintKey(c *Candidate, now int64) (rank.Key, hintClass) {
+	h := &c.Hints
+	leased := h.LeaseUntil != 0 && now < h.LeaseUntil
+	switch {
+	case leased && h.HardLease:
+		return rank.Key{}, classHeld
+	case h.Released:
+		return rank.Key{Major: releasedRank, Minor: c.LastAccess}, classApart
+	case leased:
+		return rank.Key{Major: leasedRank, Minor: h.LeaseUntil}, classApart
+	case h.RetainUntil != 0 && now < h.RetainUntil && h.Retention != DefaultRetention:
+		return rank.Key{Major: 1 + int64(h.Retention), Minor: c.LastAccess}, classApart
+	}
+	return rank.Key{}, classPlain
+}
+
+// hintKeyOf is hintKey's key alone, for a candidate known to be set apart.
+func hintKeyOf(c *Candidate, now int64) rank.Key {
+	k, _ := hintKey(c, now)
+	return k
+}
+
+// hinted reports whether c carries any hint.
+func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
+
+// hintEnd returns the next tick after now at which c's class may change
+// (its lease or its retention priority ends), or 0 if none will.
+func hintEnd(h *Hints, now int64) int64 {
+	end := int64(0)
+	for _, t := range [2]int64{h.LeaseUntil, h.RetainUntil} {
+		if t != 0 && now < t && (end == 0 || t < end) {
+			end = t
+		}
+	}
+	return end
+}
+
+// checkHints reports hints no class can hold: a retention priority out of
+// range or without its end, a hard lease without one.
+func checkHints(h *Hints) error {
+	switch {
+	case h.Retention > MaxRetention:
+		return fmt.Errorf("retention priority %d, more than %d", h.Retention, MaxRetention)
+	case h.Retention != 0 && h.RetainUntil == 0:
+		return fmt.Errorf("retention priority %d without RetainUntil", h.Retention)
+	case h.HardLease && h.LeaseUntil == 0:
+		return fmt.Errorf("a hard lease without LeaseUntil")
+	}
+	return nil
+}
+
+// invalidHints describes candidate c, at index i of its call (-1: an
+// Index's), whose hints checkHints refused with err.
+func invalidHints(c *Candidate, i int, err error) error {
+	if i < 0 {
+		return fmt.Errorf("%w: ID %d: %v", ErrInvalidCandidate, c.ID, err)
+	}
+	return fmt.Errorf("%w: candidate %d (ID %d): %v", ErrInvalidCandidate, i, c.ID, err)
+}
+
+// errHinted is a selection's way of saying that an evictable candidate
+// carries hints: the Policy then selects by class (selectClasses).
+var errHinted = errors.New("kvevict: a candidate carries hints")
+
+// classes is the scratch of a Policy's selection by class, kept between
+// calls.
+type classes struct {
+	view  []Candidate // the call's candidates as the strategy sees them
+	apart []entry     // the candidates set apart, by hintKey then ID
+	src   classSource
+}
+
+// selectClasses is the selection of a Policy whose evictable candidates
+// carry hints: the candidates set apart below the plain class, then the
+// strategy's own selection among the plain class, then those set apart
+// above it, in one transaction. The strategy sees a view of the
+// candidates in which those set apart or held are pinned and no hint is
+// left, and selects exactly.
+func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) {
+	if err := p.sel.validate(cands, 0); err != nil {
+		return Result{}, err
+	}
+	now := maxLastAccess(cands)
+	cl := &p.classes
+	view, apart := cl.view[:0], cl.apart[:0]
+	below, plain, above, leased := 0, 0, 0, 0
+	for i := range cands {
+		c := &cands[i]
+		view = append(view, *c)
+		view[i].Hints = Hints{}
+		if !c.evictable() || !c.hinted() {
+			if c.evictable() {
+				plain += len(c.Blocks)
+			}
+			continue
+		}
+		k, class := hintKey(c, now)
+		n := len(c.Blocks)
+		switch class {
+		case classPlain:
+			plain += n
+			continue
+		case classApart:
+			apart = append(apart, newEntry(c, k, int32(i)))
+			if k.Major < plainRank {
+				below += n
+			} else {
+				above += n
+			}
+			if k.Major == leasedRank {
+				leased += n
+			}
+		case classHeld:
+			leased += n
+		}
+		view[i].Pinned = true
+	}
+	cl.view, cl.apart = view, apart
+	defer func() { clear(cl.view) }() // drop the views of the caller's blocks
+	if below+plain+above < required {
+		return Result{}, &InsufficientBlocksError{Required: required, Available: below + plain + above}
+	}
+	sortEntries(apart)
+	src := &cl.src
+	*src = classSource{cands: cands, apart: apart, need: min(plain, max(0, required-below))}
+	if src.need > 0 {
+		switch {
+		case p.lists != nil:
+			beginAdaptive(view, p.lists, &p.listSrc)
+			src.inner = &p.listSrc
+		default:
+			victims, err := p.sel.greedy(view, src.need, &p.params)
+			if err != nil {
+				return Result{}, err
+			}
+			p.ranked = ranked{cands: view, victims: victims, auto: p.params.auto}
+			src.inner = &p.ranked
+		}
+	}
+	res := Result{Victims: make([]Victim, 0, 8)}
+	var err error
+	res.Victims, res.FreedBlocks, err = p.txn.cover(res.Victims, required, src)
+	p.ranked, p.listSrc = ranked{}, listSource{}
+	if err == nil {
+		for _, i := range src.taken {
+			if i >= 0 {
+				p.stats.hinted(&cands[i], now)
+			}
+		}
+		p.stats.leasedBlocks = leased
+	}
+	*src = classSource{taken: src.taken[:0], innerVictims: src.innerVictims[:0]}
+	return res, err
+}
+
+// classSource is the source of a selection by class: the candidates set
+// apart below the plain class, then need blocks from the strategy's
+// source, then those set apart above it.
+type classSource struct {
+	cands []Candidate
+	apart []entry
+	nextApart int // apart's next
+	inner source
+	need  int // blocks the strategy gives
+	freed int // blocks it gave
+	// taken is each victim's index in cands if set apart, -1 if the
+	// strategy's; innerVictims the strategy's victims, for its commit.
+	taken        []int
+	innerVictims []Victim
+}
+
+func (s *classSource) next() (*Candidate, error) {
+	if s.nextApart < len(s.apart) && (s.apart[s.nextApart].Major < plainRank || s.freed >= s.need) {
+		i := s.apart[s.nextApart].Slot
+		s.nextApart++
+		s.taken = append(s.taken, int(i))
+		return &s.cands[i], nil
+	}
+	c, err := s.inner.next()
+	if err != nil {
+		return nil, err
+	}
+	s.freed += len(c.Blocks)
+	s.taken = append(s.taken, -1)
+	return c, nil
+}
+
+func (s *classSource) commit(victims []Victim, trimmed bool) {
+	if s.inner == nil {
+		return
+	}
+	s.innerVictims = s.innerVictims[:0]
+	for i, v := range victims {
+		if s.taken[i] < 0 {
+			s.innerVictims = append(s.innerVictims, v)
+		}
+	}
+	s.inner.commit(s.innerVictims, trimmed && s.taken[len(s.taken)-1] < 0)
+	clear(s.innerVictims)
+}
+
+func (s *classSource) rollback() {
+	if s.inner != nil {
+		s.inner.rollback()
+	}
+}

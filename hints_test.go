@@ -1,0 +1,232 @@
+package kvevict
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkClass checks that the index files the candidate in slot as its hints
+// say at the index's clock: set apart or not, in the apart heap with its
+// hintKey, and in ends exactly when its class changes later.
+func checkClass(t testing.TB, x *Index, slot int32, c *Candidate) {
+	t.Helper()
+	k, class := hintKey(c, x.now)
+	if !c.evictable() {
+		class = classPlain
+	}
+	if !c.hinted() {
+		class = classPlain
+	}
+	if c.apart != (class != classPlain) {
+		t.Fatalf("ID %d: apart %v, class %d at %d (hints %+v)", c.ID, c.apart, class, x.now, c.Hints)
+	}
+	if x.apart.Contains(slot) != (class == classApart) {
+		t.Fatalf("ID %d: in the apart heap %v, class %d", c.ID, x.apart.Contains(slot), class)
+	}
+	if class == classApart && x.apart.At(slot).Key != k {
+		t.Fatalf("ID %d: apart under %v, hintKey %v", c.ID, x.apart.At(slot).Key, k)
+	}
+	end := hintEnd(&c.Hints, x.now)
+	if x.ends.Contains(slot) != (end != 0) || end != 0 && x.ends.At(slot).Major != end {
+		t.Fatalf("ID %d: in ends %v, next end %d", c.ID, x.ends.Contains(slot), end)
+	}
+}
+
+// checkSides checks the index's sums of the blocks set apart and held.
+func checkSides(t testing.TB, x *Index) {
+	t.Helper()
+	below, above, hard := 0, 0, 0
+	for slot := range x.made {
+		c := x.ord.cand(slot)
+		if got, ok := x.ord.find(c.ID); !ok || got != slot || !c.evictable() {
+			continue
+		}
+		switch k, class := hintKey(c, x.now); {
+		case !c.hinted():
+		case class == classHeld:
+			hard += len(c.Blocks)
+		case class == classApart && k.Major < plainRank:
+			below += len(c.Blocks)
+		case class == classApart:
+			above += len(c.Blocks)
+		}
+	}
+	if below != x.below || above != x.above || hard != x.hard {
+		t.Fatalf("apart below %d, above %d, hard %d; index says %d, %d, %d", below, above, hard, x.below, x.above, x.hard)
+	}
+}
+
+// TestHintsOrder checks the order of the classes on a hand-made pool under
+// LRU, whose own order is the oldest LastAccess first: each candidate holds
+// one block, and evicting them one at a time must give the order below,
+// worked from the Hints documentation.
+func TestHintsOrder(t *testing.T) {
+	const now = 100
+	cands := []Candidate{
+		{ID: 1, LastAccess: 10},                                                               // plain, oldest
+		{ID: 2, LastAccess: 90, Hints: Hints{Released: true}},                                 // released, recent
+		{ID: 3, LastAccess: 20, Hints: Hints{LeaseUntil: 150}},                                // soft lease, ends second
+		{ID: 4, LastAccess: 5, Hints: Hints{LeaseUntil: 120}},                                 // soft lease, ends first
+		{ID: 5, LastAccess: 30, Hints: Hints{LeaseUntil: 200, HardLease: true}},               // hard: never
+		{ID: 6, LastAccess: 40, Hints: Hints{Retention: 10, RetainUntil: 500}},                // priority 10
+		{ID: 7, LastAccess: 50, Hints: Hints{Retention: 90, RetainUntil: 500}},                // priority 90
+		{ID: 8, LastAccess: 60, Hints: Hints{Retention: 10, RetainUntil: 50}},                 // priority spent: plain
+		{ID: 9, LastAccess: 70, Hints: Hints{LeaseUntil: 100}},                                // lease ended at now: plain
+		{ID: 10, LastAccess: 80, Hints: Hints{Released: true, LeaseUntil: 400}},               // released beats a soft lease
+		{ID: 11, LastAccess: now, Pinned: true},                                               // the clock
+		{ID: 12, LastAccess: 15, Hints: Hints{Retention: DefaultRetention, RetainUntil: 500}}, // the default priority: plain
+	}
+	for i := range cands {
+		if cands[i].ID != 11 {
+			cands[i].Blocks = []int{int(cands[i].ID)}
+		}
+	}
+	want := []uint64{10, 2, 6, 1, 12, 8, 9, 7, 4, 3}
+	for _, s := range []Strategy{LRU} {
+		p, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := NewIndex(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cands {
+			if err := x.Add(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := p.SelectVictims(cands, len(want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := victimIDs(res.Victims); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s Policy: victims %v, want %v", s, got, want)
+		}
+		if _, err := p.SelectVictims(cands, len(want)+1); !errors.Is(err, ErrInsufficientBlocks) {
+			t.Errorf("%s Policy: taking the hard lease: err %v, want ErrInsufficientBlocks", s, err)
+		}
+		if m := p.Metrics(); m.ReleasesEvicted != 2 || m.LeasesBroken != 2 || m.LeasedBlocks != 3 {
+			t.Errorf("%s Policy: releases %d, broken %d, leased blocks %d; want 2, 2, 3", s, m.ReleasesEvicted, m.LeasesBroken, m.LeasedBlocks)
+		}
+		for i, id := range want {
+			res, err := x.Evict(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Victims[0].ID != id {
+				t.Fatalf("%s Index: victim %d is %d, want %d", s, i, res.Victims[0].ID, id)
+			}
+			checkIndex(t, x)
+		}
+		if _, err := x.Evict(1); !errors.Is(err, ErrInsufficientBlocks) {
+			t.Errorf("%s Index: taking the hard lease: err %v, want ErrInsufficientBlocks", s, err)
+		}
+		// The hard lease ends at 200: then it is plain, and taken.
+		if err := x.Touch(11, 200); err != nil {
+			t.Fatal(err)
+		}
+		checkIndex(t, x)
+		if res, err := x.Evict(1); err != nil || res.Victims[0].ID != 5 {
+			t.Errorf("%s Index: after the hard lease ended: %v, %v; want victim 5", s, res.Victims, err)
+		}
+	}
+}
+
+func victimIDs(vs []Victim) []uint64 {
+	ids := make([]uint64, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID
+	}
+	return ids
+}
+
+// TestHintsIndexMatchesSelectVictims is TestIndexMatchesSelectVictims with
+// hints on: every Evict of an index must return exactly the victims
+// SelectVictims picks over the same candidates, for every strategy, as
+// leases and retention priorities start and end.
+func TestHintsIndexMatchesSelectVictims(t *testing.T) {
+	seeds := uint64(20)
+	if raceEnabled {
+		seeds = 5
+	}
+	for _, cfg := range indexConfigs() {
+		t.Run(cfg.name, func(t *testing.T) {
+			selections, hinted := uint64(0), uint64(0)
+			for seed := range seeds {
+				r := newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
+				rng := rand.New(rand.NewPCG(seed, 11))
+				for range 400 {
+					r.step(rng.IntN)
+					checkIndex(t, r.x)
+					checkSides(t, r.x)
+				}
+				got, want := r.x.Metrics(), r.m.p.Metrics()
+				if got.Selections != want.Selections || got.TotalEvictions != want.TotalEvictions ||
+					got.EvictedBlocks != want.EvictedBlocks || got.ReleasesEvicted != want.ReleasesEvicted ||
+					got.LeasesBroken != want.LeasesBroken {
+					t.Fatalf("seed %d: metrics %+v, policy's %+v", seed, got, want)
+				}
+				selections += got.Selections
+				hinted += got.ReleasesEvicted + got.LeasesBroken
+			}
+			if selections == 0 || hinted == 0 {
+				t.Fatalf("%d evictions, %d of hinted victims: the test exercises too little", selections, hinted)
+			}
+		})
+	}
+}
+
+// FuzzHintsIndex is FuzzIndex with hints on.
+func FuzzHintsIndex(f *testing.F) {
+	f.Add(uint8(0), []byte{0, 1, 2, 3, 9, 9, 9, 4, 5, 6, 7, 8, 9})
+	f.Add(uint8(3), []byte("leases end and released turns go first"))
+	configs := indexConfigs()
+	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		cfg := configs[int(which)%len(configs)]
+		r := newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
+		pos := 0
+		next := func(n int) int {
+			if n <= 0 || pos >= len(ops) {
+				return 0
+			}
+			b := ops[pos]
+			pos++
+			return int(b) % n
+		}
+		for pos < len(ops) {
+			r.step(next)
+			checkIndex(t, r.x)
+			checkSides(t, r.x)
+		}
+	})
+}
+
+// TestHintsErrors checks that hints no class can hold are refused, by a
+// Policy (whatever the need) and an Index alike.
+func TestHintsErrors(t *testing.T) {
+	bad := []Hints{
+		{Retention: MaxRetention + 1, RetainUntil: 10},
+		{Retention: 7},
+		{HardLease: true},
+	}
+	for _, h := range bad {
+		c := Candidate{ID: 1, Blocks: []int{1}, Hints: h}
+		p, _ := New(LRU)
+		for _, need := range []int{0, 1} {
+			if _, err := p.SelectVictims([]Candidate{c}, need); !errors.Is(err, ErrInvalidCandidate) {
+				t.Errorf("SelectVictims(%+v, %d): err %v, want ErrInvalidCandidate", h, need, err)
+			}
+		}
+		c.Pinned = true // refused even where it could not be a victim
+		if _, err := p.SelectVictims([]Candidate{c, {ID: 2, Blocks: []int{2}}}, 1); !errors.Is(err, ErrInvalidCandidate) {
+			t.Errorf("SelectVictims(pinned %+v): err %v, want ErrInvalidCandidate", h, err)
+		}
+		x, _ := NewIndex(LRU)
+		if err := x.Add(c); !errors.Is(err, ErrInvalidCandidate) {
+			t.Errorf("Add(%+v): err %v, want ErrInvalidCandidate", h, err)
+		}
+	}
+}
