@@ -252,12 +252,12 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 // apart below the plain class, then need blocks from the strategy's
 // source, then those set apart above it.
 type classSource struct {
-	cands []Candidate
-	apart []entry
+	cands     []Candidate
+	apart     []entry
 	nextApart int // apart's next
-	inner source
-	need  int // blocks the strategy gives
-	freed int // blocks it gave
+	inner     source
+	need      int // blocks the strategy gives
+	freed     int // blocks it gave
 	// taken is each victim's index in cands if set apart, -1 if the
 	// strategy's; innerVictims the strategy's victims, for its commit.
 	taken        []int
