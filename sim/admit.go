@@ -139,6 +139,7 @@ func (p *pool) newSequence(r int) *sequence {
 // beginAdmission starts what the evictor is told of the admission of s
 // with prompt: no sequence accessed or reused yet.
 func (p *pool) beginAdmission(s *sequence, prompt []uint64) {
+	p.admitting = s.req
 	a := &p.admission
 	*a = Admission{Seq: s.id, Now: p.now, Priority: kvevict.Priority(p.w.Requests[s.req].Priority),
 		Hashes: prompt, Accessed: a.Accessed[:0], Reused: a.Reused[:0]}
@@ -196,6 +197,9 @@ func (p *pool) reuse(b int) {
 		p.found[id] = true
 		o := p.owners[id] // before uncache, which forgets an owner with nothing left
 		o.accessCount++
+		if p.arrived != nil {
+			p.renew(o)
+		}
 		p.reused = append(p.reused, reusedOwner{id, o})
 	}
 	p.access(id)
@@ -269,4 +273,16 @@ func (p *pool) returning(r int) bool {
 		}
 	}
 	return false
+}
+
+// renew renews the lease of owner o, whose blocks the request admitted
+// reuses, when that request carries a ttl of its own: to its ttl from its
+// arrival, as a front end's TTL refreshed on use.
+func (p *pool) renew(o *owner) {
+	r := p.admitting
+	h := &p.w.Requests[r].Hints
+	if h.TTLMs == 0 {
+		return
+	}
+	o.hints.LeaseUntil, o.hints.HardLease = p.arrived[r]+h.TTLMs*1000, h.Hard
 }

@@ -174,6 +174,9 @@ func (e *Engine) Events() []prefix.Event { return e.events }
 //
 // A router serves one run: pass a new one to each call.
 func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (ClusterReport, error) {
+	if err := refuseHints(w, "a cluster"); err != nil {
+		return ClusterReport{}, err
+	}
 	if err := cfg.validate(w); err != nil {
 		return ClusterReport{}, err
 	}

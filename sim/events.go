@@ -131,6 +131,9 @@ func (p *pool) run() error {
 		}
 		p.now = max(p.now, e.at)
 		if e.seq == nil {
+			if p.arrived != nil {
+				p.arrived[e.req] = p.now
+			}
 			p.waiting = append(p.waiting, e.req)
 		} else if err := p.step(e.seq); err != nil {
 			return err

@@ -87,6 +87,10 @@ type CachedSequence struct {
 	AccessCount    int
 	Priority       kvevict.Priority // its request's priority
 	SeqLen, MaxLen int              // its tokens at release, and its maximum
+	// Hints are its request's hints as of now (RequestHints), on the
+	// pool's clock: a lease renewed by a later request that reused its
+	// blocks runs from that request's arrival.
+	Hints kvevict.Hints
 }
 
 // RunningSequence is a sequence that holds references to Blocks.

@@ -50,6 +50,7 @@ type owner struct {
 	accessCount    int
 	priority       kvevict.Priority
 	seqLen, maxLen int
+	hints          kvevict.Hints // its request's, renewed by later requests
 	// blocks are the cached blocks it owns, head first, with -1 where a
 	// block left: a request reuses blocks from the middle, and removing
 	// them in place would cost the owner's length each. live counts the
@@ -110,6 +111,11 @@ type pool struct {
 	// and the oldest running sequence always makes progress.
 	paused bool
 	done   int // requests finished or rejected
+	// arrived is each request's arrival tick, the clock of its hints; nil
+	// when no request carries hints.
+	arrived []int64
+	// admitting is the request of the admission under way.
+	admitting int
 
 	tally                            *tally
 	preemptions, rejected, truncated int
@@ -153,6 +159,9 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		found:       make(map[uint64]bool),
 	}
 	p.state.lookup = p.lookupCached
+	if w.hinted() {
+		p.arrived = make([]int64, len(w.Requests))
+	}
 	if w.GroupKind == "session" {
 		p.linkSessions()
 	}
@@ -220,6 +229,7 @@ func (p *pool) cachedSequence(id uint64, o *owner, blocks []int) CachedSequence 
 	cs := CachedSequence{
 		ID: id, Blocks: blocks, Admitted: o.admitted, Released: o.released,
 		AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
+		Hints: o.hints,
 	}
 	if len(blocks) > 0 {
 		cs.HeadHash = p.blocks[blocks[0]].hash
@@ -287,6 +297,9 @@ func (p *pool) drop(s *sequence) {
 	req := &p.w.Requests[s.req]
 	o := &owner{admitted: s.admitted, released: p.now,
 		priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
+	if p.arrived != nil {
+		o.hints = req.Hints.candidateHints(p.arrived[s.req])
+	}
 	for _, b := range s.blocks {
 		blk := &p.blocks[b]
 		blk.refs--

@@ -45,6 +45,18 @@ func (c *Config) validate(w *Workload) error {
 			return fmt.Errorf("sim: workload %q, request %d: negative token count (input %d, output %d)",
 				w.Name, i, r.InputTokens, r.OutputTokens)
 		}
+		if err := w.Requests[i].Hints.check(); err != nil {
+			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)
+		}
+	}
+	return nil
+}
+
+// refuseHints returns an error for a workload whose requests carry hints,
+// for the simulations that do not honour them yet (what names which).
+func refuseHints(w *Workload, what string) error {
+	if w.hinted() {
+		return fmt.Errorf("sim: %s does not take hints: the workload's requests carry them (serve mode at sequence or tail granularity honours them; clear them with HintSource{Kind: \"none\"}.Apply)", what)
 	}
 	return nil
 }
@@ -86,6 +98,9 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 // the quantity Belady's MIN bounds from below.
 func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, error) {
 	if err := cfg.validate(w); err != nil {
+		return Report{}, err
+	}
+	if err := refuseHints(w, "a replay of blocks"); err != nil {
 		return Report{}, err
 	}
 	// One block per candidate, so the adaptive strategies' capacity, counted

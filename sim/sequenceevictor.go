@@ -109,7 +109,7 @@ func (e *SequenceEvictor) cached(s *CachedSequence) {
 	e.cands.put(kvevict.Candidate{
 		ID: s.ID, Blocks: slices.Clone(s.Blocks), LastAccess: s.Released, CreatedAt: s.Admitted,
 		AccessCount: s.AccessCount, Priority: s.Priority, SeqLen: s.SeqLen, MaxLen: s.MaxLen,
-		AllowPartial: e.partial, HeadHash: contentHash(s.HeadHash),
+		AllowPartial: e.partial, HeadHash: contentHash(s.HeadHash), Hints: s.Hints,
 	})
 }
 

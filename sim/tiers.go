@@ -105,6 +105,9 @@ func (c *TierConfig) write() string {
 // whatever lies below, but for Auto above an exclusive tier, which
 // [tier.New] tells of the tiers below ([kvevict.WithTierBelow]).
 func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, error) {
+	if err := refuseHints(w, "a replay of tiers"); err != nil {
+		return TierReport{}, err
+	}
 	if err := cfg.validate(w); err != nil {
 		return TierReport{}, err
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sagellm/kvevict"
 )
 
 // Request is one inference request of a workload: when it arrives, how long
@@ -24,6 +26,8 @@ type Request struct {
 	// and QoS; see [Workload.GroupKind] for which.
 	Group    uint64
 	Priority int8 // QoS class, as kvevict.Priority
+	// Hints is what the front end knows of the request's future.
+	Hints RequestHints
 }
 
 // MaxLineBytes is the longest JSONL line [TraceReader] accepts: 4 MiB, more
@@ -71,6 +75,10 @@ type traceLine struct {
 	OutputLength *int     `json:"output_length"`
 	HashIDs      []uint64 `json:"hash_ids"`
 	Priority     *int8    `json:"priority"`
+	Final        *bool    `json:"final"`
+	TTLMs        *int64   `json:"ttl_ms"`
+	Retention    *int64   `json:"retention_priority"`
+	RetentionMs  *int64   `json:"retention_ms"`
 	// SessionID is raw so that it may be a string or an integer.
 	SessionID json.RawMessage `json:"session_id"`
 }
@@ -174,7 +182,37 @@ func parseLine(raw []byte) (Request, string, error) {
 	if l.Priority != nil {
 		req.Priority = *l.Priority
 	}
+	if err := readHints(&l, &req.Hints); err != nil {
+		return Request{}, "", err
+	}
 	return req, session, nil
+}
+
+// readHints reads the optional hint fields of l into h, refusing a value
+// out of range and a retention priority without its duration or the
+// other way round.
+func readHints(l *traceLine, h *RequestHints) error {
+	if l.Final != nil {
+		h.Final = *l.Final
+	}
+	if l.TTLMs != nil {
+		if *l.TTLMs < 0 || *l.TTLMs > MaxHintMs {
+			return fmt.Errorf(`"ttl_ms" must be 0 to %d, got %d`, MaxHintMs, *l.TTLMs)
+		}
+		h.TTLMs = *l.TTLMs
+	}
+	switch {
+	case (l.Retention == nil) != (l.RetentionMs == nil):
+		return errors.New(`"retention_priority" and "retention_ms" go together: give both or neither`)
+	case l.Retention == nil:
+		return nil
+	case *l.Retention < 0 || *l.Retention > kvevict.MaxRetention:
+		return fmt.Errorf(`"retention_priority" must be 0 to %d, got %d`, kvevict.MaxRetention, *l.Retention)
+	case *l.RetentionMs < 0 || *l.RetentionMs > MaxHintMs:
+		return fmt.Errorf(`"retention_ms" must be 0 to %d, got %d`, MaxHintMs, *l.RetentionMs)
+	}
+	h.Retention, h.RetentionMs = uint8(*l.Retention), *l.RetentionMs
+	return nil
 }
 
 // sessionID returns a session_id's text: a non-empty string, or an
@@ -205,6 +243,8 @@ func jsonKind(field string) string {
 		return "an array of non-negative integers"
 	case field == "priority":
 		return "an integer from -128 to 127"
+	case field == "final":
+		return "true or false"
 	}
 	return "an integer"
 }
