@@ -16,6 +16,9 @@ const BeladyName = "belady"
 // form is the fixed shape `kvevict compare -format json` prints.
 type Report struct {
 	Strategy string `json:"strategy"` // a kvevict strategy, or "belady"
+	// Hints names the hint source of the row's workload (a HintSource's
+	// String), set by the caller that chose it; "" when none was chosen.
+	Hints string `json:"hints,omitempty"`
 	Mode     string `json:"mode"`     // "replay" or "serve"
 	// Granularity is what one eviction candidate was: "block" for a
 	// replay (one block per candidate by construction) and for Belady;

@@ -194,6 +194,10 @@ type options struct {
 	tiers           tierOptions
 	baseline        kvevict.Strategy // -baseline: what each row is set against; "" for none
 	rank            string           // -rank: what names a capacity's best row
+	// hints are -hints' sources, and hinted the workload as each gives
+	// it; both nil without -hints.
+	hints  []sim.HintSource
+	hinted []*sim.Workload
 }
 
 // parseFlags parses compare's flags; -h prints the usage and the columns'
@@ -202,7 +206,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kvevict compare", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a mistake is one line, not the whole usage
 	o := &options{}
-	var capacity, strategies, granularity, write, model, baseline string
+	var capacity, strategies, granularity, write, model, baseline, hints string
 	var inclusive bool
 	sourceFlags(fs, o)
 	fs.StringVar(&o.mode, "mode", "replay", "replay (plain prefix-cache replay) or serve (paged KV pool)")
@@ -218,6 +222,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
 	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
+	fs.StringVar(&hints, "hints", "", "serve mode: comma-separated hint `sources`, a row per strategy each: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
@@ -292,6 +297,19 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier")
 	case o.rank != rankHit && o.rank != rankPrefill:
 		return nil, usagef("-rank must be hit or, with -tier, prefill; got %q", o.rank)
+	}
+	if set["hints"] {
+		switch {
+		case o.mode != "serve":
+			return nil, usagef("-hints needs -mode serve: a replay's candidates are blocks, which take no hints yet")
+		case len(o.tiers.specs) > 0:
+			return nil, usagef("-hints with -tier: the tiers take no hints yet")
+		case o.granularity == sim.GranularityBlock:
+			return nil, usagef("-hints needs -granularity tail or sequence: the prefix tree of block granularity takes no hints yet")
+		}
+		if o.hints, err = sim.ParseHintSources(hints); err != nil {
+			return nil, usagef("-hints: %v", err)
+		}
 	}
 	if baseline != "" {
 		b, err := kvevict.ParseStrategy(baseline)
@@ -490,6 +508,12 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	w, err := loadWorkload(o)
 	if err != nil {
 		return err
+	}
+	if o.hints == nil {
+		w = sim.HintSource{Kind: "none"}.Apply(w)
+	}
+	for _, h := range o.hints {
+		o.hinted = append(o.hinted, h.Apply(w))
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)

@@ -158,6 +158,9 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 	if o.format == "table" {
 		return writeTable(out, o, w, rs)
 	}
+	if o.hints == nil && o.format == "csv" {
+		return writeCSV(out, rs, "hints") // a column that -hints adds
+	}
 	return writeRecords(out, o.format, rs)
 }
 
@@ -196,9 +199,15 @@ func csvFields[T any]() (names []string, index [][]int) {
 	return names, index
 }
 
-// writeCSV writes rs as CSV, a header of csvFields and a record per row.
-func writeCSV[T any](out io.Writer, rs []T) error {
+// writeCSV writes rs as CSV, a header of csvFields and a record per row,
+// without the columns named in omit.
+func writeCSV[T any](out io.Writer, rs []T, omit ...string) error {
 	names, index := csvFields[T]()
+	for _, name := range omit {
+		if i := slices.Index(names, name); i >= 0 {
+			names, index = slices.Delete(names, i, i+1), slices.Delete(index, i, i+1)
+		}
+	}
 	cw := csv.NewWriter(out)
 	if err := cw.Write(names); err != nil {
 		return err
@@ -265,6 +274,7 @@ var columns = []column{
 	{"strategy", inBoth, inBoth, func(r *row, t *tableFormat) string {
 		return fmt.Sprintf("%-*s", t.nameWidth, strategyLabel(r.Strategy, t.serve))
 	}},
+	{"hints", inServe, inServe, func(r *row, _ *tableFormat) string { return cmp.Or(r.Hints, "-") }},
 	{"hit ratio", inBoth, inBoth, func(r *row, t *tableFormat) string {
 		mark := " "
 		if r.Best {
@@ -341,6 +351,9 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	}
 	var cols []column
 	for _, c := range columns {
+		if c.name == "hints" && o.hints == nil {
+			continue // a column of -hints
+		}
 		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0) {
 			cols = append(cols, c)
 		}
@@ -415,7 +428,7 @@ func bestLine(rs []row, c, decimals int) string {
 	tied := func() (names []string, ratio float64) {
 		ratio = online[0].HitRatio
 		for len(online) > 0 && online[0].HitRatio == ratio {
-			names, online = append(names, online[0].Strategy), online[1:]
+			names, online = append(names, online[0].name()), online[1:]
 		}
 		return names, ratio
 	}
@@ -424,11 +437,35 @@ func bestLine(rs []row, c, decimals int) string {
 	if len(names) > 1 {
 		line += " (tied)"
 	}
+	without := withoutHints(rs, c, first, decimals)
 	if len(online) == 0 {
-		return line + ", no other online strategy run" + first.line()
+		return line + ", no other online strategy run" + first.line() + without
 	}
 	next, ratio := tied()
-	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", ")) + first.line()
+	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", ")) + first.line() + without
+}
+
+// name is a row's strategy, with its hint source when -hints gave one.
+func (r *row) name() string {
+	if r.Hints == "" {
+		return r.Strategy
+	}
+	return r.Strategy + " (" + r.Hints + ")"
+}
+
+// withoutHints is the best line's clause naming capacity c's best row
+// without hints (hint source none) when the best, first, has some; empty
+// otherwise.
+func withoutHints(rs []row, c int, first row, decimals int) string {
+	if first.Hints == "" || first.Hints == "none" {
+		return ""
+	}
+	for _, r := range onlineAt(rs, c) {
+		if r.Hints == "none" {
+			return fmt.Sprintf("; without hints: %s %.*f", r.Strategy, decimals, r.HitRatio)
+		}
+	}
+	return ""
 }
 
 // hitDecimals is how many decimals the hit ratios need, at least 4: at

@@ -18,6 +18,7 @@ type job struct {
 	capacity int
 	strategy kvevict.Strategy // "": Belady
 	total    bool             // with -tier: Belady at every tier's capacity together
+	hints    int              // the index of its -hints source; 0 without -hints
 }
 
 // jobs lists compare's runs in the order of the output: per capacity, the
@@ -26,7 +27,9 @@ func (o *options) jobs() []job {
 	var out []job
 	for _, c := range o.capacities {
 		for _, s := range o.strategies {
-			out = append(out, job{capacity: c, strategy: s})
+			for h := range max(len(o.hints), 1) {
+				out = append(out, job{capacity: c, strategy: s, hints: h})
+			}
 		}
 		out = append(out, job{capacity: c})
 	}
@@ -39,6 +42,11 @@ func (o *options) run(w *sim.Workload, j job, progress func(done, total int)) (s
 	cfg := sim.Config{Capacity: j.capacity, Progress: progress}
 	if j.strategy == "" {
 		return sim.Belady(w, cfg)
+	}
+	if o.hinted != nil {
+		rep, err := sim.Serve(o.hinted[j.hints], j.strategy, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
+		rep.Hints = o.hints[j.hints].String()
+		return rep, err
 	}
 	if o.sampling > 0 { // parseStrategies admits only key strategies then
 		cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
