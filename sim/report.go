@@ -19,7 +19,7 @@ type Report struct {
 	// Hints names the hint source of the row's workload (a HintSource's
 	// String), set by the caller that chose it; "" when none was chosen.
 	Hints string `json:"hints,omitempty"`
-	Mode     string `json:"mode"`     // "replay" or "serve"
+	Mode  string `json:"mode"` // "replay" or "serve"
 	// Granularity is what one eviction candidate was: "block" for a
 	// replay (one block per candidate by construction) and for Belady;
 	// in serve mode the ServeConfig's ("sequence", "tail" or "block").
