@@ -27,6 +27,11 @@ const (
 	agentToolMedian    = 1000.0    // median tool result, tokens
 	agentToolSigma     = 1.0       // log-normal spread of tool results
 	agentNormal        = int8(kvevict.PriorityNormal)
+	// agentToolMeanMs is the mean of toolMs's distribution, as its cases
+	// give it: 0.6 x 8,000 + 0.3 x 52,500 + 0.1 x 195,000 ms. A front end
+	// that leases a turn for its tool call knows this expectation, never
+	// the wait drawn (Continuum's rule).
+	agentToolMeanMs = 40_050
 )
 
 // agentSession is one running agent session: its context as blocks and
@@ -90,9 +95,16 @@ func (g *synth) agentic(n int) {
 		if last {
 			call = 300 + g.rng.IntN(1201) // the final answer
 		}
+		// What the agent's front end knows: a turn that calls a tool is
+		// leased for its decode and the tool's expected wait; the final
+		// answer ends the session.
+		hints := RequestHints{TTLMs: int64(call)*agentTokenMs + agentToolMeanMs}
+		if last {
+			hints = RequestHints{Final: true}
+		}
 		g.reqs = append(g.reqs, Request{
 			Timestamp: at, InputTokens: s.tokens, OutputTokens: call,
-			HashIDs: s.prompt(g), Group: s.group, Priority: agentNormal,
+			HashIDs: s.prompt(g), Group: s.group, Priority: agentNormal, Hints: hints,
 		})
 		if last {
 			start(s, at+int64(call)*agentTokenMs+g.gapMs(agentRestartMs))

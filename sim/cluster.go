@@ -170,13 +170,11 @@ func (e *Engine) Events() []prefix.Event { return e.events }
 //     with it: arrival order is the workload's order.
 //
 // Batching and chunked prefill are not modelled: an engine prefills one
-// request at a time, whole.
+// request at a time, whole. The requests' Hints are not read: the
+// engines' trees take no hints yet.
 //
 // A router serves one run: pass a new one to each call.
 func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (ClusterReport, error) {
-	if err := refuseHints(w, "a cluster"); err != nil {
-		return ClusterReport{}, err
-	}
 	if err := cfg.validate(w); err != nil {
 		return ClusterReport{}, err
 	}

@@ -52,14 +52,6 @@ func (c *Config) validate(w *Workload) error {
 	return nil
 }
 
-// refuseHints returns an error for a workload whose requests carry hints,
-// for the simulations that do not honour them yet (what names which).
-func refuseHints(w *Workload, what string) error {
-	if w.hinted() {
-		return fmt.Errorf("sim: %s does not take hints: the workload's requests carry them (serve mode at sequence or tail granularity honours them; clear them with HintSource{Kind: \"none\"}.Apply)", what)
-	}
-	return nil
-}
 
 func (c *Config) progress(done, total int) {
 	if c.Progress != nil && (done%progressEvery == 0 || done == total) {
@@ -82,7 +74,8 @@ func (c *Config) progress(done, total int) {
 //     Candidate.LastBlockPartial when the prompt ends inside it.
 //
 // A request with more distinct blocks than the capacity keeps only the
-// first Capacity.
+// first Capacity. The requests' Hints are not read: a replay's candidates
+// are blocks, which take no hints yet ([Serve] honours them).
 //
 // The victims are those a Policy's SelectVictims picks over every resident
 // block, but a replay asks a [kvevict.Index] of the same strategy and
@@ -98,9 +91,6 @@ func Replay(w *Workload, s kvevict.Strategy, cfg Config) (Report, error) {
 // the quantity Belady's MIN bounds from below.
 func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, error) {
 	if err := cfg.validate(w); err != nil {
-		return Report{}, err
-	}
-	if err := refuseHints(w, "a replay of blocks"); err != nil {
 		return Report{}, err
 	}
 	// One block per candidate, so the adaptive strategies' capacity, counted

@@ -99,11 +99,6 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 		if g == "" {
 			g = DefaultGranularity
 		}
-		if g == GranularityBlock {
-			if err := refuseHints(w, "block granularity's prefix tree"); err != nil {
-				return Report{}, err
-			}
-		}
 		var err error
 		if ev, err = newEvictor(g, s, cfg.Capacity, cfg.Options, cfg.contract); err != nil {
 			return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)

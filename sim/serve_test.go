@@ -113,7 +113,7 @@ func checkSequenceEvictor(t *testing.T, p *pool, e *SequenceEvictor) {
 		want := kvevict.Candidate{
 			ID: id, Blocks: o.held(nil), LastAccess: o.released, CreatedAt: o.admitted,
 			AccessCount: o.accessCount, Priority: o.priority, SeqLen: o.seqLen, MaxLen: o.maxLen,
-			AllowPartial: e.partial,
+			AllowPartial: e.partial, Hints: o.hints,
 		}
 		// The head's hash, as the strategy counts it: whichever block
 		// the owner has left at its head.

@@ -103,11 +103,9 @@ func (c *TierConfig) write() string {
 // tiers below as the write policy says ([tier.Hierarchy.Request]). With no
 // tier below it would be Replay, hit for hit; the GPU's hits are Replay's
 // whatever lies below, but for Auto above an exclusive tier, which
-// [tier.New] tells of the tiers below ([kvevict.WithTierBelow]).
+// [tier.New] tells of the tiers below ([kvevict.WithTierBelow]). The
+// requests' Hints are not read: the tiers take no hints yet.
 func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, error) {
-	if err := refuseHints(w, "a replay of tiers"); err != nil {
-		return TierReport{}, err
-	}
 	if err := cfg.validate(w); err != nil {
 		return TierReport{}, err
 	}

@@ -31,6 +31,9 @@ and block re-prefill (replay) or preempt, rejected and truncated (serve);
                      bound on hit ratio, though an order that evicts leaves first
                      can pass it on small pools (in serve mode "belady (bound)":
                      a reference, not a peer of the rows above)
+  hints              with -hints, serve mode: the row's hint source as
+                     normalised (docs/hints.md); the best line then names
+                     the best row without hints too
   hit ratio          prompt blocks found cached (the longest resident prefix) /
                      prompt blocks, to 4 decimals or as many more as set each
                      capacity's best apart from the rest; * marks the best online
@@ -71,7 +74,8 @@ is preempted, rejected or truncated.
 workload (the trace's file name or the synthetic workload's), sampling (the k
 a row ran with, 0 for exact) and best (the * above), and with -baseline
 baseline, hit_ratio_change and prefill_tokens_change: each row's change against
-the baseline's row at its capacity, which the best line repeats for the best.
+the baseline's row at its capacity, which the best line repeats for the best;
+with -hints, hints: the row's hint source.
 `
 
 // row is one line of the output: the workload, a report, the sample size
