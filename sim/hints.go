@@ -223,16 +223,21 @@ func parseHintSource(item string) (HintSource, error) {
 // Apply returns w with its requests' hints as source s gives them: none
 // clears them, trace keeps them, hindsight sets Final alone from
 // [Continued] (flipped to its precision and recall), ttl sets a lease
-// alone. w is not changed; the hashes are shared.
-func (s HintSource) Apply(w *Workload) *Workload {
+// alone. w is not changed; the hashes are shared. It returns an error for
+// a precision that the workload's labels cannot reach at that recall (too
+// few requests are continued to make that many false finals).
+func (s HintSource) Apply(w *Workload) (*Workload, error) {
 	out := *w
 	out.Requests = make([]Request, len(w.Requests))
 	copy(out.Requests, w.Requests)
 	switch s.Kind {
 	case "trace":
-		return &out
+		return &out, nil
 	case "hindsight":
-		final := hindsight(Continued(w), s.Precision, s.Recall, s.Seed)
+		final, err := hindsight(Continued(w), s.Precision, s.Recall, s.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("%s on %s: %w", s, w.Name, err)
+		}
 		for i := range out.Requests {
 			out.Requests[i].Hints = RequestHints{Final: final[i]}
 		}
@@ -245,13 +250,14 @@ func (s HintSource) Apply(w *Workload) *Workload {
 			out.Requests[i].Hints = RequestHints{}
 		}
 	}
-	return &out
+	return &out, nil
 }
 
 // hindsight returns final labels (not continued) at precision and recall:
 // round(recall x finals) of the true finals, chosen at random with seed,
-// and as many of the others as make that precision (or all of them).
-func hindsight(continued []bool, precision, recall float64, seed uint64) []bool {
+// and as many of the others as make that precision, or an error if there
+// are not that many.
+func hindsight(continued []bool, precision, recall float64, seed uint64) ([]bool, error) {
 	var finals, others []int
 	for i, c := range continued {
 		if c {
@@ -264,7 +270,10 @@ func hindsight(continued []bool, precision, recall float64, seed uint64) []bool 
 	rng.Shuffle(len(finals), func(i, j int) { finals[i], finals[j] = finals[j], finals[i] })
 	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	tp := int(math.Round(recall * float64(len(finals))))
-	fp := min(int(math.Round(float64(tp)*(1-precision)/precision)), len(others))
+	fp := int(math.Round(float64(tp) * (1 - precision) / precision))
+	if fp > len(others) {
+		return nil, fmt.Errorf("precision %s at recall %s needs %d requests labelled final wrongly, and only %d of %d are continued", fmtFloat(precision), fmtFloat(recall), fp, len(others), len(continued))
+	}
 	out := make([]bool, len(continued))
 	for _, i := range finals[:tp] {
 		out[i] = true
@@ -272,5 +281,5 @@ func hindsight(continued []bool, precision, recall float64, seed uint64) []bool 
 	for _, i := range others[:fp] {
 		out[i] = true
 	}
-	return out
+	return out, nil
 }

@@ -302,8 +302,6 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		switch {
 		case o.mode != "serve":
 			return nil, usagef("-hints needs -mode serve: a replay's candidates are blocks, which take no hints yet")
-		case len(o.tiers.specs) > 0:
-			return nil, usagef("-hints with -tier: the tiers take no hints yet")
 		case o.granularity == sim.GranularityBlock:
 			return nil, usagef("-hints needs -granularity tail or sequence: the prefix tree of block granularity takes no hints yet")
 		}
@@ -510,10 +508,17 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.hints == nil {
-		w = sim.HintSource{Kind: "none"}.Apply(w)
+		// Without -hints every row runs as before hints existed.
+		if w, err = (sim.HintSource{Kind: "none"}).Apply(w); err != nil {
+			return err
+		}
 	}
 	for _, h := range o.hints {
-		o.hinted = append(o.hinted, h.Apply(w))
+		hw, err := h.Apply(w)
+		if err != nil {
+			return usagef("-hints: %v", err)
+		}
+		o.hinted = append(o.hinted, hw)
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
