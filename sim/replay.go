@@ -52,7 +52,6 @@ func (c *Config) validate(w *Workload) error {
 	return nil
 }
 
-
 func (c *Config) progress(done, total int) {
 	if c.Progress != nil && (done%progressEvery == 0 || done == total) {
 		c.Progress(done, total)
