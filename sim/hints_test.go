@@ -137,17 +137,21 @@ func TestServeHonoursHints(t *testing.T) {
 	spent := append([]Request(nil), base...)
 	spent[0].Hints = RequestHints{TTLMs: 1} // ends before request 2 needs the block
 	for _, c := range []struct {
-		name string
-		reqs []Request
-		src  HintSource
-		want float64
+		name             string
+		reqs             []Request
+		src              HintSource
+		want             float64
+		released, leased int64 // blocks evicted of a final request, and under a live lease
 	}{
-		{"none", final, HintSource{Kind: "none"}, 0},
-		{"final", final, HintSource{Kind: "trace"}, 0.25},
-		{"lease", leased, HintSource{Kind: "trace"}, 0.25},
-		{"spent lease", spent, HintSource{Kind: "trace"}, 0},
-		{"hindsight", base, HintSource{Kind: "hindsight", Precision: 1, Recall: 1, Seed: 1}, 0.25},
-		{"ttl", base, HintSource{Kind: "ttl", TTL: 10 * time.Millisecond}, 0},
+		{"none", final, HintSource{Kind: "none"}, 0, 0, 0},
+		{"final", final, HintSource{Kind: "trace"}, 0.25, 1, 0},
+		{"lease", leased, HintSource{Kind: "trace"}, 0.25, 0, 0},
+		{"spent lease", spent, HintSource{Kind: "trace"}, 0, 0, 0},
+		{"hindsight", base, HintSource{Kind: "hindsight", Precision: 1, Recall: 1, Seed: 1}, 0.25, 1, 0},
+		// Every request leased: A's lease ends first, so A goes, then
+		// for request 3 B's (ending at 11 ms, before request 2's at 12):
+		// two leases broken.
+		{"ttl", base, HintSource{Kind: "ttl", TTL: 10 * time.Millisecond}, 0, 0, 2},
 	} {
 		w, err := c.src.Apply(&Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs})
 		if err != nil {
@@ -159,8 +163,9 @@ func TestServeHonoursHints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rep.HitRatio != c.want {
-					t.Errorf("%s, %s, %s: hit ratio %v, want %v", c.name, g, s, rep.HitRatio, c.want)
+				if rep.HitRatio != c.want || rep.ReleasedEvicted != c.released || rep.LeasedEvicted != c.leased {
+					t.Errorf("%s, %s, %s: hit ratio %v, released and leased blocks evicted %d, %d; want %v, %d, %d",
+						c.name, g, s, rep.HitRatio, rep.ReleasedEvicted, rep.LeasedEvicted, c.want, c.released, c.leased)
 				}
 			}
 		}

@@ -202,6 +202,9 @@ func (p *pool) allocate(n int) (bool, error) {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
 		p.tally.evictions.Evict(p.blocks[b].hash, p.blocks[b].owner)
+		if p.arrived != nil {
+			p.tally.hinted(&p.owners[p.blocks[b].owner].hints, p.now)
+		}
 		p.uncache(b) // the evictor took them from its own view already
 		p.release(b)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
@@ -96,6 +97,12 @@ type Report struct {
 	// Belady.
 	EvictionP50 int64 `json:"eviction_p50_ns"`
 	EvictionP99 int64 `json:"eviction_p99_ns"`
+	// ReleasedEvicted and LeasedEvicted count, in serve mode with hints,
+	// the evicted blocks of sequences whose request was final, and those
+	// evicted under a live lease (a lease broken: only leased blocks were
+	// left to take).
+	ReleasedEvicted int64 `json:"released_evicted_blocks,omitempty"`
+	LeasedEvicted   int64 `json:"leased_evicted_blocks,omitempty"`
 }
 
 // tally accumulates a Report's counts as a run goes.
@@ -105,6 +112,8 @@ type tally struct {
 	hits, refs        int64
 	hitTokens, tokens int64
 	prefill           int64
+	// releasedEvicted and leasedEvicted are Report's, counted by hinted.
+	releasedEvicted, leasedEvicted int64
 	// evictions remembers every evicted block, by hash, with the sequence
 	// it was evicted from, and counts the references that return to one:
 	// RePrefilledBlocks.
@@ -183,7 +192,19 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		rep.EvictionP50 = int64(stat.Percentile(t.latencies, 50))
 		rep.EvictionP99 = int64(stat.Percentile(t.latencies, 99))
 	}
+	rep.ReleasedEvicted, rep.LeasedEvicted = t.releasedEvicted, t.leasedEvicted
 	return rep
+}
+
+// hinted counts an evicted block of a sequence whose hints are h, at tick
+// now.
+func (t *tally) hinted(h *kvevict.Hints, now int64) {
+	switch {
+	case h.Released:
+		t.releasedEvicted++
+	case h.LeaseUntil != 0 && now < h.LeaseUntil:
+		t.leasedEvicted++
+	}
 }
 
 // fairness is Jain's index (sum x)^2 / (n sum x^2) of x = hits / attainable

@@ -163,10 +163,14 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 		return writeTable(out, o, w, rs)
 	}
 	if o.hints == nil && o.format == "csv" {
-		return writeCSV(out, rs, "hints") // a column that -hints adds
+		return writeCSV(out, rs, hintFields...)
 	}
 	return writeRecords(out, o.format, rs)
 }
+
+// hintFields are the fields that -hints adds to the csv (and json, where
+// they are omitted when empty).
+var hintFields = []string{"hints", "released_evicted_blocks", "leased_evicted_blocks"}
 
 // writeRecords writes rs as a JSON array or as CSV, the formats that carry
 // every field.
