@@ -65,49 +65,18 @@ type Hints struct {
 // Retention priorities: the range of [Hints.Retention], and the priority of
 // a candidate that sets none or whose RetainUntil has passed.
 const (
-	MaxRetention     = 100
-	DefaultRetention = 50
+	MaxRetention     = rank.MaxRetention
+	DefaultRetention = rank.DefaultRetention
 )
 
-// hintClass is where a candidate's hints put it at one tick.
-type hintClass uint8
-
-const (
-	classPlain hintClass = iota // no hint in force: the strategy's own order
-	classApart                  // a class of its own, ranked by hintKey
-	classHeld                   // under a live hard lease: never taken
-)
-
-// The Major of hintKey for each class: released first, then the retention
-// priorities, the default one standing for the plain class between them,
-// then the soft leases.
-const (
-	releasedRank = 0
-	plainRank    = 1 + DefaultRetention
-	leasedRank   = 1 + MaxRetention + 1
-)
-
-// hintKey is the one place the order of the classes is written. It returns
-// the class of evictable candidate c at tick now and, for classApart, its
-// key among the candidates set apart: the class's rank, then recency or
-// the lease's end. Every structure orders the candidates set apart by it
-// (then ID) and takes those below the plain class first, those above it
-// last.
-func hintKey(c *Candidate, now int64) (rank.Key, hintClass) {
-	h := &c.Hints
-	leased := h.LeaseUntil != 0 && now < h.LeaseUntil
-	switch {
-	case leased && h.HardLease:
-		return rank.Key{}, classHeld
-	case h.Released:
-		return rank.Key{Major: releasedRank, Minor: c.LastAccess}, classApart
-	case leased:
-		return rank.Key{Major: leasedRank, Minor: h.LeaseUntil}, classApart
-	case h.RetainUntil != 0 && now < h.RetainUntil && h.Retention != DefaultRetention:
-		return rank.Key{Major: 1 + int64(h.Retention), Minor: c.LastAccess}, classApart
-	}
-	return rank.Key{}, classPlain
+// hintKey is rank.HintKey, the one place the order of the classes is
+// written, for candidate c at tick now.
+func hintKey(c *Candidate, now int64) (rank.Key, rank.Class) {
+	return rank.HintKey(c.rankHint(), c.LastAccess, now)
 }
+
+// rankHint is c's hints as rank reads them: the same fields.
+func (c *Candidate) rankHint() *rank.Hint { return (*rank.Hint)(&c.Hints) }
 
 // hintKeyOf is hintKey's key alone, for a candidate known to be set apart.
 func hintKeyOf(c *Candidate, now int64) rank.Key {
@@ -117,18 +86,6 @@ func hintKeyOf(c *Candidate, now int64) rank.Key {
 
 // hinted reports whether c carries any hint.
 func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
-
-// hintEnd returns the next tick after now at which c's class may change
-// (its lease or its retention priority ends), or 0 if none will.
-func hintEnd(h *Hints, now int64) int64 {
-	end := int64(0)
-	for _, t := range [2]int64{h.LeaseUntil, h.RetainUntil} {
-		if t != 0 && now < t && (end == 0 || t < end) {
-			end = t
-		}
-	}
-	return end
-}
 
 // checkHints reports hints no class can hold: a retention priority out of
 // range or without its end, a hard lease without one.
@@ -192,20 +149,20 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 		k, class := hintKey(c, now)
 		n := len(c.Blocks)
 		switch class {
-		case classPlain:
+		case rank.ClassPlain:
 			plain += n
 			continue
-		case classApart:
+		case rank.ClassApart:
 			apart = append(apart, newEntry(c, k, int32(i)))
-			if k.Major < plainRank {
+			if k.Major < rank.PlainRank {
 				below += n
 			} else {
 				above += n
 			}
-			if k.Major == leasedRank {
+			if k.Major == rank.LeasedRank {
 				leased += n
 			}
-		case classHeld:
+		case rank.ClassHeld:
 			leased += n
 		}
 		view[i].Pinned = true
@@ -265,7 +222,7 @@ type classSource struct {
 }
 
 func (s *classSource) next() (*Candidate, error) {
-	if s.nextApart < len(s.apart) && (s.apart[s.nextApart].Major < plainRank || s.freed >= s.need) {
+	if s.nextApart < len(s.apart) && (s.apart[s.nextApart].Major < rank.PlainRank || s.freed >= s.need) {
 		i := s.apart[s.nextApart].Slot
 		s.nextApart++
 		s.taken = append(s.taken, int(i))

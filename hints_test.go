@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // checkClass checks that the index files the candidate in slot as its hints
@@ -14,23 +16,22 @@ func checkClass(t testing.TB, x *Index, slot int32, c *Candidate) {
 	t.Helper()
 	k, class := hintKey(c, x.now)
 	if !c.evictable() {
-		class = classPlain
+		class = rank.ClassPlain
 	}
 	if !c.hinted() {
-		class = classPlain
+		class = rank.ClassPlain
 	}
-	if c.apart != (class != classPlain) {
+	if c.apart != (class != rank.ClassPlain) {
 		t.Fatalf("ID %d: apart %v, class %d at %d (hints %+v)", c.ID, c.apart, class, x.now, c.Hints)
 	}
-	if x.apart.Contains(slot) != (class == classApart) {
+	if x.apart.Contains(slot) != (class == rank.ClassApart) {
 		t.Fatalf("ID %d: in the apart heap %v, class %d", c.ID, x.apart.Contains(slot), class)
 	}
-	if class == classApart && x.apart.At(slot).Key != k {
+	if class == rank.ClassApart && x.apart.At(slot).Key != k {
 		t.Fatalf("ID %d: apart under %v, hintKey %v", c.ID, x.apart.At(slot).Key, k)
 	}
-	end := hintEnd(&c.Hints, x.now)
-	if x.ends.Contains(slot) != (end != 0) || end != 0 && x.ends.At(slot).Major != end {
-		t.Fatalf("ID %d: in ends %v, next end %d", c.ID, x.ends.Contains(slot), end)
+	if end := rank.HintEnd(c.rankHint(), x.now); x.apart.End(slot) != end {
+		t.Fatalf("ID %d: filed under end %d, next end %d", c.ID, x.apart.End(slot), end)
 	}
 }
 
@@ -45,16 +46,16 @@ func checkSides(t testing.TB, x *Index) {
 		}
 		switch k, class := hintKey(c, x.now); {
 		case !c.hinted():
-		case class == classHeld:
+		case class == rank.ClassHeld:
 			hard += len(c.Blocks)
-		case class == classApart && k.Major < plainRank:
+		case class == rank.ClassApart && k.Major < rank.PlainRank:
 			below += len(c.Blocks)
-		case class == classApart:
+		case class == rank.ClassApart:
 			above += len(c.Blocks)
 		}
 	}
-	if below != x.below || above != x.above || hard != x.hard {
-		t.Fatalf("apart below %d, above %d, hard %d; index says %d, %d, %d", below, above, hard, x.below, x.above, x.hard)
+	if below != x.apart.Below || above != x.apart.Above || hard != x.hard {
+		t.Fatalf("apart below %d, above %d, hard %d; index says %d, %d, %d", below, above, hard, x.apart.Below, x.apart.Above, x.hard)
 	}
 }
 

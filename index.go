@@ -99,13 +99,9 @@ type Index struct {
 
 	// The hints' classes (see [Hints]): the candidates their hints set
 	// apart from the order, and the clock that ends leases.
-	now   int64     // the latest tick told
-	apart rank.Heap // the evictable candidates set apart, by hintKey
-	ends  rank.Heap // the candidates whose class changes later, by that tick
-	below int       // blocks in apart ranked below the plain class
-	above int       // blocks in apart ranked above it
-	soft  int       // blocks in apart under soft leases, of above
-	hard  int       // blocks under live hard leases, not available
+	now   int64      // the latest tick told
+	apart rank.Apart // the evictable candidates set apart, and the ends
+	hard  int        // blocks under live hard leases, not available
 	// The eviction under way: how many blocks the order gives, and has
 	// given, and the order's victims among taken.
 	ordNeed, ordFreed int
@@ -300,9 +296,7 @@ func (x *Index) Remove(id uint64) bool {
 
 // release frees a slot: its candidate leaves the order and the index.
 func (x *Index) release(slot int32) {
-	if x.ends.Contains(slot) {
-		x.ends.Remove(slot)
-	}
+	x.apart.SetEnd(slot, 0, 0)
 	x.ord.remove(slot)
 	x.held--
 	x.free = append(x.free, slot)
@@ -426,52 +420,41 @@ func (x *Index) change(slot int32, f func(*Candidate)) {
 }
 
 // file counts the candidate c in slot, new or just changed, in its class
-// at the index's clock: ranked by the order, set apart in the apart heap,
-// or held by a hard lease; and in ends if its class changes later. It sets
-// c.apart before the order reads it. O(1) without hints, else O(log n).
+// at the index's clock: ranked by the order, set apart, or held by a hard
+// lease; and in the ends if its class changes later. It sets c.apart
+// before the order reads it. O(1) without hints, else O(log n).
 func (x *Index) file(slot int32, c *Candidate) {
 	if !c.hinted() {
 		c.apart = false
 		if c.evictable() {
 			x.available += len(c.Blocks)
 		}
-		if x.ends.Contains(slot) {
-			x.ends.Remove(slot)
-		}
+		x.apart.SetEnd(slot, c.ID, 0)
 		return
 	}
-	cl := classPlain
+	class := rank.ClassPlain
 	var k rank.Key
 	if c.evictable() {
-		k, cl = hintKey(c, x.now)
+		k, class = hintKey(c, x.now)
 	}
-	c.apart = cl != classPlain
+	c.apart = class != rank.ClassPlain
 	n := len(c.Blocks)
-	switch cl {
-	case classPlain:
+	switch class {
+	case rank.ClassPlain:
 		if c.evictable() {
 			x.available += n
 		}
-	case classApart:
+	case rank.ClassApart:
 		x.available += n
 		x.apart.Push(rank.Entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(n)})
-		x.count(k, n)
-	case classHeld:
+	case rank.ClassHeld:
 		x.hard += n
 	}
-	end := hintEnd(&c.Hints, x.now)
-	switch {
-	case end != 0 && x.ends.Contains(slot):
-		x.ends.Fix(slot, rank.Key{Major: end}, 0)
-	case end != 0:
-		x.ends.Push(rank.Entry{Key: rank.Key{Major: end}, ID: c.ID, Slot: slot})
-	case x.ends.Contains(slot):
-		x.ends.Remove(slot)
-	}
+	x.apart.SetEnd(slot, c.ID, rank.HintEnd(c.rankHint(), x.now))
 }
 
 // unfile undoes file's counts of the candidate c in slot before it
-// changes or leaves; its entry in ends stays for file or release.
+// changes or leaves; its end stays for file or release.
 func (x *Index) unfile(slot int32, c *Candidate) {
 	if !c.evictable() {
 		return
@@ -482,23 +465,9 @@ func (x *Index) unfile(slot int32, c *Candidate) {
 		x.available -= n
 	case x.apart.Contains(slot):
 		x.available -= n
-		x.count(x.apart.At(slot).Key, -n)
 		x.apart.Remove(slot)
 	default:
 		x.hard -= n
-	}
-}
-
-// count adds n blocks set apart under key k to the sums of its side of
-// the plain class.
-func (x *Index) count(k rank.Key, n int) {
-	if k.Major < plainRank {
-		x.below += n
-		return
-	}
-	x.above += n
-	if k.Major == leasedRank {
-		x.soft += n
 	}
 }
 
@@ -510,8 +479,11 @@ func (x *Index) tell(tick int64) {
 		return
 	}
 	x.now = tick
-	for x.ends.Len() > 0 && x.ends.Min().Major <= tick {
-		slot := x.ends.Min().Slot
+	for {
+		slot, ok := x.apart.Ended(tick)
+		if !ok {
+			return
+		}
 		x.change(slot, func(*Candidate) {})
 	}
 }
@@ -560,8 +532,8 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	}
 	start := x.watch.start()
 	first := len(dst)
-	ranked := x.available - x.below - x.above
-	x.ordNeed, x.ordFreed = min(ranked, max(0, requiredBlocks-x.below)), 0
+	ranked := x.available - x.apart.Below - x.apart.Above
+	x.ordNeed, x.ordFreed = min(ranked, max(0, requiredBlocks-x.apart.Below)), 0
 	if x.ordNeed > 0 {
 		x.ord.begin(x.ordNeed, ranked)
 	}
@@ -587,7 +559,7 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // class first, then the order's, then those above it.
 func (x *Index) next() (*Candidate, error) {
 	var slot int32
-	if x.apart.Len() > 0 && (x.apart.Min().Major < plainRank || x.ordFreed >= x.ordNeed) {
+	if x.apart.Len() > 0 && (x.apart.Min().Major < rank.PlainRank || x.ordFreed >= x.ordNeed) {
 		slot = x.apart.Min().Slot
 		x.apart.Remove(slot)
 	} else {
@@ -615,9 +587,6 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 		c := x.ord.cand(slot)
 		x.stats.hinted(c, x.now)
 		n := len(c.Blocks)
-		if c.apart { // out of the apart heap since next
-			x.count(hintKeyOf(c, x.now), -n)
-		}
 		x.available -= n
 		if trimmed && i == len(x.taken)-1 {
 			keep := n - len(victims[i].Blocks)
@@ -652,6 +621,6 @@ func (x *Index) rollback() {
 func (x *Index) Metrics() Metrics {
 	m, window := x.stats.snapshot()
 	m.P99EvictionTime = p99(window)
-	m.LeasedBlocks = x.soft + x.hard
+	m.LeasedBlocks = x.apart.Soft + x.hard
 	return m
 }
