@@ -87,19 +87,8 @@ func hintKeyOf(c *Candidate, now int64) rank.Key {
 // hinted reports whether c carries any hint.
 func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
 
-// checkHints reports hints no class can hold: a retention priority out of
-// range or without its end, a hard lease without one.
-func checkHints(h *Hints) error {
-	switch {
-	case h.Retention > MaxRetention:
-		return fmt.Errorf("retention priority %d, more than %d", h.Retention, MaxRetention)
-	case h.Retention != 0 && h.RetainUntil == 0:
-		return fmt.Errorf("retention priority %d without RetainUntil", h.Retention)
-	case h.HardLease && h.LeaseUntil == 0:
-		return fmt.Errorf("a hard lease without LeaseUntil")
-	}
-	return nil
-}
+// checkHints reports hints no class can hold: rank.CheckHint.
+func checkHints(h *Hints) error { return rank.CheckHint((*rank.Hint)(h)) }
 
 // invalidHints describes candidate c, at index i of its call (-1: an
 // Index's), whose hints checkHints refused with err.

@@ -28,8 +28,15 @@ func check(tb testing.TB, t *Tree) {
 		if n.ends < 0 || n.ref < 0 {
 			tb.Fatalf("node %d: ends %d, ref %d: negative", n.id, n.ends, n.ref)
 		}
+		hard := 0
+		if n.hardUntil != 0 {
+			hard = 1 // a hard lease's hold
+			if t.apart.End(n.slot) != n.hardUntil {
+				tb.Fatalf("node %d: hard lease until %d, filed under end %d", n.id, n.hardUntil, t.apart.End(n.slot))
+			}
+		}
 		for m := n; m != &t.root; m = m.parent {
-			wantRef[m] += n.ends
+			wantRef[m] += n.ends + hard
 		}
 	}
 	evictable, protected := 0, 0
@@ -49,9 +56,16 @@ func check(tb testing.TB, t *Tree) {
 		if n.slot < 0 || int(n.slot) >= len(t.bySlot) || t.bySlot[n.slot] != n {
 			tb.Fatalf("node %d: slot %d does not point back at it", n.id, n.slot)
 		}
-		inHeap := t.heaps[0].Contains(n.slot)
-		if want := n.ref == 0 && n.children == 0; inHeap != want {
-			tb.Fatalf("node %d (ref %d, %d children): in heap %v, want %v", n.id, n.ref, n.children, inHeap, want)
+		inHeap, inApart := t.heaps[0].Contains(n.slot), t.apart.Contains(n.slot)
+		leaf := n.ref == 0 && n.children == 0
+		if want := leaf && t.plain(n); inHeap != want || inApart != (leaf && !want) {
+			tb.Fatalf("node %d (ref %d, %d children, hints %+v at %d): in heap %v, set apart %v", n.id, n.ref, n.children, n.hints, t.now, inHeap, inApart)
+		}
+		if inApart {
+			k, _ := rank.HintKey(&n.hints, n.lastAccess, t.now)
+			if e := t.apart.At(n.slot); e.Key != k || e.ID != n.id {
+				tb.Fatalf("node %d: set apart as %+v, want key %+v", n.id, *e, k)
+			}
 		}
 		if t.meas != nil && n.requests < 1 {
 			tb.Fatalf("node %d: %d requests, want at least the Insert that made it", n.id, n.requests)
@@ -94,7 +108,7 @@ func check(tb testing.TB, t *Tree) {
 			tb.Fatalf("heap %d: %v", i, err)
 		}
 	}
-	if t.evictable > 0 && leaves == 0 {
+	if t.evictable > 0 && leaves == 0 && t.apart.Len() == 0 {
 		tb.Fatalf("%d evictable blocks but no evictable leaf", t.evictable)
 	}
 	if t.meas != nil {

@@ -33,6 +33,15 @@
 // freed. Evictable and protected counts ([Tree.EvictableBlocks], [Tree.Protected])
 // change only when a block's reference count crosses zero, so they are O(1).
 //
+// A request may carry hints ([Access].Hints, [kvevict.Hints]): a block's
+// hints are the latest request's through it. Evict takes the leaves in the
+// order of the hints' classes, the same as kvevict's Policy and Index:
+// released leaves first, then by retention priority (the key's order for
+// the default priority), then soft-leased leaves, the lease ending first
+// first. A live hard lease protects the request's path as a lock does, and
+// lets go of it when the tree's clock (the latest Access.Tick) passes its
+// end, in O(log n) once.
+//
 // # Keys
 //
 // Keys come from the core strategies (see [New]), so LRU,

@@ -35,6 +35,12 @@ type Access struct {
 	// Priority is the request's QoS class. A block's priority is the
 	// highest of the requests that inserted it.
 	Priority kvevict.Priority
+	// Hints are what the caller knows of the request's future. A block's
+	// hints are the latest of the requests through it (Insert, Match and
+	// their Locked forms): its leaf is taken in the order of the classes
+	// of [kvevict.Hints], and a live hard lease protects the request's
+	// path as a lock would, until it ends. The zero value means none.
+	Hints kvevict.Hints
 }
 
 // Tree is a prefix tree of KV blocks keyed by block hash, one node per
@@ -84,6 +90,10 @@ type Tree struct {
 	keyedAt   int64        // the tick at which heap keys were computed (usesNow only)
 	ghosts    ghost.Counts // evicted blocks' request counts, by hash, when meas ranks
 	pending   []Event
+	// apart holds the unreferenced leaves that hints set apart from the
+	// heaps (see kvevict.Hints), and the ends: the leaves whose class
+	// changes later and the nodes whose hard lease ends later, by tick.
+	apart rank.Apart
 }
 
 // node is one resident block.
@@ -100,6 +110,10 @@ type node struct {
 	children    int
 	slot        int32 // the node's index in Tree.bySlot and its heap; -1 for the root
 	priority    kvevict.Priority
+	hints       rank.Hint // the latest request's through it
+	// hardUntil is the end of the hard lease that protects the path to
+	// this node as a lock (ref) does; 0 when it holds none.
+	hardUntil int64
 }
 
 // edge names a node by its parent's id and its own hash.
@@ -227,6 +241,9 @@ func (t *Tree) Insert(hashes []uint64, a Access) (added int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: Insert", ErrEmptyPath)
 	}
+	if err := checkAccess(&a); err != nil {
+		return 0, err
+	}
 	return t.insert(hashes, a, false), nil
 }
 
@@ -237,6 +254,9 @@ func (t *Tree) InsertLocked(hashes []uint64, a Access) (added int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: InsertLocked", ErrEmptyPath)
 	}
+	if err := checkAccess(&a); err != nil {
+		return 0, err
+	}
 	return t.insert(hashes, a, true), nil
 }
 
@@ -245,9 +265,11 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	defer t.unlockAndDeliver()
 	t.observe(a.Tick)
 	n, matched := t.walk(hashes)
+	hint := (*rank.Hint)(&a.Hints)
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.priority = max(m.priority, a.Priority)
+		m.hints = *hint
 	}
 	t.rekey(n)
 	if matched < len(hashes) {
@@ -262,6 +284,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				lastAccess: a.Tick,
 				createdAt:  a.Tick,
 				priority:   a.Priority,
+				hints:      *hint,
 			}
 			t.place(c)
 			if t.meas != nil {
@@ -289,6 +312,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	if lock {
 		t.lock(n)
 	}
+	t.holdHard(n, hint)
 	return len(hashes) - matched
 }
 
@@ -302,6 +326,9 @@ func (t *Tree) Match(hashes []uint64, a Access) (matched int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: Match", ErrEmptyPath)
 	}
+	if err := checkAccess(&a); err != nil {
+		return 0, err
+	}
 	return t.match(hashes, a, false), nil
 }
 
@@ -312,6 +339,9 @@ func (t *Tree) MatchLocked(hashes []uint64, a Access) (matched int, err error) {
 	if len(hashes) == 0 {
 		return 0, fmt.Errorf("%w: MatchLocked", ErrEmptyPath)
 	}
+	if err := checkAccess(&a); err != nil {
+		return 0, err
+	}
 	return t.match(hashes, a, true), nil
 }
 
@@ -320,9 +350,11 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 	defer t.mu.Unlock()
 	t.observe(a.Tick)
 	n, matched := t.walk(hashes)
+	h := (*rank.Hint)(&a.Hints)
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.accessCount++
+		m.hints = *h
 		if t.meas != nil {
 			m.requests = rank.AddRequest(m.requests)
 			t.meas.Request(m.hash, m.requests)
@@ -331,6 +363,9 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 	t.rekey(n)
 	if lock && n != &t.root {
 		t.lock(n)
+	}
+	if n != &t.root {
+		t.holdHard(n, h)
 	}
 	return matched
 }
@@ -366,8 +401,14 @@ func (t *Tree) Lock(hashes []uint64) error {
 
 // lock adds a lock ending at n.
 func (t *Tree) lock(n *node) {
-	t.unheap(n)
 	n.ends++
+	t.protect(n)
+}
+
+// protect adds a reference to the path from the root to n: a lock's, or a
+// hard lease's.
+func (t *Tree) protect(n *node) {
+	t.unheap(n)
 	for m := n; m != &t.root; m = m.parent {
 		if m.ref == 0 {
 			t.evictable--
@@ -375,6 +416,35 @@ func (t *Tree) lock(n *node) {
 		}
 		m.ref++
 	}
+}
+
+// unprotect drops a reference protect added to the path to n, and makes n
+// a leaf candidate again if nothing else holds it.
+func (t *Tree) unprotect(n *node) {
+	for m := n; m != &t.root; m = m.parent {
+		m.ref--
+		if m.ref == 0 {
+			t.protected--
+			t.evictable++
+		}
+	}
+	if n.ref == 0 && n.children == 0 {
+		t.push(n)
+	}
+}
+
+// holdHard protects the path to n, the end of a request's path, while the
+// request's hard lease h lives, as a lock until it ends: one reference
+// per node however often renewed, held to the latest end.
+func (t *Tree) holdHard(n *node, h *rank.Hint) {
+	if !h.HardLease || t.now >= h.LeaseUntil || h.LeaseUntil <= n.hardUntil {
+		return
+	}
+	if n.hardUntil == 0 {
+		t.protect(n)
+	}
+	n.hardUntil = h.LeaseUntil
+	t.apart.SetEnd(n.slot, n.id, n.hardUntil)
 }
 
 // Unlock releases one Lock of exactly the path of hashes. A path not wholly
@@ -396,16 +466,7 @@ func (t *Tree) Unlock(hashes []uint64) error {
 		return fmt.Errorf("%w: Unlock of %d blocks: no Lock ends there (%d locks pass through)", ErrNotLocked, len(hashes), n.ref)
 	}
 	n.ends--
-	for m := n; m != &t.root; m = m.parent {
-		m.ref--
-		if m.ref == 0 {
-			t.protected--
-			t.evictable++
-		}
-	}
-	if n.ref == 0 && n.children == 0 {
-		t.push(n)
-	}
+	t.unprotect(n)
 	return nil
 }
 
@@ -452,10 +513,15 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	h := &t.heaps[order]
 	removed := make([]uint64, blocks)
 	for i := range removed {
-		if h.Len() == 0 {
+		var n *node
+		switch {
+		case t.apart.Len() > 0 && (t.apart.Min().Major < rank.PlainRank || h.Len() == 0):
+			n = t.bySlot[t.apart.Min().Slot]
+		case h.Len() > 0:
+			n = t.bySlot[h.Min().Slot]
+		default:
 			panic("prefix: evictable blocks but no evictable leaf")
 		}
-		n := t.bySlot[h.Min().Slot]
 		removed[i] = n.hash
 		if t.meas != nil {
 			t.ghosts.Put(n.hash, ghost.Count{Requests: n.requests})
@@ -463,14 +529,19 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		p := n.parent
 		delete(t.children, edge{p.id, n.hash})
 		p.children--
-		if p != &t.root && p.children == 0 && p.ref == 0 {
+		switch leaf := p != &t.root && p.children == 0 && p.ref == 0; {
+		case leaf && t.heaps[0].Contains(n.slot) && t.plain(p):
 			// p takes n's place in every heap.
 			for j, k := range t.keys(p) {
 				t.heaps[j].Replace(n.slot, entry(p, k))
 			}
-		} else {
+		case leaf:
+			t.unheap(n)
+			t.push(p)
+		default:
 			t.unheap(n)
 		}
+		t.apart.SetEnd(n.slot, 0, 0)
 		t.unplace(n)
 	}
 	t.evictable -= blocks
@@ -481,6 +552,14 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 		t.pending = append(t.pending, Event{Kind: Removed, Hashes: append([]uint64(nil), removed...)})
 	}
 	return removed, nil
+}
+
+// checkAccess refuses an access whose hints no class can hold.
+func checkAccess(a *Access) error {
+	if err := rank.CheckHint((*rank.Hint)(&a.Hints)); err != nil {
+		return fmt.Errorf("%w: Access.Hints: %v", kvevict.ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // walk follows hashes from the root and returns the deepest node reached
@@ -497,25 +576,63 @@ func (t *Tree) walk(hashes []uint64) (*node, int) {
 	return n, len(hashes)
 }
 
-// observe advances the tree's clock.
+// observe advances the tree's clock, and files again the leaves whose
+// class changed by then and releases the hard leases that ended: O(log n)
+// each, once per end.
 func (t *Tree) observe(tick int64) {
-	t.now = max(t.now, tick)
+	if tick <= t.now {
+		return
+	}
+	t.now = tick
+	for {
+		slot, ok := t.apart.Ended(tick)
+		if !ok {
+			return
+		}
+		n := t.bySlot[slot]
+		t.apart.SetEnd(slot, 0, 0)
+		if n.hardUntil != 0 && n.hardUntil <= tick {
+			n.hardUntil = 0
+			t.unprotect(n) // files n again if it is a leaf
+			continue
+		}
+		t.rekey(n)
+	}
+}
+
+// plain reports whether leaf n ranks in the heaps at the tree's clock:
+// no hint sets it apart.
+func (t *Tree) plain(n *node) bool {
+	if n.hints == (rank.Hint{}) {
+		return true
+	}
+	_, class := rank.HintKey(&n.hints, n.lastAccess, t.now)
+	return class == rank.ClassPlain
 }
 
 // rekey recomputes n's keys after its fields changed, if n is in the heaps.
 // Only the end of a path can be a leaf, so one call per operation keeps
 // every key current.
 func (t *Tree) rekey(n *node) {
-	if !t.heaps[0].Contains(n.slot) {
-		return
-	}
-	for i, k := range t.keys(n) {
-		t.heaps[i].Fix(n.slot, k, 1)
+	inHeaps := t.heaps[0].Contains(n.slot)
+	switch {
+	case inHeaps && n.hints == (rank.Hint{}):
+		for i, k := range t.keys(n) {
+			t.heaps[i].Fix(n.slot, k, 1)
+		}
+	case inHeaps || t.apart.Contains(n.slot):
+		t.unheap(n)
+		t.push(n)
 	}
 }
 
-// unheap takes n out of the heaps if it is in them.
+// unheap takes n out of the heaps, or out of those set apart, if it is
+// in them.
 func (t *Tree) unheap(n *node) {
+	if t.apart.Contains(n.slot) {
+		t.apart.Remove(n.slot)
+		return
+	}
 	if !t.heaps[0].Contains(n.slot) {
 		return
 	}
@@ -566,8 +683,24 @@ func entry(n *node, k rank.Key) rank.Entry {
 	return rank.Entry{Key: k, ID: n.id, Slot: n.slot, Blocks: 1}
 }
 
-// push adds leaf n to the heaps. O(log n) for each.
+// push adds leaf n to the heaps, or to those set apart when its hints
+// say so (a live hard lease on an unprotected leaf counts as soft: it
+// cannot happen, since holdHard protects the path), and files it under
+// the tick its class changes. O(log n) for each.
 func (t *Tree) push(n *node) {
+	if n.hints != (rank.Hint{}) {
+		k, class := rank.HintKey(&n.hints, n.lastAccess, t.now)
+		if class == rank.ClassHeld {
+			k, class = rank.Key{Major: rank.LeasedRank, Minor: n.hints.LeaseUntil}, rank.ClassApart
+		}
+		if n.hardUntil == 0 {
+			t.apart.SetEnd(n.slot, n.id, rank.HintEnd(&n.hints, t.now))
+		}
+		if class == rank.ClassApart {
+			t.apart.Push(entry(n, k))
+			return
+		}
+	}
 	for i, k := range t.keys(n) {
 		t.heaps[i].Push(entry(n, k))
 	}

@@ -143,6 +143,9 @@ func (p *pool) beginAdmission(s *sequence, prompt []uint64) {
 	a := &p.admission
 	*a = Admission{Seq: s.id, Now: p.now, Priority: kvevict.Priority(p.w.Requests[s.req].Priority),
 		Hashes: prompt, Accessed: a.Accessed[:0], Reused: a.Reused[:0]}
+	if p.arrived != nil {
+		a.Hints = p.w.Requests[s.req].Hints.candidateHints(p.arrived[s.req])
+	}
 	clear(p.accessed)
 	clear(p.found)
 	p.reused = p.reused[:0]

@@ -58,7 +58,7 @@ func (e *BlockEvictor) Admit(a *Admission) {
 	if len(a.Hashes) == 0 {
 		return // nothing to mirror; errors below are only for empty paths
 	}
-	at := prefix.Access{Tick: a.Now, Priority: a.Priority}
+	at := prefix.Access{Tick: a.Now, Priority: a.Priority, Hints: a.Hints}
 	_, _ = e.tree.Match(a.Hashes, at)
 	_, _ = e.tree.InsertLocked(a.Hashes, at)
 	e.prompts[a.Seq] = slices.Clone(a.Hashes)
@@ -84,8 +84,8 @@ func (e *BlockEvictor) Evict(s *EvictionState, need int) (Eviction, error) {
 	if need < 0 {
 		return Eviction{}, fmt.Errorf("%w: evict %d blocks", kvevict.ErrInvalidArgument, need)
 	}
-	if need > s.CachedLen() {
-		return Eviction{}, &kvevict.InsufficientBlocksError{Required: need, Available: s.CachedLen()}
+	if need > s.CachedLen() || need > e.tree.EvictableBlocks() { // hard leases protect some
+		return Eviction{}, &kvevict.InsufficientBlocksError{Required: need, Available: min(s.CachedLen(), e.tree.EvictableBlocks())}
 	}
 	start := time.Now()
 	clear(e.taken)

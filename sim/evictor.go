@@ -51,6 +51,8 @@ type Admission struct {
 	Seq      uint64           // the new sequence; a Release with this ID ends it
 	Now      int64            // the tick of the admission
 	Priority kvevict.Priority // the request's priority
+	// Hints are the request's hints (RequestHints) on the pool's clock.
+	Hints kvevict.Hints
 	// Hashes is the prompt: its distinct block hashes, head first. The
 	// sequence references the blocks present from now until its release,
 	// and the pool allocates the others after the call.

@@ -26,7 +26,6 @@ const (
 	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
 	// Key strategies and Auto (see [prefix.New]); ARC, S3-FIFO and
 	// SIEVE keep lists of sequences, which a tree of blocks does not.
-	// The tree takes no hints yet: the requests' Hints are not read.
 	GranularityBlock Granularity = "block"
 )
 

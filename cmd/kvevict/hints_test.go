@@ -14,7 +14,6 @@ func TestCompareHintsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-hints", "none"}, "-hints needs -mode serve"},
-		{[]string{"-mode", "serve", "-granularity", "block", "-hints", "none"}, "-hints needs -granularity tail or sequence"},
 		{[]string{"-tier", "cpu:4x:lru", "-hints", "none"}, "-hints needs -mode serve"},
 		{[]string{"-mode", "serve", "-hints", "oracle"}, `unknown hint source "oracle"`},
 		{[]string{"-mode", "serve", "-hints", "hindsight:precision=2"}, "precision must be a number in (0, 1]"},

@@ -302,8 +302,6 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		switch {
 		case o.mode != "serve":
 			return nil, usagef("-hints needs -mode serve: a replay's candidates are blocks, which take no hints yet")
-		case o.granularity == sim.GranularityBlock:
-			return nil, usagef("-hints needs -granularity tail or sequence: the prefix tree of block granularity takes no hints yet")
 		}
 		if o.hints, err = sim.ParseHintSources(hints); err != nil {
 			return nil, usagef("-hints: %v", err)

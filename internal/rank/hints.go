@@ -1,5 +1,7 @@
 package rank
 
+import "fmt"
+
 // Hint is kvevict.Hints as the structures that honour hints read it: the
 // same fields, so that a Hints converts to it without a copy.
 type Hint struct {
@@ -150,4 +152,18 @@ func (a *Apart) End(slot int32) int64 {
 		return 0
 	}
 	return a.ends.At(slot).Major
+}
+
+// CheckHint reports hints no class can hold: a retention priority out of
+// range or without its end, a hard lease without one.
+func CheckHint(h *Hint) error {
+	switch {
+	case h.Retention > MaxRetention:
+		return fmt.Errorf("retention priority %d, more than %d", h.Retention, MaxRetention)
+	case h.Retention != 0 && h.RetainUntil == 0:
+		return fmt.Errorf("retention priority %d without RetainUntil", h.Retention)
+	case h.HardLease && h.LeaseUntil == 0:
+		return fmt.Errorf("a hard lease without LeaseUntil")
+	}
+	return nil
 }
