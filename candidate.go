@@ -43,14 +43,19 @@ func (p Priority) String() string {
 // fewer blocks than it holds, it takes only the last blocks it still needs,
 // so FreedBlocks == requiredBlocks; the [Victim] then carries just that tail.
 type Candidate struct {
-	ID                uint64        // sequence id, unique within one call
-	Blocks            []int         // KV block ids it holds, head (prefix) first; distinct across candidates
-	LastAccess        int64         // tick of the latest access
-	CreatedAt         int64         // tick at which it entered the cache (FIFO, FILO)
-	AccessCount       int           // hits so far; must not be negative
-	Priority          Priority      // QoS class (QoSAware)
-	Pinned            bool          // never evicted
-	AllowPartial      bool          // the tail of Blocks may be freed without the head
+	ID           uint64   // sequence id, unique within one call
+	Blocks       []int    // KV block ids it holds, head (prefix) first; distinct across candidates
+	LastAccess   int64    // tick of the latest access
+	CreatedAt    int64    // tick at which it entered the cache (FIFO, FILO)
+	AccessCount  int      // hits so far; must not be negative
+	Priority     Priority // QoS class (QoSAware)
+	Pinned       bool     // never evicted
+	AllowPartial bool     // the tail of Blocks may be freed without the head
+	// apart is set by an Index on a candidate its hints set apart from
+	// the strategy's order (rank.ClassApart and rank.ClassHeld), which the
+	// order then holds but does not rank; a caller's candidates never set
+	// it. It sits beside the small fields, in their padding.
+	apart             bool
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
 	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)
@@ -73,12 +78,6 @@ type Candidate struct {
 	// retention priority, a release. The zero value means none; see
 	// [Hints] for the order every structure takes them in.
 	Hints Hints
-
-	// apart is set by an Index on a candidate its hints set apart from
-	// the strategy's order (hintKey's classApart and classHeld), which
-	// the order then holds but does not rank. A caller's candidates never
-	// set it.
-	apart bool
 }
 
 // historyID is the id by which [Auto]'s history counts c's requests: its

@@ -29,10 +29,14 @@ func check(tb testing.TB, t *Tree) {
 			tb.Fatalf("node %d: ends %d, ref %d: negative", n.id, n.ends, n.ref)
 		}
 		hard := 0
-		if n.hardUntil != 0 {
+		nh, hinted := t.hints[n]
+		if hinted && nh == (nodeHints{}) {
+			tb.Fatalf("node %d: kept with no hint", n.id)
+		}
+		if nh.hardUntil != 0 {
 			hard = 1 // a hard lease's hold
-			if t.apart.End(n.slot) != n.hardUntil {
-				tb.Fatalf("node %d: hard lease until %d, filed under end %d", n.id, n.hardUntil, t.apart.End(n.slot))
+			if t.apart.End(n.slot) != nh.hardUntil {
+				tb.Fatalf("node %d: hard lease until %d, filed under end %d", n.id, nh.hardUntil, t.apart.End(n.slot))
 			}
 		}
 		for m := n; m != &t.root; m = m.parent {
@@ -56,13 +60,14 @@ func check(tb testing.TB, t *Tree) {
 		if n.slot < 0 || int(n.slot) >= len(t.bySlot) || t.bySlot[n.slot] != n {
 			tb.Fatalf("node %d: slot %d does not point back at it", n.id, n.slot)
 		}
+		nh := t.hints[n]
 		inHeap, inApart := t.heaps[0].Contains(n.slot), t.apart.Contains(n.slot)
 		leaf := n.ref == 0 && n.children == 0
 		if want := leaf && t.plain(n); inHeap != want || inApart != (leaf && !want) {
-			tb.Fatalf("node %d (ref %d, %d children, hints %+v at %d): in heap %v, set apart %v", n.id, n.ref, n.children, n.hints, t.now, inHeap, inApart)
+			tb.Fatalf("node %d (ref %d, %d children, hints %+v at %d): in heap %v, set apart %v", n.id, n.ref, n.children, nh, t.now, inHeap, inApart)
 		}
 		if inApart {
-			k, _ := rank.HintKey(&n.hints, n.lastAccess, t.now)
+			k, _ := rank.HintKey(&nh.hint, n.lastAccess, t.now)
 			if e := t.apart.At(n.slot); e.Key != k || e.ID != n.id {
 				tb.Fatalf("node %d: set apart as %+v, want key %+v", n.id, *e, k)
 			}
@@ -106,6 +111,11 @@ func check(tb testing.TB, t *Tree) {
 		}
 		if err := t.heaps[i].Check(); err != nil {
 			tb.Fatalf("heap %d: %v", i, err)
+		}
+	}
+	for n := range t.hints {
+		if t.children[edge{n.parent.id, n.hash}] != n {
+			tb.Fatalf("hints kept for node %d, which is not in the tree", n.id)
 		}
 	}
 	if t.evictable > 0 && leaves == 0 && t.apart.Len() == 0 {

@@ -94,6 +94,7 @@ type Tree struct {
 	// heaps (see kvevict.Hints), and the ends: the leaves whose class
 	// changes later and the nodes whose hard lease ends later, by tick.
 	apart rank.Apart
+	hints map[*node]nodeHints // the nodes with hints, or a hard lease
 }
 
 // node is one resident block.
@@ -110,9 +111,14 @@ type node struct {
 	children    int
 	slot        int32 // the node's index in Tree.bySlot and its heap; -1 for the root
 	priority    kvevict.Priority
-	hints       rank.Hint // the latest request's through it
-	// hardUntil is the end of the hard lease that protects the path to
-	// this node as a lock (ref) does; 0 when it holds none.
+}
+
+// nodeHints is what a node keeps of hints, beside it in Tree.hints so
+// that a tree without hints spends no byte on them: the latest request's
+// through it, and the end of the hard lease that protects the path to it
+// as a lock (ref) does, 0 when it holds none.
+type nodeHints struct {
+	hint      rank.Hint
 	hardUntil int64
 }
 
@@ -269,7 +275,7 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.priority = max(m.priority, a.Priority)
-		m.hints = *hint
+		t.setHint(m, hint)
 	}
 	t.rekey(n)
 	if matched < len(hashes) {
@@ -284,9 +290,9 @@ func (t *Tree) insert(hashes []uint64, a Access, lock bool) (added int) {
 				lastAccess: a.Tick,
 				createdAt:  a.Tick,
 				priority:   a.Priority,
-				hints:      *hint,
 			}
 			t.place(c)
+			t.setHint(c, hint)
 			if t.meas != nil {
 				// A block inserted again takes back the requests it had.
 				r, _ := t.ghosts.Take(h)
@@ -354,7 +360,7 @@ func (t *Tree) match(hashes []uint64, a Access, lock bool) (matched int) {
 	for m := n; m != &t.root; m = m.parent {
 		m.lastAccess = a.Tick
 		m.accessCount++
-		m.hints = *h
+		t.setHint(m, h)
 		if t.meas != nil {
 			m.requests = rank.AddRequest(m.requests)
 			t.meas.Request(m.hash, m.requests)
@@ -437,14 +443,33 @@ func (t *Tree) unprotect(n *node) {
 // request's hard lease h lives, as a lock until it ends: one reference
 // per node however often renewed, held to the latest end.
 func (t *Tree) holdHard(n *node, h *rank.Hint) {
-	if !h.HardLease || t.now >= h.LeaseUntil || h.LeaseUntil <= n.hardUntil {
+	nh := t.hints[n]
+	if !h.HardLease || t.now >= h.LeaseUntil || h.LeaseUntil <= nh.hardUntil {
 		return
 	}
-	if n.hardUntil == 0 {
+	if nh.hardUntil == 0 {
 		t.protect(n)
 	}
-	n.hardUntil = h.LeaseUntil
-	t.apart.SetEnd(n.slot, n.id, n.hardUntil)
+	nh.hardUntil = h.LeaseUntil
+	t.hints[n] = nh
+	t.apart.SetEnd(n.slot, n.id, nh.hardUntil)
+}
+
+// setHint records h as the hints of n, the latest request's through it.
+// O(1); nothing for a tree that has never seen a hint.
+func (t *Tree) setHint(n *node, h *rank.Hint) {
+	nh, ok := t.hints[n]
+	switch {
+	case !ok && *h == (rank.Hint{}):
+	case nh.hardUntil == 0 && *h == (rank.Hint{}):
+		delete(t.hints, n)
+	default:
+		if t.hints == nil {
+			t.hints = make(map[*node]nodeHints)
+		}
+		nh.hint = *h
+		t.hints[n] = nh
+	}
 }
 
 // Unlock releases one Lock of exactly the path of hashes. A path not wholly
@@ -591,9 +616,11 @@ func (t *Tree) observe(tick int64) {
 		}
 		n := t.bySlot[slot]
 		t.apart.SetEnd(slot, 0, 0)
-		if n.hardUntil != 0 && n.hardUntil <= tick {
-			n.hardUntil = 0
-			t.unprotect(n) // files n again if it is a leaf
+		if nh := t.hints[n]; nh.hardUntil != 0 && nh.hardUntil <= tick {
+			nh.hardUntil = 0
+			t.hints[n] = nh
+			t.setHint(n, &nh.hint) // forgets n if it has no hint left
+			t.unprotect(n)         // files n again if it is a leaf
 			continue
 		}
 		t.rekey(n)
@@ -603,10 +630,11 @@ func (t *Tree) observe(tick int64) {
 // plain reports whether leaf n ranks in the heaps at the tree's clock:
 // no hint sets it apart.
 func (t *Tree) plain(n *node) bool {
-	if n.hints == (rank.Hint{}) {
+	nh, ok := t.hints[n]
+	if !ok {
 		return true
 	}
-	_, class := rank.HintKey(&n.hints, n.lastAccess, t.now)
+	_, class := rank.HintKey(&nh.hint, n.lastAccess, t.now)
 	return class == rank.ClassPlain
 }
 
@@ -616,7 +644,7 @@ func (t *Tree) plain(n *node) bool {
 func (t *Tree) rekey(n *node) {
 	inHeaps := t.heaps[0].Contains(n.slot)
 	switch {
-	case inHeaps && n.hints == (rank.Hint{}):
+	case inHeaps && t.hints[n] == (nodeHints{}):
 		for i, k := range t.keys(n) {
 			t.heaps[i].Fix(n.slot, k, 1)
 		}
@@ -672,8 +700,10 @@ func (t *Tree) place(n *node) {
 	n.slot, t.bySlot[slot] = slot, n
 }
 
-// unplace frees the slot of evicted node n, which is out of the heap.
+// unplace frees the slot of evicted node n, which is out of the heap, and
+// forgets its hints.
 func (t *Tree) unplace(n *node) {
+	delete(t.hints, n)
 	t.bySlot[n.slot] = nil
 	t.slots.Free(n.slot)
 }
@@ -688,13 +718,13 @@ func entry(n *node, k rank.Key) rank.Entry {
 // cannot happen, since holdHard protects the path), and files it under
 // the tick its class changes. O(log n) for each.
 func (t *Tree) push(n *node) {
-	if n.hints != (rank.Hint{}) {
-		k, class := rank.HintKey(&n.hints, n.lastAccess, t.now)
+	if nh, ok := t.hints[n]; ok {
+		k, class := rank.HintKey(&nh.hint, n.lastAccess, t.now)
 		if class == rank.ClassHeld {
-			k, class = rank.Key{Major: rank.LeasedRank, Minor: n.hints.LeaseUntil}, rank.ClassApart
+			k, class = rank.Key{Major: rank.LeasedRank, Minor: nh.hint.LeaseUntil}, rank.ClassApart
 		}
-		if n.hardUntil == 0 {
-			t.apart.SetEnd(n.slot, n.id, rank.HintEnd(&n.hints, t.now))
+		if nh.hardUntil == 0 {
+			t.apart.SetEnd(n.slot, n.id, rank.HintEnd(&nh.hint, t.now))
 		}
 		if class == rank.ClassApart {
 			t.apart.Push(entry(n, k))
