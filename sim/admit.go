@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"slices"
 
 	"github.com/sagellm/kvevict"
@@ -12,12 +13,36 @@ import (
 func (p *pool) admitWaiting() error {
 	for len(p.waiting) > 0 && !p.paused {
 		ok, err := p.admit(p.waiting[0])
-		if err != nil || !ok {
+		if err != nil {
 			return err
+		}
+		if !ok {
+			p.wakeAtLeaseEnd()
+			return nil
 		}
 		p.waiting = p.waiting[1:]
 	}
 	return nil
+}
+
+// wakeAtLeaseEnd schedules a try of the waiting requests when the first
+// hard lease ends, if nothing running will free blocks before: a pool
+// that hard leases fill waits for them, as their promise says, rather
+// than stop. Once per wait.
+func (p *pool) wakeAtLeaseEnd() {
+	if len(p.running) > 0 || p.woken || len(p.hardOwners) == 0 {
+		return
+	}
+	end := int64(math.MaxInt64)
+	for id := range p.hardOwners {
+		if o, ok := p.owners[id]; ok && o.hints.HardLease && o.hints.LeaseUntil > p.now {
+			end = min(end, o.hints.LeaseUntil)
+		}
+	}
+	if end != math.MaxInt64 {
+		p.woken = true
+		p.events.push(event{at: end, req: wake})
+	}
 }
 
 // admit admits request r if its prompt fits, and reports whether it did
@@ -32,7 +57,7 @@ func (p *pool) admit(r int) (bool, error) {
 		p.reject(r)
 		return true, nil
 	}
-	missing, fits := p.fits(prompt)
+	missing, fits := p.fits(prompt, r)
 	if !fits {
 		return false, nil // wait for running sequences to finish
 	}
@@ -64,18 +89,49 @@ func (p *pool) reject(r int) {
 // fits reports whether prompt fits the pool now, and how many of its
 // blocks the pool lacks: those must fit the free blocks and the cached
 // ones the prompt does not reuse.
-func (p *pool) fits(prompt []uint64) (missing int, ok bool) {
+func (p *pool) fits(prompt []uint64, r int) (missing int, ok bool) {
+	held := p.hardHeld()
+	// A request with a hard lease of its own renews the lease of every
+	// owner whose blocks it reuses (renew), which then holds the rest of
+	// them too.
+	hard := p.arrived != nil && p.w.Requests[r].Hints.Hard
+	clear(p.renewing)
 	present, reusable := 0, 0
 	for _, h := range prompt {
 		if b, ok := p.byHash[h]; ok {
 			present++
-			if p.blocks[b].state == blockCached {
-				reusable++
+			blk := &p.blocks[b]
+			if blk.state != blockCached {
+				continue
+			}
+			reusable++
+			switch id := blk.owner; {
+			case p.hardOwners[id] || p.renewing[id]:
+				held-- // reused, so not to be evicted
+			case hard:
+				p.renewing[id] = true
+				held += p.owners[id].live - 1
 			}
 		}
 	}
 	missing = len(prompt) - present
-	return missing, missing <= p.freeBlocks()+p.cached-reusable
+	return missing, missing <= p.freeBlocks()+p.cached-reusable-held
+}
+
+// hardHeld returns how many cached blocks live hard leases hold, which no
+// eviction may take, forgetting the owners whose lease ended or who hold
+// nothing. O(owners under a hard lease).
+func (p *pool) hardHeld() int {
+	held := 0
+	for id := range p.hardOwners {
+		o, ok := p.owners[id]
+		if !ok || !o.hints.HardLease || p.now >= o.hints.LeaseUntil {
+			delete(p.hardOwners, id)
+			continue
+		}
+		held += o.live
+	}
+	return held
 }
 
 // countAdmission counts the admission of request r in the tally, before
@@ -201,6 +257,7 @@ func (p *pool) reuse(b int) {
 		o := p.owners[id] // before uncache, which forgets an owner with nothing left
 		o.accessCount++
 		if p.arrived != nil {
+			p.reusedID = id
 			p.renew(o)
 		}
 		p.reused = append(p.reused, reusedOwner{id, o})
@@ -288,4 +345,7 @@ func (p *pool) renew(o *owner) {
 		return
 	}
 	o.hints.LeaseUntil, o.hints.HardLease = p.arrived[r]+h.TTLMs*1000, h.Hard
+	if h.Hard {
+		p.hardOwners[p.reusedID] = true
+	}
 }

@@ -33,6 +33,10 @@ func (p *pool) pause(prev, r int) int64 {
 	return (b.Timestamp-a.Timestamp)*1000 - int64(a.OutputTokens)*p.tokenTime
 }
 
+// wake is the req of the event that wakes an idle pool whose waiting
+// request hard leases keep out, when the first of them ends.
+const wake = -1
+
 // event is a running sequence's next milestone (its last block is full, so
 // it needs another, or it is done) or, with no sequence, the arrival of
 // request req, which follows its session's previous request and was
@@ -130,13 +134,18 @@ func (p *pool) run() error {
 			continue // preempted since
 		}
 		p.now = max(p.now, e.at)
-		if e.seq == nil {
+		switch {
+		case e.req == wake:
+			p.woken = false // a hard lease ended: the waiting try again
+		case e.seq == nil:
 			if p.arrived != nil {
 				p.arrived[e.req] = p.now
 			}
 			p.waiting = append(p.waiting, e.req)
-		} else if err := p.step(e.seq); err != nil {
-			return err
+		default:
+			if err := p.step(e.seq); err != nil {
+				return err
+			}
 		}
 		if err := p.admitWaiting(); err != nil {
 			return err

@@ -117,7 +117,10 @@ type Eviction struct {
 type EvictionState struct {
 	Now int64
 	// Running are the sequences that hold references, in admission order:
-	// never evictable.
+	// never evictable. When the workload carries hints the last is the
+	// pool's clock: the sequence [ClockID], holding no block, last
+	// accessed Now, which tells a Policy or an Index the time its leases
+	// run on (their now is the latest LastAccess they are told).
 	Running []RunningSequence
 
 	// lookup is the pool's index of cached blocks by hash, and cachedLen

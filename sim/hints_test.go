@@ -171,3 +171,26 @@ func TestServeHonoursHints(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWaitsForHardLease: in a pool of three blocks, request 0's two
+// blocks are held by a hard lease of 100 ms and request 1's one is not;
+// request 2, at 2 ms, needs two blocks, and only one may be evicted until
+// the lease ends. The pool waits for it, then serves request 2: every block
+// referenced, two evicted, none under a live lease.
+func TestServeWaitsForHardLease(t *testing.T) {
+	w := &Workload{Name: "hard", BlockTokens: 16, GroupKind: "tenant", Requests: []Request{
+		{Timestamp: 0, InputTokens: 32, HashIDs: []uint64{1, 2}, Hints: RequestHints{TTLMs: 100, Hard: true}},
+		{Timestamp: 1, InputTokens: 16, HashIDs: []uint64{4}, Group: 1},
+		{Timestamp: 2, InputTokens: 32, HashIDs: []uint64{5, 6}, Group: 2},
+	}}
+	for _, g := range Granularities() {
+		rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 3}, Granularity: g})
+		if err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+		if rep.BlockRefs != 5 || rep.Rejected != 0 || rep.EvictedBlocks != 2 || rep.LeasedEvicted != 0 {
+			t.Errorf("%s: %d blocks referenced, %d rejected, %d evicted, %d under a lease; want 5, 0, 2, 0",
+				g, rep.BlockRefs, rep.Rejected, rep.EvictedBlocks, rep.LeasedEvicted)
+		}
+	}
+}

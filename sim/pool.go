@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -116,6 +117,13 @@ type pool struct {
 	arrived []int64
 	// admitting is the request of the admission under way.
 	admitting int
+	// hardOwners are the owners whose request gave a hard lease, which
+	// holds their cached blocks until it ends (hardHeld prunes them).
+	hardOwners map[uint64]bool
+	renewing   map[uint64]bool // scratch: the owners fits counts renewed
+	woken      bool            // a wake event is queued
+	// reusedID is the owner reuse is taking a block from, for renew.
+	reusedID uint64
 
 	tally                            *tally
 	preemptions, rejected, truncated int
@@ -160,7 +168,7 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 	}
 	p.state.lookup = p.lookupCached
 	if w.hinted() {
-		p.arrived = make([]int64, len(w.Requests))
+		p.arrived, p.hardOwners, p.renewing = make([]int64, len(w.Requests)), make(map[uint64]bool), make(map[uint64]bool)
 	}
 	if w.GroupKind == "session" {
 		p.linkSessions()
@@ -223,8 +231,16 @@ func (p *pool) evictionState() *EvictionState {
 			Priority: kvevict.Priority(p.w.Requests[s.req].Priority), SeqLen: s.tokens, MaxLen: s.maxLen,
 		})
 	}
+	if p.arrived != nil {
+		st.Running = append(st.Running, RunningSequence{ID: ClockID, Admitted: p.now, LastAccess: p.now})
+	}
 	return st
 }
+
+// ClockID is the ID of the running sequence by which [Serve] tells an
+// evictor the time when the workload carries hints (see
+// EvictionState.Running): no sequence of the pool takes it.
+const ClockID = math.MaxUint64
 
 // cachedSequence is sequence id, owner o of blocks (o's, head first), as
 // an evictor sees it.
@@ -302,6 +318,9 @@ func (p *pool) drop(s *sequence) {
 		priority: kvevict.Priority(req.Priority), seqLen: s.tokens, maxLen: s.maxLen}
 	if p.arrived != nil {
 		o.hints = req.Hints.candidateHints(p.arrived[s.req])
+		if o.hints.HardLease {
+			p.hardOwners[s.id] = true
+		}
 	}
 	for _, b := range s.blocks {
 		blk := &p.blocks[b]
