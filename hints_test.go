@@ -188,20 +188,10 @@ func FuzzHintsIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
 		cfg := configs[int(which)%len(configs)]
 		r := newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
-		pos := 0
-		next := func(n int) int {
-			if n <= 0 || pos >= len(ops) {
-				return 0
-			}
-			b := ops[pos]
-			pos++
-			return int(b) % n
-		}
-		for pos < len(ops) {
-			r.step(next)
+		r.run(ops, func() {
 			checkIndex(t, r.x)
 			checkSides(t, r.x)
-		}
+		})
 	})
 }
 

@@ -437,20 +437,26 @@ func FuzzIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
 		cfg := configs[int(which)%len(configs)]
 		r := newOpRunner(t, cfg.name, cfg.s, cfg.opts)
-		pos := 0
-		next := func(n int) int {
-			if n <= 0 || pos >= len(ops) {
-				return 0
-			}
-			b := ops[pos]
-			pos++
-			return int(b) % n
-		}
-		for pos < len(ops) {
-			r.step(next)
-			checkIndex(t, r.x)
-		}
+		r.run(ops, func() { checkIndex(t, r.x) })
 	})
+}
+
+// run applies the operations ops decode to, one byte a choice, calling
+// check after each.
+func (r *opRunner) run(ops []byte, check func()) {
+	pos := 0
+	next := func(n int) int {
+		if n <= 0 || pos >= len(ops) {
+			return 0
+		}
+		b := ops[pos]
+		pos++
+		return int(b) % n
+	}
+	for pos < len(ops) {
+		r.step(next)
+		check()
+	}
 }
 
 func TestNewIndexErrors(t *testing.T) {

@@ -15,6 +15,11 @@ type model struct {
 	paths  map[string]*modelPath
 	nextID uint64
 	mru    bool // evict the most recently used leaf instead of the least
+	// With hints (hints_test.go), each path's latest request's hints, the
+	// end of the hard lease a request's path ends with, and the clock.
+	hints map[string]kvevict.Hints
+	hard  map[string]int64
+	now   int64
 }
 
 type modelPath struct {
@@ -58,10 +63,12 @@ func (m *model) insert(h []uint64, tick int64) int {
 	return len(h) - k
 }
 
-// protected reports whether some lock ends at p or below it.
+// protected reports whether some lock, or live hard lease, ends at p or
+// below it.
 func (m *model) protected(p *modelPath) bool {
 	for _, q := range m.paths {
-		if q.locks > 0 && len(q.hashes) >= len(p.hashes) && slices.Equal(q.hashes[:len(p.hashes)], p.hashes) {
+		below := len(q.hashes) >= len(p.hashes) && slices.Equal(q.hashes[:len(p.hashes)], p.hashes)
+		if below && (q.locks > 0 || m.hard[pathKey(q.hashes)] > m.now) {
 			return true
 		}
 	}
@@ -88,7 +95,8 @@ func (m *model) evictable() int {
 }
 
 // evict removes k unprotected leaves, least (or with mru, most) recently
-// used first, ties by creation order, and returns their last hashes.
+// used first, in the order of the hints' classes (rank), ties by creation
+// order, and returns their last hashes.
 func (m *model) evict(k int) []uint64 {
 	var out []uint64
 	for range k {
@@ -101,15 +109,13 @@ func (m *model) evict(k int) []uint64 {
 				best = p
 				continue
 			}
-			first := p.lastAccess < best.lastAccess
-			if m.mru {
-				first = p.lastAccess > best.lastAccess
-			}
-			if first || p.lastAccess == best.lastAccess && p.id < best.id {
+			a, b := m.rank(p), m.rank(best)
+			if a[0] < b[0] || a[0] == b[0] && (a[1] < b[1] || a[1] == b[1] && p.id < best.id) {
 				best = p
 			}
 		}
 		delete(m.paths, pathKey(best.hashes))
+		delete(m.hard, pathKey(best.hashes))
 		out = append(out, best.hashes[len(best.hashes)-1])
 	}
 	return out

@@ -8,25 +8,19 @@ import (
 	"github.com/sagellm/kvevict"
 )
 
-// hintModel is the fuzz model with hints: each path keeps the hints of the
-// latest request through it, a request with a live hard lease protects its
-// path until the lease ends, and eviction takes unprotected leaves in the
-// order of the classes of kvevict.Hints, as written here from their
-// documentation (no code shared with Tree): released first, then by
-// retention priority (the default one being plain LRU), then soft leases
-// by their end; recency within a class, ties by creation order.
-type hintModel struct {
-	*model
-	hints map[string]kvevict.Hints
-	hard  map[string]int64 // the end of the hard lease a request's path ends with
-	now   int64
-}
+// The fuzz model with hints: each path keeps the hints of the latest
+// request through it (model.hints), a request with a live hard lease
+// protects its path until the lease ends (model.hard), and eviction takes
+// unprotected leaves in the order of the classes of kvevict.Hints, as
+// written here from their documentation (no code shared with Tree):
+// released first, then by retention priority (the default one being the
+// plain order), then soft leases by their end; recency within a class.
 
-func (m *hintModel) observe(tick int64) { m.now = max(m.now, tick) }
+func (m *model) observe(tick int64) { m.now = max(m.now, tick) }
 
 // access records hints h on the paths of hashes[:k], and its hard lease
 // on the path's end.
-func (m *hintModel) access(hashes []uint64, k int, h kvevict.Hints) {
+func (m *model) access(hashes []uint64, k int, h kvevict.Hints) {
 	for i := range k {
 		m.hints[pathKey(hashes[:i+1])] = h
 	}
@@ -36,29 +30,13 @@ func (m *hintModel) access(hashes []uint64, k int, h kvevict.Hints) {
 	}
 }
 
-func (m *hintModel) protected(p *modelPath) bool {
-	for _, q := range m.paths {
-		below := len(q.hashes) >= len(p.hashes) && slices.Equal(q.hashes[:len(p.hashes)], p.hashes)
-		if below && (q.locks > 0 || m.hard[pathKey(q.hashes)] > m.now) {
-			return true
-		}
+// rank is p's place in eviction order: its class, then recency (negated
+// under mru) or its lease's end.
+func (m *model) rank(p *modelPath) [2]int64 {
+	recency := p.lastAccess
+	if m.mru {
+		recency = -recency
 	}
-	return false
-}
-
-func (m *hintModel) evictable() int {
-	n := 0
-	for _, p := range m.paths {
-		if !m.protected(p) {
-			n++
-		}
-	}
-	return n
-}
-
-// rank is p's place in the order of the classes: its class, then recency
-// or its lease's end.
-func (m *hintModel) rank(p *modelPath) [2]int64 {
 	h := m.hints[pathKey(p.hashes)]
 	leased := h.LeaseUntil != 0 && m.now < h.LeaseUntil
 	switch {
@@ -66,34 +44,10 @@ func (m *hintModel) rank(p *modelPath) [2]int64 {
 		return [2]int64{0, p.lastAccess}
 	case leased:
 		return [2]int64{kvevict.MaxRetention + 2, h.LeaseUntil}
-	case h.RetainUntil != 0 && m.now < h.RetainUntil:
+	case h.RetainUntil != 0 && m.now < h.RetainUntil && h.Retention != kvevict.DefaultRetention:
 		return [2]int64{1 + int64(h.Retention), p.lastAccess}
 	}
-	return [2]int64{1 + kvevict.DefaultRetention, p.lastAccess}
-}
-
-func (m *hintModel) evict(k int) []uint64 {
-	var out []uint64
-	for range k {
-		var best *modelPath
-		for _, p := range m.paths {
-			if m.protected(p) || m.hasChild(p) {
-				continue
-			}
-			if best == nil {
-				best = p
-				continue
-			}
-			a, b := m.rank(p), m.rank(best)
-			if a[0] < b[0] || a[0] == b[0] && (a[1] < b[1] || a[1] == b[1] && p.id < best.id) {
-				best = p
-			}
-		}
-		delete(m.paths, pathKey(best.hashes))
-		delete(m.hard, pathKey(best.hashes))
-		out = append(out, best.hashes[len(best.hashes)-1])
-	}
-	return out
+	return [2]int64{1 + kvevict.DefaultRetention, recency}
 }
 
 // hintOf decodes a request's hints from b, around tick: released, a lease
@@ -121,7 +75,7 @@ func FuzzTreeHints(f *testing.F) {
 	f.Add([]byte{6, 3, 5, 6, 0, 2, 7, 0, 4, 1, 0, 0, 4, 1, 0, 0, 0, 4, 2, 1, 4, 6, 0, 0, 3, 3, 5, 0, 4, 6, 0, 0})
 	f.Add([]byte{0, 4, 80, 200, 1, 3, 80, 9, 0, 2, 26, 3, 4, 6, 0, 0, 1, 4, 80, 0, 4, 6, 0, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		m := &hintModel{model: &model{paths: make(map[string]*modelPath)}, hints: map[string]kvevict.Hints{}, hard: map[string]int64{}}
+		m := &model{paths: make(map[string]*modelPath), hints: map[string]kvevict.Hints{}, hard: map[string]int64{}}
 		tr := newTree(t, kvevict.LRU, roomy)
 		for step := 0; step+3 < len(ops) && step < 4*200; step += 4 {
 			tick := int64(step / 16)
