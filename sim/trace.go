@@ -94,6 +94,11 @@ func (t *TraceReader) Next() (Request, error) {
 		}
 		req, session, err := parseLine(raw)
 		if err != nil {
+			if rerr := t.sc.Err(); rerr != nil {
+				// A read that failed cut the line short: the failure, not
+				// the partial line, is what went wrong.
+				err = rerr
+			}
 			return Request{}, fmt.Errorf("trace line %d: %w", t.line, err)
 		}
 		req.Group = t.group(req.HashIDs, session)
@@ -137,6 +142,9 @@ func parseLine(raw []byte) (Request, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&l); err != nil {
 		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return Request{}, "", fmt.Errorf("the line is a JSON %s, not an object", typeErr.Value)
+		}
 		if errors.As(err, &typeErr) {
 			return Request{}, "", fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
 		}

@@ -116,7 +116,7 @@ func TestTraceReaderEOF(t *testing.T) {
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("empty input: err = %v, want io.EOF", err)
 	}
-	if _, err := loadTrace(strings.NewReader("\n\n"), "blank"); err == nil {
+	if _, err := ReadWorkload(strings.NewReader("\n\n"), "blank"); err == nil {
 		t.Error("a trace without requests loaded without error")
 	}
 }

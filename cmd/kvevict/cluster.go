@@ -472,7 +472,7 @@ func (o *clusterOptions) isBaseline(run clusterRun) bool {
 		(!scoring(run.router) || run.loadWeight == o.loadWeights[0])
 }
 
-func clusterCommand(args []string, stdout, stderr io.Writer) error {
+func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parseClusterFlags(args, stdout)
 	if err != nil {
 		return err
@@ -480,7 +480,7 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 	for _, n := range o.notes {
 		fmt.Fprintln(stderr, n)
 	}
-	w, err := loadWorkload(&o.source)
+	w, err := loadWorkload(&o.source, stdin)
 	if err != nil {
 		return err
 	}

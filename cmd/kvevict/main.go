@@ -37,7 +37,10 @@
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
-// Mooncake JSONL trace (optional fields: docs/simulator.md); -workload
+// Mooncake JSONL trace (optional fields: docs/simulator.md), plain or
+// gzip-compressed, once from its start, so that a pipe or a FIFO serves;
+// -trace - reads standard input, and the workload is then named stdin.
+// -workload
 // generates a synthetic one. -mode replay is the plain prefix-cache replay
 // caching papers report; -mode serve runs a paged KV pool with running
 // sequences, decode and preemption, evicting whole sequences, sequence tails
@@ -108,7 +111,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // Defaults of the embedded workload.
@@ -128,9 +131,10 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// run is the command: it returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout, stderr)
+// run is the command, reading a -trace of - on stdin: it returns the exit
+// status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := dispatch(args, stdin, stdout, stderr)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -157,19 +161,19 @@ func userMessage(err error) string {
 	return packageNames.ReplaceAllString(err.Error(), "$1")
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) error {
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usagef("missing command: try kvevict compare")
 	}
 	switch args[0] {
 	case "compare":
-		return compare(args[1:], stdout, stderr)
+		return compare(args[1:], stdin, stdout, stderr)
 	case "publish":
-		return publish(args[1:], stdout, stderr)
+		return publish(args[1:], stdin, stdout, stderr)
 	case "mirror":
 		return mirror(args[1:], stdout, stderr)
 	case "cluster":
-		return clusterCommand(args[1:], stdout, stderr)
+		return clusterCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, "usage: kvevict compare|cluster|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
@@ -309,7 +313,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 // sourceFlags defines the flags that choose the workload, as compare and
 // cluster read them: -trace, or -workload with -requests and -seed.
 func sourceFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
 	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
@@ -438,38 +442,70 @@ func strategyNames() string {
 // gzipMagic are the first two bytes of every gzip stream (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
 
-// loadTrace reads a Mooncake JSONL trace as sim.LoadTrace does, through
-// gzip when the file is gzip-compressed, as traces are often shipped.
-func loadTrace(path string) (*sim.Workload, error) {
-	f, err := os.Open(path)
+// stdinTrace is the -trace that names standard input, and stdinName the
+// workload's name then.
+const (
+	stdinTrace = "-"
+	stdinName  = "stdin"
+)
+
+// errTruncatedGzip is a gzip stream that ends before its trailer.
+var errTruncatedGzip = errors.New("truncated gzip stream: it ends before its trailer")
+
+// loadTrace reads the Mooncake JSONL trace at path, or on stdin for "-",
+// through gzip when the stream is gzip-compressed, as traces are often
+// shipped. It reads its source once, from the start, so that a pipe, a
+// process substitution or a FIFO serves as well as a file: the gzip magic
+// is peeked, not read apart.
+func loadTrace(path string, stdin io.Reader) (*sim.Workload, error) {
+	name, label, src := filepath.Base(path), path, stdin
+	if path == stdinTrace {
+		name, label = stdinName, stdinName
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err // *PathError names the path
+		}
+		defer f.Close()
+		src = f
+	}
+	r := bufio.NewReader(src)
+	var in io.Reader = r
+	if magic, _ := r.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, gzipError(err))
+		}
+		in, label = gzipReader{zr}, label+" (gzip)"
+	}
+	w, err := sim.ReadWorkload(in, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", label, err)
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	if magic, _ := r.Peek(len(gzipMagic)); !bytes.Equal(magic, gzipMagic) {
-		return sim.LoadTrace(path)
-	}
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	reqs, err := sim.ReadTrace(zr)
-	if err == nil && len(reqs) == 0 {
-		err = errors.New("no requests")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s (gzip): %w", path, err)
-	}
-	// The workload sim.LoadTrace makes of the same lines uncompressed
-	// (TestCompareGzipTrace checks that the two agree).
-	return &sim.Workload{Name: filepath.Base(path), BlockTokens: sim.MooncakeBlockTokens,
-		GroupKind: "session", Requests: reqs}, nil
+	return w, nil
 }
 
-func loadWorkload(o *options) (*sim.Workload, error) {
+// gzipReader reads a gzip stream, saying a truncated one is.
+type gzipReader struct{ zr *gzip.Reader }
+
+func (g gzipReader) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	return n, gzipError(err)
+}
+
+// gzipError names the truncation that gzip reports as an unexpected EOF.
+func gzipError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errTruncatedGzip
+	}
+	return err
+}
+
+// loadWorkload loads the workload o names: the trace of -trace (stdin's
+// for -), or a synthetic one.
+func loadWorkload(o *options, stdin io.Reader) (*sim.Workload, error) {
 	if o.trace != "" {
-		return loadTrace(o.trace)
+		return loadTrace(o.trace, stdin)
 	}
 	name := o.workload
 	if name == "" {
@@ -482,12 +518,12 @@ func loadWorkload(o *options) (*sim.Workload, error) {
 	return w, nil
 }
 
-func compare(args []string, stdout, stderr io.Writer) error {
+func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(o)
+	w, err := loadWorkload(o, stdin)
 	if err != nil {
 		return err
 	}

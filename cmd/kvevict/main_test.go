@@ -26,7 +26,7 @@ import (
 func runArgs(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
+	code := run(args, strings.NewReader(""), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -263,7 +263,7 @@ func TestCompareGzipTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadTrace(path)
+	got, err := loadTrace(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	var strategy string
 	var sock socketFlags
 	sock.register(fs, "PUB", "subscriber", "kvevict mirror", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	var write string
@@ -230,12 +230,12 @@ func newPool(o *publishOptions, onGPU func(prefix.Event), onTier func(tier.Event
 		Exclusive: o.tiers.exclusive, Events: onTier}, onGPU)
 }
 
-func publish(args []string, stdout, stderr io.Writer) error {
+func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parsePublish(args, stdout)
 	if err != nil {
 		return err
 	}
-	w, err := loadTrace(o.trace)
+	w, err := loadTrace(o.trace, stdin)
 	if err != nil {
 		return err
 	}

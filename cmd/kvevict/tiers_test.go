@@ -199,7 +199,7 @@ func TestCompareTiersInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := loadWorkload(o)
+	w, err := loadWorkload(o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
