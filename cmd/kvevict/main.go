@@ -58,7 +58,8 @@
 // each tier and the prefill's modelled seconds (-model, -link), beside
 // Belady's MIN at the GPU's capacity and at every tier's together.
 //
-// Every flag is checked before the run starts, and a flag that does not
+// Every flag is checked before the run starts, every count against its
+// maximum (docs/simulator.md, Bounds), and a flag that does not
 // apply to the run is refused: -requests and -seed with -trace, -token-time
 // in replay mode, -sampling with an adaptive strategy, -granularity block
 // with one a prefix tree cannot rank by (arc, s3fifo, sieve).
@@ -216,8 +217,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
-	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
-	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
+	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling), at most "+strconv.Itoa(maxSampling)+"; 0 is exact; key strategies only, so all means those")
+	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token, at most "+sim.MaxTokenTime.String())
 	tierFlags(fs, &o.tiers, &write, &inclusive, true)
 	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
@@ -252,10 +253,10 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
 	case o.wide && o.format != "table":
 		return nil, usagef("-wide widens the table: -format %s carries every column already", o.format)
-	case o.sampling < 0:
-		return nil, usagef("-sampling must be 0 (exact) or a sample size of at least 1, got %d", o.sampling)
-	case o.tokenTime <= 0:
-		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
+	case o.sampling < 0 || o.sampling > maxSampling:
+		return nil, usagef("-sampling must be 0 (exact) or a sample size from 1 to %d, got %d", maxSampling, o.sampling)
+	case o.tokenTime <= 0 || o.tokenTime > sim.MaxTokenTime:
+		return nil, usagef("-token-time must be above 0 and at most %v, got %v", sim.MaxTokenTime, o.tokenTime)
 	}
 	if err := checkPlotPath(o.plot); err != nil {
 		return nil, err
@@ -315,7 +316,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 func sourceFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
-	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
+	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload, 1 to "+strconv.Itoa(maxRequests)+"; not with -trace")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
 }
 
@@ -329,10 +330,8 @@ func checkSource(o *options, set map[string]bool) error {
 		return usagef("-requests sizes a synthetic workload: a trace has its own requests")
 	case o.trace != "" && set["seed"]:
 		return usagef("-seed seeds a synthetic workload: a trace has no seed")
-	case o.requests < 1:
-		return usagef("-requests must be at least 1, got %d", o.requests)
 	}
-	return nil
+	return checkCount("requests", o.requests, 1, maxRequests, "requests")
 }
 
 // checkPlotPath checks -plot before the run: its extension names a format
