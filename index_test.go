@@ -165,6 +165,8 @@ type opRunner struct {
 	tick  int64
 	maxID uint64
 	heads bool // candidates set HeadHash, from a dozen hashes
+	// nextBlock is the next block a new candidate lists.
+	nextBlock int
 }
 
 // newOpRunner returns the runner of strategy s and opts; a configuration
@@ -195,7 +197,8 @@ func (r *opRunner) headTaken(c *Candidate) bool {
 func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
 	blocks := make([]int, next(6)) // sometimes empty
 	for i := range blocks {
-		blocks[i] = int(id)*8 + i
+		blocks[i] = r.nextBlock // each block listed once: the Index refuses to free a shared one
+		r.nextBlock++
 	}
 	c := Candidate{
 		ID:           id,
