@@ -478,7 +478,12 @@ func (x *Index) UpdateAccess(id uint64) { x.ord.access(id) }
 func (x *Index) UpdateAccessHashes(hashes []uint64) { x.ord.accessHashes(hashes) }
 
 // Evict frees at least requiredBlocks blocks and removes the victims from the
-// index, as [Index.EvictAppend] with a new slice.
+// index, as [Index.EvictAppend] with a new slice. If the evictable blocks
+// (those of the candidates neither pinned nor referenced,
+// [Index.EvictableBlocks]) cannot cover requiredBlocks, it evicts nothing
+// and returns an error matching [ErrInsufficientBlocks], an
+// [InsufficientBlocksError] naming both counts; if a victim would free a
+// block another held candidate lists, one matching [ErrInvalidCandidate].
 func (x *Index) Evict(requiredBlocks int) (Result, error) {
 	return x.EvictAppend(nil, requiredBlocks)
 }

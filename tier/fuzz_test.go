@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -71,7 +72,9 @@ func FuzzHierarchy(f *testing.F) {
 			data = data[1:]
 			hashes := make([]uint64, 0, n)
 			for i := 0; i < n && len(data) > 0; i++ {
-				hashes = append(hashes, uint64(data[0]%16))
+				if h := uint64(data[0] % 16); !slices.Contains(hashes, h) { // a request's blocks are distinct
+					hashes = append(hashes, h)
+				}
 				data = data[1:]
 			}
 			m, err := h.Request(hashes, kvevict.PriorityLow)

@@ -581,9 +581,23 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 // Request serves one request's blocks: [Hierarchy.Lookup], then
 // [Hierarchy.Load], [Hierarchy.Admit] and [Hierarchy.Offer]. It returns the
 // Match that Lookup found, valid until the next call.
+//
+// hashes are the request's blocks head first, each a different block: a
+// block's hash names it and, chained as an engine chains them, the whole
+// prefix before it, so no hash stands twice in one request. Any uint64 is
+// a hash, 0 included. A hash repeated would be one block counted at each
+// place it stands in the Match's runs (a hit or a load three times for
+// [5, 5, 5]): Request returns an error matching [kvevict.ErrInvalidArgument]
+// for it and changes nothing. O(len(hashes)) for that check.
 func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, error) {
 	if h.external {
 		return nil, errors.New("tier: the GPU's pool is the caller's (ExternalGPU): call LookupBelow, Load, your pool, Demote and Offer")
+	}
+	h.seenIDs.Reset(len(hashes))
+	for i, id := range hashes {
+		if h.seenIDs.Add(id) {
+			return nil, fmt.Errorf("tier: %w: hashes[%d] is %d again: a request's blocks are distinct", kvevict.ErrInvalidArgument, i, id)
+		}
 	}
 	m := h.Lookup(hashes)
 	if err := h.Load(hashes, m); err != nil {

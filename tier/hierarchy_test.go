@@ -631,3 +631,24 @@ func TestInclusiveDemotionOfAHeldBlock(t *testing.T) {
 		t.Errorf("host stats: %d stored, %d hits, %d evicted; want 5, 1, 1", st.Stored, st.Hits, st.Evicted)
 	}
 }
+
+// TestRequestHashesDistinct: a request's hashes are distinct blocks, any
+// uint64 among them, 0 included; a hash repeated, which the Match would
+// count at each place it stands, is refused and changes nothing.
+func TestRequestHashesDistinct(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}, Write: WriteThrough})
+	for _, bad := range [][]uint64{{5, 5, 5}, {1, 2, 1}} {
+		if _, err := h.Request(bad, kvevict.PriorityNormal); !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Errorf("Request(%v): %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if m := h.Lookup([]uint64{5, 1, 2}); m.Hits() != 0 || h.Len(0) != 0 || h.Len(1) != 0 {
+		t.Fatalf("after refused requests: %d hits, %d and %d blocks held; want none", m.Hits(), h.Len(0), h.Len(1))
+	}
+	if _, err := h.Request([]uint64{0, 1}, kvevict.PriorityNormal); err != nil {
+		t.Fatalf("Request([0 1]): %v", err)
+	}
+	if m, err := h.Request([]uint64{0, 1, 2}, kvevict.PriorityNormal); err != nil || m.Runs[0] != 2 || m.Misses != 1 {
+		t.Fatalf("Request([0 1 2]) after [0 1] = %+v, %v; want a GPU run of 2 and 1 miss", m, err)
+	}
+}

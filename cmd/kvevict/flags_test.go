@@ -33,7 +33,7 @@ func TestPublishMirrorFlags(t *testing.T) {
 		{append(ok, "-tier", "gpu:10:lru"), "-tier names the tiers below the GPU"},
 		{append(ok, "-tier", "cpu:0:lru"), "the size must be 1 to"},
 		{append(ok, "-tier", "storage:4x:lru", "-tier", "cpu:4x:lru"), "list the tiers from the GPU down"},
-		{append(ok, "-tier", "cpu:4x:lru", "-tier", "cpu:8x:lru"), "could not tell two cpu tiers apart"},
+		{append(ok, "-tier", "cpu:4x:lru", "-tier", "cpu:8x:lru"), "so each medium is one tier"},
 		{append(ok, "-tier", "cpu:4x:lru", "-write", "vllm"), "-write vllm replays vLLM's own GPU pool"},
 		{append(ok, "-tier", "cpu:4x:lru", "-exclusive"), "-exclusive needs -write back"},
 		{append(ok, "-tier", "cpu:4x:lru", "-write", "back", "-inclusive", "-exclusive"), "-inclusive and -exclusive: choose one"},

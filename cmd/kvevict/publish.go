@@ -145,13 +145,6 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if o.tiers.write == tier.WriteVLLM {
 		return nil, usagef("-write vllm replays vLLM's own GPU pool, and publish's pool is a prefix tree: use through, selective=N or back")
 	}
-	for i, s := range o.tiers.specs {
-		for _, above := range o.tiers.specs[:i] {
-			if above.medium == s.medium {
-				return nil, usagef("-tier %s and -tier %s: the events name a tier by its medium alone, so a subscriber could not tell two %s tiers apart", above, s, strings.ToLower(string(s.medium)))
-			}
-		}
-	}
 	return o, nil
 }
 

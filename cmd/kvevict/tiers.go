@@ -158,7 +158,8 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 }
 
 // check checks the tier flags against each other and the GPU capacities,
-// given which were set, and reads -write.
+// given which were set, and reads -write: the one check of every rule
+// they share, for compare, cluster and publish alike.
 func (t *tierOptions) check(set map[string]bool, write string, inclusive bool, capacities []int) error {
 	if len(t.specs) == 0 {
 		for _, name := range []string{"write", "inclusive", "exclusive", "link"} {
@@ -180,6 +181,13 @@ func (t *tierOptions) check(set map[string]bool, write string, inclusive bool, c
 	}
 	if err := checkTierOrder(t.specs); err != nil {
 		return usagef("%v", err)
+	}
+	for i, s := range t.specs {
+		for _, above := range t.specs[:i] {
+			if above.medium == s.medium {
+				return usagef("-tier %s and -tier %s: a tier is named by its medium (in -link, the columns and the KV events), so each medium is one tier", above, s)
+			}
+		}
 	}
 	for _, s := range t.specs {
 		for _, c := range capacities {
