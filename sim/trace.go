@@ -9,8 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-
-	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // Request is one inference request of a workload: when it arrives, how long
@@ -69,7 +67,7 @@ const MaxLineBytes = 4 << 20
 //
 // timestamp is the arrival in milliseconds (0 to [MaxTimestamp]),
 // input_length and output_length count tokens (0 to [MaxTokens] each), and
-// hash_ids are the prompt's blocks head first, each once. A user's
+// hash_ids are the prompt's blocks head first. A user's
 // own export may add two optional fields:
 //
 //	{"timestamp": 27490, "input_length": 700, "output_length": 80, "hash_ids": [46, 47, 49], "priority": 2, "session_id": "user-17"}
@@ -86,7 +84,6 @@ type TraceReader struct {
 	line    int                  // lines read so far
 	derived map[[2]uint64]uint64 // first two hashes -> Group; see Next
 	named   map[string]uint64    // session_id -> Group
-	seen    idmap.Map[struct{}]  // scratch: one line's hashes
 }
 
 // NewTraceReader returns a reader of the JSONL trace in r.
@@ -134,9 +131,6 @@ func (t *TraceReader) Next() (Request, error) {
 			}
 			return Request{}, fmt.Errorf("trace line %d: %w", t.line, err)
 		}
-		if i := t.repeated(req.HashIDs); i >= 0 {
-			return Request{}, fmt.Errorf("trace line %d: hash_ids[%d] is %d again: a prompt's blocks are distinct, as a hash names a block and the prefix before it", t.line, i, req.HashIDs[i])
-		}
 		req.Group = t.group(req.HashIDs, session)
 		return req, nil
 	}
@@ -147,18 +141,6 @@ func (t *TraceReader) Next() (Request, error) {
 		return Request{}, fmt.Errorf("trace line %d: %w", t.line+1, err)
 	}
 	return Request{}, io.EOF
-}
-
-// repeated returns the index of the first hash that repeats an earlier
-// one, or -1. O(len(hashes)).
-func (t *TraceReader) repeated(hashes []uint64) int {
-	t.seen.Reset(len(hashes))
-	for i, h := range hashes {
-		if t.seen.Add(h) {
-			return i
-		}
-	}
-	return -1
 }
 
 // group returns the Group of a request with the given hashes and session

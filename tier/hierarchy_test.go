@@ -632,18 +632,16 @@ func TestInclusiveDemotionOfAHeldBlock(t *testing.T) {
 	}
 }
 
-// TestRequestHashesDistinct: a request's hashes are distinct blocks, any
-// uint64 among them, 0 included; a hash repeated, which the Match would
-// count at each place it stands, is refused and changes nothing.
-func TestRequestHashesDistinct(t *testing.T) {
+// TestRequestHashes: any uint64 is a hash, 0 included, and a hash that
+// stands twice in a request is one block, counted at each place in the
+// Match, as the Request doc says.
+func TestRequestHashes(t *testing.T) {
 	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}, Write: WriteThrough})
-	for _, bad := range [][]uint64{{5, 5, 5}, {1, 2, 1}} {
-		if _, err := h.Request(bad, kvevict.PriorityNormal); !errors.Is(err, kvevict.ErrInvalidArgument) {
-			t.Errorf("Request(%v): %v, want ErrInvalidArgument", bad, err)
-		}
+	if m, err := h.Request([]uint64{5, 5, 5}, kvevict.PriorityNormal); err != nil || m.Misses != 3 || h.Len(0) != 1 || h.Len(1) != 1 {
+		t.Fatalf("Request([5 5 5]) = %+v, %v, %d and %d blocks held; want 3 misses, one block on each tier", m, err, h.Len(0), h.Len(1))
 	}
-	if m := h.Lookup([]uint64{5, 1, 2}); m.Hits() != 0 || h.Len(0) != 0 || h.Len(1) != 0 {
-		t.Fatalf("after refused requests: %d hits, %d and %d blocks held; want none", m.Hits(), h.Len(0), h.Len(1))
+	if m, err := h.Request([]uint64{5, 5, 5}, kvevict.PriorityNormal); err != nil || m.Runs[0] != 3 || h.Len(0) != 1 {
+		t.Fatalf("Request([5 5 5]) again = %+v, %v; want a GPU run of 3 over one block", m, err)
 	}
 	if _, err := h.Request([]uint64{0, 1}, kvevict.PriorityNormal); err != nil {
 		t.Fatalf("Request([0 1]): %v", err)
