@@ -160,14 +160,15 @@ naming the best row by -rank and its change against -baseline:
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
   Δhit           hit ratio minus the baseline's at the same engines and blocks
-  prefill Mtok   prompt tokens the engines computed, in millions
+  Δprefill       prompt tokens the engines computed over the baseline's, in
+                 percent
   ttft p99 s     the 99th percentile of TTFT, in seconds
   Δp99           TTFT p99 over the baseline's, as a change in percent
   in slo         share of requests whose TTFT is at most -slo
   busiest        the most prefill time an engine spent / the run's span
   imbalance      most requests an engine received / the mean
 -wide adds:
-  Δprefill       prefill tokens over the baseline's, in percent
+  prefill Mtok   prompt tokens the engines computed, in millions
   ttft p50 s     the median TTFT; ttft p90 s, the 90th percentile
   jain           Jain's index of the requests per engine (1: even)
   mispredicted   blocks per request a router counted on, on the engine it
