@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,14 +255,9 @@ func TestCompareGzipTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(plain)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	gz := gzipped(t, plain)
 	path := filepath.Join(t.TempDir(), "excerpt.jsonl.gz")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, gz, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	want, err := sim.LoadTrace(excerpt)
@@ -284,7 +278,7 @@ func TestCompareGzipTrace(t *testing.T) {
 	if code, _, errOut := runArgs(t, "compare", "-trace", path, "-capacity", "400", "-strategies", "lru"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+	if err := os.WriteFile(path, gz[:len(gz)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut := runArgs(t, "compare", "-trace", path)

@@ -42,12 +42,7 @@ func TestTraceFromStdin(t *testing.T) {
 	if err := os.WriteFile(path, head, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(head)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	gz := gzipped(t, head)
 	for _, args := range [][]string{
 		{"compare", "-strategies", "lru,auto", "-capacity", "100,400"},
 		{"compare", "-strategies", "lru", "-capacity", "100", "-mode", "serve"},
@@ -61,7 +56,7 @@ func TestTraceFromStdin(t *testing.T) {
 		for _, in := range []struct {
 			name string
 			data []byte
-		}{{"plain", head}, {"gzip", gz.Bytes()}} {
+		}{{"plain", head}, {"gzip", gz}} {
 			code, got, errOut := runStdin(t, bytes.NewReader(in.data), append(args, "-trace", "-")...)
 			if code != 0 {
 				t.Fatalf("%v from stdin, %s: exit %d: %s", args, in.name, code, errOut)
@@ -78,17 +73,12 @@ func TestTraceFromStdin(t *testing.T) {
 // gzip-compressed, loads as the file does.
 func TestTraceReadOnce(t *testing.T) {
 	head := excerptHead(t, 50)
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(head)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	gz := gzipped(t, head)
 	want, err := loadTrace(writeTemp(t, head), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, data := range [][]byte{head, gz.Bytes()} {
+	for _, data := range [][]byte{head, gz} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -132,6 +122,18 @@ func TestTraceReadOnce(t *testing.T) {
 	}
 }
 
+// gzipped is data gzip-compressed.
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(data)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func writeTemp(t *testing.T, data []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
@@ -145,18 +147,13 @@ func writeTemp(t *testing.T, data []byte) string {
 // as a line of invalid JSON, and a line that is not a JSON object says so
 // rather than naming an empty field.
 func TestTraceErrorsSayWhat(t *testing.T) {
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(excerptHead(t, 200))
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	gz := gzipped(t, excerptHead(t, 200))
 	for _, tc := range []struct {
 		name string
 		data []byte
 		want string
 	}{
-		{"truncated gzip", gz.Bytes()[:gz.Len()/2], "truncated gzip"},
+		{"truncated gzip", gz[:len(gz)/2], "truncated gzip"},
 		{"an array", []byte("[1,2,3]\n"), "trace line 1: the line is a JSON array, not an object"},
 		{"a string", []byte(`"x"` + "\n"), "trace line 1: the line is a JSON string, not an object"},
 	} {
