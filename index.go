@@ -27,7 +27,10 @@ import (
 // the last victim trimmed to a tail of its blocks when it allows partial
 // eviction, and nothing evicted (an error matching [ErrInsufficientBlocks])
 // when the evictable blocks cannot cover the need. For the same candidates it
-// picks the same victims as a [Policy] of the same strategy and options.
+// picks the same victims as a [Policy] of the same strategy and options. It
+// also refuses, with an error matching [ErrInvalidCandidate], an eviction
+// whose victims would free a block that another held candidate lists,
+// which a Policy, shown one call's candidates, checks among its victims only.
 //
 // Every strategy works with the index, with one exception, which no
 // incremental order can follow and [NewIndex] rejects: a key that depends
@@ -378,9 +381,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 // a new priority or lifetime estimate). It returns an error matching
 // [ErrUnknownSequence] if the index does not hold c.ID and one matching
 // [ErrInvalidCandidate] if c has a negative field or, in an index of Auto,
-// would be counted by another held candidate's HeadHash. A new HeadHash (the pool took the candidate's head
-// blocks) files it under the new head. O(log n + b) for the b blocks of
-// the old candidate and the new.
+// would be counted by another held candidate's HeadHash. A new HeadHash
+// (the pool took the candidate's head blocks) files it under the new head.
+// O(log n + b) for the b blocks of the old candidate and the new.
 func (x *Index) Update(c Candidate) error {
 	slot, ok := x.ord.find(c.ID)
 	if !ok {
