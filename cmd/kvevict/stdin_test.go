@@ -163,3 +163,13 @@ func TestTraceErrorsSayWhat(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishTraceFromStdin: publish reads -trace - as compare does, and
+// names the trace stdin.
+func TestPublishTraceFromStdin(t *testing.T) {
+	code, out, errOut := runStdin(t, bytes.NewReader(gzipped(t, excerptHead(t, 50))), "publish", "-bind", "tcp://127.0.0.1:0",
+		"-trace", "-", "-capacity", "100", "-require-subscribers", "0", "-warmup", "0", "-linger", "0")
+	if code != 0 || !strings.HasPrefix(out, "published stdin (50 requests)") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want published stdin (50 requests)", code, out, errOut)
+	}
+}
