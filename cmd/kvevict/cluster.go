@@ -285,6 +285,14 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	if o.baseline, o.notes, err = parseBaseline(baseline, treeWhy, o.notes); err != nil {
 		return nil, err
 	}
+	mirrors := func(r string) bool { return r == routePrefix || r == routeTTFT }
+	if slices.ContainsFunc(o.routers, mirrors) || mirrors(o.baseline.router) {
+		for _, c := range o.capacities {
+			if n := o.tiers.totalCapacity(c); n > kvevents.MaxMirrorCapacity {
+				return nil, usagef("-capacity %d with its tiers is %d blocks an engine, more than the mirror of prefix and ttft holds (%d)", c, n, kvevents.MaxMirrorCapacity)
+			}
+		}
+	}
 	switch {
 	case set["guess"] && !slices.Contains(o.routers, routeApprox):
 		return nil, usagef("-guess sizes the approx router's index, and -routers does not name approx")

@@ -189,6 +189,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-sampling", "65537"}, 2, "-sampling must be 0 (exact) or a sample size from 1 to 65536"},
 		{[]string{"compare", "-tier", "cpu:4x:lru", "-tier", "cpu:8x:lru"}, 2, "-tier cpu:4x:lru and -tier cpu:8x:lru: a tier is named by its medium"},
 		{[]string{"cluster", "-tier", "storage:4x:lru", "-tier", "storage:100:lru"}, 2, "-tier storage:4x:lru and -tier storage:100:lru: a tier is named by its medium"},
+		{[]string{"cluster", "-capacity", "100000000", "-tier", "cpu:10x:lru", "-routers", "prefix"}, 2, "more than the mirror of prefix and ttft holds (536870912)"},
 		{[]string{"compare", "-requests", "0"}, 2, "-requests must be 1 to 10000000 requests, got 0"},
 		{[]string{"compare", "-requests", "100000000", "-strategies", "lru", "-capacity", "1000"}, 2, "-requests must be 1 to 10000000 requests"},
 		{[]string{"cluster", "-requests", "10000001"}, 2, "-requests must be 1 to 10000000 requests"},
