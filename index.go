@@ -208,14 +208,16 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 // Grow makes room for n more sequences, so that the next n Adds do not
 // reallocate the index's tables, as [slices.Grow] does for a slice: for an
 // allocator that knows how many sequences its pool holds at most, which
-// saves the copies of a table that doubles as it fills. n <= 0 does
-// nothing. O(sequences held + n), once.
+// saves the copies of a table that doubles as it fills. The table of the
+// blocks listed gets room for one block a sequence; more blocks grow it as
+// they come. n <= 0 does nothing. O(sequences held + n), once.
 func (x *Index) Grow(n int) {
 	if n <= 0 {
 		return
 	}
 	n = min(n, maxIndexLen-x.held)
 	x.ord.grow(n)
+	x.listed.Reserve(n)
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).

@@ -55,7 +55,7 @@ func checkIndex(t testing.TB, x *Index) {
 // tableCaps describes the capacities of x's tables: a table that grows
 // moves to a larger array, so its capacity changes.
 func tableCaps(x *Index) string {
-	caps := []int{slabCap(x)}
+	caps := []int{slabCap(x), x.listed.Slots()}
 	switch o := x.ord.(type) {
 	case *keyOrder:
 		caps = append(caps, o.ids.Slots())
