@@ -48,8 +48,9 @@ func checkFormat(format string) error {
 // slip of the finger is refused at once rather than found out by memory.
 const (
 	// maxRequests bounds -requests: a synthetic workload is held in memory
-	// whole, as a trace is.
-	maxRequests = 10_000_000
+	// whole, as a trace is, and each run's bookkeeping grows with it
+	// (docs/simulator.md, Bounds, gives what the largest costs).
+	maxRequests = 1_000_000
 	// maxSampling bounds -sampling: a sample that large costs more than
 	// the exact selection it approximates on any pool a replay holds.
 	maxSampling = 1 << 16
