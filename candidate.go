@@ -44,7 +44,7 @@ func (p Priority) String() string {
 // so FreedBlocks == requiredBlocks; the [Victim] then carries just that tail.
 type Candidate struct {
 	ID           uint64   // sequence id, unique within one call
-	Blocks       []int    // KV block ids it holds, head (prefix) first; distinct across candidates
+	Blocks       []int    // KV block ids it holds, head (prefix) first; distinct across candidates (see Policy.SelectVictims, Index.Add)
 	LastAccess   int64    // tick of the latest access
 	CreatedAt    int64    // tick at which it entered the cache (FIFO, FILO)
 	AccessCount  int      // hits so far; must not be negative

@@ -3,6 +3,8 @@ package kvevict_test
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -83,10 +85,12 @@ func TestDuplicateBlocksOutsideVictims(t *testing.T) {
 }
 
 // TestIndexDuplicateBlocksRefused: an Index whose victims would free a
-// block twice refuses the eviction and is left as it was: the same
-// candidates, the same evictable blocks, and, once the caller corrects the
-// candidate, the victims a Policy picks after the same refusal. For every
-// strategy, with a victim trimmed by partial eviction among them.
+// block that another held candidate lists, or that they list twice,
+// refuses the eviction and is left as it was: the same candidates, the
+// same evictable blocks. It sees what a Policy over the same slice does
+// not, a duplicate outside the victims. The candidates corrected, Evict
+// picks what a Policy picks. For every strategy, with a
+// victim trimmed by partial eviction among them.
 func TestIndexDuplicateBlocksRefused(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
 		cands := []kvevict.Candidate{
@@ -103,27 +107,49 @@ func TestIndexDuplicateBlocksRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// 8 of 9 blocks: every candidate is a victim, one of them trimmed.
-		if res, err := x.Evict(8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
-			t.Errorf("%s: Evict = %+v, %v; want ErrInvalidCandidate", s, res, err)
-			continue
-		}
-		if x.Len() != 3 || x.EvictableBlocks() != 9 || x.Metrics().Selections != 0 {
-			t.Errorf("%s: after the refused Evict: %d held, %d evictable, %d selections; want 3, 9, 0",
-				s, x.Len(), x.EvictableBlocks(), x.Metrics().Selections)
-		}
-		for id, c := range cands {
-			if got, ok := x.Get(c.ID); !ok || fmt.Sprint(got) != fmt.Sprint(c) {
-				t.Errorf("%s: candidate %d is %+v after the refused Evict, want %+v", s, id, got, c)
+		// 8 of 9 blocks: every candidate is a victim, one of them trimmed;
+		// 1 block: a single victim, which frees block 12 (ID 1) or not.
+		for _, need := range []int{8, 3} {
+			res, err := x.Evict(need)
+			if err == nil {
+				for _, v := range res.Victims {
+					if v.ID != 3 {
+						t.Fatalf("%s: Evict(%d) = %+v, freeing a block another candidate lists", s, need, res)
+					}
+				}
+				t.Fatalf("%s: Evict(%d) = %+v with ID 3 alone, which holds 2 blocks", s, need, res)
+			}
+			if !errors.Is(err, kvevict.ErrInvalidCandidate) || !strings.Contains(err.Error(), "block 12") {
+				t.Errorf("%s: Evict(%d): %v; want ErrInvalidCandidate naming block 12", s, need, err)
+			}
+			if x.Len() != 3 || x.EvictableBlocks() != 9 || x.Metrics().Selections != 0 {
+				t.Errorf("%s: after the refused Evict: %d held, %d evictable, %d selections; want 3, 9, 0",
+					s, x.Len(), x.EvictableBlocks(), x.Metrics().Selections)
+			}
+			for id, c := range cands {
+				if got, ok := x.Get(c.ID); !ok || fmt.Sprint(got) != fmt.Sprint(c) {
+					t.Errorf("%s: candidate %d is %+v after the refused Evict, want %+v", s, id, got, c)
+				}
 			}
 		}
 		p := mustNew(t, s)
 		if _, err := p.SelectVictims(cands, 8); !errors.Is(err, kvevict.ErrInvalidCandidate) {
 			t.Fatalf("%s: a Policy took the duplicate block: %v", s, err)
 		}
+		// Corrected, the candidates go into a new index and a new Policy
+		// alike, so that an adaptive strategy's history is the same.
 		cands[1].Blocks = []int{13, 14, 15, 22}
 		if err := x.Update(cands[1]); err != nil {
 			t.Fatal(err)
+		}
+		p = mustNew(t, s)
+		if x, err = kvevict.NewIndex(s); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cands {
+			if err := x.Add(c); err != nil {
+				t.Fatal(err)
+			}
 		}
 		got, err := x.Evict(8)
 		if err != nil {
@@ -133,5 +159,57 @@ func TestIndexDuplicateBlocksRefused(t *testing.T) {
 		if err != nil || fmt.Sprint(got.Victims) != fmt.Sprint(want.Victims) {
 			t.Errorf("%s: Evict after the fix = %v, a Policy picks %v (%v)", s, got.Victims, want.Victims, err)
 		}
+	}
+}
+
+// TestIndexNeverFreesABlockTwice: two held candidates listing one block
+// (issue 51's case) are no error until an Evict would free it, and then
+// that Evict is refused, so that no two Evicts return the block; running
+// sequences that share a prefix, referenced, may list it together; and a
+// block freed, whole or by a trim, may be listed again.
+func TestIndexNeverFreesABlockTwice(t *testing.T) {
+	x, err := kvevict.NewIndex(kvevict.LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []kvevict.Candidate{
+		{ID: 1, Blocks: []int{1}, LastAccess: 1},
+		{ID: 2, Blocks: []int{1}, LastAccess: 2},
+		{ID: 3, Blocks: []int{7, 8}, LastAccess: 3, RefCount: 1},
+		{ID: 4, Blocks: []int{7, 8, 9}, LastAccess: 4, RefCount: 1},
+	} {
+		if err := x.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if res, err := x.Evict(1); !errors.Is(err, kvevict.ErrInvalidCandidate) ||
+			!strings.Contains(err.Error(), "block 1, which ID 1 would free, is listed by ID 2 too") {
+			t.Fatalf("Evict(1) with block 1 listed by IDs 1 and 2 = %+v, %v; want ErrInvalidCandidate", res, err)
+		}
+	}
+	if !x.Remove(2) {
+		t.Fatal("Remove(2) found nothing")
+	}
+	if res, err := x.Evict(1); err != nil || len(res.Victims) != 1 || res.Victims[0].ID != 1 {
+		t.Fatalf("Evict(1) once block 1 is ID 1's alone = %+v, %v; want ID 1", res, err)
+	}
+	if err := x.Add(kvevict.Candidate{ID: 2, Blocks: []int{1, 2, 3}, LastAccess: 5, AllowPartial: true}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := x.Evict(1); err != nil || !slices.Equal(res.Victims[0].Blocks, []int{3}) {
+		t.Fatalf("a freed block listed again: Evict(1) = %+v, %v; want ID 2's block 3", res, err)
+	}
+	if err := x.Unlock(4); err != nil { // 4 alone: 3 still lists 7 and 8
+		t.Fatal(err)
+	}
+	if _, err := x.Evict(3); !errors.Is(err, kvevict.ErrInvalidCandidate) {
+		t.Fatalf("Evict of ID 4's blocks, which running ID 3 shares: %v; want ErrInvalidCandidate", err)
+	}
+	if err := x.Update(kvevict.Candidate{ID: 4, Blocks: []int{9}, LastAccess: 4}); err != nil { // the allocator keeps the shared head
+		t.Fatal(err)
+	}
+	if res, err := x.Evict(3); err != nil || res.FreedBlocks != 3 {
+		t.Fatalf("Evict(3) = %+v, %v; want IDs 2 and 4, three blocks", res, err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 
+	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -25,7 +27,10 @@ import (
 // the last victim trimmed to a tail of its blocks when it allows partial
 // eviction, and nothing evicted (an error matching [ErrInsufficientBlocks])
 // when the evictable blocks cannot cover the need. For the same candidates it
-// picks the same victims as a [Policy] of the same strategy and options.
+// picks the same victims as a [Policy] of the same strategy and options. It
+// also refuses, with an error matching [ErrInvalidCandidate], an eviction
+// whose victims would free a block that another held candidate lists,
+// which a Policy, shown one call's candidates, checks among its victims only.
 //
 // Every strategy works with the index, with one exception, which no
 // incremental order can follow and [NewIndex] rejects: a key that depends
@@ -74,7 +79,7 @@ import (
 // The index keeps each Candidate by value, including its Blocks slice header
 // (not a copy of the blocks): the caller must not modify a Blocks slice while
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
-// O(peak number of sequences) (docs/index.md gives the bytes), plus the
+// O(peak number of sequences and of blocks listed) (docs/index.md gives the bytes), plus the
 // bounded eviction history of [WithEvictionHistory] and an adaptive
 // strategy's history ([WithCapacity], [WithGhostCap]). An Index is not safe
 // for concurrent use:
@@ -88,6 +93,13 @@ type Index struct {
 	made      int32   // slots made, held or free
 	free      []int32 // the free slots
 	available int     // blocks held by evictable candidates
+
+	// listed counts the held candidates that list each block (twice for
+	// one that lists it twice), so that Evict refuses to free a block
+	// another candidate still lists: the allocator would free it twice.
+	// Running sequences may share blocks, as a prefix cache's do; only a
+	// victim's must be its own.
+	listed idmap.Map[int32]
 
 	// ord holds the candidates by slot, finds them by ID and keeps the
 	// evictable ones in eviction order: by key (orderkey.go), by an
@@ -207,14 +219,16 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 // Grow makes room for n more sequences, so that the next n Adds do not
 // reallocate the index's tables, as [slices.Grow] does for a slice: for an
 // allocator that knows how many sequences its pool holds at most, which
-// saves the copies of a table that doubles as it fills. n <= 0 does
-// nothing. O(sequences held + n), once.
+// saves the copies of a table that doubles as it fills. The table of the
+// blocks listed gets room for one block a sequence; more blocks grow it as
+// they come. n <= 0 does nothing. O(sequences held + n), once.
 func (x *Index) Grow(n int) {
 	if n <= 0 {
 		return
 	}
 	n = min(n, maxIndexLen-x.held)
 	x.ord.grow(n)
+	x.listed.Reserve(n)
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -241,8 +255,11 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 // its ID is already in the index, or, in an index of [Auto], the id Auto
 // counts it by (its HeadHash, else its ID) is another held candidate's;
 // and one matching [ErrInvalidArgument] if the index already holds
-// math.MaxInt32 sequences. Adding an ID that an
-// earlier Evict took counts a re-prefill. O(log n).
+// math.MaxInt32 sequences. c may list blocks that other held candidates
+// list, as running sequences share a cached prefix, but [Index.Evict]
+// refuses to free such a block. Adding an ID that an earlier Evict took
+// counts a re-prefill. O(log n + b) for b blocks, each counted in a hash
+// table of the held blocks.
 func (x *Index) Add(c Candidate) error {
 	if err := x.check(-1, &c); err != nil {
 		return err
@@ -261,6 +278,7 @@ func (x *Index) Add(c Candidate) error {
 		x.made++
 	}
 	x.held++
+	x.list(c.Blocks)
 	x.stats.evictions.Access(c.ID)
 	x.tell(c.LastAccess)
 	x.file(slot, &c)
@@ -281,6 +299,53 @@ func (x *Index) check(slot int32, c *Candidate) error {
 	return x.ord.accepts(slot, c.ID, c.HeadHash)
 }
 
+// list counts blocks as listed by one more held candidate, unlist as by
+// one fewer.
+func (x *Index) list(blocks []int) {
+	for _, b := range blocks {
+		*x.listed.Upsert(uint64(b))++
+	}
+}
+
+func (x *Index) unlist(blocks []int) {
+	for _, b := range blocks {
+		if p := x.listed.Ref(uint64(b)); *p > 1 {
+			*p--
+		} else {
+			x.listed.Del(uint64(b))
+		}
+	}
+}
+
+// sharedBlock reports an error matching ErrInvalidCandidate if victims
+// would free a block that another held candidate lists, or that they
+// list twice: the allocator would free it twice. It is the Index's check
+// before a transaction commits, one look-up per freed block, in place of
+// the one over the victims alone that a Policy makes.
+func (x *Index) sharedBlock(victims []Victim) error {
+	for i := range victims {
+		for _, b := range victims[i].Blocks {
+			if n, _ := x.listed.Get(uint64(b)); n > 1 {
+				return x.sharedError(victims[i].ID, b)
+			}
+		}
+	}
+	return nil
+}
+
+// sharedError describes block b, which victim id would free while another
+// held candidate lists it, or while id lists it twice. O(n) for n held
+// candidates: it runs only on the refusal.
+func (x *Index) sharedError(id uint64, b int) error {
+	for slot := range x.made {
+		c := x.ord.cand(slot)
+		if c.ID != id && slices.Contains(c.Blocks, b) {
+			return fmt.Errorf("%w: block %d, which ID %d would free, is listed by ID %d too", ErrInvalidCandidate, b, id, c.ID)
+		}
+	}
+	return fmt.Errorf("%w: ID %d lists block %d twice", ErrInvalidCandidate, id, b)
+}
+
 // Remove deletes the sequence with the given ID, as when it finishes and the
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
@@ -297,6 +362,7 @@ func (x *Index) Remove(id uint64) bool {
 // release frees a slot: its candidate leaves the order and the index.
 func (x *Index) release(slot int32) {
 	x.apart.SetEnd(slot, 0, 0)
+	x.unlist(x.ord.cand(slot).Blocks)
 	x.ord.remove(slot)
 	x.held--
 	x.free = append(x.free, slot)
@@ -343,7 +409,7 @@ func touch(c *Candidate, tick int64) {
 // [ErrInvalidCandidate] if c has a negative field or, in an index of Auto,
 // would be counted by another held candidate's HeadHash. A new HeadHash
 // (the pool took the candidate's head blocks) files it under the new head.
-// O(log n).
+// O(log n + b) for the b blocks of the old candidate and the new.
 func (x *Index) Update(c Candidate) error {
 	slot, ok := x.ord.find(c.ID)
 	if !ok {
@@ -356,6 +422,8 @@ func (x *Index) Update(c Candidate) error {
 		return err
 	}
 	x.tell(c.LastAccess)
+	x.unlist(x.ord.cand(slot).Blocks)
+	x.list(c.Blocks)
 	x.change(slot, func(old *Candidate) { *old = c })
 	return nil
 }
@@ -505,7 +573,12 @@ func (x *Index) UpdateAccess(id uint64) { x.ord.access(id) }
 func (x *Index) UpdateAccessHashes(hashes []uint64) { x.ord.accessHashes(hashes) }
 
 // Evict frees at least requiredBlocks blocks and removes the victims from the
-// index, as [Index.EvictAppend] with a new slice.
+// index, as [Index.EvictAppend] with a new slice. If the evictable blocks
+// (those of the candidates neither pinned nor referenced,
+// [Index.EvictableBlocks]) cannot cover requiredBlocks, it evicts nothing
+// and returns an error matching [ErrInsufficientBlocks], an
+// [InsufficientBlocksError] naming both counts; if a victim would free a
+// block another held candidate lists, one matching [ErrInvalidCandidate].
 func (x *Index) Evict(requiredBlocks int) (Result, error) {
 	return x.EvictAppend(nil, requiredBlocks)
 }
@@ -516,8 +589,14 @@ func (x *Index) Evict(requiredBlocks int) (Result, error) {
 // eviction order. The returned Result's Victims are the appended elements;
 // passing the previous Victims[:0] back as dst makes a steady-state eviction
 // allocate nothing. If the evictable blocks cannot cover requiredBlocks it
-// returns an error matching [ErrInsufficientBlocks] and changes nothing; a
-// negative requiredBlocks returns one matching [ErrInvalidArgument];
+// returns an error matching [ErrInsufficientBlocks] and changes nothing:
+// the evictable blocks are those of the candidates neither pinned nor
+// referenced, [Index.EvictableBlocks], whatever the victims' order. If a
+// victim would free a block that another held candidate lists (or that it
+// lists twice) it returns an error matching [ErrInvalidCandidate] and
+// changes nothing, so that no Evict returns a block that another may
+// return again. A negative requiredBlocks returns one matching
+// [ErrInvalidArgument];
 // requiredBlocks == 0 returns an empty Result. O(k log n) for k victims;
 // O(k) when they come from the run.
 func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
@@ -590,6 +669,7 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 		x.available -= n
 		if trimmed && i == len(x.taken)-1 {
 			keep := n - len(victims[i].Blocks)
+			x.unlist(c.Blocks[keep:])
 			c.Blocks = c.Blocks[:keep:keep]
 			if c.apart {
 				x.file(slot, c)

@@ -208,6 +208,9 @@ func benchIndexOp(b *testing.B, x *kvevict.Index, op indexOp, ids []uint64, cand
 func BenchmarkIndexMemory(b *testing.B) {
 	const n = 1_000_000
 	blocks := make([]int, n)
+	for i := range blocks {
+		blocks[i] = i // a block of its own each: an Index frees no shared one
+	}
 	for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.LFU, kvevict.ARC, kvevict.Auto} {
 		b.Run("strategy="+string(s), func(b *testing.B) {
 			var opts []kvevict.Option

@@ -56,7 +56,7 @@ func checkIndex(t testing.TB, x *Index) {
 // tableCaps describes the capacities of x's tables: a table that grows
 // moves to a larger array, so its capacity changes.
 func tableCaps(x *Index) string {
-	caps := []int{slabCap(x)}
+	caps := []int{slabCap(x), x.listed.Slots()}
 	switch o := x.ord.(type) {
 	case *keyOrder:
 		caps = append(caps, o.ids.Slots())
@@ -167,6 +167,8 @@ type opRunner struct {
 	maxID uint64
 	heads bool // candidates set HeadHash, from a dozen hashes
 	hints bool // candidates carry hints, and a clock candidate keeps now
+	// nextBlock is the next block a new candidate lists.
+	nextBlock int
 }
 
 // newOpRunner returns the runner of strategy s and opts; a configuration
@@ -216,7 +218,8 @@ func (r *opRunner) headTaken(c *Candidate) bool {
 func (r *opRunner) randomCandidate(id uint64, next func(int) int) Candidate {
 	blocks := make([]int, next(6)) // sometimes empty
 	for i := range blocks {
-		blocks[i] = int(id)*8 + i
+		blocks[i] = r.nextBlock // each block listed once: the Index refuses to free a shared one
+		r.nextBlock++
 	}
 	c := Candidate{
 		ID:           id,

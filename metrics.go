@@ -10,12 +10,14 @@ import (
 	"github.com/sagellm/kvevict/internal/stat"
 )
 
-// Metrics is a snapshot of how a policy's choices went. Selections that
-// failed, and those with requiredBlocks == 0, count nothing.
+// Metrics is a snapshot of how a policy's or an index's choices went, in
+// the same fields for both. Selections that failed, and those with
+// requiredBlocks == 0, count nothing.
 type Metrics struct {
 	Strategy Strategy
 
-	// Selections counts the calls to SelectVictims that evicted something.
+	// Selections counts the selections that evicted something: calls to
+	// a Policy's SelectVictims, or an Index's Evict and EvictAppend.
 	Selections uint64
 	// TotalEvictions counts victims: sequences evicted, wholly or in part.
 	TotalEvictions uint64
@@ -30,10 +32,13 @@ type Metrics struct {
 	// recent selections (up to 1024 of them).
 	P99EvictionTime time.Duration
 
-	// RePrefills counts evictions followed by an UpdateAccess of the same
-	// sequence: prefill work the server had to redo. Each eviction counts
-	// at most once, and only while it is among the remembered evictions
-	// (see [WithEvictionHistory]).
+	// RePrefills counts evictions followed by a request of the same
+	// sequence: prefill work the server had to redo. For a Policy the
+	// request is an UpdateAccess of the evicted ID; for an Index, an Add
+	// of an ID an Evict took whole, or the first Touch of a sequence a
+	// partial eviction trimmed (UpdateAccess feeds an Index's adaptive
+	// history only). Each eviction counts at most once, and only while it
+	// is among the remembered evictions (see [WithEvictionHistory]).
 	RePrefills uint64
 	// RePrefillRate is RePrefills / TotalEvictions, 0 when nothing was
 	// evicted. Lower is better: evicted sequences were rarely needed again.

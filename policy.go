@@ -21,7 +21,14 @@ type Policy interface {
 	// cannot cover requiredBlocks it returns an error matching
 	// [ErrInsufficientBlocks] and counts nothing; invalid input returns an
 	// error matching [ErrInvalidCandidate] or [ErrInvalidArgument].
-	// requiredBlocks == 0 returns an empty Result. The cost is
+	// requiredBlocks == 0 returns an empty Result. Of the blocks it checks
+	// only those it frees: a selection whose victims would free a block
+	// twice is refused with an error matching [ErrInvalidCandidate], but a
+	// block two candidates list while at most one of them is a victim is
+	// not seen, since checking every candidate's blocks would cost
+	// O(blocks held) on every call; the caller lists each block once
+	// (an [Index], which holds its candidates, refuses a duplicate where
+	// it enters). The cost is
 	// O(n + k log k) for n candidates and k victims, in any candidate
 	// order; candidates listed in increasing ID order also spare the
 	// duplicate-ID check its hash table. The adaptive strategies ([ARC],

@@ -31,6 +31,16 @@ type source interface {
 	rollback()
 }
 
+// blockLister is a source that counts the candidates listing each block,
+// an Index: its check that no block is freed twice also sees the blocks
+// of the candidates that are not victims.
+type blockLister interface {
+	// sharedBlock reports an error matching ErrInvalidCandidate if the
+	// victims would free a block that another candidate lists, or that
+	// they list twice.
+	sharedBlock(victims []Victim) error
+}
+
 // errGaveUp is a sampled source's way of asking for the exact selection.
 var errGaveUp = errors.New("kvevict: sampling gave up")
 
@@ -45,7 +55,8 @@ type transaction struct {
 // appends them to dst, in the order taken: all of each victim's blocks, or,
 // for the last one when it allows partial eviction and holds more than the
 // need left, its last blocks (the tail, so the head a returning request
-// matches stays). If the victims would free a block twice, or src fails,
+// matches stays). If the victims would free a block twice (by the
+// source's own check when it is a blockLister), or src fails,
 // nothing is appended and src rolls back; otherwise src commits. It returns
 // the blocks freed.
 func (t *transaction) cover(dst []Victim, required int, src source) (_ []Victim, freed int, err error) {
@@ -63,7 +74,11 @@ func (t *transaction) cover(dst []Victim, required int, src source) (_ []Victim,
 		dst = append(dst, Victim{ID: c.ID, Blocks: blocks})
 		freed += len(blocks)
 	}
-	if err := t.blocks.distinct(dst[first:]); err != nil {
+	check := t.blocks.distinct
+	if o, ok := src.(blockLister); ok {
+		check = o.sharedBlock
+	}
+	if err := check(dst[first:]); err != nil {
 		src.rollback()
 		clear(dst[first:]) // drop the references to the candidates' blocks
 		return dst[:first], 0, err

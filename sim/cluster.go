@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -34,7 +35,8 @@ type ClusterConfig struct {
 	// [Engine.Wait] is always 0.
 	Cost *tier.Cost
 	// Speedup divides every arrival time, to study the cluster under more
-	// load: 2 serves the workload in half its span. 0 means 1.
+	// load: 2 serves the workload in half its span. 0 means 1. A speedup
+	// below 1 that puts an arrival past [MaxTimestamp] is refused.
 	Speedup float64
 	// SLO is the time to first token the report's WithinSLO counts
 	// requests within.
@@ -191,6 +193,13 @@ func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (Clus
 		return ClusterReport{}, fmt.Errorf("sim: %w: speedup must be a finite number above 0 (or 0 for 1), got %v", kvevict.ErrInvalidArgument, cfg.Speedup)
 	case cfg.SLO < 0:
 		return ClusterReport{}, fmt.Errorf("sim: %w: negative SLO %v", kvevict.ErrInvalidArgument, cfg.SLO)
+	}
+	if speedup := cmp.Or(cfg.Speedup, 1); speedup < 1 {
+		for i := range w.Requests {
+			if at := float64(w.Requests[i].Timestamp) / speedup; at > MaxTimestamp {
+				return ClusterReport{}, fmt.Errorf("sim: %w: speedup %v puts request %d's arrival at %.0f ms, past the latest, %d", kvevict.ErrInvalidArgument, cfg.Speedup, i, at, int64(MaxTimestamp))
+			}
+		}
 	}
 	c, err := newCluster(w, s, cfg)
 	if err != nil {

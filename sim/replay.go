@@ -41,9 +41,8 @@ func (c *Config) validate(w *Workload) error {
 		return fmt.Errorf("sim: workload %q: block size must be at least 1 token, got %d", w.Name, w.BlockTokens)
 	}
 	for i := range w.Requests {
-		if r := &w.Requests[i]; r.InputTokens < 0 || r.OutputTokens < 0 {
-			return fmt.Errorf("sim: workload %q, request %d: negative token count (input %d, output %d)",
-				w.Name, i, r.InputTokens, r.OutputTokens)
+		if err := checkRequest(&w.Requests[i]); err != nil {
+			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)
 		}
 		if err := w.Requests[i].Hints.check(); err != nil {
 			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)

@@ -216,7 +216,7 @@ func TestReplayErrors(t *testing.T) {
 	}
 	bad := &Workload{Name: "bad", BlockTokens: 16, Requests: []Request{{InputTokens: -3}}}
 	if _, err := Serve(bad, kvevict.LRU, ServeConfig{Config: Config{Capacity: 4}}); err == nil ||
-		!strings.Contains(err.Error(), "request 0: negative token count") {
+		!strings.Contains(err.Error(), "request 0: input_length -3 is out of range") {
 		t.Errorf("negative input tokens: err = %v", err)
 	}
 	if _, err := Belady(&Workload{BlockTokens: 16}, Config{Capacity: 4}); !errors.Is(err, ErrEmptyWorkload) {

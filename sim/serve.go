@@ -11,11 +11,16 @@ import (
 // in [Serve] unless ServeConfig.TokenTime says otherwise.
 const DefaultTokenTime = 20 * time.Millisecond
 
+// MaxTokenTime is the longest [ServeConfig.TokenTime]: a minute per token,
+// far slower than any decode, and short enough that a run's clock, which
+// counts [MaxTokens] of them per answer, cannot overflow.
+const MaxTokenTime = time.Minute
+
 // ServeConfig configures [Serve].
 type ServeConfig struct {
 	Config
 	// TokenTime is the time to decode one token; 0 means DefaultTokenTime.
-	// Prefill is instantaneous. Must not be negative.
+	// Prefill is instantaneous. From 0 to [MaxTokenTime].
 	TokenTime time.Duration
 	// Granularity is what one eviction candidate is; "" means
 	// DefaultGranularity. Block granularity needs a key strategy or Auto.
@@ -90,8 +95,8 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
-	if cfg.TokenTime < 0 {
-		return Report{}, fmt.Errorf("sim: token time must not be negative, got %v", cfg.TokenTime)
+	if cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime {
+		return Report{}, fmt.Errorf("sim: %w: token time must be 0 to %v, got %v", kvevict.ErrInvalidArgument, MaxTokenTime, cfg.TokenTime)
 	}
 	g := cfg.Granularity
 	ev := cfg.Evictor

@@ -150,6 +150,9 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 		for _, id := range h.Victims(0) {
 			t.evictions.Evict(id, 0)
 		}
+		if d, ok := h.GPUSelection(); ok {
+			t.latencies = append(t.latencies, d)
+		}
 		if last := len(req.HashIDs) - 1; last >= 0 && blockTokens(req, last, w.BlockTokens) < w.BlockTokens {
 			h.MarkPartial(req.HashIDs[last])
 		}

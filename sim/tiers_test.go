@@ -142,3 +142,24 @@ func TestReplayTiersClock(t *testing.T) {
 		t.Fatalf("GPU hits %d, host %+v, misses %d", rep.GPUHits, cpu, rep.Misses)
 	}
 }
+
+// TestReplayTiersEvictionLatency: a tiered replay whose GPU evicted blocks
+// reports the latency of its choices, as a plain replay does, rather than
+// zeros that read as free.
+func TestReplayTiersEvictionLatency(t *testing.T) {
+	w, err := LoadTrace(excerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	below := []tier.Level{{Medium: tier.CPU, Capacity: 800, Strategy: kvevict.LRU}}
+	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 200}, Below: below})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.EvictedBlocks == 0 {
+		t.Fatal("the GPU evicted nothing: the test exercises nothing")
+	}
+	if rep.EvictionP50 <= 0 || rep.EvictionP99 < rep.EvictionP50 {
+		t.Errorf("GPU evicted %d blocks, eviction p50 %d ns, p99 %d ns; want 0 < p50 <= p99", rep.EvictedBlocks, rep.EvictionP50, rep.EvictionP99)
+	}
+}

@@ -30,6 +30,35 @@ type Request struct {
 	Hints RequestHints
 }
 
+// The largest values a [Request] may hold, which [TraceReader] refuses
+// past and every run checks before it starts: far beyond any real request,
+// and small enough that what a run makes of them (a sequence's length in
+// tokens, an arrival in nanoseconds, an answer's decode time) cannot
+// overflow. A request's hashes are bounded by [MaxLineBytes] in a trace.
+const (
+	// MaxTimestamp is the latest arrival, in milliseconds from the start
+	// of the workload: 2^40, about 35 years.
+	MaxTimestamp = 1 << 40
+	// MaxTokens is the most tokens of a prompt (InputTokens) or of an
+	// answer (OutputTokens): 2^24, 16,777,216.
+	MaxTokens = 1 << 24
+)
+
+// checkRequest reports a request whose counts are out of their range:
+// negative, or above [MaxTimestamp] or [MaxTokens]. Its errors name the
+// trace's fields.
+func checkRequest(r *Request) error {
+	switch {
+	case r.Timestamp < 0 || r.Timestamp > MaxTimestamp:
+		return fmt.Errorf("timestamp %d is out of range: want 0 to %d milliseconds", r.Timestamp, int64(MaxTimestamp))
+	case r.InputTokens < 0 || r.InputTokens > MaxTokens:
+		return fmt.Errorf("input_length %d is out of range: want 0 to %d tokens", r.InputTokens, MaxTokens)
+	case r.OutputTokens < 0 || r.OutputTokens > MaxTokens:
+		return fmt.Errorf("output_length %d is out of range: want 0 to %d tokens", r.OutputTokens, MaxTokens)
+	}
+	return nil
+}
+
 // MaxLineBytes is the longest JSONL line [TraceReader] accepts: 4 MiB, more
 // than half a million block hashes. A longer line is reported as an error
 // that names it rather than read into memory without bound.
@@ -40,8 +69,9 @@ const MaxLineBytes = 4 << 20
 //
 //	{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]}
 //
-// timestamp is the arrival in milliseconds, input_length and output_length
-// count tokens, and hash_ids are the prompt's blocks head first. A user's
+// timestamp is the arrival in milliseconds (0 to [MaxTimestamp]),
+// input_length and output_length count tokens (0 to [MaxTokens] each), and
+// hash_ids are the prompt's blocks head first. A user's
 // own export may add two optional fields:
 //
 //	{"timestamp": 27490, "input_length": 700, "output_length": 80, "hash_ids": [46, 47, 49], "priority": 2, "session_id": "user-17"}
@@ -102,6 +132,11 @@ func (t *TraceReader) Next() (Request, error) {
 		}
 		req, session, err := parseLine(raw)
 		if err != nil {
+			if rerr := t.sc.Err(); rerr != nil {
+				// A read that failed cut the line short: the failure, not
+				// the partial line, is what went wrong.
+				err = rerr
+			}
 			return Request{}, fmt.Errorf("trace line %d: %w", t.line, err)
 		}
 		req.Group = t.group(req.HashIDs, session)
@@ -145,6 +180,9 @@ func parseLine(raw []byte) (Request, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&l); err != nil {
 		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return Request{}, "", fmt.Errorf("the line is a JSON %s, not an object", typeErr.Value)
+		}
 		if errors.As(err, &typeErr) {
 			return Request{}, "", fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
 		}
@@ -162,12 +200,6 @@ func parseLine(raw []byte) (Request, string, error) {
 		return Request{}, "", errors.New(`missing "output_length"`)
 	case l.HashIDs == nil:
 		return Request{}, "", errors.New(`missing "hash_ids"`)
-	case *l.Timestamp < 0:
-		return Request{}, "", fmt.Errorf("negative timestamp %d", *l.Timestamp)
-	case *l.InputLength < 0:
-		return Request{}, "", fmt.Errorf("negative input_length %d", *l.InputLength)
-	case *l.OutputLength < 0:
-		return Request{}, "", fmt.Errorf("negative output_length %d", *l.OutputLength)
 	}
 	session, err := sessionID(l.SessionID)
 	if err != nil {
@@ -178,6 +210,9 @@ func parseLine(raw []byte) (Request, string, error) {
 		InputTokens:  *l.InputLength,
 		OutputTokens: *l.OutputLength,
 		HashIDs:      l.HashIDs,
+	}
+	if err := checkRequest(&req); err != nil {
+		return Request{}, "", err
 	}
 	if l.Priority != nil {
 		req.Priority = *l.Priority

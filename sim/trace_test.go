@@ -92,7 +92,12 @@ func TestTraceReaderErrors(t *testing.T) {
 		{"not json", "{oops", "trace line 2: invalid JSON"},
 		{"missing hashes", `{"timestamp": 0, "input_length": 1, "output_length": 1}`, `trace line 2: missing "hash_ids"`},
 		{"missing timestamp", `{"input_length": 1, "output_length": 1, "hash_ids": []}`, `trace line 2: missing "timestamp"`},
-		{"negative length", `{"timestamp": 0, "input_length": -1, "output_length": 1, "hash_ids": []}`, "trace line 2: negative input_length -1"},
+		{"negative length", `{"timestamp": 0, "input_length": -1, "output_length": 1, "hash_ids": []}`, "trace line 2: input_length -1 is out of range: want 0 to 16777216 tokens"},
+		{"huge answer", `{"timestamp": 0, "input_length": 1, "output_length": 9223372036854775000, "hash_ids": [1]}`, "trace line 2: output_length 9223372036854775000 is out of range: want 0 to 16777216 tokens"},
+		{"answer past the most", `{"timestamp": 0, "input_length": 1, "output_length": 16777217, "hash_ids": [1]}`, "trace line 2: output_length 16777217 is out of range"},
+		{"late arrival", `{"timestamp": 1099511627777, "input_length": 1, "output_length": 1, "hash_ids": [1]}`, "trace line 2: timestamp 1099511627777 is out of range: want 0 to 1099511627776 milliseconds"},
+		{"negative timestamp", `{"timestamp": -1, "input_length": 1, "output_length": 1, "hash_ids": [1]}`, "trace line 2: timestamp -1 is out of range"},
+		{"an array", `[1, 2, 3]`, "trace line 2: the line is a JSON array, not an object"},
 		{"negative hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [-4]}`, `trace line 2: "hash_ids" must be an array of non-negative integers, got a JSON number -4`},
 		{"float hash", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}`, `trace line 2: "hash_ids" must be`},
 		{"string length", `{"timestamp": 0, "input_length": "9", "output_length": 1, "hash_ids": []}`, `trace line 2: "input_length" must be an integer, got a JSON string`},
@@ -116,7 +121,7 @@ func TestTraceReaderEOF(t *testing.T) {
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("empty input: err = %v, want io.EOF", err)
 	}
-	if _, err := loadTrace(strings.NewReader("\n\n"), "blank"); err == nil {
+	if _, err := ReadWorkload(strings.NewReader("\n\n"), "blank"); err == nil {
 		t.Error("a trace without requests loaded without error")
 	}
 }

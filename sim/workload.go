@@ -30,14 +30,18 @@ func LoadTrace(path string) (*Workload, error) {
 		return nil, err // *PathError names the path
 	}
 	defer f.Close()
-	w, err := loadTrace(f, filepath.Base(path))
+	w, err := ReadWorkload(f, filepath.Base(path))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return w, nil
 }
 
-func loadTrace(r io.Reader, name string) (*Workload, error) {
+// ReadWorkload reads a Mooncake JSONL trace from r, once and in order, into
+// a workload named name, as [LoadTrace] reads a file: for a trace that
+// comes from a pipe or through a decompressor. An error names the line it
+// found, not r.
+func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 	reqs, err := ReadTrace(r)
 	if err != nil {
 		return nil, err

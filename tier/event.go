@@ -6,11 +6,17 @@ import "github.com/sagellm/kvevict/prefix"
 // tree's kinds, one definition for both.
 type EventKind = prefix.EventKind
 
-// The event kinds: Stored, the blocks entered a tier; Removed, they left
-// it, evicted or, in an exclusive hierarchy, taken up by a load.
+// The event kinds of a tier, the values of package prefix's kinds, so that
+// an index fed by the GPU's tree and the tiers below reads one set.
 const (
-	Stored  = prefix.Stored
-	Removed = prefix.Removed
+	// Stored: the blocks entered the tier: a store (a write-through or
+	// selective offer, a demotion under write-back) or, on the GPU, an
+	// admission. The tier held none of them before.
+	Stored EventKind = prefix.Stored
+	// Removed: the blocks left the tier, evicted by its strategy or, in an
+	// exclusive hierarchy, taken up to the tier above by a load, in the
+	// order they left.
+	Removed EventKind = prefix.Removed
 )
 
 // Event reports blocks that entered or left one tier, for an external

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
@@ -255,6 +256,10 @@ type Hierarchy struct {
 	kept    []uint64 // scratch: the blocks Admit will keep on the GPU
 	seenIDs idmap.Map[struct{}]
 	evicted [][]uint64 // per tier, its victims since the latest Request began
+	// selection is the time the GPU's strategy took to choose victims
+	// since the latest Request began, if it did (selected).
+	selection time.Duration
+	selected  bool
 }
 
 // New returns an empty hierarchy, or an error matching [ErrConfig] (or
@@ -370,6 +375,7 @@ func (h *Hierarchy) LookupBelow(hashes []uint64, gpu int) *Match {
 	for i := range h.evicted {
 		h.evicted[i] = h.evicted[i][:0]
 	}
+	h.selection, h.selected = 0, false
 	m := &h.match
 	at := min(max(gpu, 0), len(hashes))
 	m.Runs[0] = at
@@ -517,6 +523,9 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bo
 	if err != nil {
 		return fmt.Errorf("tier %d (%s): %w", i, h.stats[i].Medium, err)
 	}
+	if i == 0 && out.Selected {
+		h.selection, h.selected = out.Elapsed, true
+	}
 	st := &h.stats[i]
 	st.Stored += int64(out.Loaded)
 	st.Evicted += int64(len(out.Victims))
@@ -581,6 +590,15 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 // Request serves one request's blocks: [Hierarchy.Lookup], then
 // [Hierarchy.Load], [Hierarchy.Admit] and [Hierarchy.Offer]. It returns the
 // Match that Lookup found, valid until the next call.
+//
+// hashes are the request's blocks head first, each named by its hash: any
+// uint64, 0 included (a hash is a key here, never a parent). A hash that
+// stands twice in a request is one block, held once on a tier, and the
+// Match counts it at each place it stands, as [Cache.Request] counts a
+// replay's hits: [5, 5, 5] on a GPU that holds 5 is a GPU run of 3 and
+// holds one block. A caller whose positions are distinct blocks, as an
+// engine's are, chains its hashes (each mixing its parent's) so that no
+// two positions share one.
 func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, error) {
 	if h.external {
 		return nil, errors.New("tier: the GPU's pool is the caller's (ExternalGPU): call LookupBelow, Load, your pool, Demote and Offer")
@@ -602,6 +620,13 @@ func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, err
 // [Hierarchy.Lookup] (which [Hierarchy.Request] begins with), in eviction
 // order; valid until the next Lookup.
 func (h *Hierarchy) Victims(i int) []uint64 { return h.evicted[i] }
+
+// GPUSelection returns how long the GPU's strategy took to choose victims
+// for the request begun by the latest [Hierarchy.Lookup], as
+// [Outcome.Elapsed] gives it (0 under kvevict.WithTiming(false)), and
+// whether it chose any: [Hierarchy.Admit] makes room on the GPU once per
+// request at most. O(1).
+func (h *Hierarchy) GPUSelection() (elapsed time.Duration, ok bool) { return h.selection, h.selected }
 
 // MarkPartial marks block id on the GPU as the partial last block of the
 // request that just used it, as [Cache.MarkPartial] does, and reports

@@ -631,3 +631,22 @@ func TestInclusiveDemotionOfAHeldBlock(t *testing.T) {
 		t.Errorf("host stats: %d stored, %d hits, %d evicted; want 5, 1, 1", st.Stored, st.Hits, st.Evicted)
 	}
 }
+
+// TestRequestHashes: any uint64 is a hash, 0 included, and a hash that
+// stands twice in a request is one block, counted at each place in the
+// Match, as the Request doc says.
+func TestRequestHashes(t *testing.T) {
+	h := newHierarchy(t, Config{Levels: []Level{lru(GPU, 8), lru(CPU, 16)}, Write: WriteThrough})
+	if m, err := h.Request([]uint64{5, 5, 5}, kvevict.PriorityNormal); err != nil || m.Misses != 3 || h.Len(0) != 1 || h.Len(1) != 1 {
+		t.Fatalf("Request([5 5 5]) = %+v, %v, %d and %d blocks held; want 3 misses, one block on each tier", m, err, h.Len(0), h.Len(1))
+	}
+	if m, err := h.Request([]uint64{5, 5, 5}, kvevict.PriorityNormal); err != nil || m.Runs[0] != 3 || h.Len(0) != 1 {
+		t.Fatalf("Request([5 5 5]) again = %+v, %v; want a GPU run of 3 over one block", m, err)
+	}
+	if _, err := h.Request([]uint64{0, 1}, kvevict.PriorityNormal); err != nil {
+		t.Fatalf("Request([0 1]): %v", err)
+	}
+	if m, err := h.Request([]uint64{0, 1, 2}, kvevict.PriorityNormal); err != nil || m.Runs[0] != 2 || m.Misses != 1 {
+		t.Fatalf("Request([0 1 2]) after [0 1] = %+v, %v; want a GPU run of 2 and 1 miss", m, err)
+	}
+}

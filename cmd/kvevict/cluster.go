@@ -160,14 +160,15 @@ naming the best row by -rank and its change against -baseline:
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
   Δhit           hit ratio minus the baseline's at the same engines and blocks
-  prefill Mtok   prompt tokens the engines computed, in millions
+  Δprefill       prompt tokens the engines computed over the baseline's, in
+                 percent
   ttft p99 s     the 99th percentile of TTFT, in seconds
   Δp99           TTFT p99 over the baseline's, as a change in percent
   in slo         share of requests whose TTFT is at most -slo
   busiest        the most prefill time an engine spent / the run's span
   imbalance      most requests an engine received / the mean
 -wide adds:
-  Δprefill       prefill tokens over the baseline's, in percent
+  prefill Mtok   prompt tokens the engines computed, in millions
   ttft p50 s     the median TTFT; ttft p90 s, the 90th percentile
   jain           Jain's index of the requests per engine (1: even)
   mispredicted   blocks per request a router counted on, on the engine it
@@ -283,6 +284,14 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	}
 	if o.baseline, o.notes, err = parseBaseline(baseline, treeWhy, o.notes); err != nil {
 		return nil, err
+	}
+	mirrors := func(r string) bool { return r == routePrefix || r == routeTTFT }
+	if slices.ContainsFunc(o.routers, mirrors) || mirrors(o.baseline.router) {
+		for _, c := range o.capacities {
+			if n := o.tiers.totalCapacity(c); n > kvevents.MaxMirrorCapacity {
+				return nil, usagef("-capacity %d with its tiers is %d blocks an engine, more than the mirror of prefix and ttft holds (%d)", c, n, kvevents.MaxMirrorCapacity)
+			}
+		}
 	}
 	switch {
 	case set["guess"] && !slices.Contains(o.routers, routeApprox):
@@ -472,7 +481,7 @@ func (o *clusterOptions) isBaseline(run clusterRun) bool {
 		(!scoring(run.router) || run.loadWeight == o.loadWeights[0])
 }
 
-func clusterCommand(args []string, stdout, stderr io.Writer) error {
+func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parseClusterFlags(args, stdout)
 	if err != nil {
 		return err
@@ -480,7 +489,7 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 	for _, n := range o.notes {
 		fmt.Fprintln(stderr, n)
 	}
-	w, err := loadWorkload(&o.source)
+	w, err := loadWorkload(&o.source, stdin)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"reflect"
 	"strings"
@@ -214,5 +215,44 @@ func TestClusterFlags(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errOut, "kvevict cluster -h") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errOut)
 		}
+	}
+}
+
+// TestClusterPlotColours: a cluster's plot gives each series a colour of
+// its own, six routers under two strategies included (issue 51: ten
+// series drew in two colours, one per strategy), so that the palette
+// holds one distinct colour per series.
+func TestClusterPlotColours(t *testing.T) {
+	o := &clusterOptions{loadWeights: []float64{0.5}}
+	var rs []clusterRow
+	for hit, s := range []string{"lru", "auto"} {
+		for k, r := range routers {
+			for _, n := range []int{2, 4} {
+				rs = append(rs, clusterRow{Router: r, ClusterReport: sim.ClusterReport{Strategy: s, Engines: n, CapacityBlocks: 500,
+					HitRatio: float64(10*hit+k+n) / 100}, PooledBelady: 0.5})
+			}
+		}
+	}
+	keys := map[string]bool{}
+	series := 0
+	for _, c := range clusterCurves(o, rs) {
+		if c.style == sim.BeladyName {
+			continue
+		}
+		series++
+		if keys[c.color] {
+			t.Errorf("two series share colour key %q", c.color)
+		}
+		keys[c.color] = true
+	}
+	if series != 2*len(routers) {
+		t.Fatalf("%d series, want %d", series, 2*len(routers))
+	}
+	colours := map[color.RGBA]bool{}
+	for _, c := range palette {
+		colours[color.RGBAModel.Convert(c).(color.RGBA)] = true
+	}
+	if len(colours) != len(palette) || len(palette) < series {
+		t.Errorf("the palette holds %d distinct colours of %d, for %d series", len(colours), len(palette), series)
 	}
 }

@@ -41,3 +41,32 @@ func checkFormat(format string) error {
 	}
 	return nil
 }
+
+// The most a count flag takes, beside the bounds of its own file
+// (maxCapacity, maxEngines, maxTierBlocks, maxBlockSize and
+// kvevents.MaxMirrorCapacity): each is checked before any work, so that a
+// slip of the finger is refused at once rather than found out by memory.
+const (
+	// maxRequests bounds -requests: a synthetic workload is held in memory
+	// whole, as a trace is, and each run's bookkeeping grows with it
+	// (docs/simulator.md, Bounds, gives what the largest costs).
+	maxRequests = 1_000_000
+	// maxSampling bounds -sampling: a sample that large costs more than
+	// the exact selection it approximates on any pool a replay holds.
+	maxSampling = 1 << 16
+	// maxReplayBuffer bounds publish's -replay-buffer, the batches it
+	// keeps for a subscriber that missed them.
+	maxReplayBuffer = 1 << 20
+	// maxSubscribers bounds -require-subscribers: more connections than a
+	// process holds sockets.
+	maxSubscribers = 1 << 16
+)
+
+// checkCount refuses a count flag's value outside least to most, unit
+// naming what it counts.
+func checkCount(name string, v, least, most int, unit string) error {
+	if v < least || v > most {
+		return usagef("-%s must be %d to %d %s, got %d", name, least, most, unit, v)
+	}
+	return nil
+}

@@ -37,7 +37,10 @@
 //
 // With no flags it replays an embedded default, the synthetic "chat"
 // workload (2,000 requests, seed 1), in a few seconds. -trace reads a
-// Mooncake JSONL trace (optional fields: docs/simulator.md); -workload
+// Mooncake JSONL trace (optional fields: docs/simulator.md), plain or
+// gzip-compressed, once from its start, so that a pipe or a FIFO serves;
+// -trace - reads standard input, and the workload is then named stdin.
+// -workload
 // generates a synthetic one. -mode replay is the plain prefix-cache replay
 // caching papers report; -mode serve runs a paged KV pool with running
 // sequences, decode and preemption, evicting whole sequences, sequence tails
@@ -55,7 +58,8 @@
 // each tier and the prefill's modelled seconds (-model, -link), beside
 // Belady's MIN at the GPU's capacity and at every tier's together.
 //
-// Every flag is checked before the run starts, and a flag that does not
+// Every flag is checked before the run starts, every count against its
+// maximum (docs/simulator.md, Bounds), and a flag that does not
 // apply to the run is refused: -requests and -seed with -trace, -token-time
 // in replay mode, -sampling with an adaptive strategy, -granularity block
 // with one a prefix tree cannot rank by (arc, s3fifo, sieve).
@@ -108,7 +112,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // Defaults of the embedded workload.
@@ -128,9 +132,10 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
-// run is the command: it returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout, stderr)
+// run is the command, reading a -trace of - on stdin: it returns the exit
+// status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := dispatch(args, stdin, stdout, stderr)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -157,19 +162,19 @@ func userMessage(err error) string {
 	return packageNames.ReplaceAllString(err.Error(), "$1")
 }
 
-func dispatch(args []string, stdout, stderr io.Writer) error {
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usagef("missing command: try kvevict compare")
 	}
 	switch args[0] {
 	case "compare":
-		return compare(args[1:], stdout, stderr)
+		return compare(args[1:], stdin, stdout, stderr)
 	case "publish":
-		return publish(args[1:], stdout, stderr)
+		return publish(args[1:], stdin, stdout, stderr)
 	case "mirror":
 		return mirror(args[1:], stdout, stderr)
 	case "cluster":
-		return clusterCommand(args[1:], stdout, stderr)
+		return clusterCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, "usage: kvevict compare|cluster|publish|mirror [flags]; kvevict <command> -h lists the flags")
 		return nil
@@ -216,8 +221,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
-	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling); 0 is exact; key strategies only, so all means those")
-	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token")
+	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling), at most "+strconv.Itoa(maxSampling)+"; 0 is exact; key strategies only, so all means those")
+	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token, at most "+sim.MaxTokenTime.String())
 	tierFlags(fs, &o.tiers, &write, &inclusive, true)
 	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
@@ -253,10 +258,10 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 		return nil, usagef("-format must be table, csv or json, got %q", o.format)
 	case o.wide && o.format != "table":
 		return nil, usagef("-wide widens the table: -format %s carries every column already", o.format)
-	case o.sampling < 0:
-		return nil, usagef("-sampling must be 0 (exact) or a sample size of at least 1, got %d", o.sampling)
-	case o.tokenTime <= 0:
-		return nil, usagef("-token-time must be positive, got %v", o.tokenTime)
+	case o.sampling < 0 || o.sampling > maxSampling:
+		return nil, usagef("-sampling must be 0 (exact) or a sample size from 1 to %d, got %d", maxSampling, o.sampling)
+	case o.tokenTime <= 0 || o.tokenTime > sim.MaxTokenTime:
+		return nil, usagef("-token-time must be above 0 and at most %v, got %v", sim.MaxTokenTime, o.tokenTime)
 	}
 	if err := checkPlotPath(o.plot); err != nil {
 		return nil, err
@@ -323,9 +328,9 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 // sourceFlags defines the flags that choose the workload, as compare and
 // cluster read them: -trace, or -workload with -requests and -seed.
 func sourceFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed (format: docs/simulator.md)")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input (format: docs/simulator.md)")
 	fs.StringVar(&o.workload, "workload", "", "synthetic workload: "+strings.Join(sim.WorkloadNames(), ", ")+" (default "+defaultWorkload+")")
-	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload; not with -trace")
+	fs.IntVar(&o.requests, "requests", defaultRequests, "requests in a synthetic workload, 1 to "+strconv.Itoa(maxRequests)+"; not with -trace")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of a synthetic workload; not with -trace")
 }
 
@@ -339,10 +344,8 @@ func checkSource(o *options, set map[string]bool) error {
 		return usagef("-requests sizes a synthetic workload: a trace has its own requests")
 	case o.trace != "" && set["seed"]:
 		return usagef("-seed seeds a synthetic workload: a trace has no seed")
-	case o.requests < 1:
-		return usagef("-requests must be at least 1, got %d", o.requests)
 	}
-	return nil
+	return checkCount("requests", o.requests, 1, maxRequests, "requests")
 }
 
 // checkPlotPath checks -plot before the run: its extension names a format
@@ -452,38 +455,70 @@ func strategyNames() string {
 // gzipMagic are the first two bytes of every gzip stream (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
 
-// loadTrace reads a Mooncake JSONL trace as sim.LoadTrace does, through
-// gzip when the file is gzip-compressed, as traces are often shipped.
-func loadTrace(path string) (*sim.Workload, error) {
-	f, err := os.Open(path)
+// stdinTrace is the -trace that names standard input, and stdinName the
+// workload's name then.
+const (
+	stdinTrace = "-"
+	stdinName  = "stdin"
+)
+
+// errTruncatedGzip is a gzip stream that ends before its trailer.
+var errTruncatedGzip = errors.New("truncated gzip stream: it ends before its trailer")
+
+// loadTrace reads the Mooncake JSONL trace at path, or on stdin for "-",
+// through gzip when the stream is gzip-compressed, as traces are often
+// shipped. It reads its source once, from the start, so that a pipe, a
+// process substitution or a FIFO serves as well as a file: the gzip magic
+// is peeked, not read apart.
+func loadTrace(path string, stdin io.Reader) (*sim.Workload, error) {
+	name, label, src := filepath.Base(path), path, stdin
+	if path == stdinTrace {
+		name, label = stdinName, stdinName
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err // *PathError names the path
+		}
+		defer f.Close()
+		src = f
+	}
+	r := bufio.NewReader(src)
+	var in io.Reader = r
+	if magic, _ := r.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, gzipError(err))
+		}
+		in, label = gzipReader{zr}, label+" (gzip)"
+	}
+	w, err := sim.ReadWorkload(in, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", label, err)
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	if magic, _ := r.Peek(len(gzipMagic)); !bytes.Equal(magic, gzipMagic) {
-		return sim.LoadTrace(path)
-	}
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	reqs, err := sim.ReadTrace(zr)
-	if err == nil && len(reqs) == 0 {
-		err = errors.New("no requests")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s (gzip): %w", path, err)
-	}
-	// The workload sim.LoadTrace makes of the same lines uncompressed
-	// (TestCompareGzipTrace checks that the two agree).
-	return &sim.Workload{Name: filepath.Base(path), BlockTokens: sim.MooncakeBlockTokens,
-		GroupKind: "session", Requests: reqs}, nil
+	return w, nil
 }
 
-func loadWorkload(o *options) (*sim.Workload, error) {
+// gzipReader reads a gzip stream, saying a truncated one is.
+type gzipReader struct{ zr *gzip.Reader }
+
+func (g gzipReader) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	return n, gzipError(err)
+}
+
+// gzipError names the truncation that gzip reports as an unexpected EOF.
+func gzipError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errTruncatedGzip
+	}
+	return err
+}
+
+// loadWorkload loads the workload o names: the trace of -trace (stdin's
+// for -), or a synthetic one.
+func loadWorkload(o *options, stdin io.Reader) (*sim.Workload, error) {
 	if o.trace != "" {
-		return loadTrace(o.trace)
+		return loadTrace(o.trace, stdin)
 	}
 	name := o.workload
 	if name == "" {
@@ -496,12 +531,12 @@ func loadWorkload(o *options) (*sim.Workload, error) {
 	return w, nil
 }
 
-func compare(args []string, stdout, stderr io.Writer) error {
+func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(o)
+	w, err := loadWorkload(o, stdin)
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,8 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	if o.duration <= 0 {
 		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
 	}
-	if o.capacity < 1 || o.capacity > kvevents.MaxMirrorCapacity {
-		return nil, usagef("-capacity must be 1 to %d blocks, got %d", kvevents.MaxMirrorCapacity, o.capacity)
+	if err := checkCount("capacity", o.capacity, 1, kvevents.MaxMirrorCapacity, "blocks"); err != nil {
+		return nil, err
 	}
 	if err := checkFormat(o.format); err != nil {
 		return nil, err

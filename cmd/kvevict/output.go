@@ -431,7 +431,16 @@ func bestLine(rs []row, c, decimals int) string {
 	if len(online) == 0 {
 		return fmt.Sprintf("at %d blocks: no online strategy", c)
 	}
-	first := online[0]
+	return bestOf(online, fmt.Sprintf("best at %d blocks", c), decimals, withoutHints(rs, c, online[0], decimals))
+}
+
+// bestOf is a best line over online, best hit ratio first: head, the
+// strategies tied for the best (counted, past four, so that the line fits
+// 100 columns) and their ratio, their margin over the next (or that all
+// tie, or that no other ran), note, and the first's change against the
+// baseline.
+func bestOf(online []row, head string, decimals int, note string) string {
+	first, run := online[0], len(online)
 	// tied takes the leading strategies with the first's hit ratio off online.
 	tied := func() (names []string, ratio float64) {
 		ratio = online[0].HitRatio
@@ -441,16 +450,34 @@ func bestLine(rs []row, c, decimals int) string {
 		return names, ratio
 	}
 	names, best := tied()
-	line := fmt.Sprintf("best at %d blocks: %s %.*f", c, strings.Join(names, ", "), decimals, best)
+	line := fmt.Sprintf("%s: %s %.*f", head, tiedNames(names), decimals, best)
+	switch {
+	case len(online) > 0:
+		next, ratio := tied()
+		line += fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strategyList(next))
+	case run > 1:
+		line = fmt.Sprintf("%s: all %d online strategies tie at %.*f", head, run, decimals, best)
+	default:
+		line += ", no other online strategy run"
+	}
+	return line + note + first.line()
+}
+
+// strategyList lists strategy names, counted past four so that a best
+// line fits 100 columns.
+func strategyList(names []string) string {
+	if len(names) > 4 {
+		return fmt.Sprintf("%d strategies", len(names))
+	}
+	return strings.Join(names, ", ")
+}
+
+// tiedNames lists the strategies tied for the best, saying they tie.
+func tiedNames(names []string) string {
 	if len(names) > 1 {
-		line += " (tied)"
+		return strategyList(names) + " (tied)"
 	}
-	without := withoutHints(rs, c, first, decimals)
-	if len(online) == 0 {
-		return line + ", no other online strategy run" + first.line() + without
-	}
-	next, ratio := tied()
-	return line + fmt.Sprintf(", +%.*f over %s", decimals, best-ratio, strings.Join(next, ", ")) + first.line() + without
+	return names[0]
 }
 
 // name is a row's strategy, with its hint source when -hints gave one.
@@ -481,6 +508,7 @@ func withoutHints(rs []row, c int, first row, decimals int) string {
 // and its margin over the runner-up is not zero. Equal ratios print alike:
 // they are ties, marked alike.
 func hitDecimals(rs []row) int {
+	rs = slices.DeleteFunc(slices.Clone(rs), func(r row) bool { return r.Strategy == sim.BeladyName })
 	const least, most = 4, 12 // a ratio of block counts differs from another in fewer
 	fits := func(d int) bool {
 		for i, r := range rs {

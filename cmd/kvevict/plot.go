@@ -32,9 +32,18 @@ var (
 	tolGrey   = color.RGBA{0x88, 0x88, 0x88, 0xff}
 )
 
-// palette colours the variants of a line (a router at several capacities)
-// in order of first use.
-var palette = []color.Color{tolBlue, tolRed, tolGreen, tolPurple, tolYellow, tolCyan, tolGrey}
+// palette colours the lines that styles does not (each series of a
+// cluster's plot, a router at several capacities) in order of first use:
+// Tol's bright scheme, then the hues of his vibrant and muted ones that
+// stay apart from those, so that a dozen lines get a dozen colours.
+var palette = []color.Color{tolBlue, tolRed, tolGreen, tolPurple, tolYellow, tolCyan, tolGrey,
+	color.RGBA{0xee, 0x77, 0x33, 0xff}, // vibrant orange
+	color.RGBA{0x33, 0x22, 0x88, 0xff}, // muted indigo
+	color.RGBA{0x00, 0x99, 0x88, 0xff}, // vibrant teal
+	color.RGBA{0x88, 0x22, 0x55, 0xff}, // muted wine
+	color.RGBA{0x99, 0x99, 0x33, 0xff}, // muted olive
+	color.RGBA{0xee, 0x33, 0x77, 0xff}, // vibrant magenta
+}
 
 // lineStyle is how a strategy's line looks.
 type lineStyle struct {
@@ -352,16 +361,28 @@ func yRange(lo, hi float64) (float64, float64) {
 // plotCluster draws the cluster's hit ratio against its engines, one line
 // per router (and strategy and capacity, when there are several), and the
 // pooled Belady bound per capacity.
+// seriesColor begins a colour key of drawCurves that no style has: the
+// series it names gets the next colour of palette.
+const seriesColor = "series "
+
 func plotCluster(path, workload string, o *clusterOptions, rs []clusterRow) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
+	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, clusterCurves(o, rs))
+}
+
+// clusterCurves are the lines of a cluster's plot: each series' hit
+// ratio against engines, then the pooled bound's.
+func clusterCurves(o *clusterOptions, rs []clusterRow) []curve {
 	strategies, capacities := map[string]bool{}, map[int]bool{}
 	for _, r := range rs {
 		strategies[r.Strategy], capacities[r.CapacityBlocks] = true, true
 	}
-	// A router's dash and glyph; the strategy and the capacity, where
-	// several are run, the colour, so that no two lines look alike.
+	// A router's dash and glyph, and a colour for each series (a router,
+	// with the strategy and the capacity where several are run), so that
+	// no two lines share one: ten series in two colours, by strategy,
+	// could not be told apart.
 	variant := func(r *clusterRow, belady bool) string {
 		v := ""
 		if len(strategies) > 1 && !belady {
@@ -375,13 +396,13 @@ func plotCluster(path, workload string, o *clusterOptions, rs []clusterRow) erro
 	var set curveSet
 	for i := range rs {
 		r := &rs[i]
-		v := variant(r, false)
-		set.add(o.routerName(r)+v, r.Router, strings.TrimSpace(v), float64(r.Engines), r.HitRatio)
+		name := o.routerName(r) + variant(r, false)
+		set.add(name, r.Router, seriesColor+name, float64(r.Engines), r.HitRatio)
 	}
 	for i := range rs {
 		r := &rs[i]
 		v := variant(r, true)
 		set.add(sim.BeladyName+v+" (pooled)", sim.BeladyName, strings.TrimSpace(v), float64(r.Engines), r.PooledBelady)
 	}
-	return drawCurves(path, workload+", a cluster behind each router", "engines (log scale)", true, merge(set.cs))
+	return merge(set.cs)
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,14 +63,14 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	var strategy string
 	var sock socketFlags
 	sock.register(fs, "PUB", "subscriber", "kvevict mirror", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
-	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed")
-	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds")
+	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input")
+	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds, 1 to "+strconv.Itoa(maxCapacity))
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
 	var write string
 	var inclusive bool
 	tierFlags(fs, &o.tiers, &write, &inclusive, false)
 	fs.StringVar(&o.topic, "topic", "", "topic frame of every message (llm-d uses kv@<pod>@<model>)")
-	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block (default the trace's)")
+	fs.IntVar(&o.blockSize, "block-size", 0, "tokens per block written in every BlockStored, with as many token ids per block, 1 to "+strconv.Itoa(maxBlockSize)+" (default the trace's)")
 	fs.Int64Var(&o.rank, "dp-rank", 0, "data_parallel_rank written on every batch")
 	var encoding string
 	fs.StringVar(&encoding, "encoding", kvevents.EncodingMixed.String(), "payload encoding: mixed (current vLLM: an array batch of map events), map or array")
@@ -91,19 +92,21 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if o.replay, err = replayAddress("-replay-bind", replayBind, replayOlder, false); err != nil {
 		return nil, err
 	}
-	if o.replayBuffer < 1 {
-		return nil, usagef("-replay-buffer must be at least 1 batch, got %d", o.replayBuffer)
+	if err := checkCount("replay-buffer", o.replayBuffer, 1, maxReplayBuffer, "batches"); err != nil {
+		return nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.replay == "" && set["replay-buffer"] {
 		return nil, usagef("-replay-buffer needs -replay-bind")
 	}
-	if o.requireSubscribers < 0 {
-		return nil, usagef("-require-subscribers must not be negative, got %d", o.requireSubscribers)
+	if err := checkCount("require-subscribers", o.requireSubscribers, 0, maxSubscribers, "connections"); err != nil {
+		return nil, err
 	}
-	if o.blockSize < 0 || o.blockSize > maxBlockSize {
-		return nil, usagef("-block-size must be 1 to %d tokens, got %d", maxBlockSize, o.blockSize)
+	if set["block-size"] { // unset, it is the trace's
+		if err := checkCount("block-size", o.blockSize, 1, maxBlockSize, "tokens"); err != nil {
+			return nil, err
+		}
 	}
 	if o.rank < 0 {
 		return nil, usagef("-dp-rank must not be negative, got %d", o.rank)
@@ -116,8 +119,8 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if o.trace == "" {
 		return nil, usagef("-trace is required")
 	}
-	if o.capacity < 1 {
-		return nil, usagef("-capacity must be at least 1 block, got %d", o.capacity)
+	if err := checkCount("capacity", o.capacity, 1, maxCapacity, "blocks"); err != nil {
+		return nil, err
 	}
 	if o.warmup < 0 {
 		return nil, usagef("-warmup must not be negative, got %v", o.warmup)
@@ -141,13 +144,6 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	}
 	if o.tiers.write == tier.WriteVLLM {
 		return nil, usagef("-write vllm replays vLLM's own GPU pool, and publish's pool is a prefix tree: use through, selective=N or back")
-	}
-	for i, s := range o.tiers.specs {
-		for _, above := range o.tiers.specs[:i] {
-			if above.medium == s.medium {
-				return nil, usagef("-tier %s and -tier %s: the events name a tier by its medium alone, so a subscriber could not tell two %s tiers apart", above, s, strings.ToLower(string(s.medium)))
-			}
-		}
 	}
 	return o, nil
 }
@@ -230,12 +226,12 @@ func newPool(o *publishOptions, onGPU func(prefix.Event), onTier func(tier.Event
 		Exclusive: o.tiers.exclusive, Events: onTier}, onGPU)
 }
 
-func publish(args []string, stdout, stderr io.Writer) error {
+func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, err := parsePublish(args, stdout)
 	if err != nil {
 		return err
 	}
-	w, err := loadTrace(o.trace)
+	w, err := loadTrace(o.trace, stdin)
 	if err != nil {
 		return err
 	}

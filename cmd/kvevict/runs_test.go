@@ -36,7 +36,7 @@ func TestCompareParallel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := loadWorkload(o)
+		w, err := loadWorkload(o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestCompareInterrupt(t *testing.T) {
 		// handed out after compare stops listening.
 		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 		os.NewFile(3, "ready").Close()
-		os.Exit(run(args, os.Stdout, os.Stderr))
+		os.Exit(run(args, os.Stdin, os.Stdout, os.Stderr))
 	}
 	ready, readyW, err := os.Pipe()
 	if err != nil {

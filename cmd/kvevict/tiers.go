@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -26,7 +27,8 @@ cpu or storage, one column per -tier):
   gpu blocks         the GPU's capacity (-capacity)
   strategy           the GPU's strategy; belady and belady total are Belady's MIN at
                      the GPU's capacity and at every tier's capacity together
-  hit ratio          prompt blocks found on any tier / prompt blocks
+  hit ratio          prompt blocks found on any tier / prompt blocks, to 4 decimals
+                     or as many more as set the best apart (* marks it, ties all)
   gpu, MEDIUM        the blocks each tier served / prompt blocks: the GPU's prefix,
                      then the run each tier below continued it with
   prefill s          modelled seconds of every prefill: loads plus recompute
@@ -158,7 +160,8 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 }
 
 // check checks the tier flags against each other and the GPU capacities,
-// given which were set, and reads -write.
+// given which were set, and reads -write: the one check of every rule
+// they share, for compare, cluster and publish alike.
 func (t *tierOptions) check(set map[string]bool, write string, inclusive bool, capacities []int) error {
 	if len(t.specs) == 0 {
 		for _, name := range []string{"write", "inclusive", "exclusive", "link"} {
@@ -180,6 +183,13 @@ func (t *tierOptions) check(set map[string]bool, write string, inclusive bool, c
 	}
 	if err := checkTierOrder(t.specs); err != nil {
 		return usagef("%v", err)
+	}
+	for i, s := range t.specs {
+		for _, above := range t.specs[:i] {
+			if above.medium == s.medium {
+				return usagef("-tier %s and -tier %s: a tier is named by its medium (in -link, the columns and the KV events), so each medium is one tier", above, s)
+			}
+		}
 	}
 	for _, s := range t.specs {
 		for _, c := range capacities {
@@ -360,6 +370,8 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 		head = append(head, "compute s", "load s", "block re-prefill")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	online := tierOnline(rs)
+	decimals := hitDecimals(online)
 	for i := range rs {
 		r := &rs[i]
 		name := r.Strategy
@@ -370,7 +382,7 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 		if r.Best {
 			mark = "*"
 		}
-		cells := []string{strconv.Itoa(r.GPUCapacity), fmt.Sprintf("%-14s", name), ratioCell(r.HitRatio) + mark}
+		cells := []string{strconv.Itoa(r.GPUCapacity), fmt.Sprintf("%-14s", name), strconv.FormatFloat(r.HitRatio, 'f', decimals, 64) + mark}
 		if len(r.Tiers) == 0 { // Belady: one cache, no tiers
 			for range 1 + len(t.specs) {
 				cells = append(cells, "-")
@@ -404,36 +416,72 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 		return err
 	}
 	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].GPUCapacity == rs[i-1].GPUCapacity },
-		func(i int) string { return tierBestLine(rs, rs[i].GPUCapacity, o.rank) })
+		func(i int) string { return tierBestLine(rs, online, rs[i].GPUCapacity, o.rank, decimals) })
 	return nil
 }
 
+// tierOnline returns the online strategies' rows of rs as compare's rows,
+// each at its GPU capacity, so that the digits and the best line follow
+// compare's one rule.
+func tierOnline(rs []tierRow) []row {
+	var out []row
+	for i := range rs {
+		if r := &rs[i]; r.Strategy != sim.BeladyName {
+			out = append(out, row{Report: r.Report, Best: r.Best, against: r.against})
+			out[len(out)-1].CapacityBlocks = r.GPUCapacity
+		}
+	}
+	return out
+}
+
 // tierBestLine names the best strategies on the GPU at gpu blocks, by
-// rank, the first set against the baseline.
-func tierBestLine(rs []tierRow, gpu int, rank string) string {
+// rank, with their margin over the next, the first set against the
+// baseline; online are the online rows (tierOnline).
+func tierBestLine(rs []tierRow, online []row, gpu int, rank string, decimals int) string {
+	if rank != rankPrefill {
+		at := onlineAt(online, gpu)
+		if len(at) == 0 {
+			return fmt.Sprintf("at %d GPU blocks: no online strategy", gpu)
+		}
+		return bestOf(at, fmt.Sprintf("best at %d GPU blocks", gpu), decimals, " (hits on any tier)")
+	}
 	var names []string
 	var first *tierRow
+	next := math.Inf(1) // the least prefill after the best's
 	for i := range rs {
-		if r := &rs[i]; r.GPUCapacity == gpu && r.Best {
+		r := &rs[i]
+		switch {
+		case r.GPUCapacity != gpu || r.Strategy == sim.BeladyName:
+		case r.Best:
 			names = append(names, r.Strategy)
 			if first == nil {
 				first = r
 			}
+		default:
+			next = min(next, r.PrefillSeconds)
 		}
 	}
-	if len(names) == 0 {
+	if first == nil {
 		return fmt.Sprintf("at %d GPU blocks: no online strategy", gpu)
 	}
-	list := strings.Join(names, ", ")
-	if len(names) > 4 { // a line within 100 columns
-		list = fmt.Sprintf("%d strategies tied", len(names))
+	margin := ", no other online strategy run"
+	if !math.IsInf(next, 1) {
+		var nextNames []string
+		for i := range rs {
+			if r := &rs[i]; r.GPUCapacity == gpu && r.Strategy != sim.BeladyName && r.PrefillSeconds == next {
+				nextNames = append(nextNames, r.Strategy)
+			}
+		}
+		d := 1 // decimals enough that the margin prints above zero
+		for d < 9 && strconv.FormatFloat(next-first.PrefillSeconds, 'f', d, 64) == strconv.FormatFloat(0, 'f', d, 64) {
+			d++
+		}
+		margin = fmt.Sprintf(", %.*f s less than %s", d, next-first.PrefillSeconds, strategyList(nextNames))
 	} else if len(names) > 1 {
-		list += " (tied)"
+		return fmt.Sprintf("best at %d GPU blocks by modelled prefill: all %d online strategies tie at %.1f s, hit ratio %.4f",
+			gpu, len(names), first.PrefillSeconds, first.HitRatio) + first.line()
 	}
-	if rank == rankPrefill {
-		return fmt.Sprintf("best at %d GPU blocks by modelled prefill: %s %.1f s, hit ratio %.4f", gpu, list, first.PrefillSeconds, first.HitRatio) + first.line()
-	}
-	return fmt.Sprintf("best at %d GPU blocks: %s %.4f (hits on any tier)", gpu, list, first.HitRatio) + first.line()
+	return fmt.Sprintf("best at %d GPU blocks by modelled prefill: %s %.1f s, hit ratio %.4f", gpu, tiedNames(names), first.PrefillSeconds, first.HitRatio) + margin + first.line()
 }
 
 // bytesCell prints a byte count in the largest binary unit of which it

@@ -199,7 +199,7 @@ func TestCompareTiersInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := loadWorkload(o)
+	w, err := loadWorkload(o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +213,49 @@ func TestCompareTiersInterrupt(t *testing.T) {
 	var rows []tierRow
 	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || rows == nil || len(rows) != 0 {
 		t.Fatalf("output %q (%v), want []", stdout.String(), err)
+	}
+}
+
+// TestTierDigitsAndMargin: issue 51's figures, 105,034 and 105,044 hits of
+// 288,460 at 5,000 GPU blocks, print alike to 4 decimals; the tier table
+// prints them apart, as compare's does, and its best line gives the
+// margin over the next.
+func TestTierDigitsAndMargin(t *testing.T) {
+	const refs = 288_460.0
+	tr := func(s string, hits float64, best bool) tierRow {
+		return tierRow{TierReport: sim.TierReport{Report: sim.Report{Strategy: s, CapacityBlocks: 5000, HitRatio: hits / refs}},
+			GPUCapacity: 5000, Best: best}
+	}
+	rs := []tierRow{tr("lru", 105_034, false), tr("auto", 105_044, true), tr(sim.BeladyName, 150_000, false)}
+	online := tierOnline(rs)
+	d := hitDecimals(online)
+	lru, auto := strconv.FormatFloat(rs[0].HitRatio, 'f', d, 64), strconv.FormatFloat(rs[1].HitRatio, 'f', d, 64)
+	if lru == auto {
+		t.Errorf("lru and auto print alike at %d decimals: %s", d, lru)
+	}
+	line := tierBestLine(rs, online, 5000, rankHit, d)
+	if want := "best at 5000 GPU blocks: auto " + auto + ", +"; !strings.HasPrefix(line, want) || !strings.Contains(line, " over lru (hits on any tier)") {
+		t.Errorf("best line %q, want %q... over lru", line, want)
+	}
+}
+
+// TestBestLineTies: when every online strategy run ties, the line says so
+// rather than that no other ran; with one strategy run, that none other
+// did.
+func TestBestLineTies(t *testing.T) {
+	r := func(s string, hit float64) row {
+		return row{Report: sim.Report{Strategy: s, CapacityBlocks: 100, HitRatio: hit}}
+	}
+	for _, tc := range []struct {
+		rows []row
+		want string
+	}{
+		{[]row{r("lru", 0.5), r("fifo", 0.5), r("arc", 0.5)}, "best at 100 blocks: all 3 online strategies tie at 0.5000"},
+		{[]row{r("lru", 0.5)}, "best at 100 blocks: lru 0.5000, no other online strategy run"},
+		{[]row{r("lru", 0.5), r("fifo", 0.5), r("arc", 0.25)}, "best at 100 blocks: lru, fifo (tied) 0.5000, +0.2500 over arc"},
+	} {
+		if got := bestLine(tc.rows, 100, 4); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
 	}
 }

@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
+)
+
+// FuzzTraceRuns reads arbitrary bytes as a trace and runs what the reader
+// accepts through every mode the command runs a trace in: a replay, a
+// serve run at each granularity, a tiered replay and a cluster in time
+// behind a router that reads the engines. No input may panic, and a trace
+// the reader accepts must run: the reader's bounds ([MaxTimestamp],
+// [MaxTokens]) are what every run can take.
+func FuzzTraceRuns(f *testing.F) {
+	excerpt, err := os.ReadFile(excerpt)
+	if err != nil {
+		f.Fatal(err)
+	}
+	lines := bytes.SplitAfter(excerpt, []byte("\n"))
+	f.Add(bytes.Join(lines[:8], nil), uint8(4))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 6758, "output_length": 16777216, "hash_ids": [0, 1, 2, 3]}`+"\n"+
+		`{"timestamp": 1099511627776, "input_length": 16777216, "output_length": 500, "hash_ids": [0, 1, 5]}`), uint8(3))
+	f.Add(append([]byte(`{"timestamp": 0, "input_length": 6758, "output_length": 9223372036854775000, "hash_ids": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]}`+"\n"),
+		bytes.Join(lines[1:20], nil)...), uint8(0))
+	f.Add([]byte(`{"timestamp": 5, "input_length": 0, "output_length": 0, "hash_ids": [7, 7, 7], "session_id": 3}`+"\n"+
+		`{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [], "priority": -128}`), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, capacity uint8) {
+		w, err := ReadWorkload(bytes.NewReader(data), "fuzz")
+		if err != nil || len(w.Requests) > 64 {
+			return
+		}
+		cfg := Config{Capacity: 1 + int(capacity%64)}
+		if _, err := Replay(w, kvevict.LRU, cfg); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		for _, g := range Granularities() {
+			if _, err := Serve(w, kvevict.LRU, ServeConfig{Config: cfg, Granularity: g, TokenTime: MaxTokenTime}); err != nil {
+				t.Fatalf("serve at %s granularity: %v", g, err)
+			}
+		}
+		cost := mustCost(t, llama(t), w.BlockTokens, tier.DefaultCompute(), nil)
+		below := []tier.Level{{Medium: tier.CPU, Capacity: 2 * cfg.Capacity, Strategy: kvevict.LRU}}
+		if _, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: cfg, Below: below, Cost: cost}); err != nil {
+			t.Fatalf("tiered replay: %v", err)
+		}
+		r, err := NewDirectRouter(0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccfg := ClusterConfig{Config: cfg, Engines: 2, Cost: cost, Below: below}
+		if _, err := Cluster(w, kvevict.Auto, r, ccfg); err != nil {
+			t.Fatalf("cluster: %v", err)
+		}
+		ccfg.Speedup = 1e-3
+		if _, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ccfg); err != nil && !errors.Is(err, kvevict.ErrInvalidArgument) {
+			t.Fatalf("cluster slowed down: %v", err)
+		}
+	})
+}
