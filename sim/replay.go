@@ -44,9 +44,6 @@ func (c *Config) validate(w *Workload) error {
 		if err := checkRequest(&w.Requests[i]); err != nil {
 			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)
 		}
-		if err := w.Requests[i].Hints.check(); err != nil {
-			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)
-		}
 	}
 	return nil
 }

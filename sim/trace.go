@@ -45,8 +45,8 @@ const (
 )
 
 // checkRequest reports a request whose counts are out of their range:
-// negative, or above [MaxTimestamp] or [MaxTokens]. Its errors name the
-// trace's fields.
+// negative, or above [MaxTimestamp] or [MaxTokens], or whose hints no
+// request may carry ([RequestHints]). Its errors name the trace's fields.
 func checkRequest(r *Request) error {
 	switch {
 	case r.Timestamp < 0 || r.Timestamp > MaxTimestamp:
@@ -56,7 +56,7 @@ func checkRequest(r *Request) error {
 	case r.OutputTokens < 0 || r.OutputTokens > MaxTokens:
 		return fmt.Errorf("output_length %d is out of range: want 0 to %d tokens", r.OutputTokens, MaxTokens)
 	}
-	return nil
+	return r.Hints.check()
 }
 
 // MaxLineBytes is the longest JSONL line [TraceReader] accepts: 4 MiB, more
@@ -81,7 +81,10 @@ const MaxLineBytes = 4 << 20
 // absent, it is 0. session_id (a string or an integer) names the
 // conversation: requests with the same session_id form one fairness group
 // ([Request.Group]); see [TraceReader.Next] for requests without one.
-// Unknown fields are ignored and blank lines skipped. Every error names the
+// Four optional fields carry hints ([RequestHints], docs/hints.md):
+// "final" (true or false), "ttl_ms" (0 to [MaxHintMs]), and
+// "retention_priority" (0 to 100) with "retention_ms" (0 to [MaxHintMs]),
+// both or neither. Unknown fields are ignored and blank lines skipped. Every error names the
 // line it found. Memory is bounded by [MaxLineBytes] per line.
 type TraceReader struct {
 	sc      *bufio.Scanner
@@ -211,29 +214,26 @@ func parseLine(raw []byte) (Request, string, error) {
 		OutputTokens: *l.OutputLength,
 		HashIDs:      l.HashIDs,
 	}
-	if err := checkRequest(&req); err != nil {
-		return Request{}, "", err
-	}
 	if l.Priority != nil {
 		req.Priority = *l.Priority
 	}
 	if err := readHints(&l, &req.Hints); err != nil {
 		return Request{}, "", err
 	}
+	if err := checkRequest(&req); err != nil {
+		return Request{}, "", err
+	}
 	return req, session, nil
 }
 
-// readHints reads the optional hint fields of l into h, refusing a value
-// out of range and a retention priority without its duration or the
-// other way round.
+// readHints reads the optional hint fields of l into h, refusing a
+// retention priority without its duration or the other way round, and one
+// that a RequestHints cannot hold; checkRequest checks the rest.
 func readHints(l *traceLine, h *RequestHints) error {
 	if l.Final != nil {
 		h.Final = *l.Final
 	}
 	if l.TTLMs != nil {
-		if *l.TTLMs < 0 || *l.TTLMs > MaxHintMs {
-			return fmt.Errorf(`"ttl_ms" must be 0 to %d, got %d`, MaxHintMs, *l.TTLMs)
-		}
 		h.TTLMs = *l.TTLMs
 	}
 	switch {
@@ -243,8 +243,6 @@ func readHints(l *traceLine, h *RequestHints) error {
 		return nil
 	case *l.Retention < 0 || *l.Retention > kvevict.MaxRetention:
 		return fmt.Errorf(`"retention_priority" must be 0 to %d, got %d`, kvevict.MaxRetention, *l.Retention)
-	case *l.RetentionMs < 0 || *l.RetentionMs > MaxHintMs:
-		return fmt.Errorf(`"retention_ms" must be 0 to %d, got %d`, MaxHintMs, *l.RetentionMs)
 	}
 	h.Retention, h.RetentionMs = uint8(*l.Retention), *l.RetentionMs
 	return nil
