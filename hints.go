@@ -10,9 +10,10 @@ import (
 // Hints is what the caller knows of a sequence's future and no history can
 // learn: a lease (a TTL), a retention priority, or that the sequence will
 // not be continued. The zero value means none. A hint is an input like
-// Pinned or RefCount: every strategy, the [Policy], the [Index], package
-// prefix's tree and package tier's tiers honour it the same way, by the
-// order of the classes below.
+// Pinned or RefCount: every strategy, the [Policy] (exact and sampled),
+// the [Index] and package prefix's tree honour it the same way, by the
+// order of the classes below (package tier's tiers do not read hints
+// yet).
 //
 // # The order of the classes
 //
@@ -39,8 +40,14 @@ import (
 // its end tick; past it the hint is spent, not an error. A Policy's now is
 // the latest LastAccess among the candidates of the call, as [WithCostDecay]
 // reads it; an Index's is the latest tick it has been told (a candidate's
-// LastAccess in Add or Update, a Touch's tick). A lease that ends costs an
-// Index O(log n) once, never a pass over its candidates.
+// LastAccess in Add or Update, a Touch's tick); a tree's the latest
+// Access.Tick. An allocator that evicts later than every candidate's last
+// access tells the time on a referenced candidate (the request being
+// admitted, say). A lease that ends costs an Index or a tree O(log n)
+// once, never a pass over its candidates.
+//
+// A sampled Policy ([WithSampling]) selects a call exactly once its
+// sample meets a candidate with hints.
 type Hints struct {
 	// LeaseUntil is the tick at which a lease on the sequence ends; 0
 	// means no lease. A soft lease (the default) defers the sequence

@@ -23,7 +23,9 @@ import (
 // removes its victims.
 //
 // Evict follows the rules of SelectVictims exactly: greedy smallest key
-// first, equal keys broken by ID, pinned and referenced candidates skipped,
+// first within the classes of [Hints] (released candidates first, live soft
+// leases last, live hard leases never), equal keys broken by ID, pinned
+// and referenced candidates skipped,
 // the last victim trimmed to a tail of its blocks when it allows partial
 // eviction, and nothing evicted (an error matching [ErrInsufficientBlocks])
 // when the evictable blocks cannot cover the need. For the same candidates it
