@@ -221,3 +221,28 @@ func TestHintsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHintsSampled: a sampled Policy whose sample meets a candidate with
+// hints selects the call exactly, by the classes, as the exact Policy does:
+// here every candidate carries hints, so every call does.
+func TestHintsSampled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 50 {
+		cands := make([]Candidate, 200)
+		for i := range cands {
+			cands[i] = Candidate{ID: uint64(i), Blocks: []int{i}, LastAccess: int64(rng.IntN(1000))}
+			cands[i].Hints = randomHints(500, rng.IntN)
+			if cands[i].Hints == (Hints{}) {
+				cands[i].Hints.Released = true
+			}
+		}
+		exact, _ := New(LRU)
+		sampled, _ := New(LRU, WithSampling(5))
+		need := 1 + rng.IntN(20)
+		want, werr := exact.SelectVictims(cands, need)
+		got, gerr := sampled.SelectVictims(cands, need)
+		if (werr == nil) != (gerr == nil) || !victimsEqual(got.Victims, want.Victims) {
+			t.Fatalf("round %d: sampled %v (%v), exact %v (%v)", round, victimIDs(got.Victims), gerr, victimIDs(want.Victims), werr)
+		}
+	}
+}
