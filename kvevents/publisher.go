@@ -115,6 +115,12 @@ type PublisherStats struct {
 	// handshake, those gone included: 0 means no subscriber ever heard
 	// the publisher.
 	Connected int64
+	// Reached counts the subscribers, those gone included, that were sent
+	// at least one batch: a subscriber of another topic, or one that did
+	// the handshake and left, is not among them. Lossy counts those of
+	// them that lost batches too, Dropped or Unsent: they hold a gap that
+	// only replay can fill.
+	Reached, Lossy int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
 	// those malformed, those whose client did not take a batch of the
 	// answer within the deadline (or whose answer Close cut at the end of
@@ -465,7 +471,7 @@ func (p *Publisher) Stats() PublisherStats {
 	st := p.stats
 	st.Published = p.seq
 	st.Sent, st.Dropped, st.Unsent, st.QueuedBytes = ps.Sent, ps.Dropped, ps.Unsent, ps.QueuedBytes
-	st.Connected = ps.Connected
+	st.Connected, st.Reached, st.Lossy = ps.Connected, ps.Reached, ps.Lossy
 	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
 	for i, peer := range ps.Peers {
 		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}

@@ -72,8 +72,10 @@ type Stats struct {
 	Stale     int64 // duplicates of the message delivered last, dropped
 	Gaps      int64 // runs of missed sequence numbers
 	Restarts  int64 // topics whose publisher started over (see Message.Restart)
-	// ReplayFailures counts replay requests that failed: no answer in
-	// time, an answer that breaks the protocol, or another topic's.
+	// ReplayFailures counts replay requests for a gap or a restart's
+	// check that failed: no answer in time, an answer that breaks the
+	// protocol, or another topic's. The requests at start and in CatchUp,
+	// which ask for nothing known to be missing, are not counted.
 	ReplayFailures int64
 	// Bad input, each skipped (see the errors of the same names).
 	Malformed    int64 // whole messages, or connections that broke the protocol
@@ -112,9 +114,10 @@ type Subscriber struct {
 	once       onceLog
 	dec        *Decoder // with WithBatchReuse: Run's goroutine's, for every message it delivers
 
-	topics    []string           // the subscriptions
-	streams   map[string]*stream // per topic; Run's goroutine only
-	heldBytes int                // of the streams' held payloads
+	topics      []string           // the subscriptions
+	streams     map[string]*stream // per topic; Run's goroutine only
+	heldBytes   int                // of the streams' held payloads
+	replayTopic *string            // the topic the replay socket answered for, once it did; Run's goroutine only
 
 	mu    sync.Mutex
 	stats Stats
@@ -450,7 +453,7 @@ func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
 	start := int64(0)
 	for range maxCatchUp {
 		next := start
-		ok := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
+		err := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
 			if topic == nil || !s.wants(topic) {
 				return nil
 			}
@@ -464,11 +467,76 @@ func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
 			})
 			return nil
 		})
-		if !ok || next == start || ctx.Err() != nil {
+		if err != nil {
+			// Not a failure: nothing was asked for a gap. A publisher not
+			// up yet sends from 0, and the stream shows any gap a failed
+			// or cut answer leaves, for replay to fill then.
+			s.logOnce(errStartReplay, fmt.Errorf("kvevents: replay from %s at start: %w", s.replay, err))
+			return
+		}
+		if next == start || ctx.Err() != nil {
 			return
 		}
 		start = next
 	}
+}
+
+// errStartReplay keys the one log line of start-up replays that failed.
+var errStartReplay = errors.New("kvevents: no replay at start")
+
+// CatchUp, called once Run has returned, asks the replay socket for what
+// was published after the last batch Run delivered of the replay's topic,
+// and delivers it to fn as Run does, marked Replayed: the stream's last
+// batches may have been on their way when Run ended, or dropped by a
+// publisher whose queue for this subscriber was full, and no later
+// message would have told. What the buffer no longer holds is counted
+// missed, on the batch that follows it. CatchUp reports whether the
+// replay socket answered: a publisher that has gone away cannot say what
+// the stream missed at its end, and a request that fails is not counted
+// as a failure. An answer without the topic frame (vLLM's first layout)
+// is passed over. The wait is a replay request's, within ctx. Without a
+// replay endpoint CatchUp does nothing and returns false.
+func (s *Subscriber) CatchUp(ctx context.Context, fn func(Message)) (answered bool) {
+	if s.replay == "" {
+		return false
+	}
+	// From where the replay's topic stopped, once an answer named it;
+	// before that, the whole buffer, past what each topic holds.
+	start := int64(0)
+	if s.replayTopic != nil {
+		if st := s.streams[*s.replayTopic]; st != nil {
+			start = st.next
+		}
+	}
+	var conn *zmtp.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	err := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
+		if topic == nil || !s.wants(topic) {
+			return nil
+		}
+		st := s.streams[string(topic)]
+		if st == nil {
+			if len(s.streams) >= s.maxTopics {
+				s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
+				return nil
+			}
+			st = &stream{held: -1}
+			s.streams[string(topic)] = st
+		}
+		if seq < st.next {
+			return nil // delivered already
+		}
+		s.release(st) // the publisher's own buffer settles a held jump
+		m := Message{Topic: string(topic), Seq: seq, Replayed: true, Missed: s.lost(string(topic), st.next, seq)}
+		st.next, st.last = seq+1, checksum(payload)
+		s.deliver(m, payload, fn)
+		return nil
+	})
+	return err == nil
 }
 
 // maxCatchUp bounds the replay requests of a bootstrap, for an engine that
@@ -648,13 +716,17 @@ func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int6
 			conn.Close()
 		}
 	}()
-	s.ask(ctx, &conn, start, func(got []byte, seq int64, payload []byte) error {
+	err := s.ask(ctx, &conn, start, func(got []byte, seq int64, payload []byte) error {
 		if got != nil && string(got) != topic {
 			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", got, topic)
 		}
 		each(seq, payload)
 		return nil
 	})
+	if err != nil {
+		s.count(func(st *Stats) { st.ReplayFailures++ })
+		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+	}
 }
 
 // replayStretch is how many times the per-message timeout a whole replay
@@ -668,19 +740,15 @@ const replayStretch = 30
 // no topic frame, until the end marker, a timeout, or an error from each.
 // The answer is read to its end, as the publisher expects, and the
 // connection stays open for the next request; the caller closes it. A
-// request that fails is counted and logged here, once for every caller,
-// closes the connection, and ask reports whether it succeeded.
-func (s *Subscriber) ask(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
-	if err := s.askOnce(ctx, conn, start, each); err != nil {
-		if *conn != nil {
-			(*conn).Close()
-			*conn = nil
-		}
-		s.count(func(st *Stats) { st.ReplayFailures++ })
-		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-		return false
+// request that fails closes the connection and returns why; the caller
+// says whether that is a failure to count.
+func (s *Subscriber) ask(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
+	err := s.askOnce(ctx, conn, start, each)
+	if err != nil && *conn != nil {
+		(*conn).Close()
+		*conn = nil
 	}
-	return true
+	return err
 }
 
 func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
@@ -719,6 +787,10 @@ func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64,
 		topic, seq, payload, err := parseReplay(f)
 		if err != nil {
 			return err
+		}
+		if topic != nil && (s.replayTopic == nil || *s.replayTopic != string(topic)) {
+			t := string(topic)
+			s.replayTopic = &t
 		}
 		if seq == endSeq {
 			return nil
@@ -841,6 +913,8 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: batches lost; later losses are only counted"
 	case errReplay:
 		msg = "kvevents: a replay request failed; later failures are only counted"
+	case errStartReplay:
+		msg = "kvevents: no replay at start: the gaps the stream shows are asked for as they come"
 	case zmtp.ErrTooManyPeers:
 		msg = "kvevents: refusing a publisher's connection past a connection limit; later ones are only counted"
 	case zmtp.ErrTimeout:
