@@ -293,7 +293,7 @@ func (p *Pub) Close(flush time.Duration) error {
 	p.s.stop()
 	deadline := time.Now().Add(flush)
 	for _, pp := range peers {
-		pp.c.nc.SetWriteDeadline(deadline) // a writer blocked on a peer that does not read gives up then
+		pp.c.setWriteDeadline(deadline) // a writer blocked on a peer that does not read gives up then
 		pp.shut()
 	}
 	final := []PeerStats{}
@@ -404,6 +404,9 @@ func (p *Pub) subscribe(pp *pubPeer, prefix []byte, on bool) error {
 		pp.mu.Unlock()
 		p.subs.remove(k, pp)
 	}
+	// A subscriber with a subscription is of use silent: a peer of ZMTP
+	// 3.0 sends nothing more.
+	pp.c.keep.Store(on || n > 1)
 	p.notify()
 	return nil
 }
