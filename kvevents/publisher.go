@@ -30,7 +30,8 @@ const (
 	// read each batch of an answer, and so its request, before it is
 	// dropped: a client that stops reading holds up no one, and one that
 	// reads an answer of thousands of batches at its own pace gets it
-	// whole.
+	// whole. A client connected that asks nothing for as long is dropped
+	// too.
 	DefaultReplayDeadline = 5 * time.Second
 	// DefaultQueueBytes is how many bytes of batches a [Publisher] queues
 	// for one subscriber before it drops that subscriber's batches, beside
@@ -44,6 +45,15 @@ const (
 	// subscribers or replay clients for a publisher): room for a router
 	// of a thousand engines and more.
 	DefaultMaxPeers = zmtp.DefaultMaxPeers
+	// DefaultMaxPeersPerAddress is how many of those one IP address may
+	// hold at once: a host runs a few engines, so one host cannot take
+	// every other's room.
+	DefaultMaxPeersPerAddress = zmtp.DefaultMaxPeersPerSource
+	// DefaultIdleTimeout is how long a peer that speaks no heartbeats
+	// (ZMTP 3.0) may send nothing before its connection is closed, unless
+	// it is a subscriber with a subscription, which has nothing more to
+	// say.
+	DefaultIdleTimeout = zmtp.DefaultIdleTimeout
 	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout are the ZMTP
 	// heartbeats of every socket that carries batches: a PING every
 	// interval, and a peer that answered PINGs and then says nothing for
@@ -129,8 +139,13 @@ type PublisherStats struct {
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
 	// too many subscribers or handshakes, silence past the heartbeat
-	// timeout).
+	// timeout, or past DefaultIdleTimeout for one of ZMTP 3.0 without a
+	// subscription).
 	RefusedSubscribers int64
+	// ReplayClientsDropped counts replay connections closed for a limit
+	// on connections or handshakes, or for asking nothing and reading
+	// nothing within DefaultReplayDeadline.
+	ReplayClientsDropped int64
 	// QueuedBytes is the bytes of batches queued for the subscribers now,
 	// each subscriber's counted apart; each is bounded by
 	// [WithQueueBytes].
@@ -158,6 +173,7 @@ type publisherConfig struct {
 	hwm         int
 	queueBytes  int
 	maxPeers    int
+	perAddress  int
 	heartbeat   zmtp.Heartbeat
 	enc         Encoding
 	rank        int64
@@ -262,6 +278,22 @@ func WithMaxSubscribers(n int) PublisherOption {
 	}
 }
 
+// WithMaxSubscribersPerAddress sets how many of the subscribers, and apart
+// from them of the replay clients, that [WithMaxSubscribers] bounds may
+// come from one IP address (n >= 1); a further one is closed when its
+// handshake is done, and counted in PublisherStats.RefusedSubscribers (or
+// ReplayClientsDropped). Behind a proxy that makes every peer one
+// address, raise it to WithMaxSubscribers'. The default is
+// [DefaultMaxPeersPerAddress].
+func WithMaxSubscribersPerAddress(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max subscribers per address %d, want at least 1", n))
+		}
+		c.perAddress = n
+	}
+}
+
 // WithPublisherHeartbeat sets the ZMTP heartbeats on the subscribers'
 // connections: a PING every interval, and a subscriber that answered
 // PINGs and then sends nothing for timeout (interval < timeout) is
@@ -319,7 +351,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
-		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers}
+		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -339,7 +371,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
 		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
-			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers},
+			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress},
 		OnViolation: func(err error) {
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
@@ -371,8 +403,11 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	}
 	if c.replay != "" {
 		p.replay = zmtp.NewServer(zmtp.ServerOptions{
-			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers},
-			OnViolation: func(err error) { p.replayFailed("malformed", err) },
+			// A client that neither asks nor reads its answer within the
+			// replay deadline is closed.
+			Limits: zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress,
+				IdleTimeout: DefaultReplayDeadline},
+			OnViolation: p.replayViolation,
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {
 			_ = p.pub.Close(0)
@@ -596,6 +631,20 @@ func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
 	}
 	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
+}
+
+// replayViolation counts a replay connection the transport closed: for
+// a limit on connections or for silence, a client dropped; for breaking
+// the protocol, a failed request.
+func (p *Publisher) replayViolation(err error) {
+	if !errors.Is(err, zmtp.ErrTooManyPeers) && !errors.Is(err, zmtp.ErrTimeout) {
+		p.replayFailed("malformed", err)
+		return
+	}
+	p.mu.Lock()
+	p.stats.ReplayClientsDropped++
+	p.mu.Unlock()
+	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, or silent past the replay deadline; later ones are only counted", err)
 }
 
 // replayFailed counts a replay request that was not answered and logs the

@@ -152,6 +152,7 @@ type subscriberConfig struct {
 	maxTopics  int
 	maxGap     int64
 	maxPeers   int
+	perAddress int
 	heartbeat  zmtp.Heartbeat
 	dir        Direction
 	log        *slog.Logger
@@ -256,6 +257,20 @@ func WithMaxPublishers(n int) SubscriberOption {
 	}
 }
 
+// WithMaxPublishersPerAddress sets how many of the publishers that
+// [WithMaxPublishers] bounds may come from one IP address (n >= 1); a
+// further one is closed when its handshake is done, and counted as
+// Refused. Behind a proxy that makes every peer one address, raise it to
+// WithMaxPublishers'. The default is [DefaultMaxPeersPerAddress].
+func WithMaxPublishersPerAddress(n int) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max publishers per address %d, want at least 1", n))
+		}
+		c.perAddress = n
+	}
+}
+
 // WithSubscriberHeartbeat sets the ZMTP heartbeats on the publishers'
 // connections: a PING every interval, and a publisher that answered PINGs
 // and then sends nothing for timeout (interval < timeout) is dropped,
@@ -303,7 +318,7 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
-		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, log: slog.Default(),
+		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress, log: slog.Default(),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -328,10 +343,11 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
 		Limits: zmtp.Limits{
-			Frames:     []int{c.maxTopic, 8, c.maxPayload},
-			MaxFrames:  3,
-			QueueBytes: receiveQueueBytes,
-			MaxPeers:   c.maxPeers,
+			Frames:            []int{c.maxTopic, 8, c.maxPayload},
+			MaxFrames:         3,
+			QueueBytes:        receiveQueueBytes,
+			MaxPeers:          c.maxPeers,
+			MaxPeersPerSource: c.perAddress,
 		},
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
