@@ -188,30 +188,38 @@ func TestSubscriberUnderAttack(t *testing.T) {
 	if _, err := topic.NetConn().Write(binary.BigEndian.AppendUint64([]byte{0x03}, 100<<20)); err != nil {
 		t.Fatal(err)
 	}
-	// Topics past the limit, and a poisoned sequence number.
+	// Topics past the limit, each taking the place of the one heard from
+	// least recently, then t0 again, and a poisoned sequence number.
 	flood := hostilePub(ctx, t, addr)
 	empty, err := Encode(&EventBatch{}, EncodingMixed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 1000 {
-		if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("t", i)), seqBytes(0), empty}); err != nil {
-			t.Fatal(err)
+	for _, m := range []struct {
+		topics int
+		seq    int64
+	}{{1000, 0}, {1, 0}, {1, 1 << 40}, {1, 1}} {
+		for i := range m.topics {
+			if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("t", i)), seqBytes(m.seq), empty}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1 << 40), empty}); err != nil {
-		t.Fatal(err)
-	}
-	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1), empty}); err != nil {
-		t.Fatal(err)
-	}
 
-	// 4 topics delivered at seq 0, then t0's seq 1 after the poisoned one.
-	msgs := c.wait(ctx, t, 5)
-	if last := msgs[4]; last.Topic != "t0" || last.Seq != 1 || last.Missed != 0 || last.Restart {
-		t.Errorf("after the poisoned sequence: %+v", last)
+	// 1,000 topics delivered at seq 0, 996 released; t0, released, starts
+	// again at 0 (releasing another), then its seq 1 after the poisoned
+	// one: 1,999 messages.
+	msgs := c.wait(ctx, t, 1999)
+	released := 0
+	for _, m := range msgs {
+		if m.Released {
+			released++
+		}
 	}
-	want := Stats{Delivered: 5, Malformed: 0, Oversized: 2, Refused: 996 + 1}
+	if last := msgs[1998]; released != 997 || last.Topic != "t0" || last.Seq != 1 || last.Missed != 0 || last.Restart {
+		t.Errorf("%d released; after the poisoned sequence: %+v", released, last)
+	}
+	want := Stats{Delivered: 1002, Malformed: 0, Oversized: 2, Released: 997, Refused: 1}
 	st := s.Stats()
 	for deadline := time.Now().Add(testTimeout); st != want && time.Now().Before(deadline); st = s.Stats() {
 		time.Sleep(10 * time.Millisecond)
@@ -227,7 +235,7 @@ func TestSubscriberUnderAttack(t *testing.T) {
 	logMu.Lock()
 	got := logs.String()
 	logMu.Unlock()
-	if n := strings.Count(got, "level=WARN"); n != 3 { // oversized, refused topic, refused jump
+	if n := strings.Count(got, "level=WARN"); n != 3 { // oversized, released topic, refused jump
 		t.Errorf("%d warnings, want one per kind (3):\n%s", n, got)
 	}
 }
@@ -552,5 +560,67 @@ func TestFrozenPublisher(t *testing.T) {
 	logMu.Unlock()
 	if strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "gone silent") {
 		t.Errorf("log %q, want one warning of the silent publisher", got)
+	}
+}
+
+// TestNewEngineNotLockedOut: a hostile publisher fills a listening
+// mirror's topics, past its limit, with one tiny message each; then an
+// engine publishes. Its topic takes the place of the one heard from least
+// recently, so the mirror holds its blocks, and the mirror holds no more
+// topics than the subscriber follows: released topics take their state
+// with them.
+func TestNewEngineNotLockedOut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const topics, flooded, batches = 16, 20, 5
+	m, err := NewMirror(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen(), WithMaxTopics(topics), WithSubscriberLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSubscriber(ctx, t, s, m.Handle)
+	addr := "tcp://" + s.Addr().String()
+	flood := hostilePub(ctx, t, addr)
+	for i := range flooded {
+		payload, err := Encode(&EventBatch{Events: []Event{stored(nil, uint64(i+1))}}, EncodingMixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("flood-", i)), seqBytes(0), payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := NewPublisher(ctx, addr, WithTopic("kv@engine"), WithPublisherDirection(Connect), WithLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitStats(ctx, p.Stats, func(st PublisherStats) bool { return len(st.Subscribers) == 1 })
+	for i := range batches {
+		if _, err := p.Publish(&EventBatch{Events: []Event{stored(nil, uint64(100+i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A batch sent before the subscription arrived is missed (a join),
+	// the rest delivered.
+	st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Delivered+st.Missed >= flooded+batches })
+	if st.Released < flooded-topics || st.Refused != 0 {
+		t.Errorf("stats %+v: want at least %d topics released, none refused", st, flooded-topics)
+	}
+	var engine *TopicStats
+	held := m.Topics()
+	for i := range held {
+		if held[i].Topic == "kv@engine" {
+			engine = &held[i]
+		}
+	}
+	if engine == nil || engine.Batches == 0 || engine.Batches+engine.MissedBatches != batches {
+		t.Fatalf("the engine's topic: %+v, want its %d batches applied or missed", engine, batches)
+	}
+	if len(held) > topics {
+		t.Errorf("the mirror holds %d topics, the subscriber follows %d", len(held), topics)
 	}
 }

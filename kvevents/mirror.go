@@ -203,12 +203,17 @@ func NewMirror(capacity int) (*Mirror, error) {
 }
 
 // Handle applies a [Subscriber]'s message: pass it as Run's handler. A
-// message marked Restart empties the topic before its events apply.
-// Handle keeps nothing of the message, so the subscriber may reuse its
-// memory ([WithBatchReuse]).
+// message marked Restart empties the topic before its events apply; one
+// marked Released lets the topic go, so that the mirror holds the topics
+// the subscriber follows and no more. Handle keeps nothing of the
+// message, so the subscriber may reuse its memory ([WithBatchReuse]).
 func (m *Mirror) Handle(msg Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if msg.Released {
+		delete(m.topics, msg.Topic)
+		return
+	}
 	t := m.topic(msg.Topic)
 	if msg.Restart {
 		t.clear()

@@ -28,7 +28,8 @@ const (
 	// reads: llm-d's kv@<pod>@<model> topics are far shorter.
 	DefaultMaxTopicLength = 1024
 	// DefaultMaxTopics is how many topics (engines) a [Subscriber]
-	// follows at once; messages of further topics are refused.
+	// follows at once; a further one takes the place of the one heard
+	// from least recently.
 	DefaultMaxTopics = 1024
 	// DefaultMaxGap is the longest forward jump of a topic's sequence
 	// taken on one message's word: vLLM's replay buffer, the most that
@@ -62,6 +63,12 @@ type Message struct {
 	Restart bool
 	// Replayed is set when the batch came from the replay socket.
 	Replayed bool
+	// Released is set on a message that carries no batch and no sequence
+	// number: the subscriber no longer follows the topic, the one heard
+	// from least recently, to follow a new one past WithMaxTopics. A
+	// mirror lets the topic's state go; a later message of the topic
+	// starts it again, as a join.
+	Released bool
 }
 
 // Stats counts what a [Subscriber] received. The counts never go down.
@@ -86,11 +93,14 @@ type Stats struct {
 	// subscriber closed, dropped then: it was that far behind at least
 	// (more may have been on the way). Set when Run returns.
 	Unhandled int64
-	// Refused counts messages dropped by a limit: a new topic past
-	// WithMaxTopics, a forward jump past WithMaxGap that the next message
-	// did not confirm, and publishers' connections refused by a connection
-	// limit of a listening subscriber (WithMaxPublishers, handshakes).
+	// Refused counts messages dropped by a limit: a forward jump past
+	// WithMaxGap that the next message did not confirm, and publishers'
+	// connections refused by a connection limit of a listening subscriber
+	// (WithMaxPublishers, handshakes).
 	Refused int64
+	// Released counts the topics let go to follow new ones past
+	// WithMaxTopics (see Message.Released).
+	Released int64
 	// TimedOut counts publishers' connections closed for silence: a
 	// message that stopped arriving midway, or a publisher that answered
 	// heartbeats and then said nothing for the heartbeat timeout (a frozen
@@ -115,7 +125,9 @@ type Subscriber struct {
 	dec        *Decoder // with WithBatchReuse: Run's goroutine's, for every message it delivers
 
 	topics      []string           // the subscriptions
-	streams     map[string]*stream // per topic; Run's goroutine only
+	streams     map[string]*stream // per topic; Run's goroutine only, as are the two below
+	newest      *stream            // the stream heard from last, first of the list by message heard
+	oldest      *stream            // the stream heard from least recently, released first
 	heldBytes   int                // of the streams' held payloads
 	replayTopic *string            // the topic the replay socket answered for, once it did; Run's goroutine only
 
@@ -125,6 +137,9 @@ type Subscriber struct {
 
 // stream is what a Subscriber knows of one topic's sequence.
 type stream struct {
+	topic        string
+	newer, older *stream // in the list of streams by the last message heard
+
 	next int64  // the sequence number expected next
 	last uint64 // the checksum of the payload numbered next-1, to tell a duplicate from a restart
 	conn uint64 // the connection the last message came on
@@ -215,8 +230,9 @@ func WithMaxTopicLength(n int) SubscriberOption {
 	}
 }
 
-// WithMaxTopics sets how many topics the subscriber follows (n >= 1);
-// messages of a further topic are refused and counted. The default is
+// WithMaxTopics sets how many topics the subscriber follows (n >= 1); a
+// further topic takes the place of the one heard from least recently,
+// which is released (Message.Released, Stats.Released). The default is
 // [DefaultMaxTopics].
 func WithMaxTopics(n int) SubscriberOption {
 	return func(c *subscriberConfig) {
@@ -534,15 +550,7 @@ func (s *Subscriber) CatchUp(ctx context.Context, fn func(Message)) (answered bo
 		if topic == nil || !s.wants(topic) {
 			return nil
 		}
-		st := s.streams[string(topic)]
-		if st == nil {
-			if len(s.streams) >= s.maxTopics {
-				s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
-				return nil
-			}
-			st = &stream{held: -1}
-			s.streams[string(topic)] = st
-		}
+		st, _ := s.follow(string(topic), fn)
 		if seq < st.next {
 			return nil // delivered already
 		}
@@ -584,15 +592,7 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 		s.bad(fmt.Errorf("%w: sequence %d", ErrMalformed, seq))
 		return
 	}
-	st, seen := s.streams[topic]
-	if !seen {
-		if len(s.streams) >= s.maxTopics {
-			s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
-			return
-		}
-		st = &stream{held: -1}
-		s.streams[topic] = st
-	}
+	st, seen := s.follow(topic, fn)
 	m := Message{Topic: topic, Seq: seq}
 	sum := checksum(payload)
 	switch {
@@ -641,6 +641,53 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 	}
 	st.next, st.last, st.conn = seq+1, sum, conn
 	s.deliver(m, payload, fn)
+}
+
+// follow returns topic's stream, and whether it was followed already, and
+// makes it the one heard from last. A new topic past maxTopics releases
+// the topic heard from least recently, telling fn (Message.Released): a
+// new engine is never locked out, and one gone silent makes room. O(1).
+func (s *Subscriber) follow(topic string, fn func(Message)) (st *stream, seen bool) {
+	st, seen = s.streams[topic]
+	if !seen {
+		if len(s.streams) >= s.maxTopics {
+			old := s.oldest
+			s.unlink(old)
+			delete(s.streams, old.topic)
+			s.release(old)
+			s.count(func(st *Stats) { st.Released++ })
+			s.logOnce(errTopics, fmt.Errorf("kvevents: released topic %q, heard from least recently of the %d a subscriber follows, for %q", old.topic, s.maxTopics, topic))
+			fn(Message{Topic: old.topic, Released: true})
+		}
+		st = &stream{topic: topic, held: -1}
+		s.streams[topic] = st
+	} else if st == s.newest {
+		return st, true
+	} else {
+		s.unlink(st)
+	}
+	st.older, s.newest = s.newest, st
+	if st.older != nil {
+		st.older.newer = st
+	} else {
+		s.oldest = st
+	}
+	return st, seen
+}
+
+// unlink takes st out of the list of streams by the last message heard.
+func (s *Subscriber) unlink(st *stream) {
+	if st.newer != nil {
+		st.newer.older = st.older
+	} else {
+		s.newest = st.older
+	}
+	if st.older != nil {
+		st.older.newer = st.newer
+	} else {
+		s.oldest = st.newer
+	}
+	st.newer, st.older = nil, nil
 }
 
 // replaced reports whether the publisher now on topic's replay socket is
@@ -911,7 +958,7 @@ func (s *Subscriber) refuse(err error) {
 	s.logOnce(kind, err)
 }
 
-// errTopics keys the one log line of refused topics.
+// errTopics keys the one log line of released topics.
 var errTopics = errors.New("kvevents: too many topics")
 
 func (s *Subscriber) count(f func(*Stats)) {
@@ -929,6 +976,8 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: batches lost; later losses are only counted"
 	case errReplay:
 		msg = "kvevents: a replay request failed; later failures are only counted"
+	case errTopics:
+		msg = "kvevents: a topic released to follow a new one past the topic limit; later ones are only counted"
 	case errStartReplay:
 		msg = "kvevents: no replay at start: the gaps the stream shows are asked for as they come"
 	case zmtp.ErrTooManyPeers:
