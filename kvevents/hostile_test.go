@@ -624,3 +624,60 @@ func TestNewEngineNotLockedOut(t *testing.T) {
 		t.Errorf("the mirror holds %d topics, the subscriber follows %d", len(held), topics)
 	}
 }
+
+// TestSlowReplayReaders: replay clients that ask for the whole buffer and
+// then stop reading hold what their answer is writing, not the buffer as
+// it was when they asked: while the buffer turns over three times under
+// them, the live heap stays within the buffer plus a few batches a
+// client, where answers that each kept the buffer of their request would
+// hold it once a client. Read on, each answer passes over the batches the
+// buffer let go, and ends.
+func TestSlowReplayReaders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	const clients, buffer, size = 16, 64, 256 << 10
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithPublisherLogger(slog.New(slog.DiscardHandler)))
+	tokens := make([]int64, size) // a byte each: a batch of size bytes and a little more
+	publish := func(n int) {
+		for range n {
+			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: IntHashes([]uint64{1}), TokenIDs: tokens}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(buffer)
+	var ds []*zmtp.Conn
+	for range clients {
+		d := dialReplay(ctx, t, p)
+		d.NetConn().(*net.TCPConn).SetReadBuffer(64 << 10)
+		if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+			t.Fatal(err)
+		}
+		if seq, _ := replayAnswer(t, d, ""); seq != 0 {
+			t.Fatalf("the answer starts at %d", seq)
+		}
+		ds = append(ds, d)
+	}
+	publish(3 * buffer)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	// The buffer, a batch or so a client in flight, and room for the
+	// connections' buffers and the test's own.
+	if limit := uint64((buffer+4*clients)*size + 16<<20); ms.HeapAlloc > limit {
+		t.Errorf("%d bytes live with %d slow replay clients, want at most %d", ms.HeapAlloc, clients, limit)
+	}
+	for i, d := range ds {
+		n := 1
+		for {
+			seq, _ := replayAnswer(t, d, "")
+			if seq == endSeq {
+				break
+			}
+			n++
+		}
+		if n >= buffer {
+			t.Errorf("client %d: %d batches of an answer whose buffer was let go", i, n)
+		}
+	}
+}

@@ -621,13 +621,24 @@ func parseReplayRequest(f [][]byte) (start int64, ok bool) {
 	return int64(binary.BigEndian.Uint64(f[1])), true
 }
 
-// answer writes the buffered batches from start on and the end marker.
+// answer writes the buffered batches from start on, up to the last one
+// published when it was asked, and the end marker. Each batch is taken
+// from the buffer as it is written, so an answer holds one batch, not the
+// buffer as it was when asked, however slowly it is read: a batch the
+// buffer lets go meanwhile is passed over, and the client counts it
+// missed.
 func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
-	for _, b := range p.since(start) {
+	end := p.Published()
+	for next := start; ; {
+		b, ok := p.buffered(next, end)
+		if !ok {
+			break
+		}
 		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 		if err := c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
 			return err
 		}
+		next = b.seq + 1
 	}
 	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
@@ -656,16 +667,19 @@ func (p *Publisher) replayFailed(kind string, err error) {
 	p.once.warn("replay "+kind, "kvevents: a replay request was not answered; later ones are only counted", err)
 }
 
-// since returns the buffered batches numbered start or later, oldest first.
-// The payloads are shared, never written.
-func (p *Publisher) since(start int64) []buffered {
+// buffered returns the batch numbered next, or the oldest after it that
+// the buffer holds, if it is numbered below end. O(1): the buffer holds
+// consecutive numbers. The payload is shared, never written.
+func (p *Publisher) buffered(next, end int64) (buffered, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []buffered
-	for _, b := range p.buf[p.head:] {
-		if b.seq >= start {
-			out = append(out, b)
-		}
+	held := p.buf[p.head:]
+	if len(held) == 0 {
+		return buffered{}, false
 	}
-	return out
+	i := max(next-held[0].seq, 0)
+	if i >= int64(len(held)) || held[i].seq >= end {
+		return buffered{}, false
+	}
+	return held[i], true
 }

@@ -54,13 +54,17 @@ func TestReplayBufferBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for start, want := range map[int64]string{0: "[2 3 4]", 3: "[3 4]", 5: "[]"} {
+	for start, want := range map[int64]string{0: "[2 3 4]", 3: "[3 4]", 5: "[]", -1 << 62: "[2 3 4]"} {
 		var seqs []int64
-		for _, b := range p.since(start) {
-			seqs = append(seqs, b.seq)
+		for next := start; ; {
+			b, ok := p.buffered(next, p.Published())
+			if !ok {
+				break
+			}
+			seqs, next = append(seqs, b.seq), b.seq+1
 		}
 		if got := fmt.Sprint(seqs); got != want {
-			t.Errorf("since(%d) = %s, want %s", start, got, want)
+			t.Errorf("from %d: %s, want %s", start, got, want)
 		}
 	}
 	if p.Published() != 5 {
