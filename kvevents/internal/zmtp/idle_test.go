@@ -116,14 +116,7 @@ func TestPeerTTLHonoured(t *testing.T) {
 // the connection.
 func TestPingFloodClosed(t *testing.T) {
 	noLeaks(t)
-	p := NewPub(PubOptions{Limits: Limits{FrameTimeout: 300 * time.Millisecond}})
-	defer p.Close(0)
-	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	r := dialRaw(t, p.Addr())
-	r.nc.(*net.TCPConn).SetReadBuffer(4096)
-	r.hello("SUB", 1)
+	p, r := pubAndSmallReader(t, PubOptions{Limits: Limits{FrameTimeout: 300 * time.Millisecond}})
 	ping := command("PING", append([]byte{0, 0}, make([]byte, 16)...))
 	var flood []byte
 	for range 1000 {

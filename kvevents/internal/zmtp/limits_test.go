@@ -155,13 +155,17 @@ func attacked(ctx context.Context, t *testing.T, s *socket, a handshakeAttack) (
 // publisher (pyzmq, when installed) and one of ours, both on 127.0.0.1,
 // still get every message into a listening Sub while the attack goes on,
 // and the refusals are counted by limit and reported.
-func TestSlowHandshakeFlood(t *testing.T) {
+func TestSlowHandshakeFlood(t *testing.T) { eachAttack(t, slowHandshakeFlood) }
+
+// eachAttack runs test once per shape of handshakeAttacks, the first
+// alone under -short.
+func eachAttack(t *testing.T, test func(*testing.T, handshakeAttack)) {
 	for i, a := range handshakeAttacks {
 		t.Run(a.name, func(t *testing.T) {
 			if i > 0 && testing.Short() {
 				t.Skip("one shape of the attack under -short")
 			}
-			slowHandshakeFlood(t, a)
+			test(t, a)
 		})
 	}
 }
@@ -437,14 +441,7 @@ func TestHeartbeatFrozenPublisher(t *testing.T) {
 // while its writer is blocked on that subscriber.
 func TestHeartbeatFrozenSubscriber(t *testing.T) {
 	noLeaks(t)
-	p := NewPub(PubOptions{Heartbeat: Heartbeat{Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond}})
-	defer p.Close(0)
-	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	r := dialRaw(t, p.Addr())
-	r.nc.(*net.TCPConn).SetReadBuffer(4096)
-	r.hello("SUB", 1)
+	p, r := pubAndSmallReader(t, PubOptions{Heartbeat: Heartbeat{Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond}})
 	r.write(rawMsg([]byte{1}))
 	r.frozen()
 	for range 1000 { // enough to block the writer
@@ -508,16 +505,7 @@ func TestNoPingToZMTP30(t *testing.T) {
 
 // The same floods at a listening Pub: a libzmq subscriber (pyzmq, when
 // installed) and one of ours, both on 127.0.0.1, get every message.
-func TestSlowHandshakeFloodPub(t *testing.T) {
-	for i, a := range handshakeAttacks {
-		t.Run(a.name, func(t *testing.T) {
-			if i > 0 && testing.Short() {
-				t.Skip("one shape of the attack under -short")
-			}
-			slowHandshakeFloodPub(t, a)
-		})
-	}
-}
+func TestSlowHandshakeFloodPub(t *testing.T) { eachAttack(t, slowHandshakeFloodPub) }
 
 func slowHandshakeFloodPub(t *testing.T, a handshakeAttack) {
 	noLeaks(t)
@@ -565,6 +553,23 @@ func slowHandshakeFloodPub(t *testing.T, a handshakeAttack) {
 	if st := p.Stats(); st.Dropped != 0 || p.Refusals().Peers != 0 {
 		t.Errorf("stats %+v, refusals %+v: want nothing dropped, no peer refused", st, p.Refusals())
 	}
+}
+
+// pubAndSmallReader returns a Pub with opts listening on 127.0.0.1,
+// closed at the test's end, and a raw subscriber of ZMTP 3.1 of a small
+// receive buffer, its handshake done: a peer that stops reading soon
+// holds up the Pub's writes to it.
+func pubAndSmallReader(t *testing.T, opts PubOptions) (*Pub, *raw) {
+	t.Helper()
+	p := NewPub(opts)
+	t.Cleanup(func() { p.Close(0) })
+	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, p.Addr())
+	r.nc.(*net.TCPConn).SetReadBuffer(4096)
+	r.hello("SUB", 1)
+	return p, r
 }
 
 // pubDialing returns a PUB that connected to s, listening on TCP, once s
