@@ -55,7 +55,7 @@ type Conn struct {
 	quiet time.Duration
 	keep  atomic.Bool
 	// progress counts the bytes read in the handshake of an accepted
-	// connection, so that the slowest handshake yields its slot; nil
+	// connection, so that the handshake furthest behind yields its slot; nil
 	// otherwise. The reading goroutine's.
 	progress *atomic.Int64
 

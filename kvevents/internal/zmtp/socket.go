@@ -41,11 +41,11 @@ type socket struct {
 	peersBy   map[string]int        // of those, by source address, each bounded by lim.MaxPeersPerSource
 	pending   map[string][]*pending // accepted connections in their handshake, by source address, oldest first
 	npending  int                   // bounded by lim.MaxHandshakes
-	probation []*pending            // accepted connections whose greeting has not started yet, bounded by lim.MaxHandshakes
+	probation []*pending            // accepted connections whose greeting has not started yet, bounded by maxProbation times lim.MaxHandshakes
 	dialErr   error                 // why the dialer's last attempt failed; nil after a success
 }
 
-// pending is an accepted connection in its handshake.
+// pending is an accepted connection on probation or in its handshake.
 type pending struct {
 	nc       net.Conn
 	src      string
