@@ -136,6 +136,9 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	if st.ReplayFailures > 0 {
 		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
 	}
+	if st.Released > 0 {
+		fmt.Fprintf(stderr, "kvevict: %d topics released, each to follow a new one past the %d a mirror follows: the topic heard from least recently, whose state went with it\n", st.Released, kvevents.DefaultMaxTopics)
+	}
 	if st.Restarts > 0 && o.replay == "" {
 		fmt.Fprintf(stderr, "kvevict: %d publisher restarts without -replay-connect: each topic started over at the first batch heard from its new publisher, and the batches before it count as missed\n", st.Restarts)
 	}
