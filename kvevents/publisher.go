@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -444,6 +445,12 @@ func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
 	payload, err := Encode(b, p.enc)
 	if err != nil {
 		return 0, err
+	}
+	if cap(payload)-len(payload) > len(payload)/8 {
+		// The encoder's buffer grows by doubling: kept as it is, the
+		// replay buffer and the queues would hold up to twice the bytes
+		// they count.
+		payload = slices.Clip(append([]byte(nil), payload...))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
