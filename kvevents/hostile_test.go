@@ -642,10 +642,12 @@ func TestSlowReplayReaders(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	before := ms.HeapAlloc
 	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithPublisherLogger(slog.New(slog.DiscardHandler)))
-	tokens := make([]int64, size) // a byte each: a batch of size bytes and a little more
+	// A bytes hash of size bytes: a batch of size bytes and a little more,
+	// quick to encode.
+	hash := []Hash{BytesHash(make([]byte, size))}
 	publish := func(n int) {
 		for range n {
-			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: IntHashes([]uint64{1}), TokenIDs: tokens}}}); err != nil {
+			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
 				t.Fatal(err)
 			}
 		}

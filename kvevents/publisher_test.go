@@ -368,3 +368,23 @@ func TestCloseAnswersReplayUnderWay(t *testing.T) {
 		t.Errorf("replay requests %d answered, %d failed; want 2 and 0", st.ReplayRequests, st.ReplayFailures)
 	}
 }
+
+// TestKeptPayloadsFit: a payload the encoder left with spare room is kept
+// at its length, so the replay buffer's byte budget, which counts
+// lengths, bounds what it holds.
+func TestKeptPayloadsFit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10))
+	for _, tokens := range []int{0, 1 << 10, 100_000, 300_000} {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: IntHashes([]uint64{1}), TokenIDs: make([]int64, tokens)}}}); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		kept := p.buf[len(p.buf)-1].payload
+		p.mu.Unlock()
+		if cap(kept)-len(kept) > len(kept)/8 {
+			t.Errorf("%d token ids: a payload of %d bytes kept in %d", tokens, len(kept), cap(kept))
+		}
+	}
+}

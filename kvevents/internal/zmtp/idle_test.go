@@ -2,7 +2,9 @@ package zmtp
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -122,15 +124,26 @@ func TestPingFloodClosed(t *testing.T) {
 	for range 1000 {
 		flood = append(flood, ping...)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		r.nc.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := r.nc.Write(flood); err != nil {
-			break // closed by our side, or no longer read: see below
+	// PINGs until our side closes the connection, or the test gives up.
+	done := make(chan struct{})
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			r.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			if _, err := r.nc.Write(flood); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return // closed by our side
+			}
 		}
-	}
+	}()
+	defer func() { close(done); <-flooding }()
 	// Not read from here: reading the PONGs would free the writer.
-	for wait := time.Now().Add(10 * time.Second); p.Stats().Disconnected == 0; time.Sleep(10 * time.Millisecond) {
+	for wait := time.Now().Add(30 * time.Second); p.Stats().Disconnected == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(wait) {
 			t.Fatalf("a peer that floods PINGs and never reads was kept: %+v", p.Refusals())
 		}
