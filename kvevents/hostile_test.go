@@ -634,7 +634,7 @@ func TestNewEngineNotLockedOut(t *testing.T) {
 // twice their bytes. Read on, each answer passes over the batches the
 // buffer let go, and ends.
 func TestSlowReplayReaders(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
 	defer cancel()
 	const clients, buffer, size = 16, 64, 256 << 10
 	var ms runtime.MemStats

@@ -134,7 +134,7 @@ func TestFrozenSubscriber(t *testing.T) {
 // to one peer an address close a second from the same address once its
 // handshake is done, and count it; a limit below one is refused.
 func TestMaxPeersPerAddress(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
 	defer cancel()
 	if p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithMaxSubscribersPerAddress(0)); err == nil {
 		p.Close()
