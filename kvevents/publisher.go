@@ -132,6 +132,10 @@ type PublisherStats struct {
 	// them that lost batches too, Dropped or Unsent: they hold a gap that
 	// only replay can fill.
 	Reached, Lossy int64
+	// ReplayReached counts the replay connections answered with at least
+	// one batch: a subscriber that joined after the last batch was
+	// published catches up by replay alone, and Reached misses it.
+	ReplayReached int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
 	// those malformed, those whose client did not take a batch of the
 	// answer within the deadline (or whose answer Close cut at the end of
@@ -594,6 +598,7 @@ func (p *Publisher) connected() (gone func()) {
 // stopped answering closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	defer p.connected()()
+	reached := false
 	for {
 		c.SetDeadline(time.Time{})
 		f, err := c.ReadMsg()
@@ -609,12 +614,17 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 			p.replayFailed("closed", fmt.Errorf("kvevents: a replay request from %d after the publisher closed", start))
 			return
 		}
-		if err := p.answer(c, start); err != nil {
+		written, err := p.answer(c, start)
+		if err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return
 		}
 		p.mu.Lock()
 		p.stats.ReplayRequests++
+		if written > 0 && !reached {
+			reached = true
+			p.stats.ReplayReached++
+		}
 		p.mu.Unlock()
 	}
 }
@@ -629,12 +639,13 @@ func parseReplayRequest(f [][]byte) (start int64, ok bool) {
 }
 
 // answer writes the buffered batches from start on, up to the last one
-// published when it was asked, and the end marker. Each batch is taken
+// published when it was asked, and the end marker, and returns how many
+// batches it wrote. Each batch is taken
 // from the buffer as it is written, so an answer holds one batch, not the
 // buffer as it was when asked, however slowly it is read: a batch the
 // buffer lets go meanwhile is passed over, and the client counts it
 // missed.
-func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
+func (p *Publisher) answer(c *zmtp.Conn, start int64) (written int, err error) {
 	end := p.Published()
 	for next := start; ; {
 		b, ok := p.buffered(next, end)
@@ -643,12 +654,13 @@ func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
 		}
 		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 		if err := c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
-			return err
+			return written, err
 		}
+		written++
 		next = b.seq + 1
 	}
 	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
-	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
+	return written, c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
 }
 
 // replayViolation counts a replay connection the transport closed: for

@@ -388,3 +388,40 @@ func TestKeptPayloadsFit(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayReached counts a replay connection once it was answered with
+// a batch, once however many it asked for; one answered with none is not
+// counted.
+func TestReplayReached(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10))
+	for range 3 {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(d *zmtp.Conn, start int64) (n int) {
+		t.Helper()
+		if err := d.WriteMsg([][]byte{nil, seqBytes(start)}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if seq, _ := replayAnswer(t, d, ""); seq == endSeq {
+				return n
+			}
+			n++
+		}
+	}
+	empty := dialReplay(ctx, t, p)
+	if n := ask(empty, 3); n != 0 {
+		t.Fatalf("%d batches from 3", n)
+	}
+	d := dialReplay(ctx, t, p)
+	if n := ask(d, 0) + ask(d, 1); n != 5 {
+		t.Fatalf("%d batches from 0 and from 1, want 5", n)
+	}
+	if st := p.Stats(); st.ReplayReached != 1 || st.ReplayRequests != 3 {
+		t.Errorf("%d replay connections reached, %d requests; want 1 and 3", st.ReplayReached, st.ReplayRequests)
+	}
+}

@@ -83,7 +83,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs.IntVar(&o.replayBuffer, "replay-buffer", kvevents.DefaultReplayBuffer, "batches the replay socket keeps (vLLM's buffer_steps)")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them and for replay answers under way")
-	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscribers received batches of the topic, or if one that did lost batches; 0 publishes to nobody without complaint")
+	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscribers received batches of the topic (on the stream, or by replay alone), or if one that did lost batches; 0 publishes to nobody without complaint")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseFlagSet(fs, args, "kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
@@ -182,7 +182,8 @@ const maxBlockSize = 1 << 16
 // twice, and one published before any subscriber connected not at all.
 // Connections counts the subscriber connections made during the run, the
 // ones gone included; Reached, those that received at least one batch,
-// and Lossy, those of them that lost batches. The blocks stored, removed
+// and Lossy, those of them that lost batches; ReplayReached, the replay
+// connections answered with at least one batch. The blocks stored, removed
 // and resident are the GPU's; with -tier, Tiers gives them for every
 // tier, the GPU first. Partial is set when a signal stopped the replay
 // before the trace's end.
@@ -200,6 +201,7 @@ type publishSummary struct {
 	Subscribers    []subscriberResult `json:"subscribers"`
 	Connections    int64              `json:"connections"`
 	Reached        int64              `json:"reached"`
+	ReplayReached  int64              `json:"replay_reached"`
 	Lossy          int64              `json:"lossy"`
 	Partial        bool               `json:"partial,omitempty"`
 }
@@ -341,7 +343,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	sum.Sent, sum.Dropped, sum.Unsent, sum.Connections = st.Sent, st.Dropped, st.Unsent, st.Connected
-	sum.Reached, sum.Lossy, sum.Partial = st.Reached, st.Lossy, sig != nil
+	sum.Reached, sum.ReplayReached, sum.Lossy, sum.Partial = st.Reached, st.ReplayReached, st.Lossy, sig != nil
 	sum.Subscribers = []subscriberResult{}
 	for _, s := range st.Subscribers {
 		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
@@ -353,7 +355,7 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	case sig != nil:
 		return stoppedBy(sig, fmt.Sprintf("published the events of %d of %d requests", replayed, len(w.Requests)))
 	case o.requireSubscribers == 0:
-	case st.Reached < int64(o.requireSubscribers):
+	case receivers(st) < int64(o.requireSubscribers):
 		return unheard(o, st, pub.DialError())
 	case st.Lossy > 0:
 		return fmt.Errorf("%d of the %d subscribers that received batches lost some (%d dropped at a full queue, %d not taken when -linger ran out): their state is partial unless replay (-replay-bind) filled the gaps",
@@ -362,11 +364,18 @@ func publish(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// receivers is how many subscribers received batches of the topic: those
+// the stream reached or, if more, the replay connections answered with
+// batches, so that a subscriber that joined after the last batch and
+// caught up by replay alone counts, and one that took batches both ways
+// counts once.
+func receivers(st kvevents.PublisherStats) int64 { return max(st.Reached, st.ReplayReached) }
+
 // unheard is the error of a run that fewer subscribers than required
 // heard, with what the socket knows of why.
 func unheard(o *publishOptions, st kvevents.PublisherStats, dialErr error) error {
 	msg := fmt.Sprintf("%d subscribers received batches of topic %q from %s (%d connections made), -require-subscribers %d",
-		st.Reached, o.topic, o.endpoint, st.Connected, o.requireSubscribers)
+		receivers(st), o.topic, o.endpoint, st.Connected, o.requireSubscribers)
 	if st.Connected > st.Reached {
 		msg += "; a subscriber that connects and leaves, or subscribes to other topics only, receives none"
 	}

@@ -152,9 +152,10 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 			Peer                  string
 			Sent, Dropped, Unsent int
 		} `json:"subscribers"`
-		Connections int `json:"connections"`
-		Reached     int `json:"reached"`
-		Lossy       int `json:"lossy"`
+		Connections   int `json:"connections"`
+		Reached       int `json:"reached"`
+		ReplayReached int `json:"replay_reached"`
+		Lossy         int `json:"lossy"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
