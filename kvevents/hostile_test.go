@@ -188,30 +188,38 @@ func TestSubscriberUnderAttack(t *testing.T) {
 	if _, err := topic.NetConn().Write(binary.BigEndian.AppendUint64([]byte{0x03}, 100<<20)); err != nil {
 		t.Fatal(err)
 	}
-	// Topics past the limit, and a poisoned sequence number.
+	// Topics past the limit, each taking the place of the one heard from
+	// least recently, then t0 again, and a poisoned sequence number.
 	flood := hostilePub(ctx, t, addr)
 	empty, err := Encode(&EventBatch{}, EncodingMixed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 1000 {
-		if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("t", i)), seqBytes(0), empty}); err != nil {
-			t.Fatal(err)
+	for _, m := range []struct {
+		topics int
+		seq    int64
+	}{{1000, 0}, {1, 0}, {1, 1 << 40}, {1, 1}} {
+		for i := range m.topics {
+			if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("t", i)), seqBytes(m.seq), empty}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1 << 40), empty}); err != nil {
-		t.Fatal(err)
-	}
-	if err := flood.WriteMsg([][]byte{[]byte("t0"), seqBytes(1), empty}); err != nil {
-		t.Fatal(err)
-	}
 
-	// 4 topics delivered at seq 0, then t0's seq 1 after the poisoned one.
-	msgs := c.wait(ctx, t, 5)
-	if last := msgs[4]; last.Topic != "t0" || last.Seq != 1 || last.Missed != 0 || last.Restart {
-		t.Errorf("after the poisoned sequence: %+v", last)
+	// 1,000 topics delivered at seq 0, 996 released; t0, released, starts
+	// again at 0 (releasing another), then its seq 1 after the poisoned
+	// one: 1,999 messages.
+	msgs := c.wait(ctx, t, 1999)
+	released := 0
+	for _, m := range msgs {
+		if m.Released {
+			released++
+		}
 	}
-	want := Stats{Delivered: 5, Malformed: 0, Oversized: 2, Refused: 996 + 1}
+	if last := msgs[1998]; released != 997 || last.Topic != "t0" || last.Seq != 1 || last.Missed != 0 || last.Restart {
+		t.Errorf("%d released; after the poisoned sequence: %+v", released, last)
+	}
+	want := Stats{Delivered: 1002, Malformed: 0, Oversized: 2, Released: 997, Refused: 1}
 	st := s.Stats()
 	for deadline := time.Now().Add(testTimeout); st != want && time.Now().Before(deadline); st = s.Stats() {
 		time.Sleep(10 * time.Millisecond)
@@ -227,7 +235,7 @@ func TestSubscriberUnderAttack(t *testing.T) {
 	logMu.Lock()
 	got := logs.String()
 	logMu.Unlock()
-	if n := strings.Count(got, "level=WARN"); n != 3 { // oversized, refused topic, refused jump
+	if n := strings.Count(got, "level=WARN"); n != 3 { // oversized, released topic, refused jump
 		t.Errorf("%d warnings, want one per kind (3):\n%s", n, got)
 	}
 }
@@ -552,5 +560,131 @@ func TestFrozenPublisher(t *testing.T) {
 	logMu.Unlock()
 	if strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "gone silent") {
 		t.Errorf("log %q, want one warning of the silent publisher", got)
+	}
+}
+
+// TestNewEngineNotLockedOut: a hostile publisher fills a listening
+// mirror's topics, past its limit, with one tiny message each; then an
+// engine publishes. Its topic takes the place of the one heard from least
+// recently, so the mirror holds its blocks, and the mirror holds no more
+// topics than the subscriber follows: released topics take their state
+// with them.
+func TestNewEngineNotLockedOut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const topics, flooded, batches = 16, 20, 5
+	m, err := NewMirror(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen(), WithMaxTopics(topics), WithSubscriberLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSubscriber(ctx, t, s, m.Handle)
+	addr := "tcp://" + s.Addr().String()
+	flood := hostilePub(ctx, t, addr)
+	for i := range flooded {
+		payload, err := Encode(&EventBatch{Events: []Event{stored(nil, uint64(i+1))}}, EncodingMixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := flood.WriteMsg([][]byte{[]byte(fmt.Sprint("flood-", i)), seqBytes(0), payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := NewPublisher(ctx, addr, WithTopic("kv@engine"), WithPublisherDirection(Connect), WithLinger(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitSubscribed(ctx, t, p.pub)
+	for i := range batches {
+		if _, err := p.Publish(&EventBatch{Events: []Event{stored(nil, uint64(100+i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Delivered >= flooded+batches })
+	if st.Released < flooded-topics || st.Refused != 0 {
+		t.Errorf("stats %+v: want at least %d topics released, none refused", st, flooded-topics)
+	}
+	var engine *TopicStats
+	held := m.Topics()
+	for i := range held {
+		if held[i].Topic == "kv@engine" {
+			engine = &held[i]
+		}
+	}
+	if engine == nil || engine.Batches != batches || engine.ResidentBlocks != batches {
+		t.Fatalf("the engine's topic: %+v, want its %d batches and blocks", engine, batches)
+	}
+	if len(held) > topics {
+		t.Errorf("the mirror holds %d topics, the subscriber follows %d", len(held), topics)
+	}
+}
+
+// TestSlowReplayReaders: replay clients that ask for the whole buffer and
+// then stop reading hold what their answer is writing, not the buffer as
+// it was when they asked: while the buffer turns over three times under
+// them, the live heap stays within the buffer plus a batch a client,
+// where answers that kept the buffer of their request would hold one more
+// buffer at least, and payloads kept with the encoder's spare room up to
+// twice their bytes. Read on, each answer passes over the batches the
+// buffer let go, and ends.
+func TestSlowReplayReaders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
+	defer cancel()
+	const clients, buffer, size = 16, 64, 256 << 10
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithPublisherLogger(slog.New(slog.DiscardHandler)))
+	// A bytes hash of size bytes: a batch of size bytes and a little more,
+	// quick to encode.
+	hash := []Hash{BytesHash(make([]byte, size))}
+	publish := func(n int) {
+		for range n {
+			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(buffer)
+	var ds []*zmtp.Conn
+	for range clients {
+		d := dialReplay(ctx, t, p)
+		d.NetConn().(*net.TCPConn).SetReadBuffer(64 << 10)
+		if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+			t.Fatal(err)
+		}
+		if seq, _ := replayAnswer(t, d, ""); seq != 0 {
+			t.Fatalf("the answer starts at %d", seq)
+		}
+		ds = append(ds, d)
+	}
+	publish(3 * buffer)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	grew := int64(ms.HeapAlloc - before)
+	t.Logf("the live heap grew by %d bytes with %d slow replay clients", grew, clients)
+	// The buffer, whose payloads take the bytes they count, a batch a
+	// client in flight, and room for the connections' buffers and the
+	// test's own.
+	if limit := int64((buffer+clients)*size + 8<<20); grew > limit {
+		t.Errorf("the live heap grew by %d bytes with %d slow replay clients, want at most %d", grew, clients, limit)
+	}
+	for i, d := range ds {
+		n := 1
+		for {
+			seq, _ := replayAnswer(t, d, "")
+			if seq == endSeq {
+				break
+			}
+			n++
+		}
+		if n >= buffer {
+			t.Errorf("client %d: %d batches of an answer whose buffer was let go", i, n)
+		}
 	}
 }

@@ -32,12 +32,14 @@ import (
 // and one hash lives in several groups and media, which a tree of locked
 // paths does not represent; its bound only keeps a misbehaving engine from
 // growing it, oldest first, and ranks nothing. A topic keeps at most [MaxGroups] (group, medium) pairs; events
-// of another are refused and counted.
+// of another are refused and counted. A bytes hash longer than
+// [MaxHashBytes] is not stored: the event stops there, counted as refused.
 //
 // A Mirror is safe for concurrent use: its queries (Match, MatchGroup,
 // Resident, ResidentOn, Topics) run in parallel with one another, as a
 // router's requests score engines, and each batch of events applies alone,
-// between them. Its memory is O(capacity) per topic.
+// between them. Its memory is O(capacity) per topic, each block's hash
+// taking at most MaxHashBytes.
 type Mirror struct {
 	capacity int
 
@@ -49,6 +51,11 @@ type Mirror struct {
 // vLLM's hybrid models have a few KV cache groups, and blocks live on the
 // GPU or in one or two offload tiers.
 const MaxGroups = 16
+
+// MaxHashBytes is the longest bytes hash a [Mirror] stores: vLLM's are
+// 32-byte digests, and a block's share of the mirror's memory stays
+// bounded in bytes, not in blocks alone.
+const MaxHashBytes = 256
 
 // set is one (group, medium) pair of a topic: the blocks of one KV cache
 // group on one medium.
@@ -185,7 +192,7 @@ type TopicStats struct {
 	MissedBatches    int64 // batches the subscriber reported lost (Message.Missed)
 	Restarts         int64 // times the publisher started over (Message.Restart), emptying the topic
 	EvictedBlocks    int64 // blocks the mirror evicted (or did not store) to stay within capacity
-	RefusedEvents    int64 // events of a (group, medium) pair past MaxGroups, not applied
+	RefusedEvents    int64 // events of a (group, medium) pair past MaxGroups, not applied, and stores cut at a bytes hash longer than MaxHashBytes
 }
 
 // MaxMirrorCapacity bounds a mirror's capacity so that the slots of a
@@ -203,12 +210,17 @@ func NewMirror(capacity int) (*Mirror, error) {
 }
 
 // Handle applies a [Subscriber]'s message: pass it as Run's handler. A
-// message marked Restart empties the topic before its events apply.
-// Handle keeps nothing of the message, so the subscriber may reuse its
-// memory ([WithBatchReuse]).
+// message marked Restart empties the topic before its events apply; one
+// marked Released lets the topic go, so that the mirror holds the topics
+// the subscriber follows and no more. Handle keeps nothing of the
+// message, so the subscriber may reuse its memory ([WithBatchReuse]).
 func (m *Mirror) Handle(msg Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if msg.Released {
+		delete(m.topics, msg.Topic)
+		return
+	}
 	t := m.topic(msg.Topic)
 	if msg.Restart {
 		t.clear()
@@ -269,6 +281,10 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				if !h.isBytes {
 					n, probe, ok = x.ints.find(h.n, t.slab)
 				} else {
+					if len(h.b) > MaxHashBytes {
+						t.stats.RefusedEvents++
+						break
+					}
 					n, probe, ok = t.lookup(k)
 				}
 				if ok {

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -709,4 +710,24 @@ func intChain(c, length int) []Hash {
 		hs[i] = IntHash(uint64(c*length + i + 1))
 	}
 	return hs
+}
+
+// TestMirrorLongBytesHash: a chain stored up to a bytes hash longer than
+// MaxHashBytes stops there, counted as refused; a digest of vLLM's length
+// is stored as any other hash.
+func TestMirrorLongBytesHash(t *testing.T) {
+	m, err := NewMirror(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, long := BytesHash(bytes.Repeat([]byte{1}, 32)), BytesHash(bytes.Repeat([]byte{2}, MaxHashBytes+1))
+	after := BytesHash([]byte{3})
+	m.Apply("kv", &EventBatch{Events: []Event{&BlockStored{BlockHashes: []Hash{digest, long, after}}}})
+	checkMirror(t, m)
+	if m.Match("kv", []Hash{digest, long, after}) != 1 || m.Resident("kv", long) || m.Resident("kv", after) {
+		t.Errorf("matched %d of the chain; want the digest alone", m.Match("kv", []Hash{digest, long, after}))
+	}
+	if st := m.Topics()[0]; st.RefusedEvents != 1 || st.ResidentBlocks != 1 {
+		t.Errorf("stats %+v, want one refusal and one block", st)
+	}
 }

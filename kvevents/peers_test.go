@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +108,8 @@ func TestFrozenSubscriber(t *testing.T) {
 	}
 	defer p.Close()
 	frozen := stuckSubscriber(ctx, t, "tcp://"+p.Addr().String())
-	// A PING tells the publisher this peer speaks heartbeats; then
-	// nothing more.
+	// The peer announced ZMTP 3.1, so it must answer PINGs; it sends one
+	// of its own and then nothing more.
 	if _, err := frozen.NetConn().Write(wirePing); err != nil {
 		t.Fatal(err)
 	}
@@ -126,5 +127,67 @@ func TestFrozenSubscriber(t *testing.T) {
 	}
 	if len(st.Subscribers) != 0 {
 		t.Errorf("%d subscribers still connected", len(st.Subscribers))
+	}
+}
+
+// TestMaxPeersPerAddress: a publisher and a listening subscriber limited
+// to one peer an address close a second from the same address once its
+// handshake is done, and count it; a limit below one is refused.
+func TestMaxPeersPerAddress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	if p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithMaxSubscribersPerAddress(0)); err == nil {
+		p.Close()
+		t.Error("WithMaxSubscribersPerAddress(0) was accepted")
+	}
+	if s, err := NewSubscriber(ctx, "tcp://127.0.0.1:0", WithListen(), WithMaxPublishersPerAddress(0)); err == nil {
+		s.Close()
+		t.Error("WithMaxPublishersPerAddress(0) was accepted")
+	}
+	p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherDirection(Bind), WithMaxSubscribersPerAddress(1), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stuckSubscriber(ctx, t, "tcp://"+p.Addr().String()) // holds its address's one place
+	second, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{})
+	if err == nil {
+		_, err = second.ReadMsg() // closed once its handshake is done
+	}
+	if err == nil {
+		t.Error("a second subscriber from one address was kept")
+	}
+	if st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 }); st.RefusedSubscribers != 1 {
+		t.Errorf("%d subscribers refused, want the second one", st.RefusedSubscribers)
+	}
+	s, _, addr := listeningSubscriber(ctx, t, WithMaxPublishersPerAddress(1))
+	hostilePub(ctx, t, addr)
+	pub, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	if err == nil {
+		_, err = pub.ReadMsg()
+	}
+	if err == nil {
+		t.Error("a second publisher from one address was kept")
+	}
+	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
+		t.Errorf("%d publishers refused, want the second one", st.Refused)
+	}
+}
+
+// TestIdleReplayClient: a replay client that connects and neither asks
+// nor reads is closed within the replay deadline and counted as dropped,
+// not as a failed request; it holds no place, nor Close, for longer.
+func TestIdleReplayClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10), WithPublisherLogger(slog.New(slog.DiscardHandler)))
+	d := dialReplay(ctx, t, p)
+	d.SetDeadline(time.Now().Add(3 * DefaultReplayDeadline))
+	if _, err := d.ReadMsg(); err == nil {
+		t.Fatal("the publisher sent an idle replay client a message")
+	}
+	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.ReplayClientsDropped >= 1 })
+	if st.ReplayClientsDropped != 1 || st.ReplayFailures != 0 {
+		t.Errorf("%d replay clients dropped, %d failures; want 1 and 0", st.ReplayClientsDropped, st.ReplayFailures)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +31,8 @@ const (
 	// read each batch of an answer, and so its request, before it is
 	// dropped: a client that stops reading holds up no one, and one that
 	// reads an answer of thousands of batches at its own pace gets it
-	// whole.
+	// whole. A client connected that asks nothing for as long is dropped
+	// too.
 	DefaultReplayDeadline = 5 * time.Second
 	// DefaultQueueBytes is how many bytes of batches a [Publisher] queues
 	// for one subscriber before it drops that subscriber's batches, beside
@@ -44,6 +46,15 @@ const (
 	// subscribers or replay clients for a publisher): room for a router
 	// of a thousand engines and more.
 	DefaultMaxPeers = zmtp.DefaultMaxPeers
+	// DefaultMaxPeersPerAddress is how many of those one IP address may
+	// hold at once: a host runs a few engines, so one host cannot take
+	// every other's room.
+	DefaultMaxPeersPerAddress = zmtp.DefaultMaxPeersPerSource
+	// DefaultIdleTimeout is how long a peer that speaks no heartbeats
+	// (ZMTP 3.0) may send nothing before its connection is closed, unless
+	// it is a subscriber with a subscription, which has nothing more to
+	// say.
+	DefaultIdleTimeout = zmtp.DefaultIdleTimeout
 	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout are the ZMTP
 	// heartbeats of every socket that carries batches: a PING every
 	// interval, and a peer that answered PINGs and then says nothing for
@@ -115,6 +126,16 @@ type PublisherStats struct {
 	// handshake, those gone included: 0 means no subscriber ever heard
 	// the publisher.
 	Connected int64
+	// Reached counts the subscribers, those gone included, that were sent
+	// at least one batch: a subscriber of another topic, or one that did
+	// the handshake and left, is not among them. Lossy counts those of
+	// them that lost batches too, Dropped or Unsent: they hold a gap that
+	// only replay can fill.
+	Reached, Lossy int64
+	// ReplayReached counts the replay connections answered with at least
+	// one batch: a subscriber that joined after the last batch was
+	// published catches up by replay alone, and Reached misses it.
+	ReplayReached int64
 	// ReplayRequests counts the replay requests answered; ReplayFailures
 	// those malformed, those whose client did not take a batch of the
 	// answer within the deadline (or whose answer Close cut at the end of
@@ -123,8 +144,13 @@ type PublisherStats struct {
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
 	// too many subscribers or handshakes, silence past the heartbeat
-	// timeout).
+	// timeout, or past DefaultIdleTimeout for one of ZMTP 3.0 without a
+	// subscription).
 	RefusedSubscribers int64
+	// ReplayClientsDropped counts replay connections closed for a limit
+	// on connections or handshakes, or for asking nothing and reading
+	// nothing within DefaultReplayDeadline.
+	ReplayClientsDropped int64
 	// QueuedBytes is the bytes of batches queued for the subscribers now,
 	// each subscriber's counted apart; each is bounded by
 	// [WithQueueBytes].
@@ -152,6 +178,7 @@ type publisherConfig struct {
 	hwm         int
 	queueBytes  int
 	maxPeers    int
+	perAddress  int
 	heartbeat   zmtp.Heartbeat
 	enc         Encoding
 	rank        int64
@@ -256,6 +283,22 @@ func WithMaxSubscribers(n int) PublisherOption {
 	}
 }
 
+// WithMaxSubscribersPerAddress sets how many of the subscribers, and apart
+// from them of the replay clients, that [WithMaxSubscribers] bounds may
+// come from one IP address (n >= 1); a further one is closed when its
+// handshake is done, and counted in PublisherStats.RefusedSubscribers (or
+// ReplayClientsDropped). Behind a proxy that makes every peer one
+// address, raise it to WithMaxSubscribers'. The default is
+// [DefaultMaxPeersPerAddress].
+func WithMaxSubscribersPerAddress(n int) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max subscribers per address %d, want at least 1", n))
+		}
+		c.perAddress = n
+	}
+}
+
 // WithPublisherHeartbeat sets the ZMTP heartbeats on the subscribers'
 // connections: a PING every interval, and a subscriber that answered
 // PINGs and then sends nothing for timeout (interval < timeout) is
@@ -313,7 +356,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
-		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers}
+		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -333,7 +376,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
 		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
-			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers},
+			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress},
 		OnViolation: func(err error) {
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
@@ -365,8 +408,11 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	}
 	if c.replay != "" {
 		p.replay = zmtp.NewServer(zmtp.ServerOptions{
-			Limits:      zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers},
-			OnViolation: func(err error) { p.replayFailed("malformed", err) },
+			// A client that neither asks nor reads its answer within the
+			// replay deadline is closed.
+			Limits: zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress,
+				IdleTimeout: DefaultReplayDeadline},
+			OnViolation: p.replayViolation,
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {
 			_ = p.pub.Close(0)
@@ -403,6 +449,12 @@ func (p *Publisher) Publish(b *EventBatch) (seq int64, err error) {
 	payload, err := Encode(b, p.enc)
 	if err != nil {
 		return 0, err
+	}
+	if cap(payload)-len(payload) > len(payload)/8 {
+		// The encoder's buffer grows by doubling: kept as it is, the
+		// replay buffer and the queues would hold up to twice the bytes
+		// they count.
+		payload = slices.Clip(append([]byte(nil), payload...))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -465,7 +517,7 @@ func (p *Publisher) Stats() PublisherStats {
 	st := p.stats
 	st.Published = p.seq
 	st.Sent, st.Dropped, st.Unsent, st.QueuedBytes = ps.Sent, ps.Dropped, ps.Unsent, ps.QueuedBytes
-	st.Connected = ps.Connected
+	st.Connected, st.Reached, st.Lossy = ps.Connected, ps.Reached, ps.Lossy
 	st.Subscribers = make([]SubscriberStats, len(ps.Peers))
 	for i, peer := range ps.Peers {
 		st.Subscribers[i] = SubscriberStats{Peer: peer.Peer, Sent: peer.Sent, Dropped: peer.Dropped, Unsent: peer.Unsent}
@@ -546,6 +598,7 @@ func (p *Publisher) connected() (gone func()) {
 // stopped answering closes the connection unanswered.
 func (p *Publisher) serveReplay(c *zmtp.Conn) {
 	defer p.connected()()
+	reached := false
 	for {
 		c.SetDeadline(time.Time{})
 		f, err := c.ReadMsg()
@@ -561,12 +614,17 @@ func (p *Publisher) serveReplay(c *zmtp.Conn) {
 			p.replayFailed("closed", fmt.Errorf("kvevents: a replay request from %d after the publisher closed", start))
 			return
 		}
-		if err := p.answer(c, start); err != nil {
+		written, err := p.answer(c, start)
+		if err != nil {
 			p.replayFailed("unanswered", fmt.Errorf("kvevents: could not answer a replay request from %d: %w", start, err))
 			return
 		}
 		p.mu.Lock()
 		p.stats.ReplayRequests++
+		if written > 0 && !reached {
+			reached = true
+			p.stats.ReplayReached++
+		}
 		p.mu.Unlock()
 	}
 }
@@ -580,16 +638,43 @@ func parseReplayRequest(f [][]byte) (start int64, ok bool) {
 	return int64(binary.BigEndian.Uint64(f[1])), true
 }
 
-// answer writes the buffered batches from start on and the end marker.
-func (p *Publisher) answer(c *zmtp.Conn, start int64) error {
-	for _, b := range p.since(start) {
+// answer writes the buffered batches from start on, up to the last one
+// published when it was asked, and the end marker, and returns how many
+// batches it wrote. Each batch is taken
+// from the buffer as it is written, so an answer holds one batch, not the
+// buffer as it was when asked, however slowly it is read: a batch the
+// buffer lets go meanwhile is passed over, and the client counts it
+// missed.
+func (p *Publisher) answer(c *zmtp.Conn, start int64) (written int, err error) {
+	end := p.Published()
+	for next := start; ; {
+		b, ok := p.buffered(next, end)
+		if !ok {
+			break
+		}
 		c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
 		if err := c.WriteMsg([][]byte{nil, p.topic, seqBytes(b.seq), b.payload}); err != nil {
-			return err
+			return written, err
 		}
+		written++
+		next = b.seq + 1
 	}
 	c.SetDeadline(time.Now().Add(DefaultReplayDeadline))
-	return c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
+	return written, c.WriteMsg([][]byte{nil, p.topic, seqBytes(endSeq), nil})
+}
+
+// replayViolation counts a replay connection the transport closed: for
+// a limit on connections or for silence, a client dropped; for breaking
+// the protocol, a failed request.
+func (p *Publisher) replayViolation(err error) {
+	if !errors.Is(err, zmtp.ErrTooManyPeers) && !errors.Is(err, zmtp.ErrTimeout) {
+		p.replayFailed("malformed", err)
+		return
+	}
+	p.mu.Lock()
+	p.stats.ReplayClientsDropped++
+	p.mu.Unlock()
+	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, or silent past the replay deadline; later ones are only counted", err)
 }
 
 // replayFailed counts a replay request that was not answered and logs the
@@ -601,16 +686,19 @@ func (p *Publisher) replayFailed(kind string, err error) {
 	p.once.warn("replay "+kind, "kvevents: a replay request was not answered; later ones are only counted", err)
 }
 
-// since returns the buffered batches numbered start or later, oldest first.
-// The payloads are shared, never written.
-func (p *Publisher) since(start int64) []buffered {
+// buffered returns the batch numbered next, or the oldest after it that
+// the buffer holds, if it is numbered below end. O(1): the buffer holds
+// consecutive numbers. The payload is shared, never written.
+func (p *Publisher) buffered(next, end int64) (buffered, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []buffered
-	for _, b := range p.buf[p.head:] {
-		if b.seq >= start {
-			out = append(out, b)
-		}
+	held := p.buf[p.head:]
+	if len(held) == 0 {
+		return buffered{}, false
 	}
-	return out
+	i := max(next-held[0].seq, 0)
+	if i >= int64(len(held)) || held[i].seq >= end {
+		return buffered{}, false
+	}
+	return held[i], true
 }

@@ -54,13 +54,17 @@ func TestReplayBufferBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for start, want := range map[int64]string{0: "[2 3 4]", 3: "[3 4]", 5: "[]"} {
+	for start, want := range map[int64]string{0: "[2 3 4]", 3: "[3 4]", 5: "[]", -1 << 62: "[2 3 4]"} {
 		var seqs []int64
-		for _, b := range p.since(start) {
-			seqs = append(seqs, b.seq)
+		for next := start; ; {
+			b, ok := p.buffered(next, p.Published())
+			if !ok {
+				break
+			}
+			seqs, next = append(seqs, b.seq), b.seq+1
 		}
 		if got := fmt.Sprint(seqs); got != want {
-			t.Errorf("since(%d) = %s, want %s", start, got, want)
+			t.Errorf("from %d: %s, want %s", start, got, want)
 		}
 	}
 	if p.Published() != 5 {
@@ -362,5 +366,62 @@ func TestCloseAnswersReplayUnderWay(t *testing.T) {
 	}
 	if st := p.Stats(); st.ReplayRequests != 2 || st.ReplayFailures != 0 {
 		t.Errorf("replay requests %d answered, %d failed; want 2 and 0", st.ReplayRequests, st.ReplayFailures)
+	}
+}
+
+// TestKeptPayloadsFit: a payload the encoder left with spare room is kept
+// at its length, so the replay buffer's byte budget, which counts
+// lengths, bounds what it holds.
+func TestKeptPayloadsFit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10))
+	for _, tokens := range []int{0, 1 << 10, 100_000, 300_000} {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: IntHashes([]uint64{1}), TokenIDs: make([]int64, tokens)}}}); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		kept := p.buf[len(p.buf)-1].payload
+		p.mu.Unlock()
+		if cap(kept)-len(kept) > len(kept)/8 {
+			t.Errorf("%d token ids: a payload of %d bytes kept in %d", tokens, len(kept), cap(kept))
+		}
+	}
+}
+
+// TestReplayReached counts a replay connection once it was answered with
+// a batch, once however many it asked for; one answered with none is not
+// counted.
+func TestReplayReached(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", 10))
+	for range 3 {
+		if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(d *zmtp.Conn, start int64) (n int) {
+		t.Helper()
+		if err := d.WriteMsg([][]byte{nil, seqBytes(start)}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if seq, _ := replayAnswer(t, d, ""); seq == endSeq {
+				return n
+			}
+			n++
+		}
+	}
+	empty := dialReplay(ctx, t, p)
+	if n := ask(empty, 3); n != 0 {
+		t.Fatalf("%d batches from 3", n)
+	}
+	d := dialReplay(ctx, t, p)
+	if n := ask(d, 0) + ask(d, 1); n != 5 {
+		t.Fatalf("%d batches from 0 and from 1, want 5", n)
+	}
+	if st := p.Stats(); st.ReplayReached != 1 || st.ReplayRequests != 3 {
+		t.Errorf("%d replay connections reached, %d requests; want 1 and 3", st.ReplayReached, st.ReplayRequests)
 	}
 }

@@ -49,6 +49,7 @@ func FuzzReplayServer(f *testing.F) {
 	hello := wireHello("NULL")
 	f.Add(true, wireMsg(nil, seqBytes(0)))
 	f.Add(true, wireMsg(nil, seqBytes(1<<63-1)))
+	f.Add(true, wireMsg(nil, seqBytes(-1<<62))) // before the buffer: the whole of it
 	f.Add(true, wireMsg(nil, []byte{0, 0, 0, 1}))
 	f.Add(true, wireMsg([]byte{1}, seqBytes(0)))
 	f.Add(true, wireMsg(nil, seqBytes(0), nil))

@@ -17,7 +17,9 @@ import (
 // Restart, when Missed counts from 0, as it does for a topic's first
 // message; a repeat of the last number delivered is dropped if it carries
 // the same batch and delivered as a restart if it carries another (a
-// second publisher); at most three topics deliver; the counts in Stats add up to
+// second publisher); at most three topics are followed, a fourth taking
+// the place of the one heard from least recently, which is released and,
+// heard again, starts over as a join; the counts in Stats add up to
 // what was delivered and missed; and held payloads stay within their
 // budget.
 func FuzzSequence(f *testing.F) {
@@ -41,8 +43,17 @@ func FuzzSequence(f *testing.F) {
 		sent := make(map[string]int64) // the last number sent per topic
 		delivered := make(map[string]int64)
 		batch := make(map[string]float64) // the TS of the batch delivered last per topic
-		var count, missed int64
+		var count, missed, released int64
 		check := func(m Message) {
+			if m.Released { // followed again, it starts over as a join
+				if _, followed := s.streams[m.Topic]; followed {
+					t.Fatalf("%q released, yet followed", m.Topic)
+				}
+				delete(delivered, m.Topic)
+				delete(batch, m.Topic)
+				released++
+				return
+			}
 			count++
 			missed += m.Missed
 			if m.Missed < 0 || m.Seq < 0 {
@@ -100,8 +111,11 @@ func FuzzSequence(f *testing.F) {
 			}
 		}
 		st := s.Stats()
-		if st.Delivered != count || st.Missed != missed {
-			t.Fatalf("stats: %d delivered, %d missed; the handler saw %d and %d", st.Delivered, st.Missed, count, missed)
+		if st.Delivered != count || st.Missed != missed || st.Released != released {
+			t.Fatalf("stats: %d delivered, %d missed, %d released; the handler saw %d, %d and %d", st.Delivered, st.Missed, st.Released, count, missed, released)
+		}
+		if len(s.streams) > maxTopics {
+			t.Fatalf("%d topics followed, at most %d", len(s.streams), maxTopics)
 		}
 		held := 0
 		for _, st := range s.streams {

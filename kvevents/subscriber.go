@@ -28,7 +28,8 @@ const (
 	// reads: llm-d's kv@<pod>@<model> topics are far shorter.
 	DefaultMaxTopicLength = 1024
 	// DefaultMaxTopics is how many topics (engines) a [Subscriber]
-	// follows at once; messages of further topics are refused.
+	// follows at once; a further one takes the place of the one heard
+	// from least recently.
 	DefaultMaxTopics = 1024
 	// DefaultMaxGap is the longest forward jump of a topic's sequence
 	// taken on one message's word: vLLM's replay buffer, the most that
@@ -62,6 +63,12 @@ type Message struct {
 	Restart bool
 	// Replayed is set when the batch came from the replay socket.
 	Replayed bool
+	// Released is set on a message that carries no batch and no sequence
+	// number: the subscriber no longer follows the topic, the one heard
+	// from least recently, to follow a new one past WithMaxTopics. A
+	// mirror lets the topic's state go; a later message of the topic
+	// starts it again, as a join.
+	Released bool
 }
 
 // Stats counts what a [Subscriber] received. The counts never go down.
@@ -72,8 +79,10 @@ type Stats struct {
 	Stale     int64 // duplicates of the message delivered last, dropped
 	Gaps      int64 // runs of missed sequence numbers
 	Restarts  int64 // topics whose publisher started over (see Message.Restart)
-	// ReplayFailures counts replay requests that failed: no answer in
-	// time, an answer that breaks the protocol, or another topic's.
+	// ReplayFailures counts replay requests for a gap or a restart's
+	// check that failed: no answer in time, an answer that breaks the
+	// protocol, or another topic's. The requests at start and in CatchUp,
+	// which ask for nothing known to be missing, are not counted.
 	ReplayFailures int64
 	// Bad input, each skipped (see the errors of the same names).
 	Malformed    int64 // whole messages, or connections that broke the protocol
@@ -84,11 +93,14 @@ type Stats struct {
 	// subscriber closed, dropped then: it was that far behind at least
 	// (more may have been on the way). Set when Run returns.
 	Unhandled int64
-	// Refused counts messages dropped by a limit: a new topic past
-	// WithMaxTopics, a forward jump past WithMaxGap that the next message
-	// did not confirm, and publishers' connections refused by a connection
-	// limit of a listening subscriber (WithMaxPublishers, handshakes).
+	// Refused counts messages dropped by a limit: a forward jump past
+	// WithMaxGap that the next message did not confirm, and publishers'
+	// connections refused by a connection limit of a listening subscriber
+	// (WithMaxPublishers, handshakes).
 	Refused int64
+	// Released counts the topics let go to follow new ones past
+	// WithMaxTopics (see Message.Released).
+	Released int64
 	// TimedOut counts publishers' connections closed for silence: a
 	// message that stopped arriving midway, or a publisher that answered
 	// heartbeats and then said nothing for the heartbeat timeout (a frozen
@@ -112,9 +124,12 @@ type Subscriber struct {
 	once       onceLog
 	dec        *Decoder // with WithBatchReuse: Run's goroutine's, for every message it delivers
 
-	topics    []string           // the subscriptions
-	streams   map[string]*stream // per topic; Run's goroutine only
-	heldBytes int                // of the streams' held payloads
+	topics      []string           // the subscriptions
+	streams     map[string]*stream // per topic; Run's goroutine only, as are the two below
+	newest      *stream            // the stream heard from last, first of the list by message heard
+	oldest      *stream            // the stream heard from least recently, released first
+	heldBytes   int                // of the streams' held payloads
+	replayTopic *string            // the topic the replay socket answered for, once it did; Run's goroutine only
 
 	mu    sync.Mutex
 	stats Stats
@@ -122,6 +137,9 @@ type Subscriber struct {
 
 // stream is what a Subscriber knows of one topic's sequence.
 type stream struct {
+	topic        string
+	newer, older *stream // in the list of streams by the last message heard
+
 	next int64  // the sequence number expected next
 	last uint64 // the checksum of the payload numbered next-1, to tell a duplicate from a restart
 	conn uint64 // the connection the last message came on
@@ -149,6 +167,7 @@ type subscriberConfig struct {
 	maxTopics  int
 	maxGap     int64
 	maxPeers   int
+	perAddress int
 	heartbeat  zmtp.Heartbeat
 	dir        Direction
 	log        *slog.Logger
@@ -211,8 +230,9 @@ func WithMaxTopicLength(n int) SubscriberOption {
 	}
 }
 
-// WithMaxTopics sets how many topics the subscriber follows (n >= 1);
-// messages of a further topic are refused and counted. The default is
+// WithMaxTopics sets how many topics the subscriber follows (n >= 1); a
+// further topic takes the place of the one heard from least recently,
+// which is released (Message.Released, Stats.Released). The default is
 // [DefaultMaxTopics].
 func WithMaxTopics(n int) SubscriberOption {
 	return func(c *subscriberConfig) {
@@ -250,6 +270,20 @@ func WithMaxPublishers(n int) SubscriberOption {
 			c.errs = append(c.errs, fmt.Errorf("kvevents: max publishers %d, want at least 1", n))
 		}
 		c.maxPeers = n
+	}
+}
+
+// WithMaxPublishersPerAddress sets how many of the publishers that
+// [WithMaxPublishers] bounds may come from one IP address (n >= 1); a
+// further one is closed when its handshake is done, and counted as
+// Refused. Behind a proxy that makes every peer one address, raise it to
+// WithMaxPublishers'. The default is [DefaultMaxPeersPerAddress].
+func WithMaxPublishersPerAddress(n int) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: max publishers per address %d, want at least 1", n))
+		}
+		c.perAddress = n
 	}
 }
 
@@ -300,7 +334,7 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
-		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, log: slog.Default(),
+		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress, log: slog.Default(),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -325,10 +359,11 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
 		Limits: zmtp.Limits{
-			Frames:     []int{c.maxTopic, 8, c.maxPayload},
-			MaxFrames:  3,
-			QueueBytes: receiveQueueBytes,
-			MaxPeers:   c.maxPeers,
+			Frames:            []int{c.maxTopic, 8, c.maxPayload},
+			MaxFrames:         3,
+			QueueBytes:        receiveQueueBytes,
+			MaxPeers:          c.maxPeers,
+			MaxPeersPerSource: c.perAddress,
 		},
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
@@ -450,7 +485,7 @@ func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
 	start := int64(0)
 	for range maxCatchUp {
 		next := start
-		ok := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
+		err := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
 			if topic == nil || !s.wants(topic) {
 				return nil
 			}
@@ -464,11 +499,68 @@ func (s *Subscriber) bootstrap(ctx context.Context, fn func(Message)) {
 			})
 			return nil
 		})
-		if !ok || next == start || ctx.Err() != nil {
+		if err != nil {
+			// Not a failure: nothing was asked for a gap. A publisher not
+			// up yet sends from 0, and the stream shows any gap a failed
+			// or cut answer leaves, for replay to fill then.
+			s.logOnce(errStartReplay, fmt.Errorf("kvevents: replay from %s at start: %w", s.replay, err))
+			return
+		}
+		if next == start || ctx.Err() != nil {
 			return
 		}
 		start = next
 	}
+}
+
+// errStartReplay keys the one log line of start-up replays that failed.
+var errStartReplay = errors.New("kvevents: no replay at start")
+
+// CatchUp, called once Run has returned, asks the replay socket for what
+// was published after the last batch Run delivered of the replay's topic,
+// and delivers it to fn as Run does, marked Replayed: the stream's last
+// batches may have been on their way when Run ended, or dropped by a
+// publisher whose queue for this subscriber was full, and no later
+// message would have told. What the buffer no longer holds is counted
+// missed, on the batch that follows it. CatchUp reports whether the
+// replay socket answered: a publisher that has gone away cannot say what
+// the stream missed at its end, and a request that fails is not counted
+// as a failure. An answer without the topic frame (vLLM's first layout)
+// is passed over. The wait is a replay request's, within ctx. Without a
+// replay endpoint CatchUp does nothing and returns false.
+func (s *Subscriber) CatchUp(ctx context.Context, fn func(Message)) (answered bool) {
+	if s.replay == "" {
+		return false
+	}
+	// From where the replay's topic stopped, once an answer named it;
+	// before that, the whole buffer, past what each topic holds.
+	start := int64(0)
+	if s.replayTopic != nil {
+		if st := s.streams[*s.replayTopic]; st != nil {
+			start = st.next
+		}
+	}
+	var conn *zmtp.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	err := s.ask(ctx, &conn, start, func(topic []byte, seq int64, payload []byte) error {
+		if topic == nil || !s.wants(topic) {
+			return nil
+		}
+		st, _ := s.follow(string(topic), fn)
+		if seq < st.next {
+			return nil // delivered already
+		}
+		s.release(st) // the publisher's own buffer settles a held jump
+		m := Message{Topic: string(topic), Seq: seq, Replayed: true, Missed: s.lost(string(topic), st.next, seq)}
+		st.next, st.last = seq+1, checksum(payload)
+		s.deliver(m, payload, fn)
+		return nil
+	})
+	return err == nil
 }
 
 // maxCatchUp bounds the replay requests of a bootstrap, for an engine that
@@ -500,15 +592,7 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 		s.bad(fmt.Errorf("%w: sequence %d", ErrMalformed, seq))
 		return
 	}
-	st, seen := s.streams[topic]
-	if !seen {
-		if len(s.streams) >= s.maxTopics {
-			s.refuse(fmt.Errorf("kvevents: topic %q past the %d a subscriber follows", topic, s.maxTopics))
-			return
-		}
-		st = &stream{held: -1}
-		s.streams[topic] = st
-	}
+	st, seen := s.follow(topic, fn)
 	m := Message{Topic: topic, Seq: seq}
 	sum := checksum(payload)
 	switch {
@@ -557,6 +641,53 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 	}
 	st.next, st.last, st.conn = seq+1, sum, conn
 	s.deliver(m, payload, fn)
+}
+
+// follow returns topic's stream, and whether it was followed already, and
+// makes it the one heard from last. A new topic past maxTopics releases
+// the topic heard from least recently, telling fn (Message.Released): a
+// new engine is never locked out, and one gone silent makes room. O(1).
+func (s *Subscriber) follow(topic string, fn func(Message)) (st *stream, seen bool) {
+	st, seen = s.streams[topic]
+	if !seen {
+		if len(s.streams) >= s.maxTopics {
+			old := s.oldest
+			s.unlink(old)
+			delete(s.streams, old.topic)
+			s.release(old)
+			s.count(func(st *Stats) { st.Released++ })
+			s.logOnce(errTopics, fmt.Errorf("kvevents: released topic %q, heard from least recently of the %d a subscriber follows, for %q", old.topic, s.maxTopics, topic))
+			fn(Message{Topic: old.topic, Released: true})
+		}
+		st = &stream{topic: topic, held: -1}
+		s.streams[topic] = st
+	} else if st == s.newest {
+		return st, true
+	} else {
+		s.unlink(st)
+	}
+	st.older, s.newest = s.newest, st
+	if st.older != nil {
+		st.older.newer = st
+	} else {
+		s.oldest = st
+	}
+	return st, seen
+}
+
+// unlink takes st out of the list of streams by the last message heard.
+func (s *Subscriber) unlink(st *stream) {
+	if st.newer != nil {
+		st.newer.older = st.older
+	} else {
+		s.newest = st.older
+	}
+	if st.older != nil {
+		st.older.newer = st.newer
+	} else {
+		s.oldest = st.newer
+	}
+	st.newer, st.older = nil, nil
 }
 
 // replaced reports whether the publisher now on topic's replay socket is
@@ -648,13 +779,17 @@ func (s *Subscriber) requestReplay(ctx context.Context, topic string, start int6
 			conn.Close()
 		}
 	}()
-	s.ask(ctx, &conn, start, func(got []byte, seq int64, payload []byte) error {
+	err := s.ask(ctx, &conn, start, func(got []byte, seq int64, payload []byte) error {
 		if got != nil && string(got) != topic {
 			return fmt.Errorf("an answer for topic %q, not %q: the endpoint replays another publisher", got, topic)
 		}
 		each(seq, payload)
 		return nil
 	})
+	if err != nil {
+		s.count(func(st *Stats) { st.ReplayFailures++ })
+		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
+	}
 }
 
 // replayStretch is how many times the per-message timeout a whole replay
@@ -668,19 +803,15 @@ const replayStretch = 30
 // no topic frame, until the end marker, a timeout, or an error from each.
 // The answer is read to its end, as the publisher expects, and the
 // connection stays open for the next request; the caller closes it. A
-// request that fails is counted and logged here, once for every caller,
-// closes the connection, and ask reports whether it succeeded.
-func (s *Subscriber) ask(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) (ok bool) {
-	if err := s.askOnce(ctx, conn, start, each); err != nil {
-		if *conn != nil {
-			(*conn).Close()
-			*conn = nil
-		}
-		s.count(func(st *Stats) { st.ReplayFailures++ })
-		s.logOnce(errReplay, fmt.Errorf("kvevents: replay from %s: %w", s.replay, err))
-		return false
+// request that fails closes the connection and returns why; the caller
+// says whether that is a failure to count.
+func (s *Subscriber) ask(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
+	err := s.askOnce(ctx, conn, start, each)
+	if err != nil && *conn != nil {
+		(*conn).Close()
+		*conn = nil
 	}
-	return true
+	return err
 }
 
 func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64, each func(topic []byte, seq int64, payload []byte) error) error {
@@ -719,6 +850,10 @@ func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64,
 		topic, seq, payload, err := parseReplay(f)
 		if err != nil {
 			return err
+		}
+		if topic != nil && (s.replayTopic == nil || *s.replayTopic != string(topic)) {
+			t := string(topic)
+			s.replayTopic = &t
 		}
 		if seq == endSeq {
 			return nil
@@ -823,7 +958,7 @@ func (s *Subscriber) refuse(err error) {
 	s.logOnce(kind, err)
 }
 
-// errTopics keys the one log line of refused topics.
+// errTopics keys the one log line of released topics.
 var errTopics = errors.New("kvevents: too many topics")
 
 func (s *Subscriber) count(f func(*Stats)) {
@@ -841,6 +976,10 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: batches lost; later losses are only counted"
 	case errReplay:
 		msg = "kvevents: a replay request failed; later failures are only counted"
+	case errTopics:
+		msg = "kvevents: a topic released to follow a new one past the topic limit; later ones are only counted"
+	case errStartReplay:
+		msg = "kvevents: no replay at start: the gaps the stream shows are asked for as they come"
 	case zmtp.ErrTooManyPeers:
 		msg = "kvevents: refusing a publisher's connection past a connection limit; later ones are only counted"
 	case zmtp.ErrTimeout:

@@ -44,29 +44,38 @@ func start(t *testing.T, args ...string) <-chan result {
 // TestPublishMirrorEitherSideBinds links publish and mirror both ways on
 // one interface: the mirror binds ::1 (whose "::" once made a mirror bind
 // where it was told to connect, and now only -bind does) and the publisher
-// connects; then the publisher binds 127.0.0.1 and the mirror connects.
-// Every batch arrives, none missed.
+// connects; then the publisher binds 127.0.0.1 and the mirror connects;
+// then the mirror binds first with a replay endpoint, as a router that
+// binds starts before its engines, and its request at start finds no
+// replay socket yet. Every batch arrives, none missed, and both exit 0.
 func TestPublishMirrorEitherSideBinds(t *testing.T) {
 	for _, tc := range []struct {
-		name, host  string
-		mirrorBinds bool
-	}{{"mirror binds ::1", "::1", true}, {"publish binds 127.0.0.1", "127.0.0.1", false}} {
+		name, host          string
+		mirrorBinds, replay bool
+	}{{"mirror binds ::1", "::1", true, false}, {"publish binds 127.0.0.1", "127.0.0.1", false, false},
+		{"mirror binds first, with replay", "127.0.0.1", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			addr := "tcp://" + freePort(t, tc.host)
-			mirrorSide, publishSide := "-connect", "-bind"
+			mirrorSide, publishSide := []string{"-connect", addr}, []string{"-bind", addr}
 			if tc.mirrorBinds {
-				mirrorSide, publishSide = "-bind", "-connect"
+				mirrorSide, publishSide = []string{"-bind", addr}, []string{"-connect", addr}
 			}
+			if tc.replay {
+				replay := "tcp://" + freePort(t, tc.host)
+				mirrorSide, publishSide = append(mirrorSide, "-replay-connect", replay), append(publishSide, "-replay-bind", replay)
+			}
+			mirrorArgs := append([]string{"mirror", "-duration", "4s", "-format", "json"}, mirrorSide...)
+			publishArgs := append([]string{"publish", "-trace", excerpt, "-capacity", "200", "-block-size", "4", "-format", "json"}, publishSide...)
 			var mirrored, published <-chan result
 			if tc.mirrorBinds {
-				mirrored = start(t, "mirror", mirrorSide, addr, "-duration", "4s", "-format", "json")
+				mirrored = start(t, mirrorArgs...)
 				time.Sleep(200 * time.Millisecond) // the mirror's socket is up
-				published = start(t, "publish", publishSide, addr, "-trace", excerpt, "-capacity", "200", "-block-size", "4", "-format", "json")
+				published = start(t, publishArgs...)
 			} else {
-				published = start(t, "publish", publishSide, addr, "-trace", excerpt, "-capacity", "200", "-block-size", "4", "-format", "json")
+				published = start(t, publishArgs...)
 				time.Sleep(200 * time.Millisecond)
-				mirrored = start(t, "mirror", mirrorSide, addr, "-duration", "4s", "-format", "json")
+				mirrored = start(t, mirrorArgs...)
 			}
 			p, m := <-published, <-mirrored
 			if p.code != 0 || m.code != 0 {
@@ -99,9 +108,9 @@ func TestPublishToNobody(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"-connect", nobody}, 1, []string{"0 subscriber connections", "refused", "needs a subscriber that binds"}},
-		{[]string{"-connect", "tcp://nosuchhost.invalid:5557"}, 1, []string{"0 subscriber connections", "nosuchhost.invalid"}},
-		{[]string{"-bind", "tcp://127.0.0.1:0"}, 1, []string{"0 subscriber connections", "-require-subscribers 1"}},
+		{[]string{"-connect", nobody}, 1, []string{"0 subscribers received batches", "refused", "needs a subscriber that binds"}},
+		{[]string{"-connect", "tcp://nosuchhost.invalid:5557"}, 1, []string{"0 subscribers received batches", "nosuchhost.invalid"}},
+		{[]string{"-bind", "tcp://127.0.0.1:0"}, 1, []string{"0 subscribers received batches", "-require-subscribers 1"}},
 		{[]string{"-bind", "tcp://127.0.0.1:0", "-require-subscribers", "0"}, 0, nil},
 	} {
 		code, out, errOut := runArgs(t, append(run, tc.args...)...)
@@ -177,7 +186,10 @@ func TestMirrorLateJoiner(t *testing.T) {
 			mir.Stdout, mir.Stderr = &mirOut, &mirErr
 			mirErrc := mir.Run()
 			mirEnd := time.Now()
-			if err := <-published; err != nil {
+			// publish fails when the mirror did not take every batch
+			// within its linger (a mirror slower than the machine lets it
+			// be), and says so; the mirror's own outcome is checked below.
+			if err := <-published; err != nil && !strings.Contains(pubErr.String(), "lost some") {
 				t.Fatalf("publish: %v\n%s", err, pubErr.String())
 			}
 			var sum publishSummary

@@ -86,7 +86,8 @@
 // with status 130.
 //
 // Errors are one line on stderr and a non-zero exit status: 2 for bad
-// usage, 1 for a failed run.
+// usage, 1 for a failed run. publish and mirror, stopped by SIGINT or
+// SIGTERM, print what they have, flagged partial, and exit 130 or 143.
 package main
 
 import (
@@ -143,6 +144,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.Is(err, errInterrupted) {
 		fmt.Fprintln(stderr, msg)
 		return 130
+	}
+	if errors.Is(err, errTerminated) {
+		fmt.Fprintln(stderr, msg)
+		return 143
 	}
 	if ue := (*usageError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s (see kvevict %s -h)\n", msg, helpFor(args))

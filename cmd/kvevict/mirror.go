@@ -7,8 +7,15 @@ package main
 //
 // It subscribes to a stream of KV events (kvevict publish's or a vLLM
 // engine's) and keeps each topic's blocks in a bounded mirror, as a
-// KV-aware router does. A mirror that missed batches, or whose replay
-// requests failed, prints what it holds and exits 1: its state is partial.
+// KV-aware router does. At the end of -duration, with -replay-connect, it
+// asks the publisher for what it published since the last batch the
+// mirror applied, so that batches still on their way, or dropped while
+// the mirror fell behind, are applied or counted missed. A mirror that
+// heard nothing exits 1; one that missed batches, whose replay requests
+// for a gap failed, or that had batches left unapplied prints what it
+// holds and exits 1 too (its state is partial; -allow-gaps accepts that).
+// SIGINT and SIGTERM end it early: it prints what it holds, flagged
+// partial, and exits 130 or 143.
 
 import (
 	"context"
@@ -17,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -48,7 +56,7 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	var replayConnect, replayOlder string
 	fs.StringVar(&replayConnect, "replay-connect", "", "connect to the publisher's replay (ROUTER) socket at `ADDR` (kvevict publish -replay-bind), asked for missed batches after a gap, a late join or a restart")
 	fs.StringVar(&replayOlder, "replay-endpoint", "", "the older name of -replay-connect: `ADDR` is always connected to")
-	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed, replay requests failed or received batches were not applied in time (the state is then partial)")
+	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed, replay requests failed or received batches were not applied in time (the state is then partial); a mirror that heard nothing still fails")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseFlagSet(fs, args, "kvevict mirror -bind ADDR | -connect ADDR -duration D [flags]", help); err != nil {
 		return nil, err
@@ -81,6 +89,7 @@ type mirrorRow struct {
 	Batches          int64          `json:"batches"`
 	MissedBatches    int64          `json:"missed_batches"`
 	Restarts         int64          `json:"restarts"`
+	Partial          bool           `json:"partial,omitempty"` // a signal ended the mirror before -duration did
 }
 
 func mirror(args []string, stdout, stderr io.Writer) error {
@@ -94,6 +103,8 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	defer cancel()
+	ctx, stopSignals := untilSignal(ctx)
+	defer stopSignals()
 	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
 	if o.replay != "" {
@@ -104,9 +115,18 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sub.Run(ctx, m.Handle)
+	sig := stopSignals()
+	if sig == nil && o.replay != "" {
+		// What the publisher sent last may not have reached the mirror,
+		// and no later batch would show it: ask for it.
+		var stopCatchUp func() os.Signal
+		ctx, stopCatchUp = untilSignal(context.Background())
+		sub.CatchUp(ctx, m.Handle)
+		sig = stopCatchUp()
+	}
 	rows := []mirrorRow{}
 	for _, t := range m.Topics() {
-		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.ResidentByMedium, t.Batches, t.MissedBatches, t.Restarts})
+		rows = append(rows, mirrorRow{t.Topic, t.ResidentBlocks, t.ResidentByMedium, t.Batches, t.MissedBatches, t.Restarts, sig != nil})
 	}
 	st := sub.Stats()
 	if st.Malformed+st.Oversized+st.UnknownEvent+st.FieldType+st.Refused > 0 {
@@ -116,16 +136,37 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	if st.ReplayFailures > 0 {
 		fmt.Fprintf(stderr, "kvevict: %d replay requests failed\n", st.ReplayFailures)
 	}
+	if st.Released > 0 {
+		fmt.Fprintf(stderr, "kvevict: %d topics released, each to follow a new one past the %d a mirror follows: the topic heard from least recently, whose state went with it\n", st.Released, kvevents.DefaultMaxTopics)
+	}
 	if st.Restarts > 0 && o.replay == "" {
 		fmt.Fprintf(stderr, "kvevict: %d publisher restarts without -replay-connect: each topic started over at the first batch heard from its new publisher, and the batches before it count as missed\n", st.Restarts)
 	}
-	if err := writeMirrorRows(stdout, o, rows); err != nil {
+	if err := writeMirrorRows(stdout, o, rows, sig); err != nil {
 		return err
 	}
-	if (st.Missed > 0 || st.ReplayFailures > 0 || st.Unhandled > 0) && !o.allowGaps {
+	switch {
+	case sig != nil:
+		return stoppedBy(sig, "the state printed is partial")
+	case st.Delivered == 0:
+		return heardNothing(o, st)
+	case (st.Missed > 0 || st.ReplayFailures > 0 || st.Unhandled > 0) && !o.allowGaps:
 		return partial(o, st)
 	}
 	return nil
+}
+
+// heardNothing is the error of a mirror that applied no batch: whatever
+// it prints, it knows nothing of any engine's cache.
+func heardNothing(o *mirrorOptions, st kvevents.Stats) error {
+	msg := fmt.Sprintf("no batch heard from %s in %v", o.endpoint, o.duration)
+	if bad := st.Malformed + st.Oversized + st.Refused + st.TimedOut; bad > 0 {
+		msg += fmt.Sprintf("; %d messages or connections refused (above)", bad)
+	}
+	if o.direction == kvevents.Bind {
+		return fmt.Errorf("%s (publishers connect to it: kvevict publish -connect ADDR, or an engine's endpoint)", msg)
+	}
+	return fmt.Errorf("%s (is the publisher publishing? -allow-gaps does not accept an empty state)", msg)
 }
 
 // partial is the error of a mirror whose state lacks batches.
@@ -138,14 +179,18 @@ func partial(o *mirrorOptions, st kvevents.Stats) error {
 		st.Missed, st.Gaps, why, st.ReplayFailures, st.Unhandled)
 }
 
-// writeMirrorRows prints rows as -format asks.
-func writeMirrorRows(stdout io.Writer, o *mirrorOptions, rows []mirrorRow) error {
+// writeMirrorRows prints rows as -format asks; sig is the signal that
+// ended the mirror early, if one did.
+func writeMirrorRows(stdout io.Writer, o *mirrorOptions, rows []mirrorRow, sig os.Signal) error {
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
 	fmt.Fprintf(stdout, "mirrored %s for %v, capacity %d blocks per topic\n", o.endpoint, o.duration, o.capacity)
+	if sig != nil {
+		fmt.Fprintf(stdout, "partial: %s ended the mirror before -duration did\n", signalName(sig))
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "topic\tresident_blocks\tbatches\tmissed_batches\trestarts\tby_medium\t")
 	for _, r := range rows {

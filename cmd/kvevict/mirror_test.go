@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,19 +68,11 @@ func TestMirrorCommand(t *testing.T) {
 // nothing was missed, so it exits 0.
 func TestMirrorRestartWithoutReplay(t *testing.T) {
 	c, done := rawPubForMirror(t, "-connect", "2s")
-	// [1.0, [["BlockStored", [h], None, [], 16, None, "GPU", None]]]
-	store := func(h string) []byte {
-		p, err := hex.DecodeString("92cb3ff000000000000091" + "98ab426c6f636b53746f726564" + "91" + h + "c09010c0a3475055c0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	for _, m := range []struct {
 		seq  uint64
 		hash string
 	}{{0, "01"}, {1, "02"}, {0, "03"}} { // the last from a new publisher
-		if _, err := c.Write(frames([]byte("a"), seqFrame(m.seq), store(m.hash))); err != nil {
+		if _, err := c.Write(frames([]byte("a"), seqFrame(m.seq), storeBatch(t, m.hash))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,9 +89,8 @@ func TestMirrorRestartWithoutReplay(t *testing.T) {
 
 // rawPubForMirror runs kvevict mirror for duration, reaching a PUB socket
 // of the test's own on 127.0.0.1 through flag (-endpoint or -connect), and
-// returns that socket's connection once the handshake is done and the
-// mirror subscribed to every topic, and the mirror's outcome to come. What
-// the mirror sends after that is read and dropped.
+// returns that socket's connection (acceptMirror's) and the mirror's
+// outcome to come.
 func rawPubForMirror(t *testing.T, flag, duration string) (net.Conn, <-chan result) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -106,6 +99,15 @@ func rawPubForMirror(t *testing.T, flag, duration string) (net.Conn, <-chan resu
 	}
 	t.Cleanup(func() { ln.Close() })
 	done := start(t, "mirror", flag, "tcp://"+ln.Addr().String(), "-duration", duration, "-format", "json")
+	return acceptMirror(t, ln), done
+}
+
+// acceptMirror takes the connection of a mirror that connects to ln, does
+// the handshake as a PUB socket, and returns the connection once the
+// mirror subscribed to every topic. What the mirror sends after that is
+// read and dropped.
+func acceptMirror(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(socketTimeout))
 	c, err := ln.Accept()
 	if err != nil {
@@ -124,5 +126,67 @@ func rawPubForMirror(t *testing.T, flag, duration string) (net.Conn, <-chan resu
 		t.Fatalf("mirror's subscription %q, %v; want every topic", sub, err)
 	}
 	go io.Copy(io.Discard, r)
-	return c, done
+	return c
+}
+
+// storeBatch is a batch, as vLLM's array encoding writes it by hand, that
+// stores the one block of hash h (msgpack, in hex):
+// [1.0, [["BlockStored", [h], None, [], 16, None, "GPU", None]]].
+func storeBatch(t *testing.T, h string) []byte {
+	t.Helper()
+	p, err := hex.DecodeString("92cb3ff000000000000091" + "98ab426c6f636b53746f726564" + "91" + h + "c09010c0a3475055c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestMirrorHeardNothing: a mirror that no publisher reached knows nothing
+// of any cache, and fails, -allow-gaps or not.
+func TestMirrorHeardNothing(t *testing.T) {
+	for _, extra := range [][]string{nil, {"-allow-gaps"}} {
+		args := append([]string{"mirror", "-bind", "tcp://127.0.0.1:0", "-duration", "300ms", "-format", "json"}, extra...)
+		code, out, errOut := runArgs(t, args...)
+		if code != 1 || strings.TrimSpace(out) != "[]" || !strings.Contains(errOut, "no batch heard") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1, no rows, and why", extra, code, out, errOut)
+		}
+	}
+}
+
+// TestMirrorSignals stops a mirror, in a child process, with SIGINT and
+// SIGTERM after it applied three batches: it prints the state it holds,
+// flagged partial, and exits 130 or 143, as a shell reports a command the
+// signal ended.
+func TestMirrorSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig  os.Signal
+		code int
+		said string
+	}{{syscall.SIGINT, 130, "interrupted by SIGINT"}, {syscall.SIGTERM, 143, "terminated by SIGTERM"}} {
+		t.Run(tc.said, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			mirror := startChild(t, "mirror", "-connect", "tcp://"+ln.Addr().String(), "-duration", "1m", "-format", "json")
+			c := acceptMirror(t, ln)
+			for seq, h := range []string{"01", "02", "03"} {
+				if _, err := c.Write(frames([]byte("a"), seqFrame(uint64(seq)), storeBatch(t, h))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second) // generous: the mirror applies them in microseconds
+			res := mirror.signalUntilExit(tc.sig)
+			var rows []mirrorRow
+			if err := json.Unmarshal([]byte(res.out), &rows); err != nil {
+				t.Fatalf("%q: %v", res.out, err)
+			}
+			if res.code != tc.code || !strings.Contains(res.err, tc.said) || len(rows) != 1 || !rows[0].Partial ||
+				rows[0].Batches != 3 || rows[0].ResidentBlocks != 3 {
+				t.Errorf("exit %d, stderr %q, rows %+v; want %d, %q, and the three batches flagged partial", res.code, res.err, rows, tc.code, tc.said)
+			}
+		})
+	}
 }

@@ -15,8 +15,12 @@ package main
 // or a KV-aware router to follow. With -tier the tree is the GPU over
 // tiers below it (a tier.Tree, as a cluster's engine), and the batches
 // carry each tier's stores and removals too, with its medium (CPU or
-// STORAGE), as vLLM's offloading sends them. A run that no subscriber
-// heard fails.
+// STORAGE), as vLLM's offloading sends them. A run fails unless
+// -require-subscribers subscribers received batches of its topic, and
+// when one of those lost batches (its queue was full, or it had not taken
+// them when -linger ran out). SIGINT and SIGTERM stop the replay: the
+// summary of what was published then is printed, flagged partial, and
+// the exit status is 130 or 143.
 
 import (
 	"context"
@@ -80,7 +84,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs.IntVar(&o.replayBuffer, "replay-buffer", kvevents.DefaultReplayBuffer, "batches the replay socket keeps (vLLM's buffer_steps)")
 	fs.DurationVar(&o.warmup, "warmup", defaultWarmup, "wait after the socket is up before the first message, for subscribers to connect")
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them and for replay answers under way")
-	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscriber connections were made during the run; 0 publishes to nobody without complaint")
+	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscribers received batches of the topic (on the stream, or by replay alone), or if one that did lost batches; 0 publishes to nobody without complaint")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
 	if err := parseFlagSet(fs, args, "kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
@@ -173,8 +177,12 @@ const maxBlockSize = 1 << 16
 // (see kvevents.PublisherStats): a batch sent to two subscribers counts
 // twice, and one published before any subscriber connected not at all.
 // Connections counts the subscriber connections made during the run, the
-// ones gone included. The blocks stored, removed and resident are the
-// GPU's; with -tier, Tiers gives them for every tier, the GPU first.
+// ones gone included; Reached, those that received at least one batch,
+// and Lossy, those of them that lost batches; ReplayReached, the replay
+// connections answered with at least one batch. The blocks stored, removed
+// and resident are the GPU's; with -tier, Tiers gives them for every
+// tier, the GPU first. Partial is set when a signal stopped the replay
+// before the trace's end.
 type publishSummary struct {
 	Batches        int64              `json:"batches"`
 	StoredBlocks   int64              `json:"stored_blocks"`
@@ -188,6 +196,10 @@ type publishSummary struct {
 	Unsent         int64              `json:"unsent"`
 	Subscribers    []subscriberResult `json:"subscribers"`
 	Connections    int64              `json:"connections"`
+	Reached        int64              `json:"reached"`
+	ReplayReached  int64              `json:"replay_reached"`
+	Lossy          int64              `json:"lossy"`
+	Partial        bool               `json:"partial,omitempty"`
 }
 
 // tierResult is one tier's part of the summary: the blocks its events
@@ -271,21 +283,31 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, stopSignals := untilSignal(context.Background())
+	defer stopSignals()
 	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
 		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 		kvevents.WithPublisherDirection(o.direction)}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplay(o.replay, o.replayBuffer))
 	}
-	pub, err := kvevents.NewPublisher(ctx, o.endpoint, opts...)
+	// The publisher closes itself when ctx ends: it outlives a signal,
+	// which must still see its queues written and its counts final.
+	pub, err := kvevents.NewPublisher(context.Background(), o.endpoint, opts...)
 	if err != nil {
 		return err
 	}
-	time.Sleep(o.warmup)
+	select {
+	case <-time.After(o.warmup):
+	case <-ctx.Done():
+	}
 	var hashes []uint64
+	replayed := 0
 	for i := range w.Requests {
+		if ctx.Err() != nil {
+			break
+		}
+		replayed++
 		req := &w.Requests[i]
 		hashes = chainHashes(hashes[:0], req.HashIDs)
 		if _, err := pool.Request(hashes, prefix.Access{Tick: int64(i)}); err != nil {
@@ -303,6 +325,7 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		sum.Batches++
 		pending = pending[:0]
 	}
+	sig := stopSignals()
 	if err := pub.Close(); err != nil {
 		return err
 	}
@@ -316,6 +339,7 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	sum.Sent, sum.Dropped, sum.Unsent, sum.Connections = st.Sent, st.Dropped, st.Unsent, st.Connected
+	sum.Reached, sum.ReplayReached, sum.Lossy, sum.Partial = st.Reached, st.ReplayReached, st.Lossy, sig != nil
 	sum.Subscribers = []subscriberResult{}
 	for _, s := range st.Subscribers {
 		sum.Subscribers = append(sum.Subscribers, subscriberResult(s))
@@ -323,16 +347,34 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := writePublishSummary(stdout, o, w.Name, len(w.Requests), sum); err != nil {
 		return err
 	}
-	if st.Connected < int64(o.requireSubscribers) {
+	switch {
+	case sig != nil:
+		return stoppedBy(sig, fmt.Sprintf("published the events of %d of %d requests", replayed, len(w.Requests)))
+	case o.requireSubscribers == 0:
+	case receivers(st) < int64(o.requireSubscribers):
 		return unheard(o, st, pub.DialError())
+	case st.Lossy > 0:
+		return fmt.Errorf("%d of the %d subscribers that received batches lost some (%d dropped at a full queue, %d not taken when -linger ran out): their state is partial unless replay (-replay-bind) filled the gaps",
+			st.Lossy, st.Reached, st.Dropped, st.Unsent)
 	}
 	return nil
 }
 
+// receivers is how many subscribers received batches of the topic: those
+// the stream reached or, if more, the replay connections answered with
+// batches, so that a subscriber that joined after the last batch and
+// caught up by replay alone counts, and one that took batches both ways
+// counts once.
+func receivers(st kvevents.PublisherStats) int64 { return max(st.Reached, st.ReplayReached) }
+
 // unheard is the error of a run that fewer subscribers than required
 // heard, with what the socket knows of why.
 func unheard(o *publishOptions, st kvevents.PublisherStats, dialErr error) error {
-	msg := fmt.Sprintf("%d subscriber connections to %s during the run, -require-subscribers %d", st.Connected, o.endpoint, o.requireSubscribers)
+	msg := fmt.Sprintf("%d subscribers received batches of topic %q from %s (%d connections made), -require-subscribers %d",
+		receivers(st), o.topic, o.endpoint, st.Connected, o.requireSubscribers)
+	if st.Connected > st.Reached {
+		msg += "; a subscriber that connects and leaves, or subscribes to other topics only, receives none"
+	}
 	if st.RefusedSubscribers > 0 {
 		msg += fmt.Sprintf("; %d refused for breaking the protocol or a limit (the first is logged above)", st.RefusedSubscribers)
 	}
@@ -358,6 +400,9 @@ func writePublishSummary(stdout io.Writer, o *publishOptions, trace string, requ
 	}
 	fmt.Fprintf(stdout, "published %s (%d requests) to %s, topic %q, capacity %d blocks, %s, %s encoding\n",
 		trace, requests, o.endpoint, o.topic, o.capacity, o.strategy, o.encoding)
+	if sum.Partial {
+		fmt.Fprintln(stdout, "partial: a signal stopped the replay before the trace's end")
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(sum.Tiers) > 0 {
 		specs := make([]string, len(o.tiers.specs))
@@ -377,7 +422,7 @@ func writePublishSummary(stdout io.Writer, o *publishOptions, trace string, requ
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "subscribers connected at the end: %d\n", len(sum.Subscribers))
+	fmt.Fprintf(stdout, "subscribers connected at the end: %d; received batches: %d, of which lost some: %d\n", len(sum.Subscribers), sum.Reached, sum.Lossy)
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "peer\tsent\tdropped\tunsent\t")
 	for _, s := range sum.Subscribers {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,14 +152,17 @@ func TestPublishToForeignSubscriber(t *testing.T) {
 			Peer                  string
 			Sent, Dropped, Unsent int
 		} `json:"subscribers"`
-		Connections int `json:"connections"`
+		Connections   int `json:"connections"`
+		Reached       int `json:"reached"`
+		ReplayReached int `json:"replay_reached"`
+		Lossy         int `json:"lossy"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sum); err != nil || sum.Batches == 0 {
 		t.Fatalf("summary %q: %v", out, err)
 	}
-	if sum.Sent != sum.Batches || sum.Dropped+sum.Unsent != 0 || len(sum.Subscribers) != 1 || sum.Subscribers[0].Sent != sum.Batches || sum.Connections != 1 {
+	if sum.Sent != sum.Batches || sum.Dropped+sum.Unsent != 0 || len(sum.Subscribers) != 1 || sum.Subscribers[0].Sent != sum.Batches || sum.Connections != 1 || sum.Reached != 1 || sum.Lossy != 0 {
 		t.Fatalf("summary %q: want every batch sent to the one subscriber", out)
 	}
 	msgs := sub.wait(ctx, t, sum.Batches)
@@ -357,4 +361,90 @@ func publishInto(ctx context.Context, t *testing.T, handle func(kvevents.Message
 		time.Sleep(10 * time.Millisecond)
 	}
 	return sum
+}
+
+// dialSub connects to the PUB socket that binds addr (host:port), retrying
+// while it comes up, does the handshake as a SUB socket and subscribes to
+// prefix: a peer written from ZMTP 3.0 alone, which sends no heartbeat
+// and is held to none. The test closes it at its end.
+func dialSub(t *testing.T, addr, prefix string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	deadline := time.Now().Add(socketTimeout)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			if _, err := c.Write(append(handshake("SUB"), frames(append([]byte{1}, prefix...))...)); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			if err := readGreeting(r); err != nil {
+				t.Fatal(err)
+			}
+			return c, r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no PUB socket on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPublishCountsReceivers: -require-subscribers counts the subscribers
+// that received batches of the topic. One subscribed to another topic, or
+// one that did its handshake and left, received none, and publish exits 1
+// saying so; one that received batches but lost some (it stopped reading,
+// and -linger 0s gave up on its queue) fails the run too.
+func TestPublishCountsReceivers(t *testing.T) {
+	for _, tc := range []struct {
+		name, prefix, act string
+		blockSize         string
+		want              string
+	}{
+		{"another topic", "other", "read", "4", "0 subscribers received batches of topic \"kv\""},
+		{"handshake and leave", "", "leave", "4", "0 subscribers received batches of topic \"kv\""},
+		// Blocks of 1,024 token ids make tens of megabytes of batches,
+		// past what the kernel's buffers take for a peer that reads nothing.
+		{"never reads", "", "stall", "1024", "1 of the 1 subscribers that received batches lost some"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := freePort(t, "127.0.0.1")
+			done := start(t, "publish", "-bind", "tcp://"+addr, "-trace", excerpt, "-capacity", "200", "-block-size", tc.blockSize,
+				"-topic", "kv", "-warmup", "1s", "-linger", "0s", "-format", "json")
+			c, r := dialSub(t, addr, tc.prefix)
+			switch tc.act {
+			case "read":
+				go io.Copy(io.Discard, r)
+			case "leave":
+				c.Close()
+			}
+			res := <-done
+			var sum publishSummary
+			if err := json.Unmarshal([]byte(res.out), &sum); err != nil {
+				t.Fatalf("summary %q: %v", res.out, err)
+			}
+			if res.code != 1 || !strings.Contains(res.err, tc.want) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", res.code, res.err, tc.want)
+			}
+			if sum.Connections != 1 || (tc.act == "stall") != (sum.Reached == 1 && sum.Lossy == 1) {
+				t.Errorf("%d connections, %d reached, %d lossy", sum.Connections, sum.Reached, sum.Lossy)
+			}
+		})
+	}
+}
+
+// TestPublishSignal stops publish, in a child process, with SIGTERM while
+// it waits for subscribers: it prints its summary, flagged partial, and
+// exits 143, as a shell reports a command that SIGTERM ended.
+func TestPublishSignal(t *testing.T) {
+	res := startChild(t, "publish", "-bind", "tcp://127.0.0.1:0", "-trace", excerpt, "-capacity", "200", "-warmup", "1m",
+		"-linger", "0s", "-format", "json").signalUntilExit(syscall.SIGTERM)
+	var sum publishSummary
+	if err := json.Unmarshal([]byte(res.out), &sum); err != nil {
+		t.Fatalf("summary %q: %v", res.out, err)
+	}
+	if res.code != 143 || !sum.Partial || !strings.Contains(res.err, "terminated by SIGTERM: published the events of 0 of") {
+		t.Errorf("exit %d, stderr %q, summary %+v; want 143, the summary flagged partial and what was published", res.code, res.err, sum)
+	}
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
 	"reflect"
 	"regexp"
 	"slices"
@@ -106,59 +104,13 @@ func TestRunJobsError(t *testing.T) {
 // TestCompareInterrupt sends SIGINT to the command as a terminal's Ctrl-C
 // does: it exits with status 130 and writes the capacities whose runs all
 // finished, each with all its rows, and says which it left out.
-//
-// compare runs in a child process, this test binary started again: a
-// SIGINT sent to this process just before compare stopped listening could
-// be handed out after it, to the next test's compare, which it would
-// interrupt.
 func TestCompareInterrupt(t *testing.T) {
 	capacities := "20,40,60,80,100,120,140,160,180,200,220,240,260,280,300,320,340,360,380,400"
-	args := []string{"compare", "-requests", "5000", "-capacity", capacities, "-format", "json"}
-	if os.Getenv("KVEVICT_INTERRUPT_CHILD") == "1" {
-		// Catch SIGINT before saying ready, so that none ends the process
-		// before compare listens; the catch is never stopped, for one
-		// handed out after compare stops listening.
-		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
-		os.NewFile(3, "ready").Close()
-		os.Exit(run(args, os.Stdin, os.Stdout, os.Stderr))
-	}
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ready.Close()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCompareInterrupt$")
-	cmd.Env = append(os.Environ(), "KVEVICT_INTERRUPT_CHILD=1")
-	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = &stdout, &stderr, []*os.File{readyW}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	readyW.Close()
-	io.Copy(io.Discard, ready) // until the child closes its end: it catches SIGINT
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	hung := time.After(time.Minute)
-	for waiting := true; waiting; {
-		select {
-		case <-done:
-			waiting = false
-		case <-tick.C:
-			cmd.Process.Signal(syscall.SIGINT)
-		case <-hung: // the child is killed and the checks below fail
-			cmd.Process.Kill()
-		}
-	}
-	r := struct {
-		code        int
-		out, errOut string
-	}{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	r := startChild(t, "compare", "-requests", "5000", "-capacity", capacities, "-format", "json").signalUntilExit(syscall.SIGINT)
 	said := regexp.MustCompile(`^kvevict: interrupted: left out capacit(y|ies) ([0-9, ]+), whose runs had not all finished\n$`).
-		FindStringSubmatch(r.errOut)
+		FindStringSubmatch(r.err)
 	if r.code != 130 || said == nil {
-		t.Fatalf("exit %d, stderr %q; want 130 and the capacities left out", r.code, r.errOut)
+		t.Fatalf("exit %d, stderr %q; want 130 and the capacities left out", r.code, r.err)
 	}
 	var rows []row
 	if err := json.Unmarshal([]byte(r.out), &rows); err != nil {

@@ -48,8 +48,19 @@ type Conn struct {
 	partial bool
 
 	hbTimeout time.Duration // our heartbeat timeout when we send PINGs, else 0
-	heard     atomic.Bool   // the peer sent a PING or a PONG: it speaks heartbeats
 	peerTTL   atomic.Int64  // the TTL of the peer's last PING, in nanoseconds
+	// quiet bounds the silence between messages of a peer held to no
+	// heartbeat timeout (0: none), unless keep says it is of use silent:
+	// a Pub's subscriber of ZMTP 3.0 once it has a subscription.
+	quiet time.Duration
+	keep  atomic.Bool
+	// progress counts the bytes read in the handshake of an accepted
+	// connection, so that the handshake furthest behind yields its slot; nil
+	// otherwise. The reading goroutine's.
+	progress *atomic.Int64
+
+	wdmu      sync.Mutex
+	wdeadline time.Time // the write deadline set by SetDeadline or setWriteDeadline, zero for none
 
 	dmu      sync.Mutex
 	deadline time.Time // the caller's read deadline (SetDeadline), zero for none
@@ -63,7 +74,7 @@ type Conn struct {
 
 func newConn(nc net.Conn, lim Limits, report func(error), label string) *Conn {
 	c := &Conn{nc: nc, w: bufio.NewWriterSize(nc, bufSize), lim: lim, report: report, label: label,
-		counts: &refusals{}, budget: newBudget(lim.ReadBytes), done: make(chan struct{})}
+		counts: &refusals{}, budget: newBudget(lim.ReadBytes), quiet: lim.IdleTimeout, done: make(chan struct{})}
 	c.r = bufio.NewReaderSize(connReader{c}, bufSize)
 	return c
 }
@@ -90,6 +101,9 @@ func (r connReader) Read(p []byte) (int, error) {
 	}
 	c.nc.SetReadDeadline(d)
 	n, err := c.nc.Read(p)
+	if c.progress != nil {
+		c.progress.Add(int64(n))
+	}
 	if err != nil && ours && errors.Is(err, os.ErrDeadlineExceeded) {
 		kind.Add(1)
 		err = fmt.Errorf("zmtp: %s: %s for %v: %w", c.label, what, wait, ErrTimeout)
@@ -97,17 +111,27 @@ func (r connReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// idle returns how long the peer may stay silent between messages: our
-// heartbeat timeout, or else its PING's TTL, once it has shown it speaks
-// heartbeats; 0 for no limit.
+// idle returns how long the peer may stay silent between messages, 0 for
+// no limit. A peer of ZMTP 3.1 answers every PING (RFC 37), so it is held
+// to our heartbeat timeout from the start when we send PINGs, and to the
+// TTL of its own last PING when it is shorter (a TTL of 0 asks for none).
+// A peer held to neither, a ZMTP 3.0 peer or one we do not PING, is held
+// to the quiet time unless it is of use silent.
 func (c *Conn) idle() time.Duration {
-	if !c.heard.Load() {
-		return 0
+	var d time.Duration
+	shorten := func(t time.Duration) {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
 	}
-	if c.hbTimeout > 0 {
-		return c.hbTimeout
+	if c.minor >= 1 {
+		shorten(c.hbTimeout)
+		shorten(time.Duration(c.peerTTL.Load()))
 	}
-	return time.Duration(c.peerTTL.Load())
+	if d == 0 && !c.keep.Load() {
+		d = c.quiet
+	}
+	return d
 }
 
 // heartbeat sends a PING every h.Interval until the connection closes.
@@ -130,13 +154,48 @@ func (c *Conn) heartbeat(h Heartbeat) {
 	}
 }
 
-// tryWrite writes b unless a write is under way.
+// tryWrite writes b unless a write is under way, within FrameTimeout: a
+// peer that does not take a heartbeat in that time (one that floods PINGs
+// and never reads) is closed, rather than left to hold the writer and
+// its reader, which answers its PINGs.
 func (c *Conn) tryWrite(b []byte) {
-	if c.wmu.TryLock() {
-		c.w.Write(b)
-		_ = c.w.Flush()
-		c.wmu.Unlock()
+	if !c.wmu.TryLock() {
+		return
 	}
+	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.wdmu.Lock()
+	limit := time.Now().Add(c.lim.FrameTimeout)
+	if !c.wdeadline.IsZero() && c.wdeadline.Before(limit) {
+		limit = c.wdeadline
+	}
+	c.nc.SetWriteDeadline(limit)
+	c.wdmu.Unlock()
+	c.w.Write(b)
+	err := c.w.Flush()
+	c.wdmu.Lock()
+	c.nc.SetWriteDeadline(c.wdeadline)
+	c.wdmu.Unlock()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.counts.stalled.Add(1)
+		c.fail(fmt.Errorf("zmtp: %s: a heartbeat not taken within %v: %w", c.label, c.lim.FrameTimeout, ErrTimeout))
+	case err != nil:
+		c.Close()
+	}
+}
+
+// setWriteDeadline sets the connection's write deadline, which the
+// heartbeats' own writes keep to.
+func (c *Conn) setWriteDeadline(t time.Time) {
+	c.wdmu.Lock()
+	c.wdeadline = t
+	c.nc.SetWriteDeadline(t)
+	c.wdmu.Unlock()
 }
 
 // Dial connects to endpoint as a socket of type socketType (usually
@@ -173,7 +232,7 @@ func Dial(ctx context.Context, endpoint, socketType string, identity []byte, lim
 		deadline = d
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	err = c.handshake(socketType, identity, deadline)
+	err = c.handshake(socketType, identity, deadline, nil)
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
@@ -247,6 +306,9 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	c.dmu.Lock()
 	c.deadline = t
 	c.dmu.Unlock()
+	c.wdmu.Lock()
+	defer c.wdmu.Unlock()
+	c.wdeadline = t
 	return c.nc.SetDeadline(t)
 }
 
@@ -312,14 +374,11 @@ func (c *Conn) command(name string, data []byte) error {
 	case "PING": // 2 bytes of TTL in tenths of a second, then up to 16 bytes of context for the PONG
 		if len(data) >= 2 {
 			c.peerTTL.Store(int64(binary.BigEndian.Uint16(data)) * int64(100*time.Millisecond))
-			c.heard.Store(true)
 			ctx := data[2:]
 			// Not behind a write that waits for the peer to read: the
 			// reader must go on, to notice if the peer went silent.
 			c.tryWrite(command("PONG", ctx[:min(len(ctx), 16)]))
 		}
-	case "PONG":
-		c.heard.Store(true)
 	case "ERROR":
 		reason := ""
 		if len(data) > 0 && int(data[0]) < len(data) {

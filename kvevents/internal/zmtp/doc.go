@@ -17,7 +17,11 @@
 // reserved from one budget per socket; a handshake, and a message that
 // stops arriving midway, have deadlines; a listening socket bounds its
 // connections in their handshake (in all, and per source address) apart
-// from its peers; heartbeats drop a peer that went silent; and a PUB
+// from its peers (in all, and per source address), and holds a connection
+// whose greeting has not started on probation, where it takes no
+// handshake's slot, so that slow handshakes yield to a prompt newcomer;
+// heartbeats drop a peer of ZMTP 3.1 that went silent, and an idle time a
+// peer that speaks none and is of no use silent; and a PUB
 // socket matches subscriptions in a trie and gives each subscriber its own
 // queue, bounded in messages and bytes, and writer goroutine, dropping
 // (and counting) what a slow subscriber cannot take. A peer that breaks

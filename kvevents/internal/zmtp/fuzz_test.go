@@ -67,7 +67,7 @@ func readMsgs(t *testing.T, in []byte, lim Limits, chunks []int) ([][][]byte, er
 		r = &pieces{r: r, sizes: chunks}
 	}
 	c := newConn(&fakeConn{r: r}, lim, nil, "fuzz")
-	if err := c.handshake("SUB", nil, time.Time{}); err != nil {
+	if err := c.handshake("SUB", nil, time.Time{}, nil); err != nil {
 		return nil, err
 	}
 	var msgs [][][]byte

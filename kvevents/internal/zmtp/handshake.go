@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -64,11 +65,16 @@ func property(b []byte, name string, value []byte) []byte {
 	return append(b, value...)
 }
 
+// greetingStart is the part of the greeting sent first, signature and
+// major version: see shake.
+const greetingStart = 11
+
 // handshake exchanges greetings and READY commands as a socket of type
-// typ, by deadline, and checks that the peer is of a compatible type. The
-// caller closes the connection if it fails.
-func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error {
-	err := c.shake(typ, identity, deadline)
+// typ, by deadline, and checks that the peer is of a compatible type.
+// start, if not nil, is the start of the peer's greeting, read once ours
+// was sent (socket.probe). The caller closes the connection if it fails.
+func (c *Conn) handshake(typ string, identity []byte, deadline time.Time, start []byte) error {
+	err := c.shake(typ, identity, deadline, start)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		c.counts.timeouts.Add(1)
 		err = fmt.Errorf("zmtp: %s: no handshake by the deadline: %w", c.label, ErrProtocol)
@@ -77,7 +83,7 @@ func (c *Conn) handshake(typ string, identity []byte, deadline time.Time) error 
 	return err
 }
 
-func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
+func (c *Conn) shake(typ string, identity []byte, deadline time.Time, start []byte) error {
 	c.SetDeadline(deadline)
 	// We announce ZMTP 3.1: we answer its PING and take its SUBSCRIBE and
 	// CANCEL commands, and still send subscriptions as 3.0 messages, which
@@ -87,19 +93,25 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	// reads a mechanism other than its own: so its mechanism is read, and
 	// named in the error, before ours is sent.
 	out, g := greeting(1), make([]byte, 64)
-	err := c.exchange(out[:11], func() error {
-		if _, err := io.ReadFull(c.r, g[:11]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-				// The one hint a dialer gets from a peer that refuses it.
-				return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does (or one that speaks another protocol): %w", c.label, err)
+	var err error
+	if start != nil {
+		copy(g, start)
+		err = c.checkGreeting(g[:greetingStart])
+	} else {
+		err = exchange(c.nc, out[:greetingStart], func() error {
+			if _, err := io.ReadFull(c.r, g[:greetingStart]); err != nil {
+				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+					// The one hint a dialer gets from a peer that refuses it.
+					return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does (or one that speaks another protocol): %w", c.label, err)
+				}
+				return err
 			}
-			return err
-		}
-		return c.checkGreeting(g[:11])
-	})
+			return c.checkGreeting(g[:greetingStart])
+		})
+	}
 	if err == nil {
-		err = c.exchange(out[11:], func() error {
-			if _, err := io.ReadFull(c.r, g[11:]); err != nil {
+		err = exchange(c.nc, out[greetingStart:], func() error {
+			if _, err := io.ReadFull(c.r, g[greetingStart:]); err != nil {
 				return err
 			}
 			c.minor = g[11]
@@ -109,7 +121,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	if err != nil {
 		return err
 	}
-	err = c.exchange(ready(typ, identity), func() error {
+	err = exchange(c.nc, ready(typ, identity), func() error {
 		flags, size, err := c.header()
 		if err != nil {
 			return err
@@ -140,12 +152,12 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time) error {
 	return c.SetDeadline(time.Time{})
 }
 
-// exchange writes out while in reads: a peer may wait for our bytes
-// before it sends its own, and an inproc pipe has no buffer.
-func (c *Conn) exchange(out []byte, in func() error) error {
+// exchange writes out on nc while in reads: a peer may wait for our
+// bytes before it sends its own, and an inproc pipe has no buffer.
+func exchange(nc net.Conn, out []byte, in func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.nc.Write(out)
+		_, err := nc.Write(out)
 		done <- err
 	}()
 	err := in()

@@ -20,8 +20,8 @@ var (
 	// not finish in time.
 	ErrProtocol = errors.New("zmtp: protocol violation")
 	// ErrTooManyPeers: a listening socket closed a connection for one of
-	// its connection limits: Limits.MaxPeers, Limits.MaxHandshakes or
-	// Limits.MaxHandshakesPerSource.
+	// its connection limits: Limits.MaxPeers, Limits.MaxPeersPerSource,
+	// Limits.MaxHandshakes or Limits.MaxHandshakesPerSource.
 	ErrTooManyPeers = errors.New("zmtp: too many peers")
 	// ErrTimeout: a peer stopped in the middle of a message for
 	// Limits.FrameTimeout, or went silent past its heartbeat timeout.
@@ -42,6 +42,12 @@ const (
 	// engines, each with a replay client beside its subscriber, with room
 	// to spare for restarts.
 	DefaultMaxPeers = 4096
+	// DefaultMaxPeersPerSource keeps one address from taking every peer's
+	// room: a host runs a few engines, not hundreds.
+	DefaultMaxPeersPerSource = 256
+	// DefaultIdleTimeout is how long a peer held to no heartbeat may send
+	// nothing: twice the heartbeat timeout.
+	DefaultIdleTimeout = 2 * DefaultHeartbeatTimeout
 	// DefaultMaxHandshakes is small: a handshake takes a round trip or two,
 	// so legitimate peers seldom hold a slot for long, and a peer that
 	// holds one without finishing is what an attacker does.
@@ -82,15 +88,24 @@ type Limits struct {
 	// their handshake; a peer that finishes its handshake with MaxPeers
 	// already there is closed.
 	MaxPeers int
+	// MaxPeersPerSource is the connections past their handshake that a
+	// listening socket keeps at once from one IP address; a further one
+	// is closed when its handshake is done.
+	MaxPeersPerSource int
 	// MaxHandshakes is the accepted connections in their handshake at
-	// once, apart from MaxPeers. When they are all taken, a connection
-	// from an address that holds fewer of them than the address holding
-	// most, by two or more, takes the place of that address's oldest;
-	// otherwise it is closed.
+	// once, apart from MaxPeers. When they are all taken, a new one takes
+	// the place of the handshake furthest behind (the fewest bytes read,
+	// the oldest of those) of the addresses that hold most.
 	MaxHandshakes int
 	// MaxHandshakesPerSource is the accepted connections in their
-	// handshake at once from one IP address; more are closed at once.
+	// handshake at once from one IP address. Past it, a new one from that
+	// address takes the place of its handshake furthest behind.
 	MaxHandshakesPerSource int
+	// IdleTimeout is how long a peer held to no heartbeat timeout (a peer
+	// of ZMTP 3.0, or one we do not PING, such as a replay client) may
+	// send nothing between messages before its connection is closed,
+	// unless it is of use silent: a Pub's subscriber with a subscription.
+	IdleTimeout time.Duration
 	// ReadBytes bounds the bytes of the messages being read, over every
 	// connection of the socket, reserved as each frame's body grows and
 	// freed when its message is handed on. A reader that finds no room
@@ -117,11 +132,15 @@ func (l Limits) withDefaults() Limits {
 	set(&l.Queue, DefaultQueue)
 	set(&l.QueueBytes, DefaultQueueBytes)
 	set(&l.MaxPeers, DefaultMaxPeers)
+	set(&l.MaxPeersPerSource, DefaultMaxPeersPerSource)
 	set(&l.MaxHandshakes, DefaultMaxHandshakes)
 	set(&l.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
 	set(&l.ReadBytes, DefaultReadBytes)
 	if l.FrameTimeout <= 0 {
 		l.FrameTimeout = DefaultFrameTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
 	}
 	return l
 }
@@ -141,21 +160,22 @@ func violation(err error) bool {
 // Refusals counts what a socket's limits refused, by limit, since it was
 // made. Each refusal is reported to OnViolation too.
 type Refusals struct {
-	Peers      int64 // handshakes finished with MaxPeers peers already connected
-	Handshakes int64 // connections closed with MaxHandshakes in their handshake: refused, or closed to make room for a quieter address
-	PerSource  int64 // connections past MaxHandshakesPerSource from one address
-	Timeouts   int64 // handshakes not done within the handshake timeout
-	Stalled    int64 // messages that made no progress within FrameTimeout
-	Silent     int64 // peers that sent nothing within their heartbeat timeout
+	Peers          int64 // handshakes finished with MaxPeers peers already connected, or MaxPeersPerSource from their address
+	PeersPerSource int64 // of Peers, those refused for MaxPeersPerSource
+	Handshakes     int64 // connections closed to make room for a newcomer, with MaxHandshakes in their handshake or on probation
+	PerSource      int64 // handshakes closed to make room for a newcomer from their address, with MaxHandshakesPerSource from it under way
+	Timeouts       int64 // handshakes not done within the handshake timeout
+	Stalled        int64 // messages that made no progress within FrameTimeout
+	Silent         int64 // peers that sent nothing within their heartbeat timeout
 }
 
 // refusals is a socket's Refusals, counted from any goroutine.
 type refusals struct {
-	peers, handshakes, perSource, timeouts, stalled, silent atomic.Int64
+	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent atomic.Int64
 }
 
 func (r *refusals) load() Refusals {
-	return Refusals{Peers: r.peers.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
+	return Refusals{Peers: r.peers.Load(), PeersPerSource: r.peersPerSource.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
 		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load()}
 }
 
@@ -237,11 +257,12 @@ func (b *budget) inUse() int64 {
 
 // Heartbeat configures ZMTP 3.1 heartbeats on a socket's connections: a
 // PING every Interval, carrying Timeout as its TTL, to each peer that
-// announced ZMTP 3.1 or later, which answers with a PONG. A connection whose peer has answered or sent a
-// heartbeat and then sends nothing for Timeout is closed (a dialing
-// socket then connects again): a frozen peer is dropped, and a peer that
-// does not speak heartbeats (ZMTP 3.0) is never held to them. A peer's
-// own TTL is honoured the same way.
+// announced ZMTP 3.1 or later, which must answer with a PONG (RFC 37). A
+// connection whose peer sends nothing, PONGs included, for Timeout, or
+// for the TTL of the peer's own last PING when that is shorter, is closed
+// (a dialing socket then connects again): a frozen peer is dropped. A
+// peer of ZMTP 3.0, which does not speak heartbeats, is never held to
+// them (Limits.IdleTimeout applies to it).
 type Heartbeat struct {
 	Interval time.Duration // 0 means DefaultHeartbeatInterval; negative sends no PING
 	Timeout  time.Duration // 0 means DefaultHeartbeatTimeout

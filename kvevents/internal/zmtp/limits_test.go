@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -29,17 +30,17 @@ func dialFrom(t *testing.T, addr net.Addr, ip net.IP) *raw {
 	return &raw{t: t, nc: nc, c: newConn(nc, Limits{}.withDefaults(), nil, "raw")}
 }
 
-// slowHandshakes runs n connections to addr from sources addresses
-// (127.0.0.2 and up), each sending a greeting a byte a second and
-// connecting again pause after it is closed, until ctx is done.
-func slowHandshakes(ctx context.Context, addr string, n, sources int, pause time.Duration) *sync.WaitGroup {
+// slowHandshakes runs n connections to addr, the i-th from the address
+// from(i), each sending a greeting a byte a second and connecting again
+// pause after it is closed, until ctx is done.
+func slowHandshakes(ctx context.Context, addr string, n int, from func(i int) net.IP, pause time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	g := rawGreeting(0)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%sources))}, Timeout: time.Second}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from(i)}, Timeout: time.Second}
 			buf := make([]byte, 128)
 			for ctx.Err() == nil {
 				if nc, err := d.DialContext(ctx, "tcp", addr); err == nil {
@@ -101,36 +102,78 @@ func runPython(ctx context.Context, t *testing.T, script string, args ...string)
 	return done
 }
 
-// attacked starts slowHandshakes on addr (300 connections from ten
-// addresses, reconnecting 5 ms after they are closed) and waits until
-// they fill the handshake slots of the socket whose refusals are given.
-func attacked(ctx context.Context, t *testing.T, addr string, refusals func() Refusals) (stop func()) {
+// handshakeAttack is a shape of slowHandshakes: n connections, the i-th
+// from the address from(i).
+type handshakeAttack struct {
+	name  string
+	n     int
+	from  func(i int) net.IP
+	pause time.Duration // before a closed connection connects again
+}
+
+// handshakeAttacks are the shapes the flood tests run: from a few
+// addresses other than the legitimate peers', from as many addresses as
+// there are handshake slots (one each), and from the legitimate peers'
+// own, 127.0.0.1. Only the first runs under -short.
+var handshakeAttacks = []handshakeAttack{
+	{"300 from ten addresses", 300, func(i int) net.IP { return net.IPv4(127, 0, 0, byte(2+i%10)) }, 5 * time.Millisecond},
+	{"64 from 64 addresses", DefaultMaxHandshakes, func(i int) net.IP { return net.IPv4(127, 0, 0, byte(2+i)) }, 0},
+	{"300 from the peers' own address", 300, func(int) net.IP { return net.IPv4(127, 0, 0, 1) }, 5 * time.Millisecond},
+}
+
+// attacked starts the attack on the listening socket s and waits until
+// it holds every place it can take.
+func attacked(ctx context.Context, t *testing.T, s *socket, a handshakeAttack) (stop func()) {
 	t.Helper()
 	attack, cancel := context.WithCancel(ctx)
-	wg := slowHandshakes(attack, addr, 300, 10, 5*time.Millisecond)
+	wg := slowHandshakes(attack, s.addr().String(), a.n, a.from, a.pause)
 	stop = func() { cancel(); wg.Wait() }
-	for refusals().Handshakes == 0 {
+	// Trickled, no greeting starts before the handshake's deadline: the
+	// attack waits on probation, all of it.
+	full := min(maxProbation*s.lim.MaxHandshakes, a.n)
+	for {
+		s.mu.Lock()
+		held := len(s.probation)
+		s.mu.Unlock()
+		if held >= full {
+			return stop
+		}
 		select {
 		case <-ctx.Done():
 			stop()
-			t.Fatalf("the attack never filled the handshake slots: %+v", refusals())
+			t.Fatalf("the attack never filled the handshake slots: %d of %d", held, full)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return stop
 }
 
-// 300 connections that send their greeting a byte a second, reconnecting
-// 5 ms after they are closed, from ten addresses other than the
-// legitimate peers', keep every handshake slot taken (without the rule
-// that lets a quieter address in, no legitimate peer gets one): a libzmq
+// Connections that send their greeting a byte a second, and connect
+// again when they are closed, for the whole handshake timeout: 300 from
+// ten addresses other than the legitimate peers', 64 from 64 addresses,
+// one each, at once, or 300 from the legitimate peers' own address. They
+// wait on probation and never hold a handshake's slot, so a libzmq
 // publisher (pyzmq, when installed) and one of ours, both on 127.0.0.1,
-// still get every message into a listening Sub, and the refusals are
-// counted by limit and reported.
-func TestSlowHandshakeFlood(t *testing.T) {
+// still get every message into a listening Sub while the attack goes on,
+// and the refusals are counted by limit and reported.
+func TestSlowHandshakeFlood(t *testing.T) { eachAttack(t, slowHandshakeFlood) }
+
+// eachAttack runs test once per shape of handshakeAttacks, the first
+// alone under -short.
+func eachAttack(t *testing.T, test func(*testing.T, handshakeAttack)) {
+	for i, a := range handshakeAttacks {
+		t.Run(a.name, func(t *testing.T) {
+			if i > 0 && testing.Short() {
+				t.Skip("one shape of the attack under -short")
+			}
+			test(t, a)
+		})
+	}
+}
+
+func slowHandshakeFlood(t *testing.T, a handshakeAttack) {
 	noLeaks(t)
 	var violated atomic.Int64
-	s := NewSub(SubOptions{HandshakeTimeout: time.Second, OnViolation: func(error) { violated.Add(1) }})
+	s := NewSub(SubOptions{OnViolation: func(error) { violated.Add(1) }})
 	defer s.Close()
 	if err := s.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -138,7 +181,7 @@ func TestSlowHandshakeFlood(t *testing.T) {
 	s.Subscribe("")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	stop := attacked(ctx, t, s.Addr().String(), s.Refusals)
+	stop := attacked(ctx, t, s.s, a)
 	defer stop()
 
 	const n = 300
@@ -190,11 +233,14 @@ func TestSlowHandshakeFlood(t *testing.T) {
 	}
 }
 
-// Silent handshakes from one address take at most MaxHandshakesPerSource
-// slots; another address still gets one, and when all MaxHandshakes are
-// taken, a new address takes the place of the oldest of the address that
-// holds most.
-func TestHandshakesPerSource(t *testing.T) {
+// A connection holds no handshake's slot until the start of its greeting
+// has come (at most MaxHandshakes wait so, the one furthest behind making
+// room for a newcomer), and one whose greeting started is never refused a
+// slot: past MaxHandshakesPerSource from one address, the handshake of
+// that address furthest behind (the fewest bytes read, the oldest of
+// those) yields its slot; past MaxHandshakes, the one furthest behind of
+// the address that holds most. The newcomers complete their handshakes.
+func TestHandshakesYield(t *testing.T) {
 	noLeaks(t)
 	v := make(violations, 8)
 	s := NewSub(SubOptions{Limits: Limits{MaxHandshakes: 3, MaxHandshakesPerSource: 2}, OnViolation: v.report})
@@ -202,26 +248,58 @@ func TestHandshakesPerSource(t *testing.T) {
 	if err := s.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	a := net.IPv4(127, 0, 0, 5)
-	a1, a2, a3 := dialFrom(t, s.Addr(), a), dialFrom(t, s.Addr(), a), dialFrom(t, s.Addr(), a)
-	if !a3.closed(time.Second) {
-		t.Fatal("a third handshake from one address was kept")
+	g := rawGreeting(0)
+	started := func(ip net.IP, n int) *raw {
+		r := dialFrom(t, s.Addr(), ip)
+		r.write(g[:n])
+		time.Sleep(100 * time.Millisecond) // the Sub reads it
+		return r
 	}
-	v.want(t, ErrTooManyPeers)
-	b := dialFrom(t, s.Addr(), net.IPv4(127, 0, 0, 6)) // the third slot
-	c := dialFrom(t, s.Addr(), net.IPv4(127, 0, 0, 7)) // takes a1's
-	if !a1.closed(time.Second) {
-		t.Fatal("the busiest address kept its oldest handshake")
-	}
-	v.want(t, ErrTooManyPeers)
-	c.hello("PUB", 0)
-	for _, r := range []*raw{a2, b} {
-		if r.closed(100 * time.Millisecond) {
-			t.Fatal("a handshake was closed that should have been kept")
+	finish := func(r *raw, sent int) {
+		t.Helper()
+		r.write(g[sent:], rawReady("PUB"))
+		r.c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.ReadFull(r.c.r, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		if _, cmd, _, err := r.c.next(); err != nil || cmd != "READY" {
+			t.Fatalf("got %q, %v, want READY", cmd, err)
 		}
 	}
-	if r := s.Refusals(); r.PerSource != 1 || r.Handshakes != 1 {
-		t.Errorf("refusals %+v, want one per source and one handshake", r)
+	a := net.IPv4(127, 0, 0, 5)
+	a1, a2 := started(a, 64), started(a, 20)
+	a3 := started(a, 20) // takes a2's slot: a1 is further on
+	if !a2.closed(time.Second) {
+		t.Fatal("the handshake furthest behind of an address at its limit kept its slot")
+	}
+	v.want(t, ErrTooManyPeers)
+	b := started(net.IPv4(127, 0, 0, 6), 20) // the third slot
+	c := started(net.IPv4(127, 0, 0, 7), 20) // takes a3's
+	if !a3.closed(time.Second) {
+		t.Fatal("the busiest address kept its handshake furthest behind")
+	}
+	v.want(t, ErrTooManyPeers)
+	// Silent connections wait on probation, holding no slot, as many as
+	// maxProbation per slot; one more takes the place of the oldest.
+	d := net.IPv4(127, 0, 0, 8)
+	var silent []*raw
+	for range maxProbation*3 + 1 {
+		silent = append(silent, dialFrom(t, s.Addr(), d))
+	}
+	if !silent[0].closed(time.Second) {
+		t.Fatal("the oldest silent connection kept its place on probation")
+	}
+	v.want(t, ErrTooManyPeers)
+	finish(a1, 64)
+	finish(b, 20)
+	finish(c, 20)
+	for _, r := range silent[1:] {
+		if r.closed(10 * time.Millisecond) {
+			t.Error("a silent connection was closed with room on probation")
+		}
+	}
+	if r := s.Refusals(); r.PerSource != 1 || r.Handshakes != 2 || r.Peers != 0 {
+		t.Errorf("refusals %+v, want one handshake yielded per source, two for the totals, no peer refused", r)
 	}
 }
 
@@ -306,7 +384,8 @@ func (r *raw) frozen() {
 }
 
 // A Sub drops a publisher that answered heartbeats and then froze, and
-// connects again; a publisher that never answers one (ZMTP 3.0) is kept.
+// connects again; a publisher of ZMTP 3.0, which speaks no heartbeats, is
+// kept.
 func TestHeartbeatFrozenPublisher(t *testing.T) {
 	noLeaks(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -347,11 +426,12 @@ func TestHeartbeatFrozenPublisher(t *testing.T) {
 	if d := time.Since(start); d < hb.Timeout/2 || s.Refusals().Silent != 1 {
 		t.Errorf("reconnected after %v, %+v", d, s.Refusals())
 	}
-	second.hello("PUB", 1)
+	second.hello("PUB", 0)
 	if !first.closed(time.Second) {
 		t.Error("the frozen publisher's connection is still open")
 	}
-	// The second never answers a PING: it is not held to heartbeats.
+	// The second, of ZMTP 3.0, does not speak heartbeats: it is not held
+	// to them.
 	if second.closed(4 * hb.Timeout) {
 		t.Error("a publisher that does not speak heartbeats was dropped")
 	}
@@ -361,14 +441,7 @@ func TestHeartbeatFrozenPublisher(t *testing.T) {
 // while its writer is blocked on that subscriber.
 func TestHeartbeatFrozenSubscriber(t *testing.T) {
 	noLeaks(t)
-	p := NewPub(PubOptions{Heartbeat: Heartbeat{Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond}})
-	defer p.Close(0)
-	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	r := dialRaw(t, p.Addr())
-	r.nc.(*net.TCPConn).SetReadBuffer(4096)
-	r.hello("SUB", 1)
+	p, r := pubAndSmallReader(t, PubOptions{Heartbeat: Heartbeat{Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond}})
 	r.write(rawMsg([]byte{1}))
 	r.frozen()
 	for range 1000 { // enough to block the writer
@@ -430,18 +503,20 @@ func TestNoPingToZMTP30(t *testing.T) {
 	}
 }
 
-// The same flood at a listening Pub: a libzmq subscriber (pyzmq, when
+// The same floods at a listening Pub: a libzmq subscriber (pyzmq, when
 // installed) and one of ours, both on 127.0.0.1, get every message.
-func TestSlowHandshakeFloodPub(t *testing.T) {
+func TestSlowHandshakeFloodPub(t *testing.T) { eachAttack(t, slowHandshakeFloodPub) }
+
+func slowHandshakeFloodPub(t *testing.T, a handshakeAttack) {
 	noLeaks(t)
-	p := NewPub(PubOptions{HandshakeTimeout: time.Second})
+	p := NewPub(PubOptions{})
 	defer p.Close(0)
 	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	stop := attacked(ctx, t, p.Addr().String(), p.Refusals)
+	stop := attacked(ctx, t, p.s, a)
 	defer stop()
 	const n = 300
 	endpoint := "tcp://" + p.Addr().String()
@@ -478,6 +553,23 @@ func TestSlowHandshakeFloodPub(t *testing.T) {
 	if st := p.Stats(); st.Dropped != 0 || p.Refusals().Peers != 0 {
 		t.Errorf("stats %+v, refusals %+v: want nothing dropped, no peer refused", st, p.Refusals())
 	}
+}
+
+// pubAndSmallReader returns a Pub with opts listening on 127.0.0.1,
+// closed at the test's end, and a raw subscriber of ZMTP 3.1 of a small
+// receive buffer, its handshake done: a peer that stops reading soon
+// holds up the Pub's writes to it.
+func pubAndSmallReader(t *testing.T, opts PubOptions) (*Pub, *raw) {
+	t.Helper()
+	p := NewPub(opts)
+	t.Cleanup(func() { p.Close(0) })
+	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, p.Addr())
+	r.nc.(*net.TCPConn).SetReadBuffer(4096)
+	r.hello("SUB", 1)
+	return p, r
 }
 
 // pubDialing returns a PUB that connected to s, listening on TCP, once s

@@ -67,6 +67,11 @@ type PubStats struct {
 	Unsent       int64       // messages queued but never written: the subscriber went away or Close's flush time ran out
 	Connected    int64       // subscribers that completed a handshake
 	Disconnected int64       // of those, the ones gone since
+	// Reached counts the subscribers, gone included, that were written at
+	// least one message: a handshake alone, or subscriptions that match
+	// nothing sent, reach no one. Lossy counts those of them that lost a
+	// message too, Dropped or Unsent.
+	Reached, Lossy int64
 }
 
 // PeerStats are one subscriber's counts; see [PubStats].
@@ -235,6 +240,7 @@ func (p *Pub) Stats() PubStats {
 		st.Queued += ps.Queued
 		st.QueuedBytes += ps.QueuedBytes
 		st.Unsent += ps.Unsent
+		st.count(ps)
 		st.Peers = append(st.Peers, ps)
 	}
 	if p.final != nil {
@@ -242,6 +248,16 @@ func (p *Pub) Stats() PubStats {
 	}
 	slices.SortFunc(st.Peers, func(a, b PeerStats) int { return strings.Compare(a.Peer, b.Peer) })
 	return st
+}
+
+// count adds one subscriber's PeerStats to Reached and Lossy.
+func (st *PubStats) count(ps PeerStats) {
+	if ps.Sent > 0 {
+		st.Reached++
+		if ps.Dropped+ps.Unsent > 0 {
+			st.Lossy++
+		}
+	}
 }
 
 func (pp *pubPeer) stats() PeerStats {
@@ -277,7 +293,7 @@ func (p *Pub) Close(flush time.Duration) error {
 	p.s.stop()
 	deadline := time.Now().Add(flush)
 	for _, pp := range peers {
-		pp.c.nc.SetWriteDeadline(deadline) // a writer blocked on a peer that does not read gives up then
+		pp.c.setWriteDeadline(deadline) // a writer blocked on a peer that does not read gives up then
 		pp.shut()
 	}
 	final := []PeerStats{}
@@ -331,6 +347,7 @@ func (p *Pub) serve(c *Conn) {
 	p.gone.Sent += ps.Sent
 	p.gone.Dropped += ps.Dropped
 	p.gone.Unsent += ps.Unsent
+	p.gone.count(ps)
 	p.mu.Unlock()
 	p.notify()
 }
@@ -387,6 +404,9 @@ func (p *Pub) subscribe(pp *pubPeer, prefix []byte, on bool) error {
 		pp.mu.Unlock()
 		p.subs.remove(k, pp)
 	}
+	// A subscriber with a subscription is of use silent: a peer of ZMTP
+	// 3.0 sends nothing more.
+	pp.c.keep.Store(on || n > 1)
 	p.notify()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,16 +38,31 @@ type socket struct {
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
 	peers     int                   // connections from listeners past their handshake, bounded by lim.MaxPeers
+	peersBy   map[string]int        // of those, by source address, each bounded by lim.MaxPeersPerSource
 	pending   map[string][]*pending // accepted connections in their handshake, by source address, oldest first
 	npending  int                   // bounded by lim.MaxHandshakes
+	probation []*pending            // accepted connections whose greeting has not started yet, bounded by maxProbation times lim.MaxHandshakes
 	dialErr   error                 // why the dialer's last attempt failed; nil after a success
 }
 
-// pending is an accepted connection in its handshake.
+// pending is an accepted connection on probation or in its handshake.
 type pending struct {
-	nc   net.Conn
-	src  string
-	done bool // no longer counted: past its handshake, failed, or closed to make room
+	nc       net.Conn
+	src      string
+	start    time.Time
+	progress atomic.Int64 // bytes of the handshake read so far
+	claimed  bool         // holds a handshake's slot, past its probation
+	done     bool         // no longer counted: past its handshake, failed, or closed to make room
+}
+
+// behind reports whether p's handshake is further behind q's: fewer of
+// its bytes read, or as many since longer. Every ZeroMQ socket sends the
+// start of its greeting at once and the rest as soon as it has ours, so a
+// peer that trickles its greeting, however long ago it came, stays behind
+// one that just did.
+func (p *pending) behind(q *pending) bool {
+	pp, qp := p.progress.Load(), q.progress.Load()
+	return pp < qp || pp == qp && p.start.Before(q.start)
 }
 
 func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration, hb Heartbeat) *socket {
@@ -61,7 +77,7 @@ func newSocket(typ string, lim Limits, onViolation func(error), handshake time.D
 	lim = lim.withDefaults()
 	return &socket{typ: typ, lim: lim, report: report, handshake: handshake, hb: hb,
 		budget: newBudget(lim.ReadBytes), ctx: ctx, cancel: cancel,
-		conns: make(map[net.Conn]struct{}), pending: make(map[string][]*pending)}
+		conns: make(map[net.Conn]struct{}), peersBy: make(map[string]int), pending: make(map[string][]*pending)}
 }
 
 // Refusals returns what the socket's limits refused so far.
@@ -75,9 +91,6 @@ func (s *socket) readBytes() int64 { return s.budget.inUse() }
 func (s *socket) newConn(nc net.Conn, ep endpoint) *Conn {
 	c := newConn(nc, s.lim, s.report, label(nc, ep))
 	c.budget, c.counts = s.budget, &s.refused
-	if s.hb.Interval > 0 {
-		c.hbTimeout = s.hb.Timeout
-	}
 	return c
 }
 
@@ -109,6 +122,9 @@ func (s *socket) untrack(nc net.Conn, p *pending, peer bool) {
 	delete(s.conns, nc)
 	if peer {
 		s.peers--
+		if s.peersBy[p.src]--; s.peersBy[p.src] == 0 {
+			delete(s.peersBy, p.src)
+		}
 	}
 	if p != nil {
 		s.settle(p)
@@ -123,10 +139,11 @@ func (s *socket) settle(p *pending) {
 		return
 	}
 	p.done = true
-	q := s.pending[p.src]
-	if i := slices.Index(q, p); i >= 0 {
-		q = slices.Delete(q, i, i+1)
+	if !p.claimed {
+		s.probation = slices.DeleteFunc(s.probation, func(q *pending) bool { return q == p })
+		return
 	}
+	q := slices.DeleteFunc(s.pending[p.src], func(q *pending) bool { return q == p })
 	if len(q) == 0 {
 		delete(s.pending, p.src)
 	} else {
@@ -135,41 +152,123 @@ func (s *socket) settle(p *pending) {
 	s.npending--
 }
 
-// admit counts nc, from src, among the handshakes if the limits let it
-// in, and returns its entry, or the error to report. It may close the
-// oldest handshake of the source that holds most, to make room for one
-// from a source that holds at least two fewer (an attacker needs as many
-// addresses as MaxHandshakes to keep a new one out), and then returns
-// that to report too. s.mu is held.
+// maxProbation is how many connections, per handshake slot, may wait on
+// probation: one costs a goroutine and the start of a greeting, far less
+// than a connection's buffers, so that an attacker needs that many
+// connections at once before a newcomer can lose its place there.
+const maxProbation = 16
+
+// admit takes nc, from src, on probation: until the start of its greeting
+// has come (probe), it holds no handshake's slot and no buffers. At most
+// maxProbation times MaxHandshakes connections are on probation: past
+// that, the one furthest behind (the fewest bytes read, the oldest of
+// those) yields its place, and admit returns that to report too. It
+// returns the error to report if the peers are at their limit. s.mu is
+// held.
 func (s *socket) admit(nc net.Conn, src string, ep endpoint) (p *pending, evicted, err error) {
 	from := label(nc, ep)
-	switch {
-	case s.peers >= s.lim.MaxPeers:
+	if s.peers >= s.lim.MaxPeers {
 		s.refused.peers.Add(1)
 		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, from, s.lim.MaxPeers, ErrTooManyPeers)
-	case src != "" && len(s.pending[src]) >= s.lim.MaxHandshakesPerSource:
+	}
+	if len(s.probation) >= maxProbation*s.lim.MaxHandshakes {
+		s.refused.handshakes.Add(1)
+		evicted = s.yield(s.probation, from, ep)
+	}
+	p = &pending{nc: nc, src: src, start: time.Now()}
+	s.probation = append(s.probation, p)
+	return p, evicted, nil
+}
+
+// claim gives p, on probation, a handshake's slot, now that the start of
+// its greeting has come, which every ZeroMQ socket sends at once. A
+// newcomer that got so far is never refused a slot: when its source holds
+// MaxHandshakesPerSource of them, or all MaxHandshakes are taken, the
+// handshake furthest behind of that source, or of the sources that hold
+// most, yields its slot. So handshakes that trickle their greeting, from
+// one address or from many, never hold a slot, and cannot keep out a peer
+// that sends its greeting promptly. It returns the eviction to report,
+// and ErrClosed if p was closed meanwhile.
+func (s *socket) claim(p *pending, ep endpoint) (evicted, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.done {
+		return nil, ErrClosed
+	}
+	s.settle(p)
+	var yielding []*pending
+	switch {
+	case p.src != "" && len(s.pending[p.src]) >= s.lim.MaxHandshakesPerSource:
 		s.refused.perSource.Add(1)
-		return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes from %s already: %w", ep, from, s.lim.MaxHandshakesPerSource, src, ErrTooManyPeers)
+		yielding = s.pending[p.src]
 	case s.npending >= s.lim.MaxHandshakes:
-		var busiest []*pending
+		s.refused.handshakes.Add(1)
+		most := 0
 		for _, q := range s.pending {
-			if len(q) > len(busiest) {
-				busiest = q
+			most = max(most, len(q))
+		}
+		for _, q := range s.pending {
+			if len(q) == most {
+				yielding = append(yielding, q...)
 			}
 		}
-		s.refused.handshakes.Add(1)
-		if len(busiest) < len(s.pending[src])+2 {
-			return nil, nil, fmt.Errorf("zmtp: %s: closed a connection from %s: %d handshakes under way: %w", ep, from, s.lim.MaxHandshakes, ErrTooManyPeers)
-		}
-		old := busiest[0]
-		s.settle(old)
-		old.nc.Close()
-		evicted = fmt.Errorf("zmtp: %s: closed a handshake from %s to make room for %s: %d under way: %w", ep, old.src, from, s.lim.MaxHandshakes, ErrTooManyPeers)
 	}
-	p = &pending{nc: nc, src: src}
-	s.pending[src] = append(s.pending[src], p)
+	if len(yielding) > 0 {
+		evicted = s.yield(yielding, label(p.nc, ep), ep)
+	}
+	p.done, p.claimed = false, true
+	s.pending[p.src] = append(s.pending[p.src], p)
 	s.npending++
-	return p, evicted, nil
+	return evicted, nil
+}
+
+// probe sends the start of our greeting on nc, accepted and on
+// probation, and reads the start of the peer's, counting its bytes as
+// they come, by deadline; then it claims a handshake's slot for it. It
+// returns the start of the peer's greeting, for the handshake to go on
+// from.
+func (s *socket) probe(nc net.Conn, ep endpoint, p *pending, deadline time.Time) ([]byte, error) {
+	nc.SetDeadline(deadline)
+	start := make([]byte, greetingStart)
+	err := exchange(nc, greeting(1)[:greetingStart], func() error {
+		for n := 0; n < len(start); {
+			k, err := nc.Read(start[n:])
+			n += k
+			p.progress.Add(int64(k))
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.refused.timeouts.Add(1)
+			err = fmt.Errorf("zmtp: %s: no greeting by the deadline: %w", label(nc, ep), ErrProtocol)
+			s.report(err)
+		}
+		return nil, err
+	}
+	evicted, err := s.claim(p, ep)
+	if evicted != nil {
+		s.report(evicted)
+	}
+	return start, err
+}
+
+// yield closes the handshake of among that is furthest behind, to make
+// room for one from newcomer, and returns what to report. s.mu is held.
+func (s *socket) yield(among []*pending, newcomer string, ep endpoint) error {
+	slowest := among[0]
+	for _, q := range among[1:] {
+		if q.behind(slowest) {
+			slowest = q
+		}
+	}
+	s.settle(slowest)
+	slowest.nc.Close()
+	return fmt.Errorf("zmtp: %s: closed the handshake furthest behind, from %s (%d bytes in %v), to make room for %s: %w",
+		ep, slowest.src, slowest.progress.Load(), time.Since(slowest.start).Round(time.Millisecond), newcomer, ErrTooManyPeers)
 }
 
 // source returns the IP address a connection comes from, or "" for a
@@ -253,32 +352,53 @@ func (s *socket) accept(l net.Listener, ep endpoint, serve func(*Conn)) {
 // returns the handshake's error. p is the entry of an accepted
 // connection among the handshakes, nil for one dialed.
 func (s *socket) run(nc net.Conn, ep endpoint, p *pending, deadline time.Time, serve func(*Conn)) error {
-	c := s.newConn(nc, ep)
 	peer := false
+	var c *Conn
 	defer func() {
-		c.Close()
+		if c != nil {
+			c.Close()
+		}
 		s.untrack(nc, p, peer)
 	}()
-	if err := c.handshake(s.typ, nil, deadline); err != nil {
+	var start []byte
+	if p != nil {
+		var err error
+		if start, err = s.probe(nc, ep, p, deadline); err != nil {
+			return err
+		}
+	}
+	c = s.newConn(nc, ep)
+	if p != nil {
+		c.progress = &p.progress
+	}
+	err := c.handshake(s.typ, nil, deadline, start)
+	c.progress = nil
+	if err != nil {
 		return err
 	}
 	if p != nil {
 		s.mu.Lock()
 		s.settle(p)
-		if peer = s.peers < s.lim.MaxPeers; peer {
+		all, fromSource := s.peers < s.lim.MaxPeers, p.src == "" || s.peersBy[p.src] < s.lim.MaxPeersPerSource
+		if peer = all && fromSource; peer {
 			s.peers++
+			s.peersBy[p.src]++
 		}
 		s.mu.Unlock()
 		if !peer {
-			s.refused.peers.Add(1)
 			err := fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers already: %w", ep, c.label, s.lim.MaxPeers, ErrTooManyPeers)
+			if s.refused.peers.Add(1); all {
+				s.refused.peersPerSource.Add(1)
+				err = fmt.Errorf("zmtp: %s: closed a connection from %s: %d peers from %s already: %w", ep, c.label, s.lim.MaxPeersPerSource, p.src, ErrTooManyPeers)
+			}
 			s.report(err)
 			return err
 		}
 	}
 	// A ZMTP 3.0 peer may not know PING: go-zeromq/zmq4 hands it to its
-	// reader as a message.
+	// reader as a message. It is held to the quiet time instead.
 	if s.hb.Interval > 0 && c.minor >= 1 {
+		c.hbTimeout = s.hb.Timeout
 		go c.heartbeat(s.hb)
 	}
 	serve(c)

@@ -98,7 +98,7 @@ func FuzzSubscriptions(f *testing.F) {
 		p := NewPub(PubOptions{Limits: Limits{Frames: []int{64}, MaxFrames: 1}})
 		defer p.Close(0)
 		c := p.s.newConn(&fakeConn{r: bytes.NewReader(append(hello[:len(hello):len(hello)], data...))}, endpoint{raw: "fuzz"})
-		if err := c.handshake("PUB", nil, time.Time{}); err != nil {
+		if err := c.handshake("PUB", nil, time.Time{}, nil); err != nil {
 			t.Fatal(err)
 		}
 		pp := newPubPeer(c)
