@@ -523,7 +523,7 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 		return nil, usagef("%v", err)
 	}
 	js := o.jobs()
-	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
+	bar := newProgress(stderr, o.format, len(js)*len(w.Requests))
 	results, _, err := runJobs(len(js), workers, func(i int) (clusterRow, error) {
 		defer bar.finished()
 		run := js[i]

@@ -6,22 +6,17 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 )
 
-// progress reports compare's runs on stderr: a bar redrawn in place when
-// stderr is a terminal, else a plain line every progressInterval, so that
-// a log or CI shows a long run alive without filling up, and a short one
-// prints nothing. The runs report from their own goroutines: its methods
-// are safe for concurrent use.
+// progress reports the runs of compare and cluster on stderr: a bar
+// redrawn in place when stderr is a terminal and the output a table, and
+// nothing otherwise, so that a pipe, a log or a csv or json run is never
+// written over. The runs report from their own goroutines: its methods are
+// safe for concurrent use.
 type progress struct {
 	mu       sync.Mutex
 	w        io.Writer
-	terminal bool
-	now      func() time.Time
-	start    time.Time
-	next     time.Time // when the next line is due (not a terminal)
-	runs     int
+	drawn    bool // the bar is drawn: a terminal, and a table
 	runsDone int
 	total    int // requests over all runs
 	done     int
@@ -29,19 +24,12 @@ type progress struct {
 	stopped  bool // nothing more is drawn
 }
 
-// progressInterval is the time between two lines on a stderr that is not
-// a terminal.
-const progressInterval = 5 * time.Second
-
-// newProgress returns the progress of runs runs of requests requests in
-// all, on stderr.
-func newProgress(stderr io.Writer, runs, requests int) *progress {
+// newProgress returns the progress of runs of requests requests in all,
+// on stderr, drawn if stderr is a terminal and format is "table".
+func newProgress(stderr io.Writer, format string, requests int) *progress {
 	f, ok := stderr.(*os.File)
-	p := &progress{w: stderr, terminal: ok && isTerminal(f), now: time.Now,
-		runs: runs, total: max(requests, 1), percent: -1}
-	p.start = p.now()
-	p.next = p.start.Add(progressInterval)
-	return p
+	return &progress{w: stderr, drawn: ok && isTerminal(f) && format == "table",
+		total: max(requests, 1), percent: -1}
 }
 
 // isTerminal reports whether f is a character device, as a terminal is.
@@ -73,25 +61,15 @@ func (p *progress) finished() {
 
 const barWidth = 40
 
-// report draws the bar when its percentage moved, or prints a line when
-// one is due. The caller holds mu.
+// report draws the bar when its percentage moved. The caller holds mu.
 func (p *progress) report() {
-	if p.stopped {
+	if p.stopped || !p.drawn {
 		return
 	}
-	pct := min(100*p.done/p.total, 100)
-	if p.terminal {
-		if pct != p.percent {
-			p.percent = pct
-			n := barWidth * pct / 100
-			fmt.Fprintf(p.w, "\r[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(" ", barWidth-n), pct)
-		}
-		return
-	}
-	if now := p.now(); !now.Before(p.next) {
-		p.next = now.Add(progressInterval)
-		fmt.Fprintf(p.w, "kvevict: %d/%d runs finished, %d%%, %v elapsed\n",
-			p.runsDone, p.runs, pct, now.Sub(p.start).Round(time.Second))
+	if pct := min(100*p.done/p.total, 100); pct != p.percent {
+		p.percent = pct
+		n := barWidth * pct / 100
+		fmt.Fprintf(p.w, "\r[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(" ", barWidth-n), pct)
 	}
 }
 
@@ -100,7 +78,7 @@ func (p *progress) report() {
 func (p *progress) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.terminal && p.percent >= 0 {
+	if p.drawn && p.percent >= 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", barWidth+8))
 	}
 	p.stopped = true

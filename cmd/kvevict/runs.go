@@ -143,7 +143,7 @@ func finishedCapacities[R any](results []R, finished []bool, capacities []int) (
 // finished and errInterrupted, saying which it left out.
 func runAll(o *options, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]sim.Report, error) {
 	js := o.jobs()
-	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
+	bar := newProgress(stderr, o.format, len(js)*len(w.Requests))
 	reports, finished, err := runJobs(len(js), workers, func(i int) (sim.Report, error) {
 		rep, err := o.run(w, js[i], bar.callback())
 		bar.finished()

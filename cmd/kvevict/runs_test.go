@@ -131,31 +131,37 @@ func TestCompareInterrupt(t *testing.T) {
 	}
 }
 
-// TestProgressLines: on a stderr that is not a terminal, a line every
-// progressInterval of runs finished, percent and time elapsed, and none
-// for a run shorter than that; the counts stay right when the runs report
-// from goroutines of their own.
+// TestProgressLines: on a stderr that is not a terminal, or for csv or
+// json, nothing; on a terminal, a bar redrawn as the percentage moves and
+// cleared at the end; the counts stay right when the runs report from
+// goroutines of their own.
 func TestProgressLines(t *testing.T) {
 	var out bytes.Buffer
-	p := newProgress(&out, 4, 400)
-	clock := p.start
-	p.now = func() time.Time { return clock }
+	p := newProgress(&out, "table", 400)
 	a, b := p.callback(), p.callback()
 	a(100, 100)
 	p.finished()
+	b(100, 100)
+	p.stop()
 	if out.Len() != 0 {
-		t.Fatalf("a line before %v: %q", progressInterval, out.String())
+		t.Fatalf("not a terminal: %q, want nothing", out.String())
 	}
-	clock = clock.Add(progressInterval + time.Second)
-	b(50, 100)
-	clock = clock.Add(time.Second)
-	b(100, 100) // the next line is due a whole interval after the first
-	if want := "kvevict: 1/4 runs finished, 37%, 6s elapsed\n"; out.String() != want {
-		t.Errorf("got %q, want %q", out.String(), want)
+	p = newProgress(&out, "table", 200)
+	p.drawn = true // as on a terminal
+	p.callback()(100, 100)
+	p.stop()
+	if want := "\r[" + strings.Repeat("#", barWidth/2) + strings.Repeat(" ", barWidth/2) + "]  50%\r" + strings.Repeat(" ", barWidth+8) + "\r"; out.String() != want {
+		t.Errorf("on a terminal %q, want %q", out.String(), want)
+	}
+	if f, err := os.Open(os.DevNull); err == nil { // a character device, as a terminal is
+		defer f.Close()
+		if newProgress(f, "json", 1).drawn || newProgress(f, "csv", 1).drawn {
+			t.Error("a bar drawn for json or csv")
+		}
 	}
 
 	out.Reset()
-	p = newProgress(&out, 8, 8*1000)
+	p = newProgress(&out, "table", 8*1000)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

@@ -276,7 +276,7 @@ func compareTiers(o *options, w *sim.Workload, stdout, stderr io.Writer, interru
 		return usagef("%v", err)
 	}
 	js := o.tierJobs()
-	bar := newProgress(stderr, len(js), len(js)*len(w.Requests))
+	bar := newProgress(stderr, o.format, len(js)*len(w.Requests))
 	rows, finished, err := runJobs(len(js), workers, func(i int) (tierRow, error) {
 		r, err := o.runTier(w, cost, js[i], bar.callback())
 		bar.finished()
