@@ -283,7 +283,11 @@ func (x *Index) Add(c Candidate) error {
 	x.list(c.Blocks)
 	x.stats.evictions.Access(c.ID)
 	x.tell(c.LastAccess)
-	x.file(slot, &c)
+	if c.hinted() {
+		x.file(slot, &c)
+	} else if c.evictable() { // file's case without hints, for a new slot
+		x.available += len(c.Blocks)
+	}
 	x.ord.add(slot, c)
 	return nil
 }
@@ -363,7 +367,9 @@ func (x *Index) Remove(id uint64) bool {
 
 // release frees a slot: its candidate leaves the order and the index.
 func (x *Index) release(slot int32) {
-	x.apart.SetEnd(slot, 0, 0)
+	if x.apart.Ending() {
+		x.apart.SetEnd(slot, 0, 0)
+	}
 	x.unlist(x.ord.cand(slot).Blocks)
 	x.ord.remove(slot)
 	x.held--
@@ -499,7 +505,9 @@ func (x *Index) file(slot int32, c *Candidate) {
 		if c.evictable() {
 			x.available += len(c.Blocks)
 		}
-		x.apart.SetEnd(slot, c.ID, 0)
+		if x.apart.Ending() {
+			x.apart.SetEnd(slot, c.ID, 0)
+		}
 		return
 	}
 	class := rank.ClassPlain
@@ -545,10 +553,16 @@ func (x *Index) unfile(slot int32, c *Candidate) {
 // candidates whose lease or retention priority ended by then: O(log n)
 // each, once per end.
 func (x *Index) tell(tick int64) {
-	if tick <= x.now {
-		return
+	if tick > x.now {
+		x.now = tick
+		if x.apart.Ending() {
+			x.expire(tick)
+		}
 	}
-	x.now = tick
+}
+
+// expire files again the candidates whose class changed by tick.
+func (x *Index) expire(tick int64) {
 	for {
 		slot, ok := x.apart.Ended(tick)
 		if !ok {
@@ -654,19 +668,24 @@ func (x *Index) next() (*Candidate, error) {
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
-	last := x.taken[len(x.taken)-1]
+	apart := len(x.taken) > len(x.ordTaken) // some victims were set apart
 	if x.ordNeed > 0 {
-		freed := 0
-		for i, slot := range x.taken {
-			if !x.ord.cand(slot).apart {
+		freed, lastApart := 0, false
+		for i := range victims {
+			if !apart || !x.ord.cand(x.taken[i]).apart {
 				freed += len(victims[i].Blocks)
 			}
 		}
-		x.ord.commit(x.ordTaken, freed, trimmed && !x.ord.cand(last).apart)
+		if apart {
+			lastApart = x.ord.cand(x.taken[len(x.taken)-1]).apart
+		}
+		x.ord.commit(x.ordTaken, freed, trimmed && !lastApart)
 	}
 	for i, slot := range x.taken {
 		c := x.ord.cand(slot)
-		x.stats.hinted(c, x.now)
+		if apart { // the order's victims are never released or leased
+			x.stats.hinted(c, x.now)
+		}
 		n := len(c.Blocks)
 		x.available -= n
 		if trimmed && i == len(x.taken)-1 {

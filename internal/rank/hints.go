@@ -136,6 +136,10 @@ func (a *Apart) SetEnd(slot int32, id uint64, end int64) {
 	}
 }
 
+// Ending reports whether a candidate's class changes at a later tick:
+// whether Ended can ever find one. O(1).
+func (a *Apart) Ending() bool { return a.ends.Len() > 0 }
+
 // Ended returns a candidate whose class changes by tick now, if any: the
 // caller files it again, which moves its end. O(1).
 func (a *Apart) Ended(now int64) (slot int32, ok bool) {
