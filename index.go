@@ -653,18 +653,17 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // The classes of [Hints] take the candidates set apart below the plain
 // class first, then the order's, then those above it.
 func (x *Index) next() (*Candidate, error) {
-	var slot int32
 	if x.apart.Len() > 0 && (x.apart.Min().Major < rank.PlainRank || x.ordFreed >= x.ordNeed) {
-		slot = x.apart.Min().Slot
+		slot := x.apart.Min().Slot
 		x.apart.Remove(slot)
-	} else {
-		var c *Candidate
-		slot, c = x.ord.next()
-		x.ordTaken = append(x.ordTaken, slot)
-		x.ordFreed += len(c.Blocks)
+		x.taken = append(x.taken, slot)
+		return x.ord.cand(slot), nil
 	}
+	slot, c := x.ord.next()
+	x.ordTaken = append(x.ordTaken, slot)
+	x.ordFreed += len(c.Blocks)
 	x.taken = append(x.taken, slot)
-	return x.ord.cand(slot), nil
+	return c, nil
 }
 
 func (x *Index) commit(victims []Victim, trimmed bool) {
