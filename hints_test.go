@@ -148,37 +148,7 @@ func victimIDs(vs []Victim) []uint64 {
 // hints on: every Evict of an index must return exactly the victims
 // SelectVictims picks over the same candidates, for every strategy, as
 // leases and retention priorities start and end.
-func TestHintsIndexMatchesSelectVictims(t *testing.T) {
-	seeds := uint64(20)
-	if raceEnabled {
-		seeds = 5
-	}
-	for _, cfg := range indexConfigs() {
-		t.Run(cfg.name, func(t *testing.T) {
-			selections, hinted := uint64(0), uint64(0)
-			for seed := range seeds {
-				r := newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
-				rng := rand.New(rand.NewPCG(seed, 11))
-				for range 400 {
-					r.step(rng.IntN)
-					checkIndex(t, r.x)
-					checkSides(t, r.x)
-				}
-				got, want := r.x.Metrics(), r.m.p.Metrics()
-				if got.Selections != want.Selections || got.TotalEvictions != want.TotalEvictions ||
-					got.EvictedBlocks != want.EvictedBlocks || got.ReleasesEvicted != want.ReleasesEvicted ||
-					got.LeasesBroken != want.LeasesBroken {
-					t.Fatalf("seed %d: metrics %+v, policy's %+v", seed, got, want)
-				}
-				selections += got.Selections
-				hinted += got.ReleasesEvicted + got.LeasesBroken
-			}
-			if selections == 0 || hinted == 0 {
-				t.Fatalf("%d evictions, %d of hinted victims: the test exercises too little", selections, hinted)
-			}
-		})
-	}
-}
+func TestHintsIndexMatchesSelectVictims(t *testing.T) { testMatchesSelectVictims(t, true) }
 
 // FuzzHintsIndex is FuzzIndex with hints on.
 func FuzzHintsIndex(f *testing.F) {

@@ -403,29 +403,43 @@ func victimsEqual(a, b []Victim) bool {
 // exactly the victims SelectVictims picks over the model's candidates, and
 // the metrics must agree. Twenty seeds, five under the race detector: the
 // test runs on one goroutine, and CI runs all twenty without the detector.
-func TestIndexMatchesSelectVictims(t *testing.T) {
+func TestIndexMatchesSelectVictims(t *testing.T) { testMatchesSelectVictims(t, false) }
+
+// testMatchesSelectVictims is TestIndexMatchesSelectVictims, with random
+// hints on the candidates when hints is set.
+func testMatchesSelectVictims(t *testing.T, hints bool) {
 	seeds := uint64(20)
 	if raceEnabled {
 		seeds = 5
 	}
 	for _, cfg := range indexConfigs() {
 		t.Run(cfg.name, func(t *testing.T) {
+			hinted := uint64(0)
 			for seed := range seeds {
 				r := newOpRunner(t, cfg.name, cfg.s, cfg.opts)
+				if hints {
+					r = newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
+				}
 				rng := rand.New(rand.NewPCG(seed, 7))
 				for range 400 {
 					r.step(rng.IntN)
 					checkIndex(t, r.x)
+					checkSides(t, r.x)
 				}
 				got, want := r.x.Metrics(), r.m.p.Metrics()
 				if got.Selections != want.Selections || got.TotalEvictions != want.TotalEvictions ||
 					got.PartialEvictions != want.PartialEvictions || got.EvictedBlocks != want.EvictedBlocks ||
-					got.FairnessScore != want.FairnessScore {
+					got.FairnessScore != want.FairnessScore || got.ReleasesEvicted != want.ReleasesEvicted ||
+					got.LeasesBroken != want.LeasesBroken {
 					t.Fatalf("seed %d: metrics %+v, policy's %+v", seed, got, want)
 				}
 				if got.Selections == 0 {
 					t.Fatalf("seed %d: no eviction happened; the test exercises nothing", seed)
 				}
+				hinted += got.ReleasesEvicted + got.LeasesBroken
+			}
+			if hints && hinted == 0 {
+				t.Fatal("no victim was released or leased: the test exercises no hint")
 			}
 		})
 	}
