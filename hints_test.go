@@ -154,15 +154,7 @@ func TestHintsIndexMatchesSelectVictims(t *testing.T) { testMatchesSelectVictims
 func FuzzHintsIndex(f *testing.F) {
 	f.Add(uint8(0), []byte{0, 1, 2, 3, 9, 9, 9, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(3), []byte("leases end and released turns go first"))
-	configs := indexConfigs()
-	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
-		cfg := configs[int(which)%len(configs)]
-		r := newHintsRunner(t, cfg.name, cfg.s, cfg.opts)
-		r.run(ops, func() {
-			checkIndex(t, r.x)
-			checkSides(t, r.x)
-		})
-	})
+	fuzzIndex(f, newHintsRunner)
 }
 
 // TestHintsErrors checks that hints no class can hold are refused, by a

@@ -51,6 +51,7 @@ func checkIndex(t testing.TB, x *Index) {
 	if err := x.ord.check(); err != nil {
 		t.Fatal(err)
 	}
+	checkSides(t, x)
 }
 
 // tableCaps describes the capacities of x's tables: a table that grows
@@ -424,7 +425,6 @@ func testMatchesSelectVictims(t *testing.T, hints bool) {
 				for range 400 {
 					r.step(rng.IntN)
 					checkIndex(t, r.x)
-					checkSides(t, r.x)
 				}
 				got, want := r.x.Metrics(), r.m.p.Metrics()
 				if got.Selections != want.Selections || got.TotalEvictions != want.TotalEvictions ||
@@ -450,10 +450,16 @@ func testMatchesSelectVictims(t *testing.T, hints bool) {
 func FuzzIndex(f *testing.F) {
 	f.Add(uint8(0), []byte{0, 1, 2, 3, 9, 9, 9, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(8), []byte("an index of sequences evicted by keys"))
+	fuzzIndex(f, newOpRunner)
+}
+
+// fuzzIndex runs the fuzzer's operations on a runner of newRunner, of the
+// configuration the first byte picks, checking the index after each.
+func fuzzIndex(f *testing.F, newRunner func(testing.TB, string, Strategy, []Option) *opRunner) {
 	configs := indexConfigs()
 	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
 		cfg := configs[int(which)%len(configs)]
-		r := newOpRunner(t, cfg.name, cfg.s, cfg.opts)
+		r := newRunner(t, cfg.name, cfg.s, cfg.opts)
 		r.run(ops, func() { checkIndex(t, r.x) })
 	})
 }
