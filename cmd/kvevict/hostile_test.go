@@ -57,18 +57,19 @@ func TestMirrorUnderAttack(t *testing.T) {
 	}
 	big := payload(&kvevents.EventBatch{Events: []kvevents.Event{
 		&kvevents.BlockStored{BlockHashes: kvevents.IntHashes(many), TokenIDs: []int64{}, BlockSize: 16}}})
-	// The engines a router follows are there first; the flood of new
-	// topics comes after them and is refused, not they.
+	// A flood of new topics first: past the topic limit a new topic takes
+	// the place of the one heard from least recently, so the engines that
+	// speak after the flood are followed, never locked out.
 	var topics bytes.Buffer
 	for i := range 100_000 {
 		topics.Write(frames([]byte(fmt.Sprint("topic-", i)), seqFrame(0), healthy))
 	}
 	attacks := [][]byte{
+		topics.Bytes(),
 		frames([]byte("healthy"), seqFrame(0), healthy),
 		binary.BigEndian.AppendUint64([]byte{0x02}, 1<<48),
 		frames([]byte("flood"), seqFrame(0), unknown),
 		frames([]byte("big"), seqFrame(0), big),
-		topics.Bytes(),
 		frames([]byte("healthy"), seqFrame(5), healthy, nil), // a frame too many
 		bytes.Join([][]byte{
 			frames([]byte("healthy"), seqFrame(1<<40), healthy),
@@ -81,7 +82,9 @@ func TestMirrorUnderAttack(t *testing.T) {
 	}
 
 	const duration = 8 * time.Second
-	cmd := exec.Command(bin, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", duration.String(), "-capacity", "1000", "-format", "json")
+	// -allow-gaps: the forged sequence numbers below leave gaps that no
+	// replay can fill, which a mirror otherwise reports by its exit code.
+	cmd := exec.Command(bin, "mirror", "-endpoint", "tcp://"+ln.Addr().String(), "-duration", duration.String(), "-capacity", "1000", "-format", "json", "-allow-gaps")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
