@@ -1,6 +1,6 @@
 #!/bin/sh
 # docs/rerun.sh re-runs the commands whose output docs/ keeps in a file
-# (docs/simulator.md, docs/cluster.md) and compares each with its file:
+# (docs/simulator.md, docs/cluster.md, docs/hints.md) and compares each with its file:
 # every figure but the measured latencies (compare's evict µs columns) is
 # deterministic, so anything else that differs is a drift to explain.
 # From the clone's root, with the conversation trace at
@@ -20,7 +20,7 @@ status=0
 # last two numeric columns of compare's -wide rows (the latencies) masked.
 same() {
 	mask='s/  *[0-9.-]*  *[0-9.-]*$/ LAT/'
-	case $1 in cluster_*) mask='s/^//' ;; esac
+	case $1 in cluster_* | hints_*) mask='s/^//' ;; esac
 	if sed "$mask" > "$tmp/got" && sed "$mask" "docs/$1" > "$tmp/want" && cmp -s "$tmp/got" "$tmp/want"; then
 		echo "same: docs/$1"
 	else
@@ -37,4 +37,7 @@ same() {
 "$k" cluster -trace "$trace" -engines 4 -strategies all -routers round-robin,prefix,approx -wide | same cluster_strategies.txt
 "$k" cluster -trace "$trace" -engines 4 -speedup 1.7 -load-weight 0,0.25,0.5,1,2,4,8,16,32,64,128 | same cluster_time4.txt
 "$k" cluster -trace "$trace" -engines 8 -speedup 3.2 -load-weight 0,0.25,0.5,1,2,4,8,16,32,64,128 | same cluster_time8.txt
+hs=none,hindsight
+for p in 0.5 0.6 0.7 0.8 0.9; do hs=$hs,hindsight:precision=$p:recall=$p:seed=1; done
+"$k" compare -trace "$trace" -mode serve -hints "$hs" -format json | python3 docs/scripts/closure.py | same hints_trace_tail.txt
 exit $status
