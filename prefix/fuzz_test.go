@@ -157,6 +157,28 @@ func (m *model) evictedBy(tb testing.TB, tr *Tree, got []uint64) {
 	}
 }
 
+// checkEvict evicts k blocks from tr and checks the outcome against the
+// model, which it applies: the model's victims, or with auto (whose order
+// the model does not compute) victims the model accepts as leaves.
+func (m *model) checkEvict(t *testing.T, tr *Tree, k int, auto bool) {
+	t.Helper()
+	got, err := tr.Evict(k)
+	if avail := m.evictable(); k > avail {
+		if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
+			t.Fatalf("Evict(%d) of %d evictable: %v, want ErrInsufficientBlocks", k, avail, err)
+		}
+		return
+	}
+	if err != nil || len(got) != k {
+		t.Fatalf("Evict(%d) = %v, %v", k, got, err)
+	}
+	if auto {
+		m.evictedBy(t, tr, got)
+	} else if want := m.evict(k); !slices.Equal(got, want) {
+		t.Fatalf("Evict(%d) = %v; model evicts %v", k, got, want)
+	}
+}
+
 // FuzzTree drives a Tree and the model with the same operations and
 // compares every result, checking the tree's invariants after each. The
 // first byte chooses LRU, MRU (whose keys decrease as blocks are used) or
@@ -258,22 +280,7 @@ func FuzzTree(f *testing.F) {
 					m.paths[pathKey(h)].locks--
 				}
 			case 4:
-				k := int(ops[step+1] % 7)
-				got, err := tr.Evict(k)
-				if avail := m.evictable(); k > avail {
-					if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
-						t.Fatalf("Evict(%d) of %d evictable: %v, want ErrInsufficientBlocks", k, avail, err)
-					}
-					break
-				}
-				if err != nil || len(got) != k {
-					t.Fatalf("Evict(%d) = %v, %v", k, got, err)
-				}
-				if strategy == kvevict.Auto {
-					m.evictedBy(t, tr, got)
-				} else if want := m.evict(k); !slices.Equal(got, want) {
-					t.Fatalf("Evict(%d) = %v; model evicts %v", k, got, want)
-				}
+				m.checkEvict(t, tr, int(ops[step+1]%7), strategy == kvevict.Auto)
 			case 5:
 				got, err := tr.MatchLocked(h, at(tick))
 				if empty {

@@ -2,7 +2,6 @@ package prefix
 
 import (
 	"errors"
-	"slices"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -134,17 +133,7 @@ func FuzzTreeHints(f *testing.F) {
 				}
 				m.paths[pathKey(h)].locks--
 			case 4:
-				k := int(ops[step+1] % 7)
-				got, err := tr.Evict(k)
-				if avail := m.evictable(); k > avail {
-					if !errors.Is(err, kvevict.ErrInsufficientBlocks) {
-						t.Fatalf("Evict(%d) of %d evictable: %v, want ErrInsufficientBlocks", k, avail, err)
-					}
-					break
-				}
-				if want := m.evict(k); err != nil || !slices.Equal(got, want) {
-					t.Fatalf("Evict(%d) = %v, %v; model evicts %v", k, got, err, want)
-				}
+				m.checkEvict(t, tr, int(ops[step+1]%7), false)
 			}
 			check(t, tr)
 			if got, want := tr.EvictableBlocks(), m.evictable(); got != want {

@@ -27,10 +27,10 @@ const (
 	agentToolMedian    = 1000.0    // median tool result, tokens
 	agentToolSigma     = 1.0       // log-normal spread of tool results
 	agentNormal        = int8(kvevict.PriorityNormal)
-	// agentToolMeanMs is the mean of toolMs's distribution, as its cases
-	// give it: 0.6 x 8,000 + 0.3 x 52,500 + 0.1 x 195,000 ms. A front end
-	// that leases a turn for its tool call knows this expectation, never
-	// the wait drawn (Continuum's rule).
+	// agentToolMeanMs is the mean of toolMs's distribution, the sum of
+	// its cases' means by their odds (docs/hints.md works it out). A front
+	// end that leases a turn for its tool call knows this expectation,
+	// never the wait drawn (Continuum's rule).
 	agentToolMeanMs = 40_050
 )
 
