@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
@@ -146,9 +147,14 @@ func (s *stats) hinted(c *Candidate, now int64) {
 	if !c.hinted() {
 		return
 	}
-	if c.Hints.Released {
+	k, class := hintKey(c, now)
+	if class != rank.ClassApart {
+		return
+	}
+	switch k.Major {
+	case rank.ReleasedRank:
 		s.releasesEvicted++
-	} else if c.Hints.LeaseUntil != 0 && now < c.Hints.LeaseUntil {
+	case rank.LeasedRank:
 		s.leasesBroken++
 	}
 }

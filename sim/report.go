@@ -6,6 +6,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
 )
@@ -199,10 +200,14 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 // hinted counts an evicted block of a sequence whose hints are h, at tick
 // now.
 func (t *tally) hinted(h *kvevict.Hints, now int64) {
-	switch {
-	case h.Released:
+	k, class := rank.HintKey((*rank.Hint)(h), 0, now)
+	if class != rank.ClassApart {
+		return
+	}
+	switch k.Major {
+	case rank.ReleasedRank:
 		t.releasedEvicted++
-	case h.LeaseUntil != 0 && now < h.LeaseUntil:
+	case rank.LeasedRank:
 		t.leasedEvicted++
 	}
 }
