@@ -2,9 +2,7 @@ package zmtp
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
-	"os"
 	"testing"
 	"time"
 )
@@ -118,38 +116,55 @@ func TestPeerTTLHonoured(t *testing.T) {
 // the connection.
 func TestPingFloodClosed(t *testing.T) {
 	noLeaks(t)
-	p, r := pubAndSmallReader(t, PubOptions{Limits: Limits{FrameTimeout: 300 * time.Millisecond}})
+	p := NewPub(PubOptions{Limits: Limits{FrameTimeout: 300 * time.Millisecond}})
+	t.Cleanup(func() { p.Close(0) })
+	if err := p.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, p.Addr())
+	// Small send buffers on both sides, so that our writes block soon and
+	// the flood is paced by what our side takes. A peer whose receive
+	// buffer is made tiny instead, or that sends faster than our reader
+	// takes, makes the kernel drop segments; TCP then retransmits with a
+	// backoff that can leave our reader hearing nothing for IdleTimeout,
+	// and the peer is closed as silent, not as stalled.
+	r.nc.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	r.hello("SUB", 1)
+	for wait := time.Now().Add(10 * time.Second); p.Stats().Connected == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("the subscriber never joined")
+		}
+	}
+	p.mu.Lock()
+	for pp := range p.peers {
+		pp.c.nc.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	}
+	p.mu.Unlock()
 	ping := command("PING", append([]byte{0, 0}, make([]byte, 16)...))
 	var flood []byte
-	for range 1000 {
+	for range 100 {
 		flood = append(flood, ping...)
 	}
-	// PINGs until our side closes the connection, or the test gives up.
-	done := make(chan struct{})
+	// PINGs until our side closes the connection, or the test does. With
+	// no write deadline, so that no PING is cut short.
 	flooding := make(chan struct{})
 	go func() {
 		defer close(flooding)
 		for {
-			select {
-			case <-done:
+			if _, err := r.nc.Write(flood); err != nil {
 				return
-			default:
-			}
-			r.nc.SetWriteDeadline(time.Now().Add(time.Second))
-			if _, err := r.nc.Write(flood); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				return // closed by our side
 			}
 		}
 	}()
-	defer func() { close(done); <-flooding }()
+	defer func() { r.nc.Close(); <-flooding }()
 	// Not read from here: reading the PONGs would free the writer.
 	for wait := time.Now().Add(30 * time.Second); p.Stats().Disconnected == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(wait) {
 			t.Fatalf("a peer that floods PINGs and never reads was kept: %+v", p.Refusals())
 		}
 	}
-	if got := p.Refusals().Stalled; got != 1 {
-		t.Errorf("%d stalled, want 1", got)
+	if got := p.Refusals(); got.Stalled != 1 {
+		t.Errorf("%d stalled, want 1: %+v", got.Stalled, got)
 	}
 }
 
