@@ -19,6 +19,10 @@ type history interface {
 	// finish ends a selection, refused or not: it commits any pending
 	// request and restores the capacity bounds.
 	finish()
+	// forget drops id, resident or a ghost, and keeps no ghost of it: the
+	// caller released its sequence (Hints.Released), which will not be
+	// requested again. Called outside a selection. O(1).
+	forget(id uint64)
 	// check reports a broken invariant, for tests.
 	check() error
 }

@@ -208,6 +208,12 @@ func (a *arc) evict(n int32) {
 	}
 }
 
+func (a *arc) forget(id uint64) {
+	if n := a.lookup(id); n >= 0 {
+		a.drop(n)
+	}
+}
+
 func (a *arc) finish() {
 	a.cursor = [2]int32{-1, -1}
 	a.commit()

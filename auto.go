@@ -147,6 +147,13 @@ func (a *auto) admit(id uint64) {
 	a.pushHead(autoResident, n)
 }
 
+func (a *auto) forget(id uint64) {
+	if n := a.lookup(id); n >= 0 {
+		a.drop(n)
+	}
+	a.ghosts.Take(id)
+}
+
 // toGhost forgets resident node n, remembering its requests as a ghost's
 // with tag.
 func (a *auto) toGhost(n int32, tag uint8) {

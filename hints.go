@@ -48,6 +48,14 @@ import (
 //
 // A sampled Policy ([WithSampling]) selects a call exactly once its
 // sample meets a candidate with hints.
+//
+// # Released victims
+//
+// An adaptive strategy's history (ARC, S3-FIFO, SIEVE, Auto) forgets a
+// released victim taken whole, in a Policy and an Index alike: it keeps no
+// ghost of a sequence that will not be requested again. A candidate that
+// sets a HeadHash is known to Auto by that block, which other sequences
+// may share: Auto keeps it.
 type Hints struct {
 	// LeaseUntil is the tick at which a lease on the sequence ends; 0
 	// means no lease. A soft lease (the default) defers the sequence
@@ -190,9 +198,17 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 	res.Victims, res.FreedBlocks, err = p.txn.cover(res.Victims, required, src)
 	p.ranked, p.listSrc = ranked{}, listSource{}
 	if err == nil {
-		for _, i := range src.taken {
-			if i >= 0 {
-				p.stats.hinted(&cands[i], now)
+		for j, i := range src.taken {
+			if i < 0 {
+				continue
+			}
+			c := &cands[i]
+			p.stats.hinted(c, now)
+			// A released victim taken whole leaves no ghost: it will not
+			// be requested again. One known by its head hash stays, as
+			// in an Index: other sequences may share that block.
+			if p.hist != nil && c.Hints.Released && c.HeadHash == 0 && len(res.Victims[j].Blocks) == len(c.Blocks) {
+				p.hist.forget(c.ID)
 			}
 		}
 		p.stats.leasedBlocks = leased

@@ -208,3 +208,71 @@ func TestHintsSampled(t *testing.T) {
 		}
 	}
 }
+
+func (m *marks[G]) history() history { return m.h }
+
+// tracks reports whether history h keeps id: a node, resident or a ghost,
+// or Auto's ghost of its requests.
+func tracks(h history, id uint64) bool {
+	if h.nodes().lookup(id) >= 0 {
+		return true
+	}
+	if a, ok := h.(*auto); ok {
+		_, ghost := a.ghosts.Get(id)
+		return ghost
+	}
+	return false
+}
+
+// TestHintsReleasedLeavesNoGhost checks that an adaptive strategy's
+// history forgets a released victim, in a Policy and an Index alike,
+// while a victim evicted by the strategy's own order stays tracked (a
+// ghost, or resident until the history's bounds push it out), so that
+// the check can fail.
+func TestHintsReleasedLeavesNoGhost(t *testing.T) {
+	for _, s := range []Strategy{ARC, S3FIFO, SIEVE, Auto} {
+		for _, released := range []bool{false, true} {
+			cands := make([]Candidate, 4)
+			for i := range cands {
+				cands[i] = Candidate{ID: uint64(i + 1), Blocks: []int{i}, LastAccess: int64(i + 1), AccessCount: 1}
+			}
+			// ID 3 goes first when released; else the strategy's victim,
+			// which the runs below name.
+			cands[2].Hints.Released = released
+			p, err := New(s, WithCapacity(8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := NewIndex(s, WithCapacity(8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cands {
+				p.UpdateAccess(cands[i].ID)
+				x.UpdateAccess(cands[i].ID)
+				if err := x.Add(cands[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pr, err := p.SelectVictims(cands, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xr, err := x.Evict(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pv, xv := pr.Victims[0].ID, xr.Victims[0].ID
+			if pv != xv || released && pv != 3 {
+				t.Fatalf("%s, released %v: victims %d (Policy) and %d (Index), want the same (3 if released)", s, released, pv, xv)
+			}
+			xh := x.ord.(interface{ history() history }).history()
+			for name, h := range map[string]history{"Policy": p.(*policy).hist, "Index": xh} {
+				// SIEVE keeps no ghosts: its victims are never tracked.
+				if got, want := tracks(h, pv), !released && s != SIEVE; got != want {
+					t.Errorf("%s %s, released %v: the history tracks victim %d: %v", s, name, released, pv, got)
+				}
+			}
+		}
+	}
+}

@@ -152,8 +152,9 @@ type order interface {
 	update(slot int32, tick int64)
 	// remove forgets the candidate in slot, which leaves the index, and
 	// its ID: the slot holds the zero Candidate after, which keeps no
-	// Blocks alive.
-	remove(slot int32)
+	// Blocks alive. released says the candidate was a released victim:
+	// a history forgets its ID too (history.forget).
+	remove(slot int32, released bool)
 	// access records a request for id, held or not.
 	access(id uint64)
 	// accessHashes records a request for the blocks of hashes.
@@ -361,17 +362,19 @@ func (x *Index) Remove(id uint64) bool {
 		return false
 	}
 	x.unfile(slot, x.ord.cand(slot))
-	x.release(slot)
+	x.release(slot, false)
 	return true
 }
 
-// release frees a slot: its candidate leaves the order and the index.
-func (x *Index) release(slot int32) {
+// release frees a slot: its candidate leaves the order and the index,
+// and, a victim released by its hints, the order's history.
+func (x *Index) release(slot int32, victim bool) {
 	if x.apart.Ending() {
 		x.apart.SetEnd(slot, 0, 0)
 	}
-	x.unlist(x.ord.cand(slot).Blocks)
-	x.ord.remove(slot)
+	c := x.ord.cand(slot)
+	x.unlist(c.Blocks)
+	x.ord.remove(slot, victim && c.Hints.Released)
 	x.held--
 	x.free = append(x.free, slot)
 }
@@ -699,7 +702,7 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 			}
 			continue
 		}
-		x.release(slot)
+		x.release(slot, true)
 	}
 	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
 }

@@ -136,10 +136,10 @@ func (o *autoOrder) dropHead(slot int32, id uint64) {
 	}
 }
 
-func (o *autoOrder) remove(slot int32) {
+func (o *autoOrder) remove(slot int32, released bool) {
 	last := o.slab[slot].c.LastAccess
 	o.dropHead(slot, o.g.slots[slot].id)
-	o.marks.remove(slot)
+	o.marks.remove(slot, released)
 	o.g.gone(last)
 	o.g.slots[slot] = autoSlot{}
 }

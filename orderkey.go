@@ -99,7 +99,7 @@ func (o *keyOrder) update(slot int32, _ int64) {
 	}
 }
 
-func (o *keyOrder) remove(slot int32) {
+func (o *keyOrder) remove(slot int32, _ bool) {
 	if o.place(slot) != outOfOrder {
 		o.detach(slot)
 	}

@@ -172,16 +172,22 @@ func (m *marks[G]) slotOf(id uint64) (int32, bool) {
 	return s, ok
 }
 
-// remove forgets slot, which leaves the index.
-func (m *marks[G]) remove(slot int32) {
+// remove forgets slot, which leaves the index, and with released the
+// history forgets the candidate's ID, unless the history knows it by its
+// head hash: a block that other sequences may share.
+func (m *marks[G]) remove(slot int32, released bool) {
 	if m.slab[slot].st.evictable {
 		m.unmarkHeld(slot)
 	}
 	m.unlink(slot)
-	if id := m.slab[slot].c.ID; m.slots != nil {
-		m.slots.Del(id)
+	c := &m.slab[slot].c
+	if m.slots != nil {
+		m.slots.Del(c.ID)
 	} else {
-		m.t.unhold(id)
+		m.t.unhold(c.ID)
+	}
+	if released && c.HeadHash == 0 {
+		m.h.forget(c.ID)
 	}
 	m.slab[slot] = markSlot{st: unlinked}
 }

@@ -225,6 +225,12 @@ func (s *s3fifo) evict(n int32) {
 	s.drop(n)
 }
 
+func (s *s3fifo) forget(id uint64) {
+	if n := s.lookup(id); n >= 0 {
+		s.drop(n)
+	}
+}
+
 func (s *s3fifo) finish() {
 	s.cursor = [2]int32{-1, -1}
 	s.commit()

@@ -104,6 +104,13 @@ func (s *sieve) evict(n int32) {
 	s.drop(n)
 }
 
+// forget evicts: SIEVE keeps no ghosts.
+func (s *sieve) forget(id uint64) {
+	if n := s.lookup(id); n >= 0 {
+		s.evict(n)
+	}
+}
+
 func (s *sieve) finish() {
 	s.commit()
 	s.normalize()
