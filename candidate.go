@@ -55,7 +55,11 @@ type Candidate struct {
 	// the strategy's order (rank.ClassApart and rank.ClassHeld), which the
 	// order then holds but does not rank; a caller's candidates never set
 	// it. It sits beside the small fields, in their padding.
-	apart             bool
+	apart bool
+	// leaseHit is set by an Index when a request (Touch) comes under the
+	// candidate's live lease, and cleared when a new lease starts: a
+	// lease that ends without it was wasted (Metrics.LeasesWasted).
+	leaseHit          bool
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
 	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)

@@ -276,3 +276,45 @@ func TestHintsReleasedLeavesNoGhost(t *testing.T) {
 		}
 	}
 }
+
+// TestHintsLeaseMetrics follows four leases through an Index, each to one
+// of the ends Metrics tells apart, worked by hand: A's ends after a
+// request came under it, B's is renewed before any came, C's is broken by
+// an eviction, and B's renewal ends unread.
+func TestHintsLeaseMetrics(t *testing.T) {
+	x, err := NewIndex(LRU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := func(id uint64, last, until int64) Candidate {
+		return Candidate{ID: id, Blocks: []int{int(id)}, LastAccess: last, Hints: Hints{LeaseUntil: until}}
+	}
+	for _, c := range []Candidate{lease(1, 1, 10), lease(2, 2, 20), lease(3, 3, 30), {ID: 4, Blocks: []int{4}, LastAccess: 4}} {
+		if err := x.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(what string, err error, honoured, wasted, broken uint64) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		m := x.Metrics()
+		if m.LeasesHonoured != honoured || m.LeasesWasted != wasted || m.LeasesBroken != broken {
+			t.Fatalf("after %s: honoured %d, wasted %d, broken %d; want %d, %d, %d", what,
+				m.LeasesHonoured, m.LeasesWasted, m.LeasesBroken, honoured, wasted, broken)
+		}
+	}
+	step("A touched under its lease", x.Touch(1, 5), 0, 0, 0)
+	step("the clock past A's end", x.Touch(4, 12), 1, 0, 0)
+	step("B renewed unread", x.Update(lease(2, 15, 40)), 2, 1, 0)
+	// Three blocks: the plain ones by LRU, 1 (its lease over, last
+	// touched at 5) and 4 (at 12), then the soft lease ending first, 3's
+	// (30) before 2's (40).
+	res, err := x.Evict(3)
+	if err == nil && fmt.Sprint(res.Victims) != "[{1 [1]} {4 [4]} {3 [3]}]" {
+		t.Fatalf("victims %v, want 1, 4, then 3", res.Victims)
+	}
+	step("C broken", err, 2, 1, 1)
+	step("the clock past B's renewal", x.Add(Candidate{ID: 5, Blocks: []int{5}, LastAccess: 50}), 3, 2, 1)
+}

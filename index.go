@@ -249,7 +249,7 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 		return Candidate{}, false
 	}
 	c := *x.ord.cand(slot)
-	c.apart = false
+	c.apart, c.leaseHit = false, false
 	return c, true
 }
 
@@ -284,6 +284,7 @@ func (x *Index) Add(c Candidate) error {
 	x.list(c.Blocks)
 	x.stats.evictions.Access(c.ID)
 	x.tell(c.LastAccess)
+	c.leaseHit = false
 	if c.hinted() {
 		x.file(slot, &c)
 	} else if c.evictable() { // file's case without hints, for a new slot
@@ -395,6 +396,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	x.stats.evictions.Access(id)
 	x.tell(tick)
 	c := x.ord.cand(slot)
+	if c.Hints.LeaseUntil > x.now {
+		c.leaseHit = true
+	}
 	if c.apart {
 		x.change(slot, func(c *Candidate) { touch(c, tick) })
 		return nil
@@ -435,7 +439,18 @@ func (x *Index) Update(c Candidate) error {
 	x.tell(c.LastAccess)
 	x.unlist(x.ord.cand(slot).Blocks)
 	x.list(c.Blocks)
-	x.change(slot, func(old *Candidate) { *old = c })
+	x.change(slot, func(old *Candidate) {
+		switch live := old.Hints.LeaseUntil > x.now; {
+		case c.Hints.LeaseUntil == old.Hints.LeaseUntil:
+			c.leaseHit = old.leaseHit
+		case live: // replaced or withdrawn while live: it ends here
+			x.stats.leaseEnded(old.leaseHit)
+			c.leaseHit = false
+		default:
+			c.leaseHit = false
+		}
+		*old = c
+	})
 	return nil
 }
 
@@ -557,19 +572,24 @@ func (x *Index) unfile(slot int32, c *Candidate) {
 // each, once per end.
 func (x *Index) tell(tick int64) {
 	if tick > x.now {
+		before := x.now
 		x.now = tick
 		if x.apart.Ending() {
-			x.expire(tick)
+			x.expire(before, tick)
 		}
 	}
 }
 
-// expire files again the candidates whose class changed by tick.
-func (x *Index) expire(tick int64) {
+// expire files again the candidates whose class changed after tick
+// before, by tick, counting the leases that ended.
+func (x *Index) expire(before, tick int64) {
 	for {
 		slot, ok := x.apart.Ended(tick)
 		if !ok {
 			return
+		}
+		if c := x.ord.cand(slot); c.Hints.LeaseUntil > before && c.Hints.LeaseUntil <= tick {
+			x.stats.leaseEnded(c.leaseHit)
 		}
 		x.change(slot, func(*Candidate) {})
 	}

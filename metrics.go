@@ -56,6 +56,13 @@ type Metrics struct {
 	// LeasesBroken counts victims taken under a live soft lease: the need
 	// could be covered only by taking leased blocks.
 	LeasesBroken uint64
+	// LeasesHonoured counts the leases that ended with their sequence
+	// held: at their end tick, or when [Index.Update] replaced or withdrew
+	// them while live. LeasesWasted counts those of them under which no
+	// request came ([Index.Touch]): the lease kept blocks that nothing
+	// read again. An Index counts both; a Policy, which sees only each
+	// call's candidates and never a lease's end, counts neither.
+	LeasesHonoured, LeasesWasted uint64
 	// LeasedBlocks is how many blocks were held under a live lease, soft
 	// or hard, by the candidates of the latest selection that evicted
 	// something (a Policy), or by the index's candidates now (an Index).
@@ -115,7 +122,17 @@ type stats struct {
 	evictions reprefill.Ledger[struct{}]
 
 	releasesEvicted, leasesBroken uint64
+	leasesHonoured, leasesWasted  uint64
 	leasedBlocks                  int
+}
+
+// leaseEnded counts a lease that ended with its sequence held; hit says
+// whether a request came under it.
+func (s *stats) leaseEnded(hit bool) {
+	s.leasesHonoured++
+	if !hit {
+		s.leasesWasted++
+	}
 }
 
 // newStats returns the stats of strategy s configured by cfg; without
@@ -175,6 +192,8 @@ func (s *stats) snapshot() (m Metrics, window []time.Duration) {
 		FairnessScore:    s.evictions.Fairness(),
 		ReleasesEvicted:  s.releasesEvicted,
 		LeasesBroken:     s.leasesBroken,
+		LeasesHonoured:   s.leasesHonoured,
+		LeasesWasted:     s.leasesWasted,
 		LeasedBlocks:     s.leasedBlocks,
 	}
 	if s.selections > 0 {
