@@ -57,8 +57,9 @@ type Candidate struct {
 	// it. It sits beside the small fields, in their padding.
 	apart bool
 	// leaseHit is set by an Index when a request (Touch) comes under the
-	// candidate's live lease, and cleared when a new lease starts: a
-	// lease that ends without it was wasted (Metrics.LeasesWasted).
+	// candidate's live lease, which counts the lease honoured, and cleared
+	// when a new lease starts: a lease that ends without it was wasted
+	// (Metrics.LeasesWasted).
 	leaseHit          bool
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown

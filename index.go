@@ -396,8 +396,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	x.stats.evictions.Access(id)
 	x.tell(tick)
 	c := x.ord.cand(slot)
-	if c.Hints.LeaseUntil > x.now {
+	if c.Hints.LeaseUntil > x.now && !c.leaseHit {
 		c.leaseHit = true
+		x.stats.leaseHonoured(true)
 	}
 	if c.apart {
 		x.change(slot, func(c *Candidate) { touch(c, tick) })
@@ -440,14 +441,10 @@ func (x *Index) Update(c Candidate) error {
 	x.unlist(x.ord.cand(slot).Blocks)
 	x.list(c.Blocks)
 	x.change(slot, func(old *Candidate) {
-		switch live := old.Hints.LeaseUntil > x.now; {
-		case c.Hints.LeaseUntil == old.Hints.LeaseUntil:
+		if c.Hints.LeaseUntil == old.Hints.LeaseUntil {
 			c.leaseHit = old.leaseHit
-		case live: // replaced or withdrawn while live: it ends here
-			x.stats.leaseEnded(old.leaseHit)
-			c.leaseHit = false
-		default:
-			c.leaseHit = false
+		} else if old.Hints.LeaseUntil > x.now && !old.leaseHit {
+			x.stats.leaseHonoured(false) // replaced or withdrawn unread: it ends here
 		}
 		*old = c
 	})
@@ -588,8 +585,8 @@ func (x *Index) expire(before, tick int64) {
 		if !ok {
 			return
 		}
-		if c := x.ord.cand(slot); c.Hints.LeaseUntil > before && c.Hints.LeaseUntil <= tick {
-			x.stats.leaseEnded(c.leaseHit)
+		if c := x.ord.cand(slot); c.Hints.LeaseUntil > before && c.Hints.LeaseUntil <= tick && !c.leaseHit {
+			x.stats.leaseHonoured(false)
 		}
 		x.change(slot, func(*Candidate) {})
 	}

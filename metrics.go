@@ -56,12 +56,13 @@ type Metrics struct {
 	// LeasesBroken counts victims taken under a live soft lease: the need
 	// could be covered only by taking leased blocks.
 	LeasesBroken uint64
-	// LeasesHonoured counts the leases that ended with their sequence
-	// held: at their end tick, or when [Index.Update] replaced or withdrew
-	// them while live. LeasesWasted counts those of them under which no
-	// request came ([Index.Touch]): the lease kept blocks that nothing
-	// read again. An Index counts both; a Policy, which sees only each
-	// call's candidates and never a lease's end, counts neither.
+	// LeasesHonoured counts the leases kept until a request came under
+	// them ([Index.Touch]) or until they ended with their sequence held,
+	// at their end tick or replaced or withdrawn by [Index.Update].
+	// LeasesWasted counts those that ended with no request under them:
+	// they kept blocks that nothing read again. An Index counts both; a
+	// Policy, which sees only each call's candidates and never a lease's
+	// end, counts neither.
 	LeasesHonoured, LeasesWasted uint64
 	// LeasedBlocks is how many blocks were held under a live lease, soft
 	// or hard, by the candidates of the latest selection that evicted
@@ -126,11 +127,11 @@ type stats struct {
 	leasedBlocks                  int
 }
 
-// leaseEnded counts a lease that ended with its sequence held; hit says
-// whether a request came under it.
-func (s *stats) leaseEnded(hit bool) {
+// leaseHonoured counts a lease kept until a request came under it (read)
+// or until it ended unread.
+func (s *stats) leaseHonoured(read bool) {
 	s.leasesHonoured++
-	if !hit {
+	if !read {
 		s.leasesWasted++
 	}
 }

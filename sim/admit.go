@@ -257,6 +257,7 @@ func (p *pool) reuse(b int) {
 		o := p.owners[id] // before uncache, which forgets an owner with nothing left
 		o.accessCount++
 		if p.arrived != nil {
+			p.settleLease(o, leaseRead)
 			p.reusedID = id
 			p.renew(o)
 		}
@@ -345,6 +346,7 @@ func (p *pool) renew(o *owner) {
 		return
 	}
 	o.hints.LeaseUntil, o.hints.HardLease = p.arrived[r]+h.TTLMs*1000, h.Hard
+	o.leaseSettled = false
 	if h.Hard {
 		p.hardOwners[p.reusedID] = true
 	}

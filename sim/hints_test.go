@@ -142,16 +142,19 @@ func TestServeHonoursHints(t *testing.T) {
 		src              HintSource
 		want             float64
 		released, leased int64 // blocks evicted of a final request, and under a live lease
+		honoured, wasted int64 // leases
 	}{
-		{"none", final, HintSource{Kind: "none"}, 0, 0, 0},
-		{"final", final, HintSource{Kind: "trace"}, 0.25, 1, 0},
-		{"lease", leased, HintSource{Kind: "trace"}, 0.25, 0, 0},
-		{"spent lease", spent, HintSource{Kind: "trace"}, 0, 0, 0},
-		{"hindsight", base, HintSource{Kind: "hindsight", Precision: 1, Recall: 1, Seed: 1}, 0.25, 1, 0},
+		{"none", final, HintSource{Kind: "none"}, 0, 0, 0, 0, 0},
+		{"final", final, HintSource{Kind: "trace"}, 0.25, 1, 0, 0, 0},
+		// A's lease is honoured by request 3, under it.
+		{"lease", leased, HintSource{Kind: "trace"}, 0.25, 0, 0, 1, 0},
+		// A's lease ended before its eviction, unread: honoured, wasted.
+		{"spent lease", spent, HintSource{Kind: "trace"}, 0, 0, 0, 1, 1},
+		{"hindsight", base, HintSource{Kind: "hindsight", Precision: 1, Recall: 1, Seed: 1}, 0.25, 1, 0, 0, 0},
 		// Every request leased: A's lease ends first, so A goes, then
 		// for request 3 B's (ending at 11 ms, before request 2's at 12):
-		// two leases broken.
-		{"ttl", base, HintSource{Kind: "ttl", TTL: 10 * time.Millisecond}, 0, 0, 2},
+		// two leases broken, and the other two live when the run ends.
+		{"ttl", base, HintSource{Kind: "ttl", TTL: 10 * time.Millisecond}, 0, 0, 2, 0, 0},
 	} {
 		w, err := c.src.Apply(&Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs})
 		if err != nil {
@@ -163,9 +166,11 @@ func TestServeHonoursHints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rep.HitRatio != c.want || rep.ReleasedEvicted != c.released || rep.LeasedEvicted != c.leased {
-					t.Errorf("%s, %s, %s: hit ratio %v, released and leased blocks evicted %d, %d; want %v, %d, %d",
-						c.name, g, s, rep.HitRatio, rep.ReleasedEvicted, rep.LeasedEvicted, c.want, c.released, c.leased)
+				if rep.HitRatio != c.want || rep.ReleasedEvicted != c.released || rep.LeasedEvicted != c.leased ||
+					rep.LeasesHonoured != c.honoured || rep.LeasesWasted != c.wasted {
+					t.Errorf("%s, %s, %s: hit ratio %v, released and leased blocks evicted %d, %d, leases honoured and wasted %d, %d; want %v, %d, %d, %d, %d",
+						c.name, g, s, rep.HitRatio, rep.ReleasedEvicted, rep.LeasedEvicted, rep.LeasesHonoured, rep.LeasesWasted,
+						c.want, c.released, c.leased, c.honoured, c.wasted)
 				}
 			}
 		}

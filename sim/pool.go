@@ -52,6 +52,9 @@ type owner struct {
 	priority       kvevict.Priority
 	seqLen, maxLen int
 	hints          kvevict.Hints // its request's, renewed by later requests
+	// leaseSettled says its lease was counted (tally.leaseHonoured):
+	// read by a request, ended unread, or broken.
+	leaseSettled bool
 	// blocks are the cached blocks it owns, head first, with -1 where a
 	// block left: a request reuses blocks from the middle, and removing
 	// them in place would cost the owner's length each. live counts the
@@ -211,7 +214,9 @@ func (p *pool) allocate(n int) (bool, error) {
 		}
 		p.tally.evictions.Evict(p.blocks[b].hash, p.blocks[b].owner)
 		if p.arrived != nil {
-			p.tally.hinted(&p.owners[p.blocks[b].owner].hints, p.now)
+			o := p.owners[p.blocks[b].owner]
+			p.tally.hinted(&o.hints, p.now)
+			p.settleLease(o, leaseBroken)
 		}
 		p.uncache(b) // the evictor took them from its own view already
 		p.release(b)
@@ -275,6 +280,45 @@ func (p *pool) take() int {
 	p.blocks[b] = poolBlock{state: blockUsed, refs: 1}
 	p.used++
 	return b
+}
+
+// settleLease counts owner o's lease once: honoured when a request reuses
+// its blocks under it (read) or when it ends unread (wasted too); not when
+// an eviction breaks it (counted in the blocks evicted under a lease,
+// LeasedEvicted).
+func (p *pool) settleLease(o *owner, how leaseEnd) {
+	until := o.hints.LeaseUntil
+	if until == 0 || o.leaseSettled {
+		return
+	}
+	switch live := p.now < until; {
+	case !live:
+		p.tally.leaseHonoured(false)
+	case how == leaseRead:
+		p.tally.leaseHonoured(true)
+	case how != leaseBroken:
+		return
+	}
+	o.leaseSettled = true
+}
+
+// leaseEnd is what settleLease is told happened to a lease's owner: a
+// request reused its blocks, an eviction took one, or nothing but the
+// clock.
+type leaseEnd uint8
+
+const (
+	leaseClock leaseEnd = iota
+	leaseRead
+	leaseBroken
+)
+
+// settleLeases counts, at the end of a run, the leases that ended unread
+// or read but not counted yet; those still live count in neither.
+func (p *pool) settleLeases() {
+	for _, o := range p.owners {
+		p.settleLease(o, leaseClock)
+	}
 }
 
 // uncache takes cached block b out of its owner's count.

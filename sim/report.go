@@ -104,6 +104,14 @@ type Report struct {
 	// left to take).
 	ReleasedEvicted int64 `json:"released_evicted_blocks,omitempty"`
 	LeasedEvicted   int64 `json:"leased_evicted_blocks,omitempty"`
+	// LeasesHonoured counts, in serve mode with hints, the leases of
+	// cached sequences kept until a request reused their blocks or until
+	// they ended with blocks still cached; LeasesWasted those that ended
+	// with no request reusing them. A lease broken by an eviction counts
+	// in LeasedEvicted instead, and one still live when the run ends in
+	// none.
+	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
+	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
 }
 
 // tally accumulates a Report's counts as a run goes.
@@ -113,8 +121,10 @@ type tally struct {
 	hits, refs        int64
 	hitTokens, tokens int64
 	prefill           int64
-	// releasedEvicted and leasedEvicted are Report's, counted by hinted.
+	// releasedEvicted and leasedEvicted are Report's, counted by hinted;
+	// leasesHonoured and leasesWasted too, counted by leaseHonoured.
 	releasedEvicted, leasedEvicted int64
+	leasesHonoured, leasesWasted   int64
 	// evictions remembers every evicted block, by hash, with the sequence
 	// it was evicted from, and counts the references that return to one:
 	// RePrefilledBlocks.
@@ -194,7 +204,17 @@ func (t *tally) report(strategy, mode string, capacity int) Report {
 		rep.EvictionP99 = int64(stat.Percentile(t.latencies, 99))
 	}
 	rep.ReleasedEvicted, rep.LeasedEvicted = t.releasedEvicted, t.leasedEvicted
+	rep.LeasesHonoured, rep.LeasesWasted = t.leasesHonoured, t.leasesWasted
 	return rep
+}
+
+// leaseHonoured counts a lease kept until a request reused its blocks
+// (read) or until it ended unread.
+func (t *tally) leaseHonoured(read bool) {
+	t.leasesHonoured++
+	if !read {
+		t.leasesWasted++
+	}
 }
 
 // hinted counts an evicted block of a sequence whose hints are h, at tick

@@ -113,6 +113,7 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := p.run(); err != nil {
 		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 	}
+	p.settleLeases()
 	rep := p.tally.report(string(s), "serve", cfg.Capacity)
 	rep.Granularity = string(g)
 	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated

@@ -170,7 +170,7 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 
 // hintFields are the fields that -hints adds to the csv (and json, where
 // they are omitted when empty).
-var hintFields = []string{"hints", "released_evicted_blocks", "leased_evicted_blocks"}
+var hintFields = []string{"hints", "released_evicted_blocks", "leased_evicted_blocks", "leases_honoured", "leases_wasted"}
 
 // writeRecords writes rs as a JSON array or as CSV, the formats that carry
 // every field.
