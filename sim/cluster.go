@@ -172,8 +172,15 @@ func (e *Engine) Events() []prefix.Event { return e.events }
 //     with it: arrival order is the workload's order.
 //
 // Batching and chunked prefill are not modelled: an engine prefills one
-// request at a time, whole. The requests' Hints are not read: the
-// engines' trees take no hints yet.
+// request at a time, whole.
+//
+// A workload whose requests carry hints (Request.Hints) has them honoured
+// by each engine's tree as [Serve]'s pool honours them: a request's blocks
+// take its hints (prefix.Access.Hints), a lease from its arrival. The
+// trees' ticks then run on the hints' clock, the arrival (Timestamp over
+// Speedup) in microseconds times 4,096, one tick more for each request
+// that arrives at the same microsecond, which keeps the requests' order.
+// The tiers below an engine's tree (Below) take no hints yet.
 //
 // A router serves one run: pass a new one to each call.
 func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (ClusterReport, error) {
@@ -237,10 +244,40 @@ type cluster struct {
 	now     time.Duration
 	first   time.Duration
 	ttft    []time.Duration
+
+	// With hints: the latest arrival in microseconds and the latest tick
+	// (see access).
+	hinted           bool
+	arrived, clocked int64
+}
+
+// hintClockShift scales a cluster's ticks on the hints' clock: 2^12 ticks a
+// microsecond. MaxTimestamp's microseconds plus MaxHintMs's, scaled, stay
+// below 2^63.
+const hintClockShift = 12
+
+// access is request i's access to an engine's tree: its tick, the
+// request's index, or with hints its tick on the hints' clock and its
+// hints, their ends scaled to the ticks.
+func (c *cluster) access(i int) prefix.Access {
+	if !c.hinted {
+		return prefix.Access{Tick: int64(i)}
+	}
+	req := &c.w.Requests[i]
+	c.arrived = max(c.arrived, int64(float64(req.Timestamp)*1000/c.speedup))
+	c.clocked = max(c.clocked+1, c.arrived<<hintClockShift)
+	h := req.Hints.candidateHints(c.arrived)
+	if h.LeaseUntil != 0 {
+		h.LeaseUntil <<= hintClockShift
+	}
+	if h.RetainUntil != 0 {
+		h.RetainUntil <<= hintClockShift
+	}
+	return prefix.Access{Tick: c.clocked, Hints: h}
 }
 
 func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, error) {
-	c := &cluster{w: w, strategy: s, capacity: cfg.Capacity, cost: cfg.Cost, speedup: cfg.Speedup, slo: cfg.SLO}
+	c := &cluster{w: w, strategy: s, capacity: cfg.Capacity, cost: cfg.Cost, speedup: cfg.Speedup, slo: cfg.SLO, hinted: w.hinted()}
 	if c.speedup == 0 {
 		c.speedup = 1
 	}
@@ -293,9 +330,9 @@ func (c *cluster) serve(i int, r Router) error {
 	var m *tier.Match
 	var gpu int
 	if e.tiers != nil {
-		m, err = e.tiers.Request(req.HashIDs, prefix.Access{Tick: int64(i)})
+		m, err = e.tiers.Request(req.HashIDs, c.access(i))
 	} else {
-		gpu, err = e.tree.Admit(req.HashIDs, prefix.Access{Tick: int64(i)})
+		gpu, err = e.tree.Admit(req.HashIDs, c.access(i))
 	}
 	if err != nil {
 		return err

@@ -199,3 +199,44 @@ func TestServeWaitsForHardLease(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterHonoursHints is TestServeHonoursHints on one engine of a
+// cluster, whose tree takes the hints: LRU alone evicts A for request 2,
+// so request 3 misses; told that B is final, or that A is leased, the
+// engine evicts B and request 3 hits. A lease that ended before request 2
+// changes nothing. The same with a speedup of 4, which brings request 2
+// to 0.5 ms, inside a lease of 1 ms from A's arrival at 0.
+func TestClusterHonoursHints(t *testing.T) {
+	req := func(ms int64, hash uint64, h RequestHints) Request {
+		return Request{Timestamp: ms, InputTokens: 16, HashIDs: []uint64{hash}, Group: hash, Hints: h}
+	}
+	base := []Request{req(0, 1, RequestHints{}), req(1, 2, RequestHints{}), req(2, 3, RequestHints{}), req(3, 1, RequestHints{})}
+	with := func(i int, h RequestHints) []Request {
+		rs := append([]Request(nil), base...)
+		rs[i].Hints = h
+		return rs
+	}
+	for _, c := range []struct {
+		name    string
+		reqs    []Request
+		speedup float64
+		want    float64
+	}{
+		{"none", base, 1, 0},
+		{"final", with(1, RequestHints{Final: true}), 1, 0.25},
+		{"lease", with(0, RequestHints{TTLMs: 10}), 1, 0.25},
+		{"spent lease", with(0, RequestHints{TTLMs: 1}), 1, 0},
+		{"lease, faster", with(0, RequestHints{TTLMs: 1}), 4, 0.25},
+	} {
+		w := &Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs}
+		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.Auto} {
+			rep, err := Cluster(w, s, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Speedup: c.speedup})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.HitRatio != c.want {
+				t.Errorf("%s, %s: hit ratio %v, want %v", c.name, s, rep.HitRatio, c.want)
+			}
+		}
+	}
+}

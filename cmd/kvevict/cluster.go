@@ -111,9 +111,13 @@ type clusterOptions struct {
 	plot        string
 	wide        bool
 	notes       []string // what stderr says before the run: old flag names used
+	// hints are -hints' sources, and hinted the workload as each gives
+	// it; both nil without -hints.
+	hints  []sim.HintSource
+	hinted []*sim.Workload
 }
 
-const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-tier MEDIUM:BLOCKS:STRATEGY ... [-write W] [-inclusive|-exclusive] [-link L]] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-format table|csv|json] [-wide] [-plot FILE]"
+const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-tier MEDIUM:BLOCKS:STRATEGY ... [-write W] [-inclusive|-exclusive] [-link L]] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-hints LIST] [-format table|csv|json] [-wide] [-plot FILE]"
 
 // clusterHelp explains cluster's output; -h prints it after the flags.
 const clusterHelp = `
@@ -156,7 +160,9 @@ naming the best row by -rank and its change against -baseline:
   blocks         each engine's pool, in blocks
   strategy       each engine's eviction strategy
   router         how requests were routed, with its -load-weight when
-                 several are given
+                 several are given and its -hints source (docs/hints.md):
+                 the engines' trees honour the hints, the tiers below
+                 take none
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
   Δhit           hit ratio minus the baseline's at the same engines and blocks
@@ -183,7 +189,7 @@ cache a block: the bound on hit ratio, which no row passes (sim.PooledBound).
 func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs := newFlagSet("cluster")
 	o := &clusterOptions{}
-	var engines, capacity, strategies, routerList, oldStrategies, oldRouters, loadWeights, model, baseline string
+	var engines, capacity, strategies, routerList, oldStrategies, oldRouters, loadWeights, model, baseline, hints string
 	sourceFlags(fs, &o.source)
 	fs.StringVar(&engines, "engines", defaultClusterEngines, "comma-separated engine counts, each once")
 	fs.StringVar(&capacity, "capacity", "", "comma-separated pool sizes per engine in blocks, each once (default "+defaultClusterCapacity+", or "+defaultClusterTraceCapacity+" with -trace)")
@@ -204,6 +210,7 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: add the columns -h lists under -wide")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against engines to `file`.svg or .png")
+	fs.StringVar(&hints, "hints", "", "comma-separated hint `sources`, a row per router and strategy each, honoured by the engines' trees: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
 	if err := parseFlagSet(fs, args, clusterUsage, help); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(help, clusterHelp)
@@ -291,6 +298,11 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 			if n := o.tiers.totalCapacity(c); n > kvevents.MaxMirrorCapacity {
 				return nil, usagef("-capacity %d with its tiers is %d blocks an engine, more than the mirror of prefix and ttft holds (%d)", c, n, kvevents.MaxMirrorCapacity)
 			}
+		}
+	}
+	if set["hints"] {
+		if o.hints, err = sim.ParseHintSources(hints); err != nil {
+			return nil, usagef("-hints: %v", err)
 		}
 	}
 	switch {
@@ -396,6 +408,7 @@ type clusterRun struct {
 	strategy          kvevict.Strategy
 	router            string
 	loadWeight        float64 // a scoring router's
+	hints             int     // the index of its -hints source; 0 without -hints
 	baseline          bool    // run only for the baseline, not asked for
 }
 
@@ -405,6 +418,8 @@ type clusterRun struct {
 type clusterRow struct {
 	Workload string `json:"workload"`
 	Router   string `json:"router"`
+	// Hints is the row's -hints source as normalised; empty without -hints.
+	Hints string `json:"hints,omitempty"`
 	sim.ClusterReport
 	// LoadWeight is a scoring router's, Guess approx's.
 	LoadWeight *float64 `json:"load_weight,omitempty"`
@@ -432,16 +447,20 @@ type clusterRow struct {
 // routerName is r's router as the table and the plot name it: with its
 // load weight when several are run.
 func (o *clusterOptions) routerName(r *clusterRow) string {
+	name := r.Router
 	if r.LoadWeight != nil && len(o.loadWeights) > 1 {
-		return fmt.Sprintf("%s w%g", r.Router, *r.LoadWeight)
+		name = fmt.Sprintf("%s w%g", r.Router, *r.LoadWeight)
 	}
-	return r.Router
+	if r.Hints != "" {
+		name += " (" + r.Hints + ")"
+	}
+	return name
 }
 
 // jobs lists the runs in the order of the output: per engine count and
 // capacity, the pooled bound (a run without a router), then each
-// strategy's routers (a scoring router once per load weight), then the
-// baseline if none of those is it.
+// strategy's routers (a scoring router once per load weight, each once
+// per -hints source), then the baseline if none of those is it.
 func (o *clusterOptions) jobs() []clusterRun {
 	var out []clusterRun
 	for _, n := range o.engines {
@@ -455,9 +474,11 @@ func (o *clusterOptions) jobs() []clusterRun {
 						weights = o.loadWeights
 					}
 					for _, lw := range weights {
-						run := clusterRun{engines: n, capacity: c, strategy: s, router: r, loadWeight: lw}
-						found = found || o.isBaseline(run)
-						out = append(out, run)
+						for h := range max(len(o.hints), 1) {
+							run := clusterRun{engines: n, capacity: c, strategy: s, router: r, loadWeight: lw, hints: h}
+							found = found || o.isBaseline(run)
+							out = append(out, run)
+						}
 					}
 				}
 			}
@@ -475,10 +496,11 @@ func (o *clusterOptions) jobs() []clusterRun {
 }
 
 // isBaseline reports whether run is the baseline: its router and strategy,
-// at the first load weight for a scoring router.
+// at the first load weight for a scoring router and the first -hints
+// source.
 func (o *clusterOptions) isBaseline(run clusterRun) bool {
 	return run.router == o.baseline.router && run.strategy == o.baseline.strategy &&
-		(!scoring(run.router) || run.loadWeight == o.loadWeights[0])
+		(!scoring(run.router) || run.loadWeight == o.loadWeights[0]) && run.hints == 0
 }
 
 func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -493,6 +515,19 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if o.hints == nil {
+		// Without -hints every row runs as before hints existed.
+		if w, err = (sim.HintSource{Kind: "none"}).Apply(w); err != nil {
+			return err
+		}
+	}
+	for _, h := range o.hints {
+		hw, err := h.Apply(w)
+		if err != nil {
+			return usagef("-hints: %v", err)
+		}
+		o.hinted = append(o.hinted, hw)
+	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
 	reports, err := runCluster(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)
@@ -500,9 +535,12 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if o.format == "table" {
+	switch {
+	case o.format == "table":
 		err = writeClusterTable(stdout, o, w, reports)
-	} else {
+	case o.hints == nil && o.format == "csv":
+		err = writeCSV(stdout, reports, "hints")
+	default:
 		err = writeRecords(stdout, o.format, reports)
 	}
 	if err != nil || o.plot == "" {
@@ -540,7 +578,11 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 		for _, s := range o.tiers.specs {
 			cfg.Below = append(cfg.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(run.capacity), Strategy: s.strategy})
 		}
-		rep, err := sim.Cluster(w, run.strategy, r, cfg)
+		rw := w
+		if o.hints != nil {
+			rw = o.hinted[run.hints]
+		}
+		rep, err := sim.Cluster(rw, run.strategy, r, cfg)
 		if err != nil {
 			return clusterRow{}, fmt.Errorf("%s router: %w", run.router, err)
 		}
@@ -552,6 +594,9 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 		}
 		if run.router == routeApprox {
 			row.Guess = &o.guess
+		}
+		if o.hints != nil {
+			row.Hints = o.hints[run.hints].String()
 		}
 		return row, nil
 	}, interrupt)
@@ -648,7 +693,7 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 	if len(terms) > 0 {
 		fmt.Fprintln(out, strings.Join(terms, "; "))
 	}
-	fmt.Fprintf(out, "Δ: each row against %s at its engines and blocks\n", strings.Replace(rs[0].Baseline, "/", " ", 1))
+	fmt.Fprintf(out, "Δ: each row against %s at its engines and blocks\n", o.baselineName(&rs[0]))
 	// Names align left, in columns as wide as the longest.
 	sw, rw := len("strategy"), len("router")
 	for i := range rs {
@@ -724,9 +769,43 @@ func (o *clusterOptions) verdict(rs []clusterRow, n, c int) string {
 	if o.rank == rankHit {
 		by, value, ignored = "hit ratio", fmt.Sprintf("%.4f", b.HitRatio), "time, balance"
 	}
-	return fmt.Sprintf("best by %s: %s %s\n  vs %s: hit ratio %+.4f, prefill %+.1f%%, TTFT p99 %+.1f%%\n  not weighed: %s; pooled belady (the hit ratio bound) %.4f",
-		by, strings.Join(names, ", "), value, strings.Replace(b.Baseline, "/", " ", 1),
+	return fmt.Sprintf("best by %s: %s %s%s\n  vs %s: hit ratio %+.4f, prefill %+.1f%%, TTFT p99 %+.1f%%\n  not weighed: %s; pooled belady (the hit ratio bound) %.4f",
+		by, strings.Join(names, ", "), value, o.withoutHints(rs, b), o.baselineName(b),
 		b.HitRatioChange, 100*b.PrefillChange, 100*b.TTFTP99Change, ignored, b.PooledBelady)
+}
+
+// baselineName is the baseline of r as the table names it: its router and
+// strategy, and its hint source with -hints.
+func (o *clusterOptions) baselineName(r *clusterRow) string {
+	name := strings.Replace(r.Baseline, "/", " ", 1)
+	if o.hints != nil {
+		name += " (" + o.hints[0].String() + ")"
+	}
+	return name
+}
+
+// withoutHints is the verdict's clause naming the best row without hints
+// (hint source none) of best's block, when best has hints; empty
+// otherwise, or when -hints has no none.
+func (o *clusterOptions) withoutHints(rs []clusterRow, best *clusterRow) string {
+	if best.Hints == "" || best.Hints == "none" {
+		return ""
+	}
+	var none []clusterRow
+	for _, r := range rs {
+		if r.Engines == best.Engines && r.CapacityBlocks == best.CapacityBlocks && r.Hints == "none" {
+			none = append(none, r)
+		}
+	}
+	if len(none) == 0 {
+		return ""
+	}
+	r := &none[o.best(none)[0]]
+	value := fmt.Sprintf("%.3f s", r.TTFTP99)
+	if o.rank == rankHit {
+		value = fmt.Sprintf("%.4f", r.HitRatio)
+	}
+	return fmt.Sprintf("; without hints: %s %s %s", o.routerName(r), r.Strategy, value)
 }
 
 // newRouter returns a new router for run, as o configures it, cost

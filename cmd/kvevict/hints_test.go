@@ -73,3 +73,53 @@ func TestCompareHints(t *testing.T) {
 		t.Errorf("csv without -hints names hints:\n%s", plain)
 	}
 }
+
+// TestClusterHints: cluster takes -hints as compare does: bad sources
+// refused with one line; a row per router, strategy and source, the none
+// row's figures a run's without -hints, whose csv has no hints column;
+// the agentic workload's own hints reach the engines (its trace row
+// differs) and the verdict names the best row without hints.
+func TestClusterHints(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"oracle", `unknown hint source "oracle"`},
+		{"ttl=-5s", "ttl: want a duration"},
+	} {
+		code, out, errOut := runArgs(t, "cluster", "-hints", tc.args)
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("-hints %s: exit %d, stdout %q, stderr %q; want exit 2 and a line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	args := []string{"cluster", "-workload", "agentic", "-requests", "400", "-engines", "2", "-capacity", "500", "-routers", "round-robin"}
+	code, plain, errOut := runArgs(t, append(args, "-format", "csv")...)
+	if code != 0 || strings.Contains(strings.SplitN(plain, "\n", 2)[0], "hints") {
+		t.Fatalf("without -hints: exit %d, %s; header %q, want no hints column", code, errOut, strings.SplitN(plain, "\n", 2)[0])
+	}
+	records := func(out string) []map[string]any {
+		var recs []map[string]any
+		if err := json.Unmarshal([]byte(out), &recs); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	_, js, _ := runArgs(t, append(args, "-format", "json")...)
+	code, hjs, errOut := runArgs(t, append(args, "-format", "json", "-hints", "none,trace")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	base, hinted := records(js), records(hjs)
+	if len(base) != 1 || len(hinted) != 2 || hinted[0]["hints"] != "none" || hinted[1]["hints"] != "trace" {
+		t.Fatalf("rows %v and %v: want one, then none and trace", base, hinted)
+	}
+	for _, f := range []string{"hit_ratio", "prefill_tokens", "ttft_p99_s"} {
+		if hinted[0][f] != base[0][f] {
+			t.Errorf("%s: none %v, without -hints %v", f, hinted[0][f], base[0][f])
+		}
+	}
+	if hinted[1]["hit_ratio"] == hinted[0]["hit_ratio"] {
+		t.Errorf("trace's hit ratio %v is none's: the agentic workload's hints did not reach the engines", hinted[1]["hit_ratio"])
+	}
+	_, table, _ := runArgs(t, append(args, "-hints", "none,trace", "-rank", "hit")...)
+	if !strings.Contains(table, "round-robin (trace)") || !strings.Contains(table, "against round-robin lru (none)") {
+		t.Errorf("table names no hint source:\n%s", table)
+	}
+}
