@@ -12,8 +12,8 @@ import (
 // not be continued. The zero value means none. A hint is an input like
 // Pinned or RefCount: every strategy, the [Policy] (exact and sampled),
 // the [Index] and package prefix's tree honour it the same way, by the
-// order of the classes below (package tier's tiers do not read hints
-// yet).
+// order of the classes below (package tier's Cache gives them to its
+// blocks; its Hierarchy does not carry them below the GPU yet).
 //
 // # The order of the classes
 //
@@ -104,6 +104,18 @@ func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
 
 // checkHints reports hints no class can hold: rank.CheckHint.
 func checkHints(h *Hints) error { return rank.CheckHint((*rank.Hint)(h)) }
+
+// Validate reports hints that no class can hold, which every structure
+// refuses (a Retention above MaxRetention, or without RetainUntil; a
+// HardLease without LeaseUntil), as an error matching
+// [ErrInvalidCandidate]: for a caller that checks hints before it starts
+// work they are part of. O(1).
+func (h Hints) Validate() error {
+	if err := checkHints(&h); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidCandidate, err)
+	}
+	return nil
+}
 
 // invalidHints describes candidate c, at index i of its call (-1: an
 // Index's), whose hints checkHints refused with err.

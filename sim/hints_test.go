@@ -240,3 +240,43 @@ func TestClusterHonoursHints(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayHonoursHints is TestServeHonoursHints in a replay, whose
+// blocks take the hints: LRU alone evicts A's block for request 2, so
+// request 3 misses; told that B is final, or that A is leased, the replay
+// evicts B's and request 3 hits. A lease that ends at request 2's time
+// changes nothing. Key strategies go through an Index, Auto through a
+// Policy: the same hits.
+func TestReplayHonoursHints(t *testing.T) {
+	req := func(ms int64, hash uint64, h RequestHints) Request {
+		return Request{Timestamp: ms, InputTokens: 16, HashIDs: []uint64{hash}, Group: hash, Hints: h}
+	}
+	base := []Request{req(0, 1, RequestHints{}), req(1, 2, RequestHints{}), req(2, 3, RequestHints{}), req(3, 1, RequestHints{})}
+	with := func(i int, h RequestHints) []Request {
+		rs := append([]Request(nil), base...)
+		rs[i].Hints = h
+		return rs
+	}
+	for _, c := range []struct {
+		name string
+		reqs []Request
+		want float64
+	}{
+		{"none", base, 0},
+		{"final", with(1, RequestHints{Final: true}), 0.25},
+		{"lease", with(0, RequestHints{TTLMs: 10}), 0.25},
+		{"spent lease", with(0, RequestHints{TTLMs: 2}), 0},
+		{"low priority", with(1, RequestHints{Retention: 10, RetentionMs: 10}), 0.25},
+	} {
+		w := &Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs}
+		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {
+			rep, err := Replay(w, s, Config{Capacity: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.HitRatio != c.want {
+				t.Errorf("%s, %s: hit ratio %v, want %v", c.name, s, rep.HitRatio, c.want)
+			}
+		}
+	}
+}

@@ -69,8 +69,11 @@ func (c *Config) progress(done, total int) {
 //     Candidate.LastBlockPartial when the prompt ends inside it.
 //
 // A request with more distinct blocks than the capacity keeps only the
-// first Capacity. The requests' Hints are not read: a replay's candidates
-// are blocks, which take no hints yet ([Serve] honours them).
+// first Capacity. A workload whose requests carry hints has each block
+// take the hints of the latest request through it, a lease from the
+// request's Timestamp ([tier.Cache.RequestHints], on a clock of
+// microseconds); a replay counts no leases honoured or wasted, and no
+// blocks released or leased when evicted.
 //
 // The victims are those a Policy's SelectVictims picks over every resident
 // block, but a replay asks a [kvevict.Index] of the same strategy and
@@ -105,7 +108,7 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	if err != nil {
 		return Report{}, err
 	}
-	r := &replayer{w: w, cache: cache}
+	r := &replayer{w: w, cache: cache, hinted: w.hinted()}
 	t := newTally(w, ceil)
 	for i := range w.Requests {
 		if _, err := r.request(i, t); err != nil {
@@ -133,8 +136,9 @@ func longestRequest(w *Workload, limit int) int {
 // replayer is a plain replay's resident set: a tier.Cache of one block per
 // candidate, named by hash, that the policy drives.
 type replayer struct {
-	w     *Workload
-	cache *tier.Cache
+	w      *Workload
+	cache  *tier.Cache
+	hinted bool // w's requests carry hints
 }
 
 // cacheFor returns the resident set of a replay under strategy s: kept in
@@ -177,7 +181,14 @@ func (r *replayer) request(i int, t *tally) (tier.Outcome, error) {
 			t.rePrefillTokens += int64(blockTokens(req, j, r.w.BlockTokens))
 		}
 	}
-	out, err := r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
+	var out tier.Outcome
+	var err error
+	if r.hinted {
+		at := req.Timestamp * 1000 // microseconds, as the pool's clock
+		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.candidateHints(at), at)
+	} else {
+		out, err = r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
+	}
 	if err != nil {
 		return out, err
 	}

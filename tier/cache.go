@@ -3,6 +3,8 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/sagellm/kvevict"
@@ -34,6 +36,11 @@ type Cache struct {
 	tick     int64
 	hits     uint64
 	misses   uint64
+	// hints are the blocks' hints of the request under way
+	// (RequestHints), scaled to the ticks; clocked says the ticks run on
+	// the hints' clock since a request gave a time.
+	hints   kvevict.Hints
+	clocked bool
 
 	slots   []int               // slots[i] = i, for the slots used so far; a resident's Blocks is its slot's element
 	owner   []uint64            // owner[i]: the id in slot i, if it is not free
@@ -54,15 +61,17 @@ type store interface {
 	// in use by the request, or reports that it is not resident.
 	reference(j int, id uint64) bool
 	unreference(id uint64)
-	// evict frees need entries among the unreferenced residents and
-	// returns the victims, valid until the next call.
-	evict(need int) ([]kvevict.Victim, time.Duration, error)
+	// evict frees need entries among the unreferenced residents at tick
+	// now, and returns the victims, valid until the next call. With
+	// clocked, the residents' hints are read at now, which the store
+	// tells the structure (clockID).
+	evict(need int, now int64, clocked bool) ([]kvevict.Victim, time.Duration, error)
 	// enter adds id, the request's jth distinct block, referenced,
 	// holding block.
 	enter(j int, id uint64, block []int, created int64) error
 	// touch sets the request fields of id, its jth distinct block, which
-	// reference or enter saw, and unreferences it.
-	touch(j int, id uint64, tick int64, prio kvevict.Priority, hit bool) error
+	// reference or enter saw, and its hints h, and unreferences it.
+	touch(j int, id uint64, tick int64, prio kvevict.Priority, h *kvevict.Hints, hit bool) error
 	markPartial(id uint64) bool
 	// remove drops an unreferenced resident and returns its slot, or
 	// reports that id is not one.
@@ -192,7 +201,7 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outc
 	}
 	var out Outcome
 	if need := missing - (c.capacity - c.store.len()); need > 0 {
-		victims, elapsed, err := c.store.evict(need)
+		victims, elapsed, err := c.store.evict(need, c.tick+1, c.clocked)
 		if err != nil {
 			for i, id := range c.ids {
 				if c.hit[i] {
@@ -227,12 +236,57 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outc
 	out.Entered = c.entered
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
-		if err := c.store.touch(j, c.ids[j], c.tick, prio, requested && c.hit[j]); err != nil {
+		if err := c.store.touch(j, c.ids[j], c.tick, prio, &c.hints, requested && c.hit[j]); err != nil {
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
 	}
 	return out, nil
 }
+
+// RequestHints is [Cache.Request] for a request whose blocks take hints h,
+// each block the latest request's as a tree's blocks do, at time now.
+// now and h's ticks count the caller's clock (package sim's replay:
+// microseconds): the cache's ticks move to now's, 4,096 a unit, so that
+// a resident's LastAccess compares with a hint's end, and the request's
+// touches follow, keeping their order; the structure is told the time
+// before it evicts. A cache given a time keeps its ticks on that clock.
+// It returns an error matching [kvevict.ErrInvalidArgument] for a
+// negative now or one past the clock's range (2^51 units), or a hint's
+// end past it, and one matching [kvevict.ErrInvalidCandidate] for hints
+// no class holds (kvevict.Hints), with the cache unchanged. The id
+// math.MaxUint64 is the structure's clock: a request naming it is
+// refused too.
+func (c *Cache) RequestHints(ids []uint64, prio kvevict.Priority, h kvevict.Hints, now int64) (Outcome, error) {
+	if now < 0 || now > maxClock {
+		return Outcome{}, fmt.Errorf("tier: cache: %w: time %d outside 0 to %d", kvevict.ErrInvalidArgument, now, int64(maxClock))
+	}
+	for _, end := range [2]int64{h.LeaseUntil, h.RetainUntil} {
+		if end < 0 || end > maxClock {
+			return Outcome{}, fmt.Errorf("tier: cache: %w: hint end %d outside 0 to %d", kvevict.ErrInvalidArgument, end, int64(maxClock))
+		}
+	}
+	if slices.Contains(ids, clockID) {
+		return Outcome{}, fmt.Errorf("tier: cache: %w: block id %d is the cache's clock", kvevict.ErrInvalidArgument, uint64(clockID))
+	}
+	scaled := h
+	scaled.LeaseUntil <<= clockShift
+	scaled.RetainUntil <<= clockShift
+	if err := scaled.Validate(); err != nil {
+		return Outcome{}, fmt.Errorf("tier: cache: %w", err)
+	}
+	c.tick, c.clocked, c.hints = max(c.tick, now<<clockShift), true, scaled
+	defer func() { c.hints = kvevict.Hints{} }()
+	return c.Request(ids, prio)
+}
+
+// The hints' clock of a cache: its ticks per unit of the caller's clock,
+// as a shift, the largest time it takes, and the ID of the candidate that
+// tells the structure the time.
+const (
+	clockShift = 12
+	maxClock   = 1<<(63-clockShift) - 1
+	clockID    = math.MaxUint64
+)
 
 // note tells the strategy of a request for ids, in order (repeats
 // included), and stores none of them: Request's first step, and all a

@@ -27,8 +27,15 @@ func (s *sliceStore) reference(_ int, id uint64) bool {
 
 func (s *sliceStore) unreference(id uint64) { s.cands[s.index[id]].RefCount = 0 }
 
-func (s *sliceStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
-	res, err := s.policy.SelectVictims(s.cands, need)
+func (s *sliceStore) evict(need int, now int64, clocked bool) ([]kvevict.Victim, time.Duration, error) {
+	cands := s.cands
+	if clocked {
+		// A Policy's now is its candidates' latest LastAccess: a
+		// referenced candidate of no block tells it.
+		cands = append(cands, kvevict.Candidate{ID: clockID, LastAccess: now, RefCount: 1})
+		defer func() { cands[len(cands)-1] = kvevict.Candidate{} }()
+	}
+	res, err := s.policy.SelectVictims(cands, need)
 	if err == nil {
 		err = s.checkVictims(res.Victims, need)
 	}
@@ -47,11 +54,12 @@ func (s *sliceStore) enter(_ int, id uint64, block []int, created int64) error {
 	return nil
 }
 
-func (s *sliceStore) touch(_ int, id uint64, tick int64, prio kvevict.Priority, hit bool) error {
+func (s *sliceStore) touch(_ int, id uint64, tick int64, prio kvevict.Priority, h *kvevict.Hints, hit bool) error {
 	c := &s.cands[s.index[id]]
 	if hit {
 		c.AccessCount++
 	}
+	c.Hints = *h
 	c.LastAccess = tick
 	c.RefCount = 0
 	c.Priority = prio // of the latest request to use it
@@ -152,6 +160,9 @@ func (s *sliceStore) check(c *Cache, _ []bool) error {
 type indexStore struct {
 	x       *kvevict.Index
 	victims []kvevict.Victim // the latest eviction's, reused
+	// clock says the index holds the candidate of ID clockID, pinned and
+	// of no block, whose touches tell it the time (clocked evictions).
+	clock bool
 	// held[j] is the request's jth distinct block as reference or enter
 	// left it, so that touch needs no second look-up: nothing but touch
 	// changes a referenced candidate until then.
@@ -179,7 +190,20 @@ func (s *indexStore) reference(j int, id uint64) bool {
 
 func (s *indexStore) unreference(id uint64) { _ = s.x.Unlock(id) } // held and referenced: cannot fail
 
-func (s *indexStore) evict(need int) ([]kvevict.Victim, time.Duration, error) {
+func (s *indexStore) evict(need int, now int64, clocked bool) ([]kvevict.Victim, time.Duration, error) {
+	if clocked {
+		// An Index's now is the latest tick it was told.
+		var err error
+		if !s.clock {
+			err = s.x.Add(kvevict.Candidate{ID: clockID, Pinned: true, LastAccess: now})
+			s.clock = err == nil
+		} else {
+			err = s.x.Touch(clockID, now)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
 	res, err := s.x.EvictAppend(s.victims[:0], need)
 	if err != nil {
 		return nil, 0, err
@@ -194,12 +218,13 @@ func (s *indexStore) enter(j int, id uint64, block []int, created int64) error {
 	return s.x.Add(c)
 }
 
-func (s *indexStore) touch(j int, _ uint64, tick int64, prio kvevict.Priority, hit bool) error {
+func (s *indexStore) touch(j int, _ uint64, tick int64, prio kvevict.Priority, h *kvevict.Hints, hit bool) error {
 	c := s.held[j]
 	s.held[j] = kvevict.Candidate{} // drop the Blocks reference
 	if hit {
 		c.AccessCount++
 	}
+	c.Hints = *h
 	c.LastAccess = tick
 	c.RefCount = 0
 	c.Priority = prio
@@ -238,7 +263,12 @@ func (s *indexStore) contains(id uint64) bool {
 	return ok
 }
 
-func (s *indexStore) len() int { return s.x.Len() }
+func (s *indexStore) len() int {
+	if s.clock {
+		return s.x.Len() - 1
+	}
+	return s.x.Len()
+}
 
 func (s *indexStore) check(c *Cache, free []bool) error {
 	for slot := range c.slots {

@@ -6,15 +6,14 @@ import (
 	"testing"
 )
 
-// TestCompareHintsErrors: -hints where no structure honours hints, and bad
-// sources, are refused with one line before any work.
+// TestCompareHintsErrors: -hints where no structure honours hints (the
+// tiers), and bad sources, are refused with one line before any work.
 func TestCompareHintsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-hints", "none"}, "-hints needs -mode serve"},
-		{[]string{"-tier", "cpu:4x:lru", "-hints", "none"}, "-hints needs -mode serve"},
+		{[]string{"-tier", "cpu:4x:lru", "-hints", "none"}, "-hints with -tier"},
 		{[]string{"-mode", "serve", "-hints", "oracle"}, `unknown hint source "oracle"`},
 		{[]string{"-mode", "serve", "-hints", "hindsight:precision=2"}, "precision must be a number in (0, 1]"},
 		{[]string{"-mode", "serve", "-hints", "hindsight:depth=2"}, `unknown parameter "depth"`},

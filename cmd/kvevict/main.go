@@ -232,7 +232,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
 	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
-	fs.StringVar(&hints, "hints", "", "serve mode: comma-separated hint `sources`, a row per strategy each: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
+	fs.StringVar(&hints, "hints", "", "comma-separated hint `sources`, a row per strategy each: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
@@ -310,8 +310,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	}
 	if set["hints"] {
 		switch {
-		case o.mode != "serve":
-			return nil, usagef("-hints needs -mode serve: a replay's candidates are blocks, which take no hints yet")
+		case len(o.tiers.specs) > 0:
+			return nil, usagef("-hints with -tier: the tiers below the GPU take no hints yet (docs/hints.md)")
 		}
 		if o.hints, err = sim.ParseHintSources(hints); err != nil {
 			return nil, usagef("-hints: %v", err)

@@ -31,9 +31,9 @@ and block re-prefill (replay) or preempt, rejected and truncated (serve);
                      bound on hit ratio, though an order that evicts leaves first
                      can pass it on small pools (in serve mode "belady (bound)":
                      a reference, not a peer of the rows above)
-  hints              with -hints, serve mode: the row's hint source as
-                     normalised (docs/hints.md); the best line then names
-                     the best row without hints too
+  hints              with -hints: the row's hint source as normalised
+                     (docs/hints.md); the best line then names the best
+                     row without hints too
   hit ratio          prompt blocks found cached (the longest resident prefix) /
                      prompt blocks, to 4 decimals or as many more as set each
                      capacity's best apart from the rest; * marks the best online
@@ -282,7 +282,7 @@ var columns = []column{
 	{"strategy", inBoth, inBoth, func(r *row, t *tableFormat) string {
 		return fmt.Sprintf("%-*s", t.nameWidth, strategyLabel(r.Strategy, t.serve))
 	}},
-	{"hints", inServe, inServe, func(r *row, _ *tableFormat) string { return cmp.Or(r.Hints, "-") }},
+	{"hints", inBoth, inBoth, func(r *row, _ *tableFormat) string { return cmp.Or(r.Hints, "-") }},
 	{"hit ratio", inBoth, inBoth, func(r *row, t *tableFormat) string {
 		mark := " "
 		if r.Best {

@@ -44,17 +44,22 @@ func (o *options) run(w *sim.Workload, j job, progress func(done, total int)) (s
 		return sim.Belady(w, cfg)
 	}
 	if o.hinted != nil {
-		rep, err := sim.Serve(o.hinted[j.hints], j.strategy, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
-		rep.Hints = o.hints[j.hints].String()
-		return rep, err
+		w = o.hinted[j.hints]
 	}
 	if o.sampling > 0 { // parseStrategies admits only key strategies then
 		cfg.Options = []kvevict.Option{kvevict.WithSampling(o.sampling)}
 	}
+	var rep sim.Report
+	var err error
 	if o.mode == "serve" {
-		return sim.Serve(w, j.strategy, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
+		rep, err = sim.Serve(w, j.strategy, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
+	} else {
+		rep, err = sim.Replay(w, j.strategy, cfg)
 	}
-	return sim.Replay(w, j.strategy, cfg)
+	if o.hinted != nil {
+		rep.Hints = o.hints[j.hints].String()
+	}
+	return rep, err
 }
 
 // errInterrupted is what compare returns when a signal stopped it: exit
