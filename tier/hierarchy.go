@@ -3,6 +3,7 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,8 @@ type Level struct {
 	// Capacity is the tier's size in blocks, at least 1.
 	Capacity int
 	// Strategy and Options choose the tier's victims, as [NewCache] takes
-	// them.
+	// them. Strategy is named in any spelling [kvevict.ParseStrategy]
+	// accepts, and [Hierarchy.Stats] names it as ParseStrategy returns it.
 	Strategy kvevict.Strategy
 	Options  []kvevict.Option
 }
@@ -132,6 +134,9 @@ const selectiveTracked = 64_000
 // configuration.
 var ErrConfig = errors.New("tier: invalid configuration")
 
+// validate checks c and names each tier's strategy as
+// [kvevict.ParseStrategy] returns it, the one spelling that New and the
+// tiers compare with: c.Levels must be New's own copy.
 func (c *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -154,9 +159,11 @@ func (c *Config) validate() error {
 		case l.Capacity < 1:
 			return bad("tier %d (%s): capacity must be at least 1 block, got %d", i, l.Medium, l.Capacity)
 		}
-		if _, err := kvevict.ParseStrategy(string(l.Strategy)); err != nil {
+		s, err := kvevict.ParseStrategy(string(l.Strategy))
+		if err != nil {
 			return bad("tier %d (%s): %v", i, l.Medium, err)
 		}
+		c.Levels[i].Strategy = s
 		prev = r
 	}
 	switch c.Write {
@@ -265,6 +272,7 @@ type Hierarchy struct {
 // New returns an empty hierarchy, or an error matching [ErrConfig] (or
 // from the strategies' options) for a configuration it cannot serve.
 func New(cfg Config) (*Hierarchy, error) {
+	cfg.Levels = slices.Clone(cfg.Levels)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
