@@ -402,7 +402,8 @@ func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config,
 			continue
 		}
 		if info.Tunes&t != 0 { // WithSampling outside New
-			errs = append(errs, fmt.Errorf("%w: %s does not apply to %s, only to New", ErrInvalidArgument, t, ctor))
+			// New serves it: a known thing this constructor cannot.
+			errs = append(errs, fmt.Errorf("%w: %s does not apply to %s, only to New (%w)", ErrInvalidArgument, t, ctor, errors.ErrUnsupported))
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%w: %s does not tune strategy %q (it tunes %s)", ErrInvalidArgument, t, s, tunedBy(t)))

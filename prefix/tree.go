@@ -165,15 +165,8 @@ func WithStrategyOptions(opts ...kvevict.Option) Option {
 // Admit, keeps it within the capacity by calling Evict. A capacity below
 // 1 returns an error matching [kvevict.ErrInvalidArgument].
 //
-// A tree ranks by every strategy that is not [kvevict.Strategy.Adaptive],
-// and by Auto: so s ranks a tree exactly when
-//
-//	!s.Adaptive() || s == kvevict.Auto
-//
-// for s as [kvevict.ParseStrategy] returns it. New returns an error matching
-// errors.ErrUnsupported for the other adaptive strategies (ARC, S3-FIFO,
-// SIEVE), whose order lives in lists of sequences rather than in a score
-// per block, and kvevict's errors for an unknown strategy or a bad option.
+// New returns [Ranks]'s error for a strategy a tree does not rank by, and
+// kvevict's errors for an unknown strategy or a bad option.
 func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1 block, got %d", kvevict.ErrInvalidArgument, capacity)
@@ -196,20 +189,47 @@ func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
-	switch {
-	case kind == rank.KindAuto:
+	if err := ranks(kind, s); err != nil {
+		return nil, fmt.Errorf("prefix.New: %w", err)
+	}
+	if kind == rank.KindAuto {
 		h := newTreeAuto(capacity, cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
 		t.meas, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
-	case kind.Adaptive():
-		return nil, fmt.Errorf("prefix.New: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
 	}
 	t.params = rank.NewParams(kind, &cfg)
 	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
+}
+
+// Ranks reports whether a tree ranks its blocks by strategy s, in any
+// spelling [kvevict.ParseStrategy] accepts: nil for every strategy that is
+// not [kvevict.Strategy.Adaptive], and for [kvevict.Auto], whose score the
+// tree keeps per block; an error matching errors.ErrUnsupported for the
+// other adaptive strategies (ARC, S3-FIFO, SIEVE), whose order lives in
+// lists of sequences rather than in a score per block, and which [New]
+// refuses with it; one matching [kvevict.ErrUnknownStrategy] for an
+// unknown name. O(1).
+func Ranks(s kvevict.Strategy) error {
+	kind, _, err := bridge.ResolveTree(string(s), []kvevict.Option(nil))
+	if err != nil {
+		return fmt.Errorf("prefix.Ranks: %w", err)
+	}
+	if err := ranks(kind, s); err != nil {
+		return fmt.Errorf("prefix.Ranks: %w", err)
+	}
+	return nil
+}
+
+// ranks is Ranks for strategy s, whose mechanism is kind.
+func ranks(kind rank.Kind, s kvevict.Strategy) error {
+	if !kind.Scored() {
+		return fmt.Errorf("%w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
+	}
+	return nil
 }
 
 // Len returns the number of blocks in the tree. O(1).

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ const (
 	GranularityTail Granularity = "tail"
 	// GranularityBlock: one candidate per cached block, in a prefix tree
 	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
-	// Key strategies and Auto (see [prefix.New]); ARC, S3-FIFO and
+	// Key strategies and Auto (see [prefix.Ranks]); ARC, S3-FIFO and
 	// SIEVE keep lists of sequences, which a tree of blocks does not.
 	GranularityBlock Granularity = "block"
 )
@@ -67,8 +68,15 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 			opts = append([]kvevict.Option{kvevict.WithCapacity(capacity)}, opts...)
 		}
 		// An Index picks what the Policy would, without listing the pool.
-		if x, err := kvevict.NewIndex(s, opts...); err == nil && !contract {
+		switch err := kvevict.IndexRanks(s, opts...); {
+		case err == nil && !contract:
+			x, err := kvevict.NewIndex(s, opts...)
+			if err != nil {
+				return nil, err
+			}
 			return newIndexEvictor(x, g == GranularityTail), nil
+		case err != nil && !errors.Is(err, errors.ErrUnsupported):
+			return nil, err
 		}
 		p, err := kvevict.New(s, opts...)
 		if err != nil {
