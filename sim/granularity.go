@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/sizing"
 )
 
 // Granularity is what one eviction candidate is: a sequence, a sequence's
@@ -62,11 +63,9 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
-		if parsed, _ := kvevict.ParseStrategy(string(s)); parsed == kvevict.Auto {
-			// Auto counts blocks by hash: its history and miniature
-			// caches model the pool in blocks.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(capacity)}, opts...)
-		}
+		// Auto counts blocks by hash: its history and miniature caches
+		// model the pool in blocks. The others count the sequences.
+		opts = append(sizing.Pool{Blocks: capacity, Sequences: true}.Options(s), opts...)
 		// An Index picks what the Policy would, without listing the pool.
 		switch err := kvevict.IndexRanks(s, opts...); {
 		case err == nil && !contract:

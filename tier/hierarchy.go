@@ -10,6 +10,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/sizing"
 )
 
 // Write says when a tier below the GPU receives a block.
@@ -291,24 +292,22 @@ func New(cfg Config) (*Hierarchy, error) {
 			h.levels = append(h.levels, nil)
 			continue
 		}
-		opts := append([]kvevict.Option{kvevict.WithEvictionHistory(0)}, l.Options...)
-		switch {
-		case l.Strategy == kvevict.Auto:
-			// Auto's capacity is the pool its miniature caches model: the
-			// tier. Its history admits a block only once the tier holds it,
-			// so it needs no room beyond. Below an exclusive tier its victims
-			// are demoted, not lost: its miniature caches model the tiers
-			// below too, as one.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(l.Capacity)}, opts...)
-			if below := cfg.capacityBelow(i); cfg.Exclusive && below > 0 {
-				opts = append([]kvevict.Option{kvevict.WithTierBelow(below)}, opts...)
-			}
-		case l.Strategy.Adaptive():
-			// One block per candidate: the history's capacity, counted in
-			// candidates, is the tier's, plus room for the blocks of one
-			// call, which precede the selection that makes room for them.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(2 * l.Capacity)}, opts...)
+		// One block per candidate: the history serves the tier, plus room
+		// for the blocks of one call, at most the tier's, which precede
+		// the selection that makes room for them. Auto's capacity is the
+		// pool its miniature caches model, the tier alone: its history
+		// admits a block only once the tier holds it, so it needs no room
+		// beyond. Below an exclusive tier Auto's victims are demoted, not
+		// lost: its miniature caches model the tiers below too, as one.
+		pool := sizing.Pool{Blocks: l.Capacity, Room: l.Capacity}
+		if l.Strategy == kvevict.Auto {
+			pool.Room = 0
 		}
+		opts := append(pool.Options(l.Strategy), kvevict.WithEvictionHistory(0))
+		if below := cfg.capacityBelow(i); l.Strategy == kvevict.Auto && cfg.Exclusive && below > 0 {
+			opts = append(opts, kvevict.WithTierBelow(below))
+		}
+		opts = append(opts, l.Options...)
 		c, err := NewCache(l.Strategy, l.Capacity, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)
