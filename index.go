@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -232,8 +233,8 @@ func IndexRanks(s Strategy, opts ...Option) error {
 // resolveIndex is resolve for NewIndex, which also refuses a key that
 // reads the current tick (Auto reads the tick too, and its groups follow
 // it).
-func resolveIndex(s Strategy, opts []Option) (strategyInfo, config, error) {
-	info, cfg, err := resolve(s, opts, forIndex)
+func resolveIndex(s Strategy, opts []Option) (options.Info, options.Config, error) {
+	info, cfg, err := options.Resolve(string(s), opts, options.ForIndex)
 	if err == nil && rank.UsesNow(info.Kind, &cfg.Config) {
 		err = fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -63,7 +64,7 @@ type Policy interface {
 // [ErrInvalidArgument] for an invalid option or one that does not tune s
 // (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
-	info, cfg, err := resolve(s, opts, forPolicy)
+	info, cfg, err := options.Resolve(string(s), opts, options.ForPolicy)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,9 @@ import (
 	"math"
 	"sync"
 
-	"github.com/sagellm/kvevict/internal/bridge"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/ghost"
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 
 	"github.com/sagellm/kvevict"
@@ -184,22 +184,22 @@ func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
-	kind, cfg, err := bridge.ResolveTree(string(s), t.keyOpts)
+	info, cfg, err := options.Resolve(string(s), t.keyOpts, options.ForTree)
 	t.keyOpts = nil
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
-	if err := ranks(kind, s); err != nil {
+	if err := ranks(info.Kind, s); err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
-	if kind == rank.KindAuto {
+	if info.Kind == rank.KindAuto {
 		h := newTreeAuto(capacity, cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
 		t.meas, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
 	}
-	t.params = rank.NewParams(kind, &cfg)
+	t.params = rank.NewParams(info.Kind, &cfg.Config)
 	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
@@ -214,11 +214,11 @@ func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 // refuses with it; one matching [kvevict.ErrUnknownStrategy] for an
 // unknown name. O(1).
 func Ranks(s kvevict.Strategy) error {
-	kind, _, err := bridge.ResolveTree(string(s), []kvevict.Option(nil))
-	if err != nil {
-		return fmt.Errorf("prefix.Ranks: %w", err)
+	info, ok := options.Lookup(string(s))
+	if !ok {
+		return fmt.Errorf("prefix.Ranks: %w", options.Unknown(string(s)))
 	}
-	if err := ranks(kind, s); err != nil {
+	if err := ranks(info.Kind, s); err != nil {
 		return fmt.Errorf("prefix.Ranks: %w", err)
 	}
 	return nil
