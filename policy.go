@@ -77,11 +77,9 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		a := newAuto(&cfg)
-		p.hist, p.params.auto = a, a
+		p.params.auto = newAuto(&cfg)
 	case info.Kind.Adaptive():
 		p.lists = newListHistory(info.Kind, &cfg)
-		p.hist = p.lists
 	case cfg.Sampling > 0:
 		p.sampler = newSampler(cfg.Sampling)
 	}
@@ -98,10 +96,12 @@ type policy struct {
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
-	hist   history     // an adaptive strategy's history: lists, or Auto's (params.auto); nil for the others
-	lists  listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
-	sel    selector
-	txn    transaction
+	// An adaptive strategy's history is lists (ARC's, S3-FIFO's or
+	// SIEVE's) or params.auto (Auto's), the other nil; both are nil for a
+	// key strategy.
+	lists listHistory
+	sel   selector
+	txn   transaction
 	// The sources of the transaction, kept here so that a selection
 	// allocates only its result.
 	ranked  ranked
@@ -186,8 +186,11 @@ func (p *policy) selectRanked(cands []Candidate, required int) (Result, error) {
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.evictions.Access(id)
-	if p.hist != nil {
-		p.hist.access(id)
+	switch {
+	case p.lists != nil:
+		p.lists.access(id)
+	case p.params.auto != nil:
+		p.params.auto.access(id)
 	}
 	p.mu.Unlock()
 }
