@@ -40,9 +40,9 @@ type Policy interface {
 
 	// UpdateAccess records a request for sequence id, resident or not. Call
 	// it for every request of a sequence, before the SelectVictims that
-	// makes room for it. It feeds the history that re-prefill detection
-	// and the adaptive strategies need; key strategies rank by the
-	// candidates' own fields. O(1).
+	// makes room for it. It feeds the eviction history, by which the
+	// metrics detect re-prefills, and an adaptive strategy's history; key
+	// strategies rank by the candidates' own fields. O(1).
 	UpdateAccess(id uint64)
 
 	// UpdateAccessHashes records a request for the blocks of hashes: the
