@@ -108,10 +108,10 @@ func (s Strategy) Adaptive() bool {
 
 // Strategies returns every registered strategy, in a fixed order.
 func Strategies() []Strategy {
-	names := options.Names()
-	out := make([]Strategy, len(names))
-	for i, name := range names {
-		out[i] = Strategy(name)
+	all := options.All()
+	out := make([]Strategy, len(all))
+	for i, info := range all {
+		out[i] = Strategy(info.Name)
 	}
 	return out
 }

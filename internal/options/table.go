@@ -33,14 +33,9 @@ var table = [...]Info{
 	{"auto", rank.KindAuto, TuneCapacity | TuneGhostCap | TuneBelow},
 }
 
-// Names returns every strategy's name, in the table's order.
-func Names() []string {
-	names := make([]string, len(table))
-	for i, info := range table {
-		names[i] = info.Name
-	}
-	return names
-}
+// All returns every strategy, in the table's order, for the caller to
+// read only.
+func All() []Info { return table[:] }
 
 // Lookup returns strategy name: named exactly, or as a person writes it,
 // in any case with spaces around.
@@ -62,5 +57,12 @@ func Lookup(name string) (Info, bool) {
 // Unknown is the error for a name Lookup does not know: it matches
 // ErrUnknownStrategy and lists the known names.
 func Unknown(name string) error {
-	return fmt.Errorf("%w %q (known: %s)", ErrUnknownStrategy, name, strings.Join(Names(), ", "))
+	var known strings.Builder
+	for i, info := range table {
+		if i > 0 {
+			known.WriteString(", ")
+		}
+		known.WriteString(info.Name)
+	}
+	return fmt.Errorf("%w %q (known: %s)", ErrUnknownStrategy, name, known.String())
 }
