@@ -11,19 +11,11 @@ import (
 
 var adaptiveStrategies = []Strategy{ARC, S3FIFO, SIEVE, Auto}
 
-// historyOf returns the history of p, a Policy of an adaptive strategy.
-func historyOf(p Policy) history {
-	if lists := p.(*policy).lists; lists != nil {
-		return lists
-	}
-	return p.(*policy).params.auto
-}
-
 // checkHistory fails t if p's history breaks an invariant of its strategy or
 // tracks more ids than its bound.
 func checkHistory(t testing.TB, p Policy, c int) {
 	t.Helper()
-	h := historyOf(p)
+	h := p.(*policy).history()
 	if err := h.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +26,7 @@ func checkHistory(t testing.TB, p Policy, c int) {
 
 // fingerprint describes everything a selection could change in p's history.
 func fingerprint(p Policy) string {
-	h := historyOf(p)
+	h := p.(*policy).history()
 	t := h.nodes()
 	var b strings.Builder
 	for l := range t.lists {
@@ -252,7 +244,7 @@ func TestAdaptiveBoundedMemory(t *testing.T) {
 				}
 			}
 			checkHistory(t, p, c)
-			h := historyOf(p).nodes()
+			h := p.(*policy).history().nodes()
 			if len(h.slab) > 2*c+1 {
 				t.Errorf("slab of %d nodes, bound 2c+1 = %d", len(h.slab), 2*c+1)
 			}
@@ -301,7 +293,7 @@ func TestARCGhostAdaptation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := historyOf(p).(*arc)
+	a := p.(*policy).history().(*arc)
 	p.UpdateAccess(1)
 	p.UpdateAccess(1) // t2 [1]
 	p.UpdateAccess(2) // t1 [2]

@@ -186,13 +186,22 @@ func (p *policy) selectRanked(cands []Candidate, required int) (Result, error) {
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.evictions.Access(id)
-	switch {
-	case p.lists != nil:
-		p.lists.access(id)
-	case p.params.auto != nil:
-		p.params.auto.access(id)
+	if h := p.history(); h != nil {
+		h.access(id)
 	}
 	p.mu.Unlock()
+}
+
+// history returns the adaptive strategy's history, lists or Auto's, or
+// nil for a key strategy.
+func (p *policy) history() history {
+	switch {
+	case p.lists != nil:
+		return p.lists
+	case p.params.auto != nil:
+		return p.params.auto
+	}
+	return nil
 }
 
 func (p *policy) UpdateAccessHashes(hashes []uint64) {
