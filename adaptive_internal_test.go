@@ -15,7 +15,7 @@ var adaptiveStrategies = []Strategy{ARC, S3FIFO, SIEVE, Auto}
 // tracks more ids than its bound.
 func checkHistory(t testing.TB, p Policy, c int) {
 	t.Helper()
-	h := p.(*policy).hist
+	h := p.(*policy).history()
 	if err := h.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func checkHistory(t testing.TB, p Policy, c int) {
 
 // fingerprint describes everything a selection could change in p's history.
 func fingerprint(p Policy) string {
-	h := p.(*policy).hist
+	h := p.(*policy).history()
 	t := h.nodes()
 	var b strings.Builder
 	for l := range t.lists {
@@ -244,7 +244,7 @@ func TestAdaptiveBoundedMemory(t *testing.T) {
 				}
 			}
 			checkHistory(t, p, c)
-			h := p.(*policy).hist.nodes()
+			h := p.(*policy).history().nodes()
 			if len(h.slab) > 2*c+1 {
 				t.Errorf("slab of %d nodes, bound 2c+1 = %d", len(h.slab), 2*c+1)
 			}
@@ -293,7 +293,7 @@ func TestARCGhostAdaptation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := p.(*policy).hist.(*arc)
+	a := p.(*policy).history().(*arc)
 	p.UpdateAccess(1)
 	p.UpdateAccess(1) // t2 [1]
 	p.UpdateAccess(2) // t1 [2]

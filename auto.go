@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/ghost"
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -72,7 +73,7 @@ const (
 // candidates. Its ghosts are kept apart, in a ghost.Counts.
 const autoResident uint8 = 0
 
-func newAuto(cfg *config) *auto {
+func newAuto(cfg *options.Config) *auto {
 	return &auto{
 		table:   newTable(autoResident),
 		ghosts:  ghost.New(cfg.GhostCap),

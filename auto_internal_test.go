@@ -28,7 +28,7 @@ func TestAutoBoundedGhosts(t *testing.T) {
 			}
 		}
 	}
-	h := p.(*policy).hist
+	h := p.(*policy).history()
 	if err := h.check(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 )
 
 // The selection's buffer of entries that may still be victims: a bounded
-// max-heap while few candidates enter, then an unordered buffer that cover,
+// max-heap while few candidates enter, then an unordered buffer that cut,
 // a weighted quickselect, cuts to the entries that cover the need.
 // The heap is its own, not rank.Heap: see BenchmarkSelectionHeap.
 
@@ -58,7 +58,7 @@ func siftDown(h []entry, j int) {
 	h[j] = e
 }
 
-// cover reorders h so that h[:m] holds the m smallest entries by (key, ID)
+// cut reorders h so that h[:m] holds the m smallest entries by (key, ID)
 // whose blocks add up to at least need while h[:m-1]'s do not, and returns
 // m: the greedy selection's victims, in no particular order. h's blocks
 // add up to total, at least need > 0. It is a quickselect weighted by
@@ -68,7 +68,7 @@ func siftDown(h []entry, j int) {
 // cut on the side that leaves less (Floyd and Rivest's idea), so that a
 // compaction of the buffer, which keeps a small share of it, costs little
 // more than one pass.
-func (s *selector) cover(h []entry, need, total int) int {
+func (s *selector) cut(h []entry, need, total int) int {
 	lo, hi := 0, len(h)
 	for hi-lo > 16 {
 		var p int
@@ -105,10 +105,10 @@ func (s *selector) cover(h []entry, need, total int) int {
 			return i + 1
 		}
 	}
-	panic("kvevict: cover was given entries that do not cover the need")
+	panic("kvevict: cut was given entries that do not cover the need")
 }
 
-// samplePivotAbove is the shortest range whose pivot cover draws from a
+// samplePivotAbove is the shortest range whose pivot cut draws from a
 // sample: below it, sorting the sample costs more than a random pivot's
 // extra rounds.
 const samplePivotAbove = 1024
@@ -117,7 +117,7 @@ const samplePivotAbove = 1024
 const pivotSample = 32
 
 // samplePivot returns the index in h, whose blocks add up to total, of a
-// pivot for a round of cover looking for the cut at need blocks: from a
+// pivot for a round of cut looking for the cut at need blocks: from a
 // sample of h in (key, ID) order, the entry at the cut's estimated share of
 // the blocks, moved a margin toward the larger side so that the round most
 // likely keeps the smaller. The margin is two standard deviations of the
@@ -163,5 +163,5 @@ func (s *selector) random() uint64 {
 	return s.pivots
 }
 
-// pivotSeed starts cover's pivot sequence: any nonzero value.
+// pivotSeed starts cut's pivot sequence: any nonzero value.
 const pivotSeed = 0x9E3779B97F4A7C15

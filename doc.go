@@ -126,9 +126,9 @@
 // Policies are safe for concurrent use, start no goroutines, read no clock
 // to decide (time comes in on the candidates; the clock only times the
 // selection for metrics, and [WithTiming](false) turns that off) and keep
-// bounded history: [WithEvictionHistory] evictions for the metrics, and an
-// adaptive strategy's [WithCapacity] resident and [WithGhostCap] evicted
-// sequences.
+// bounded memories: an eviction history of [WithEvictionHistory]
+// evictions for the metrics, and an adaptive strategy's history of
+// [WithCapacity] resident and [WithGhostCap] evicted sequences.
 //
 // # Scale
 //

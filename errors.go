@@ -3,6 +3,8 @@ package kvevict
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sagellm/kvevict/internal/options"
 )
 
 // Errors returned by the package. Match them with [errors.Is].
@@ -16,9 +18,9 @@ var (
 	// two).
 	ErrInvalidCandidate = errors.New("kvevict: invalid candidate")
 	// ErrInvalidArgument: a negative requiredBlocks, or an invalid option.
-	ErrInvalidArgument = errors.New("kvevict: invalid argument")
+	ErrInvalidArgument = options.ErrInvalidArgument
 	// ErrUnknownStrategy: a name that is none of [Strategies].
-	ErrUnknownStrategy = errors.New("kvevict: unknown strategy")
+	ErrUnknownStrategy = options.ErrUnknownStrategy
 )
 
 // InsufficientBlocksError reports a selection that could not be satisfied.

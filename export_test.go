@@ -1,6 +1,9 @@
 package kvevict
 
-import "github.com/sagellm/kvevict/internal/rank"
+import (
+	"github.com/sagellm/kvevict/internal/options"
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // RaceEnabled is raceEnabled for the external tests.
 const RaceEnabled = raceEnabled
@@ -8,6 +11,6 @@ const RaceEnabled = raceEnabled
 // ResolveForPolicy resolves s and opts as New does, for the external tests
 // that compute keys themselves: the strategy's mechanism and parameters.
 func ResolveForPolicy(s Strategy, opts []Option) (rank.Kind, rank.Config, error) {
-	info, cfg, err := resolve(s, opts, forPolicy)
+	info, cfg, err := options.Resolve(string(s), opts, options.ForPolicy)
 	return info.Kind, cfg.Config, err
 }

@@ -219,8 +219,8 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 			// A released victim taken whole leaves no ghost: it will not
 			// be requested again. One known by its head hash stays, as
 			// in an Index: other sequences may share that block.
-			if p.hist != nil && c.Hints.Released && c.HeadHash == 0 && len(res.Victims[j].Blocks) == len(c.Blocks) {
-				p.hist.forget(c.ID)
+			if h := p.history(); h != nil && c.Hints.Released && c.HeadHash == 0 && len(res.Victims[j].Blocks) == len(c.Blocks) {
+				h.forget(c.ID)
 			}
 		}
 		p.stats.leasedBlocks = leased

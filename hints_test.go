@@ -267,7 +267,7 @@ func TestHintsReleasedLeavesNoGhost(t *testing.T) {
 				t.Fatalf("%s, released %v: victims %d (Policy) and %d (Index), want the same (3 if released)", s, released, pv, xv)
 			}
 			xh := x.ord.(interface{ history() history }).history()
-			for name, h := range map[string]history{"Policy": p.(*policy).hist, "Index": xh} {
+			for name, h := range map[string]history{"Policy": p.(*policy).history(), "Index": xh} {
 				// SIEVE keeps no ghosts: its victims are never tracked.
 				if got, want := tracks(h, pv), !released && s != SIEVE; got != want {
 					t.Errorf("%s %s, released %v: the history tracks victim %d: %v", s, name, released, pv, got)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -187,20 +188,17 @@ type order interface {
 const maxIndexLen = math.MaxInt32
 
 // NewIndex returns an empty index ranking by strategy s, configured by the
-// same options as [New] but [WithSampling]. It returns an error matching
-// [ErrUnknownStrategy] for an unregistered strategy, one matching
-// [errors.ErrUnsupported] for FrequencyCost with [WithCostDecay], which it
-// cannot keep in order, and one matching [ErrInvalidArgument] for an
+// same options as [New] but [WithSampling]. It returns [IndexRanks]'s
+// error where that is not nil: one matching [ErrUnknownStrategy] for an
+// unregistered strategy, one matching [errors.ErrUnsupported] for what
+// only a Policy serves, and one matching [ErrInvalidArgument] for an
 // invalid or inapplicable option.
 func NewIndex(s Strategy, opts ...Option) (*Index, error) {
-	info, cfg, err := resolve(s, opts, forIndex)
+	info, cfg, err := resolveIndex(s, opts)
 	if err != nil {
 		return nil, err
 	}
 	params := newKeyParams(info.Kind, &cfg)
-	if params.p.UsesNow() { // Auto reads the tick too, and its groups follow it
-		return nil, fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
-	}
 	x := &Index{
 		now:      math.MinInt64,
 		strategy: Strategy(info.Name),
@@ -217,6 +215,31 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		x.ord = newKeyOrder(params)
 	}
 	return x, nil
+}
+
+// IndexRanks reports whether an [Index] keeps candidates in strategy s's
+// order under opts: nil exactly when NewIndex(s, opts...) returns an
+// index. Where s and opts ask for what only a [Policy] does, it returns an
+// error matching [errors.ErrUnsupported], and New(s, opts...) serves them:
+// a key that changes with the current tick (FrequencyCost with
+// [WithCostDecay] > 0), which no incremental order can follow, and a
+// sampled selection ([WithSampling], whose error matches
+// [ErrInvalidArgument] too). Otherwise it returns NewIndex's error for an
+// unknown strategy or an invalid option. It builds nothing: O(len(opts)).
+func IndexRanks(s Strategy, opts ...Option) error {
+	_, _, err := resolveIndex(s, opts)
+	return err
+}
+
+// resolveIndex is resolve for NewIndex, which also refuses a key that
+// reads the current tick (Auto reads the tick too, and its groups follow
+// it).
+func resolveIndex(s Strategy, opts []Option) (options.Info, options.Config, error) {
+	info, cfg, err := options.Resolve(string(s), opts, options.ForIndex)
+	if err == nil && rank.UsesNow(info.Kind, &cfg.Config) {
+		err = fmt.Errorf("kvevict: NewIndex(%q) with cost decay: %w: the key changes with the current tick, which no incremental order can follow; use a Policy", s, errors.ErrUnsupported)
+	}
+	return info, cfg, err
 }
 
 // Grow makes room for n more sequences, so that the next n Adds do not

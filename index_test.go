@@ -482,18 +482,22 @@ func (r *opRunner) run(ops []byte, check func()) {
 	}
 }
 
+// TestNewIndexErrors: NewIndex refuses what IndexRanks refuses, with the
+// same error, and what only a Policy serves matches errors.ErrUnsupported,
+// which New then serves.
 func TestNewIndexErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		s    Strategy
-		opts []Option
-		want error
+		name        string
+		s           Strategy
+		opts        []Option
+		want        error
+		unsupported bool
 	}{
-		{"unknown", "belady", nil, ErrUnknownStrategy},
-		{"bad option", LRU, []Option{WithEvictionHistory(-1)}, ErrInvalidArgument},
-		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported},
-		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument},
-		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument},
+		{"unknown", "belady", nil, ErrUnknownStrategy, false},
+		{"bad option", LRU, []Option{WithEvictionHistory(-1)}, ErrInvalidArgument, false},
+		{"cost decay", FrequencyCost, []Option{WithCostDecay(0.1)}, errors.ErrUnsupported, true},
+		{"sampling", LRU, []Option{WithSampling(5)}, ErrInvalidArgument, true},
+		{"capacity", LRU, []Option{WithCapacity(5)}, ErrInvalidArgument, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -501,7 +505,24 @@ func TestNewIndexErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) || x != nil {
 				t.Fatalf("NewIndex(%q) = %v, %v; want error matching %v", tt.s, x, err, tt.want)
 			}
+			if ranks := IndexRanks(tt.s, tt.opts...); ranks == nil || ranks.Error() != err.Error() {
+				t.Fatalf("IndexRanks(%q) = %v; NewIndex's error is %v", tt.s, ranks, err)
+			}
+			if errors.Is(err, errors.ErrUnsupported) != tt.unsupported {
+				t.Fatalf("NewIndex(%q): %v; matches errors.ErrUnsupported: %v, want %v", tt.s, err, !tt.unsupported, tt.unsupported)
+			}
+			if _, err := New(tt.s, tt.opts...); tt.unsupported && err != nil {
+				t.Fatalf("New(%q) of what only a Policy serves: %v", tt.s, err)
+			}
 		})
+	}
+	for _, s := range Strategies() {
+		if err := IndexRanks(s); err != nil {
+			t.Errorf("IndexRanks(%q): %v", s, err)
+		}
+	}
+	if err := IndexRanks(FrequencyCost, WithCostAlpha(1)); err != nil {
+		t.Fatalf("IndexRanks(FrequencyCost) without decay: %v", err)
 	}
 	if _, err := NewIndex(FrequencyCost, WithCostAlpha(1)); err != nil {
 		t.Fatalf("FrequencyCost without decay: %v", err)

@@ -1,6 +1,9 @@
 package kvevict
 
-import "github.com/sagellm/kvevict/internal/rank"
+import (
+	"github.com/sagellm/kvevict/internal/options"
+	"github.com/sagellm/kvevict/internal/rank"
+)
 
 // keyParams are a key strategy's parameters and the current call's tick,
 // by which a Policy and an Index rank candidates. The keys themselves are
@@ -14,7 +17,7 @@ type keyParams struct {
 	auto    *auto // Auto's history, which its key reads; nil for the other strategies
 }
 
-func newKeyParams(kind rank.Kind, cfg *config) keyParams {
+func newKeyParams(kind rank.Kind, cfg *options.Config) keyParams {
 	p := rank.NewParams(kind, &cfg.Config)
 	return keyParams{p: p, kind: kind, usesNow: p.UsesNow() || kind == rank.KindAuto}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 	"github.com/sagellm/kvevict/internal/reprefill"
 	"github.com/sagellm/kvevict/internal/stat"
@@ -79,7 +80,7 @@ type stopwatch struct {
 	on     bool
 }
 
-func newStopwatch(cfg *config) stopwatch {
+func newStopwatch(cfg *options.Config) stopwatch {
 	if cfg.NoTiming {
 		return stopwatch{}
 	}
@@ -138,7 +139,7 @@ func (s *stats) leaseHonoured(read bool) {
 
 // newStats returns the stats of strategy s configured by cfg; without
 // eviction history no eviction is remembered.
-func newStats(s Strategy, cfg *config) stats {
+func newStats(s Strategy, cfg *options.Config) stats {
 	return stats{strategy: s, evictions: reprefill.New[struct{}](cfg.EvictionHistory)}
 }
 

@@ -1,15 +1,11 @@
 package kvevict
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
 
-	"github.com/sagellm/kvevict/internal/bridge"
-	"github.com/sagellm/kvevict/internal/rank"
+	"github.com/sagellm/kvevict/internal/options"
 )
 
 // Option configures a policy made by [New] or an index made by [NewIndex].
@@ -20,23 +16,18 @@ import (
 // other; the rest apply everywhere. A refused option or an invalid value
 // makes the constructor return an error matching [ErrInvalidArgument] that
 // names it.
-type Option interface {
-	apply(*config)
-}
-
-// optionFunc is every Option: it records its value in a config, or refuses
-// it.
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
+//
+// Package prefix's tree takes them too, through its WithStrategyOptions,
+// by the rules its New states.
+type Option = options.Option
 
 // WithTickDuration says how long one tick of Candidate.LastAccess and
 // CreatedAt is, so that durations (EstimatedLifetime, half-lives, horizons,
 // per-second decay) convert to ticks. Default: one nanosecond. Must be > 0.
 func WithTickDuration(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return options.Func(func(c *options.Config) {
 		if d <= 0 {
-			c.reject("tick duration must be positive, got %v", d)
+			c.Reject("tick duration must be positive, got %v", d)
 			return
 		}
 		c.TickDuration = d
@@ -47,10 +38,10 @@ func WithTickDuration(d time.Duration) Option {
 // for every half-life that passed since LastAccess. Default 0: no decay, pure
 // (AccessCount, LastAccess) order. Must be >= 0.
 func WithLFUHalfLife(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneLFUHalfLife
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneLFUHalfLife)
 		if d < 0 {
-			c.reject("LFU half-life must not be negative, got %v", d)
+			c.Reject("LFU half-life must not be negative, got %v", d)
 			return
 		}
 		c.LFUHalfLife = d
@@ -60,10 +51,10 @@ func WithLFUHalfLife(d time.Duration) Option {
 // WithSLRUThreshold sets how many accesses move a sequence from SLRU's
 // probationary segment to its protected one. Default 2. Must be >= 1.
 func WithSLRUThreshold(n int) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneSLRUThreshold
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneSLRUThreshold)
 		if n < 1 {
-			c.reject("SLRU threshold must be at least 1, got %d", n)
+			c.Reject("SLRU threshold must be at least 1, got %d", n)
 			return
 		}
 		c.SLRUThreshold = n
@@ -74,10 +65,10 @@ func WithSLRUThreshold(n int) Option {
 // alpha protects long sequences (expensive to re-prefill) more. Default 2.
 // Must be finite and >= 0.
 func WithCostAlpha(alpha float64) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneCostAlpha
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneCostAlpha)
 		if !(alpha >= 0) || math.IsInf(alpha, 0) {
-			c.reject("cost alpha must be finite and >= 0, got %v", alpha)
+			c.Reject("cost alpha must be finite and >= 0, got %v", alpha)
 			return
 		}
 		c.CostAlpha = alpha
@@ -87,10 +78,10 @@ func WithCostAlpha(alpha float64) Option {
 // WithCostDecay sets FrequencyCost's decay per second of idle time: retention
 // is divided by 1 + decay x age_seconds. Default 0. Must be finite and >= 0.
 func WithCostDecay(perSecond float64) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneCostDecay
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneCostDecay)
 		if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
-			c.reject("cost decay must be finite and >= 0, got %v", perSecond)
+			c.Reject("cost decay must be finite and >= 0, got %v", perSecond)
 			return
 		}
 		c.CostDecay = perSecond
@@ -102,10 +93,10 @@ func WithCostDecay(perSecond float64) Option {
 // that is a fraction f of the way to MaxLen gets (1-f) of it. Default 30s.
 // Must be > 0.
 func WithLifetimeHorizon(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneLifetimeHorizon
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneLifetimeHorizon)
 		if d <= 0 {
-			c.reject("lifetime horizon must be positive, got %v", d)
+			c.Reject("lifetime horizon must be positive, got %v", d)
 			return
 		}
 		c.LifetimeHorizon = d
@@ -122,9 +113,9 @@ func WithLifetimeHorizon(d time.Duration) Option {
 // the metrics' memory only; an adaptive strategy's own memory of evicted
 // sequences is [WithGhostCap]. Default 65,536. Must be >= 0.
 func WithEvictionHistory(n int) Option {
-	return optionFunc(func(c *config) {
+	return options.Func(func(c *options.Config) {
 		if n < 0 {
-			c.reject("eviction history must not be negative, got %d", n)
+			c.Reject("eviction history must not be negative, got %d", n)
 			return
 		}
 		c.EvictionHistory = n
@@ -138,10 +129,10 @@ func WithEvictionHistory(n int) Option {
 // counted for each. SIEVE keeps no ghosts, and the key strategies no
 // history: they refuse it. Default 65,536. Must be >= 1.
 func WithGhostCap(n int) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneGhostCap
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneGhostCap)
 		if n < 1 {
-			c.reject("ghost cap must be at least 1, got %d", n)
+			c.Reject("ghost cap must be at least 1, got %d", n)
 			return
 		}
 		c.GhostCap = n
@@ -160,10 +151,10 @@ func WithGhostCap(n int) Option {
 // For a [Policy] or an [Index], not a prefix tree. Default 0: no tier
 // below. Must be at least 0.
 func WithTierBelow(n int) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneBelow
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneBelow)
 		if n < 0 {
-			c.reject("tier below must be at least 0 blocks, got %d", n)
+			c.Reject("tier below must be at least 0 blocks, got %d", n)
 			return
 		}
 		c.Below = n
@@ -176,7 +167,7 @@ func WithTierBelow(n int) Option {
 // can cost more than the rest of a one-victim [Index] eviction, on virtual
 // machines whose clock is slow to read. Default: on.
 func WithTiming(on bool) Option {
-	return optionFunc(func(c *config) { c.NoTiming = !on })
+	return options.Func(func(c *options.Config) { c.NoTiming = !on })
 }
 
 // WithSampling makes SelectVictims approximate, as Redis's eviction does:
@@ -200,10 +191,10 @@ func WithTiming(on bool) Option {
 // [ErrInsufficientBlocks]. FrequencyCost with decay still makes one O(n)
 // pass to find the current tick.
 func WithSampling(k int) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneSampling
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneSampling)
 		if k < 1 {
-			c.reject("sample size must be at least 1, got %d", k)
+			c.Reject("sample size must be at least 1, got %d", k)
 			return
 		}
 		c.Sampling = k
@@ -213,7 +204,7 @@ func WithSampling(k int) Option {
 // WithLogger logs every eviction at debug level: strategy, victims, freed
 // blocks and elapsed time. The policy logs after releasing its lock.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) { c.Logger = l })
+	return options.Func(func(c *options.Config) { c.Logger = l })
 }
 
 // WithCapacity sets the cache size c of the adaptive strategies ([ARC],
@@ -235,193 +226,12 @@ func WithLogger(l *slog.Logger) Option {
 // prefix.New's capacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
-	return optionFunc(func(c *config) {
-		c.tuned |= tuneCapacity
-		if n < 1 || n > maxCapacity {
-			c.reject("capacity must be in [1, %d], got %d", maxCapacity, n)
+	return options.Func(func(c *options.Config) {
+		c.Tune(options.TuneCapacity)
+		if n < 1 || n > options.MaxCapacity {
+			c.Reject("capacity must be in [1, %d], got %d", options.MaxCapacity, n)
 			return
 		}
 		c.Capacity = n
 	})
-}
-
-// config is what the options set: the parameters of the mechanisms, which
-// package prefix's tree shares, and those only a Policy or an Index reads;
-// then which strategy-specific options were given and the invalid values,
-// for resolve to check.
-type config struct {
-	rank.Config
-	EvictionHistory int  // 0: no eviction is remembered
-	NoTiming        bool // WithTiming(false)
-	Sampling        int  // 0: exact selection
-	Logger          *slog.Logger
-	tuned           tunable // the strategy-specific options given
-	errs            []error
-}
-
-// The defaults of the options.
-const (
-	defaultTickDuration    = time.Nanosecond
-	defaultSLRUThreshold   = 2
-	defaultCostAlpha       = 2.0
-	defaultLifetimeHorizon = 30 * time.Second
-	// defaultEvictionHistory is how many recent evictions a policy
-	// remembers for re-prefill detection and fairness.
-	defaultEvictionHistory = 1 << 16
-	// defaultGhostCap is how many evicted candidates an adaptive strategy
-	// remembers.
-	defaultGhostCap = 1 << 16
-	// defaultCapacity is how many candidates an adaptive strategy's cache
-	// holds.
-	defaultCapacity = 4096
-	// maxCapacity bounds the capacity so that a history's node indices fit
-	// an int32.
-	maxCapacity = 1 << 28
-)
-
-// newConfig returns the default configuration with opts applied in order;
-// nil options are skipped.
-func newConfig(opts []Option) config {
-	cfg := config{
-		Config: rank.Config{
-			TickDuration:    defaultTickDuration,
-			SLRUThreshold:   defaultSLRUThreshold,
-			CostAlpha:       defaultCostAlpha,
-			LifetimeHorizon: defaultLifetimeHorizon,
-			Capacity:        defaultCapacity,
-			GhostCap:        defaultGhostCap,
-		},
-		EvictionHistory: defaultEvictionHistory,
-	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&cfg)
-		}
-	}
-	return cfg
-}
-
-// reject records an invalid option value, as an error matching
-// [ErrInvalidArgument] that resolve returns.
-func (c *config) reject(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
-}
-
-// tunable is one strategy-specific option, a bit of config.tuned and of
-// strategyInfo.Tunes. The other options apply to every strategy.
-type tunable uint16
-
-// The strategy-specific options.
-const (
-	tuneCapacity tunable = 1 << iota
-	tuneSampling
-	tuneLFUHalfLife
-	tuneSLRUThreshold
-	tuneCostAlpha
-	tuneCostDecay
-	tuneLifetimeHorizon
-	tuneGhostCap
-	tuneBelow
-)
-
-// String returns the option's name.
-func (t tunable) String() string {
-	switch t {
-	case tuneCapacity:
-		return "WithCapacity"
-	case tuneSampling:
-		return "WithSampling"
-	case tuneLFUHalfLife:
-		return "WithLFUHalfLife"
-	case tuneSLRUThreshold:
-		return "WithSLRUThreshold"
-	case tuneCostAlpha:
-		return "WithCostAlpha"
-	case tuneCostDecay:
-		return "WithCostDecay"
-	case tuneGhostCap:
-		return "WithGhostCap"
-	case tuneBelow:
-		return "WithTierBelow"
-	default:
-		return "WithLifetimeHorizon"
-	}
-}
-
-// tunedBy lists the strategies that option t tunes, for error messages.
-func tunedBy(t tunable) string {
-	var names []string
-	for _, info := range strategies {
-		if info.Tunes&t != 0 {
-			names = append(names, string(info.Name))
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-// constructor names what a configuration is for, as a caller knows it:
-// strategy-specific options must tune the strategy, WithSampling only a
-// Policy's selection, and WithCapacity, in sequences, no tree.
-type constructor string
-
-// The constructors.
-const (
-	forPolicy constructor = "New"
-	forIndex  constructor = "NewIndex"
-	forTree   constructor = "prefix.New"
-)
-
-// resolve looks up strategy s and applies opts for constructor ctor. It
-// refuses, with an error matching [ErrInvalidArgument], an invalid value
-// and an option that tunes neither the strategy nor what ctor builds, so
-// that no option is ignored silently, and an unknown name with
-// unknownStrategy's error.
-func resolve(s Strategy, opts []Option, ctor constructor) (strategyInfo, config, error) {
-	cfg := newConfig(opts)
-	info, ok := lookup(s)
-	if !ok {
-		return strategyInfo{}, cfg, unknownStrategy(string(s))
-	}
-	errs := cfg.errs
-	allowed := info.Tunes
-	if ctor != forPolicy {
-		allowed &^= tuneSampling
-	}
-	tuned := cfg.tuned
-	if ctor == forTree && tuned&tuneCapacity != 0 {
-		// The tree's capacity is in blocks, an argument of its constructor.
-		errs = append(errs, fmt.Errorf("%w: WithCapacity counts sequences, and a tree's candidates are blocks: give the pool's size in blocks as prefix.New's capacity", ErrInvalidArgument))
-		tuned &^= tuneCapacity
-	}
-	if ctor == forTree && tuned&tuneBelow != 0 {
-		errs = append(errs, fmt.Errorf("%w: WithTierBelow applies to New and NewIndex, not to a prefix tree", ErrInvalidArgument))
-		tuned &^= tuneBelow
-	}
-	for t := tunable(1); t != 0 && t <= tuned; t <<= 1 {
-		if tuned&t == 0 || allowed&t != 0 {
-			continue
-		}
-		if info.Tunes&t != 0 { // WithSampling outside New
-			errs = append(errs, fmt.Errorf("%w: %s does not apply to %s, only to New", ErrInvalidArgument, t, ctor))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%w: %s does not tune strategy %q (it tunes %s)", ErrInvalidArgument, t, s, tunedBy(t)))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return strategyInfo{}, cfg, err
-	}
-	return info, cfg, nil
-}
-
-// Package prefix's tree takes these options too, by the rules above, but
-// can call neither resolve nor an Option, which is opaque: it calls
-// resolveTree through internal/bridge, whose documentation says why that
-// is a variable set here rather than a method of the options.
-func init() { bridge.ResolveTree = resolveTree }
-
-// resolveTree is resolve for prefix.New, whose options are the tree's
-// []Option.
-func resolveTree(s string, opts any) (rank.Kind, rank.Config, error) {
-	info, cfg, err := resolve(Strategy(s), opts.([]Option), forTree)
-	return info.Kind, cfg.Config, err
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -39,9 +40,9 @@ type Policy interface {
 
 	// UpdateAccess records a request for sequence id, resident or not. Call
 	// it for every request of a sequence, before the SelectVictims that
-	// makes room for it. It feeds the history that re-prefill detection
-	// and the adaptive strategies need; key strategies rank by the
-	// candidates' own fields. O(1).
+	// makes room for it. It feeds the eviction history, by which the
+	// metrics detect re-prefills, and an adaptive strategy's history; key
+	// strategies rank by the candidates' own fields. O(1).
 	UpdateAccess(id uint64)
 
 	// UpdateAccessHashes records a request for the blocks of hashes: the
@@ -63,7 +64,7 @@ type Policy interface {
 // [ErrInvalidArgument] for an invalid option or one that does not tune s
 // (see [Option]).
 func New(s Strategy, opts ...Option) (Policy, error) {
-	info, cfg, err := resolve(s, opts, forPolicy)
+	info, cfg, err := options.Resolve(string(s), opts, options.ForPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +77,9 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		a := newAuto(&cfg)
-		p.hist, p.params.auto = a, a
+		p.params.auto = newAuto(&cfg)
 	case info.Kind.Adaptive():
 		p.lists = newListHistory(info.Kind, &cfg)
-		p.hist = p.lists
 	case cfg.Sampling > 0:
 		p.sampler = newSampler(cfg.Sampling)
 	}
@@ -97,10 +96,12 @@ type policy struct {
 
 	mu     sync.Mutex // guards everything below
 	params keyParams
-	hist   history     // an adaptive strategy's history: lists, or Auto's (params.auto); nil for the others
-	lists  listHistory // ARC's, S3-FIFO's or SIEVE's; nil for the others
-	sel    selector
-	txn    transaction
+	// An adaptive strategy's history is lists (ARC's, S3-FIFO's or
+	// SIEVE's) or params.auto (Auto's), the other nil; both are nil for a
+	// key strategy.
+	lists listHistory
+	sel   selector
+	txn   transaction
 	// The sources of the transaction, kept here so that a selection
 	// allocates only its result.
 	ranked  ranked
@@ -185,10 +186,22 @@ func (p *policy) selectRanked(cands []Candidate, required int) (Result, error) {
 func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.evictions.Access(id)
-	if p.hist != nil {
-		p.hist.access(id)
+	if h := p.history(); h != nil {
+		h.access(id)
 	}
 	p.mu.Unlock()
+}
+
+// history returns the adaptive strategy's history, lists or Auto's, or
+// nil for a key strategy.
+func (p *policy) history() history {
+	switch {
+	case p.lists != nil:
+		return p.lists
+	case p.params.auto != nil:
+		return p.params.auto
+	}
+	return nil
 }
 
 func (p *policy) UpdateAccessHashes(hashes []uint64) {

@@ -572,6 +572,16 @@ func TestParseStrategy(t *testing.T) {
 	}
 }
 
+// TestStrategiesAreTheConstants: the table of strategies names each
+// exported constant, in the order of their declaration.
+func TestStrategiesAreTheConstants(t *testing.T) {
+	want := []kvevict.Strategy{kvevict.LRU, kvevict.MRU, kvevict.FIFO, kvevict.FILO, kvevict.LFU, kvevict.SLRU,
+		kvevict.QoSAware, kvevict.Predictive, kvevict.FrequencyCost, kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto}
+	if got := kvevict.Strategies(); !slices.Equal(got, want) {
+		t.Fatalf("Strategies() = %v, want %v", got, want)
+	}
+}
+
 func TestStrategiesAreDistinct(t *testing.T) {
 	ss := kvevict.Strategies()
 	if len(ss) < 9 {

@@ -59,7 +59,7 @@ func sortEntries(h []entry) {
 // guards it.
 type selector struct {
 	ids    idmap.Map[struct{}] // the duplicate-ID check, when IDs come out of order
-	pivots uint64              // state of the pivot choice of cover
+	pivots uint64              // state of the pivot choice of cut
 
 	// The candidates that may still be victims, kept by offer.
 	buf         []entry // a max-heap in the heap phase, unordered after it
@@ -108,7 +108,7 @@ const heapBudgetShare = 8
 // under LRU) every candidate enters, at O(log k) each, so the heap phase has
 // a budget of sift levels linear in n. Past it the buffer stays unordered:
 // whenever it has grown to compactGrowth times what covered required at the
-// last compaction, cover cuts it to the smallest entries that cover required
+// last compaction, cut keeps of it the smallest entries that cover required
 // and the largest of those becomes the bound. Each compaction is linear in
 // the buffer and keeps a fraction of it. So the pass is O(n) in any order,
 // and only the k victims are sorted: O(n + k log k) in all.
@@ -242,7 +242,7 @@ func (s *selector) begin(required, n int) {
 // those the greedy selection takes, smallest (key, ID) first. O(k log k)
 // beyond the buffer's last compaction.
 func (s *selector) victims() []entry {
-	v := s.buf[:s.cover(s.buf, s.required, s.sum)]
+	v := s.buf[:s.cut(s.buf, s.required, s.sum)]
 	sortEntries(v)
 	return v
 }
@@ -285,7 +285,7 @@ func (s *selector) offer(e entry, bound *entry) (bounded bool) {
 		s.appendBelow = min(cap(s.buf), s.compactAt-1)
 		return bound.Blocks > 0
 	}
-	s.buf = s.buf[:s.cover(s.buf, s.required, s.sum)]
+	s.buf = s.buf[:s.cut(s.buf, s.required, s.sum)]
 	s.sum, *bound = 0, s.buf[0]
 	for j := range s.buf {
 		s.sum += int(s.buf[j].Blocks)

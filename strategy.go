@@ -1,9 +1,9 @@
 package kvevict
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -81,61 +81,9 @@ const (
 // O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
 
-// strategyInfo is one strategy: its name, the mechanism it ranks by, and
-// the strategy-specific options it takes.
-type strategyInfo struct {
-	Name  Strategy
-	Kind  rank.Kind
-	Tunes tunable
-}
-
-// strategies lists every strategy, in the order [Strategies] returns them.
-var strategies = [...]strategyInfo{
-	{LRU, rank.KindLRU, tuneSampling},
-	{MRU, rank.KindMRU, tuneSampling},
-	{FIFO, rank.KindFIFO, tuneSampling},
-	{FILO, rank.KindFILO, tuneSampling},
-	{LFU, rank.KindLFU, tuneSampling | tuneLFUHalfLife},
-	{SLRU, rank.KindSLRU, tuneSampling | tuneSLRUThreshold},
-	{QoSAware, rank.KindQoS, tuneSampling},
-	{Predictive, rank.KindPredictive, tuneSampling | tuneLifetimeHorizon},
-	{FrequencyCost, rank.KindCost, tuneSampling | tuneCostAlpha | tuneCostDecay},
-	{ARC, rank.KindARC, tuneCapacity | tuneGhostCap},
-	{S3FIFO, rank.KindS3FIFO, tuneCapacity | tuneGhostCap},
-	{SIEVE, rank.KindSIEVE, tuneCapacity},
-	{Auto, rank.KindAuto, tuneCapacity | tuneGhostCap | tuneBelow},
-}
-
-// lookup returns strategy s: named exactly, or as a person writes it, in
-// any case with spaces around.
-func lookup(s Strategy) (strategyInfo, bool) {
-	for _, info := range strategies {
-		if info.Name == s {
-			return info, true
-		}
-	}
-	trimmed := strings.TrimSpace(string(s))
-	for _, info := range strategies {
-		if strings.EqualFold(string(info.Name), trimmed) {
-			return info, true
-		}
-	}
-	return strategyInfo{}, false
-}
-
-// unknownStrategy is the error for a name lookup does not know: it
-// matches [ErrUnknownStrategy] and lists the known names.
-func unknownStrategy(name string) error {
-	names := make([]string, len(strategies))
-	for i, info := range strategies {
-		names[i] = string(info.Name)
-	}
-	return fmt.Errorf("%w %q (known: %s)", ErrUnknownStrategy, name, strings.Join(names, ", "))
-}
-
 // newListHistory returns the history of strategy k, one whose lists order
 // the victims: ARC, S3-FIFO or SIEVE.
-func newListHistory(k rank.Kind, cfg *config) listHistory {
+func newListHistory(k rank.Kind, cfg *options.Config) listHistory {
 	switch k {
 	case rank.KindARC:
 		return newARC(&cfg.Config)
@@ -154,15 +102,16 @@ func newListHistory(k rank.Kind, cfg *config) listHistory {
 // (there, through [Index.UpdateAccess]); a prefix tree takes Auto only.
 // False for an unknown strategy.
 func (s Strategy) Adaptive() bool {
-	info, ok := lookup(s)
+	info, ok := options.Lookup(string(s))
 	return ok && info.Kind.Adaptive()
 }
 
 // Strategies returns every registered strategy, in a fixed order.
 func Strategies() []Strategy {
-	out := make([]Strategy, len(strategies))
-	for i, info := range strategies {
-		out[i] = info.Name
+	all := options.All()
+	out := make([]Strategy, len(all))
+	for i, info := range all {
+		out[i] = Strategy(info.Name)
 	}
 	return out
 }
@@ -172,8 +121,8 @@ func Strategies() []Strategy {
 // error matching [ErrUnknownStrategy] that lists the known ones.
 func ParseStrategy(name string) (Strategy, error) {
 	s := Strategy(strings.ToLower(strings.TrimSpace(name)))
-	if _, ok := lookup(s); !ok {
-		return "", unknownStrategy(name)
+	if _, ok := options.Lookup(string(s)); !ok {
+		return "", options.Unknown(name)
 	}
 	return s, nil
 }

@@ -81,8 +81,8 @@
 // Auto's partial-block rule does not
 // apply: an [Access] does not say which blocks are partial. The other
 // adaptive strategies (ARC, S3-FIFO, SIEVE) keep lists of sequences, which
-// a tree of blocks does not, and [New] refuses them: a tree ranks by s
-// exactly when !s.Adaptive() || s == kvevict.Auto.
+// a tree of blocks does not, and [New] refuses them: [Ranks] says which
+// strategies a tree ranks by.
 //
 // The unreferenced leaves sit in an indexed heap that every operation updates
 // in O(log n): Evict of k blocks costs O(k log n), and keys that decrease

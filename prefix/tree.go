@@ -6,9 +6,9 @@ import (
 	"math"
 	"sync"
 
-	"github.com/sagellm/kvevict/internal/bridge"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/ghost"
+	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 
 	"github.com/sagellm/kvevict"
@@ -165,15 +165,8 @@ func WithStrategyOptions(opts ...kvevict.Option) Option {
 // Admit, keeps it within the capacity by calling Evict. A capacity below
 // 1 returns an error matching [kvevict.ErrInvalidArgument].
 //
-// A tree ranks by every strategy that is not [kvevict.Strategy.Adaptive],
-// and by Auto: so s ranks a tree exactly when
-//
-//	!s.Adaptive() || s == kvevict.Auto
-//
-// for s as [kvevict.ParseStrategy] returns it. New returns an error matching
-// errors.ErrUnsupported for the other adaptive strategies (ARC, S3-FIFO,
-// SIEVE), whose order lives in lists of sequences rather than in a score
-// per block, and kvevict's errors for an unknown strategy or a bad option.
+// New returns [Ranks]'s error for a strategy a tree does not rank by, and
+// kvevict's errors for an unknown strategy or a bad option.
 func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("prefix.New: %w: capacity must be at least 1 block, got %d", kvevict.ErrInvalidArgument, capacity)
@@ -191,25 +184,52 @@ func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 			opt(t)
 		}
 	}
-	kind, cfg, err := bridge.ResolveTree(string(s), t.keyOpts)
+	info, cfg, err := options.Resolve(string(s), t.keyOpts, options.ForTree)
 	t.keyOpts = nil
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}
-	switch {
-	case kind == rank.KindAuto:
+	if err := ranks(info.Kind, s); err != nil {
+		return nil, fmt.Errorf("prefix.New: %w", err)
+	}
+	if info.Kind == rank.KindAuto {
 		h := newTreeAuto(capacity, cfg.GhostCap)
 		horizons, _ := h.Horizons(t.now, 0)
 		t.meas, t.ghosts = h, ghost.New(h.GhostCap())
 		t.heaps, t.keyBuf = make([]rank.Heap, len(horizons)), make([]rank.Key, len(horizons))
 		return t, nil
-	case kind.Adaptive():
-		return nil, fmt.Errorf("prefix.New: %w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
 	}
-	t.params = rank.NewParams(kind, &cfg)
+	t.params = rank.NewParams(info.Kind, &cfg.Config)
 	t.usesNow = t.params.UsesNow()
 	t.heaps, t.keyBuf = make([]rank.Heap, 1), make([]rank.Key, 1)
 	return t, nil
+}
+
+// Ranks reports whether a tree ranks its blocks by strategy s, in any
+// spelling [kvevict.ParseStrategy] accepts: nil for every strategy that is
+// not [kvevict.Strategy.Adaptive], and for [kvevict.Auto], whose score the
+// tree keeps per block; an error matching errors.ErrUnsupported for the
+// other adaptive strategies (ARC, S3-FIFO, SIEVE), whose order lives in
+// lists of sequences rather than in a score per block, and which [New]
+// refuses with it; one matching [kvevict.ErrUnknownStrategy] for an
+// unknown name. O(1).
+func Ranks(s kvevict.Strategy) error {
+	info, ok := options.Lookup(string(s))
+	if !ok {
+		return fmt.Errorf("prefix.Ranks: %w", options.Unknown(string(s)))
+	}
+	if err := ranks(info.Kind, s); err != nil {
+		return fmt.Errorf("prefix.Ranks: %w", err)
+	}
+	return nil
+}
+
+// ranks is Ranks for strategy s, whose mechanism is kind.
+func ranks(kind rank.Kind, s kvevict.Strategy) error {
+	if !kind.Scored() {
+		return fmt.Errorf("%w: %q ranks by lists of sequences, which a tree of blocks does not keep", errors.ErrUnsupported, s)
+	}
+	return nil
 }
 
 // Len returns the number of blocks in the tree. O(1).

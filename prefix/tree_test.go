@@ -75,24 +75,32 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// TestStrategiesRanked: New ranks a tree by exactly the strategies its
-// documentation's rule names (every one that is not adaptive, and Auto),
-// and refuses the others with errors.ErrUnsupported, the answer a caller
-// that asks New learns.
+// TestStrategiesRanked: New ranks a tree by exactly the strategies Ranks
+// accepts (every one that is not adaptive, and Auto), in any spelling,
+// and refuses the others with errors.ErrUnsupported, as Ranks does.
 func TestStrategiesRanked(t *testing.T) {
 	for _, s := range kvevict.Strategies() {
-		_, err := New(s, roomy)
-		if ranks := !s.Adaptive() || s == kvevict.Auto; ranks != (err == nil) {
-			t.Errorf("New(%s): %v; the documented rule says ranked %v", s, err, ranks)
-		}
-		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
+		for _, spelling := range []kvevict.Strategy{s, kvevict.Strategy(strings.ToUpper(string(s)))} {
+			_, err := New(spelling, roomy)
+			ranks := Ranks(spelling)
+			if (ranks == nil) != (err == nil) {
+				t.Errorf("New(%s): %v; Ranks says %v", spelling, err, ranks)
+			}
+			if want := !s.Adaptive() || s == kvevict.Auto; want != (ranks == nil) {
+				t.Errorf("Ranks(%s) = %v; want nil: %v", spelling, ranks, want)
+			}
+			if err != nil && (!errors.Is(err, errors.ErrUnsupported) || !errors.Is(ranks, errors.ErrUnsupported)) {
+				t.Errorf("New(%s) error %v, Ranks %v; want both errors.ErrUnsupported", spelling, err, ranks)
+			}
 		}
 	}
 	for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE} {
 		if _, err := New(s, roomy); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("New(%s) error %v, want errors.ErrUnsupported", s, err)
 		}
+	}
+	if err := Ranks("belady"); !errors.Is(err, kvevict.ErrUnknownStrategy) {
+		t.Errorf("Ranks(belady) = %v, want kvevict.ErrUnknownStrategy", err)
 	}
 }
 

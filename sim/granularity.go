@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/sizing"
 )
 
 // Granularity is what one eviction candidate is: a sequence, a sequence's
@@ -24,7 +26,7 @@ const (
 	GranularityTail Granularity = "tail"
 	// GranularityBlock: one candidate per cached block, in a prefix tree
 	// that frees unreferenced leaves only, deepest first ([BlockEvictor]).
-	// Key strategies and Auto (see [prefix.New]); ARC, S3-FIFO and
+	// Key strategies and Auto (see [prefix.Ranks]); ARC, S3-FIFO and
 	// SIEVE keep lists of sequences, which a tree of blocks does not.
 	GranularityBlock Granularity = "block"
 )
@@ -61,14 +63,19 @@ func newEvictor(g Granularity, s kvevict.Strategy, capacity int, options []kvevi
 	opts := append([]kvevict.Option{kvevict.WithTickDuration(time.Microsecond)}, options...)
 	switch g {
 	case GranularitySequence, GranularityTail:
-		if parsed, _ := kvevict.ParseStrategy(string(s)); parsed == kvevict.Auto {
-			// Auto counts blocks by hash: its history and miniature
-			// caches model the pool in blocks.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(capacity)}, opts...)
-		}
+		// Auto counts blocks by hash: its history and miniature caches
+		// model the pool in blocks. The others count the sequences.
+		opts = append(sizing.Pool{Blocks: capacity, Sequences: true}.Options(s), opts...)
 		// An Index picks what the Policy would, without listing the pool.
-		if x, err := kvevict.NewIndex(s, opts...); err == nil && !contract {
+		switch err := kvevict.IndexRanks(s, opts...); {
+		case err == nil && !contract:
+			x, err := kvevict.NewIndex(s, opts...)
+			if err != nil {
+				return nil, err
+			}
 			return newIndexEvictor(x, g == GranularityTail), nil
+		case err != nil && !errors.Is(err, errors.ErrUnsupported):
+			return nil, err
 		}
 		p, err := kvevict.New(s, opts...)
 		if err != nil {

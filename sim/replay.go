@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/internal/sizing"
 	"github.com/sagellm/kvevict/tier"
 )
 
@@ -91,17 +92,11 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
-	// One block per candidate, so the adaptive strategies' capacity, counted
-	// in sequences, is in blocks: the cache's size, plus room for the
-	// request whose accesses precede the one selection that makes room for
-	// them, so that the history never evicts on its own a block the cache
-	// still holds. cfg.Options may override it.
 	// The report counts re-prefills itself: the policy's own count is
-	// memory and time spent for nothing.
+	// memory and time spent for nothing. cfg.Options may override the
+	// history's size.
 	opts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
-	if s.Adaptive() {
-		opts = append(opts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
-	}
+	opts = append(opts, replayPool(w, cfg.Capacity).Options(s)...)
 	opts = append(opts, cfg.Options...)
 	ceil := computeCeiling(w)
 	cache, err := cacheFor(s, opts, cfg.Capacity, min(cfg.Capacity, ceil.distinct), cfg.contract)
@@ -121,6 +116,14 @@ func replay(w *Workload, s kvevict.Strategy, cfg Config, loads *int64) (Report, 
 		*loads = t.loads
 	}
 	return t.report(string(s), "replay", cfg.Capacity), nil
+}
+
+// replayPool is a replay's cache of capacity blocks, one block per
+// candidate, for sizing an adaptive strategy's history: the cache's size,
+// plus room for the request whose accesses precede the one selection that
+// makes room for them.
+func replayPool(w *Workload, capacity int) sizing.Pool {
+	return sizing.Pool{Blocks: capacity, Room: longestRequest(w, capacity)}
 }
 
 // longestRequest is the most blocks one request of w references, at most

@@ -112,9 +112,7 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 	// The GPU's options are a plain replay's (see replay), so that the GPU
 	// alone evicts as Replay does.
 	gpuOpts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
-	if s.Adaptive() {
-		gpuOpts = append(gpuOpts, kvevict.WithCapacity(cfg.Capacity+longestRequest(w, cfg.Capacity)))
-	}
+	gpuOpts = append(gpuOpts, replayPool(w, cfg.Capacity).Options(s)...)
 	levels := append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s,
 		Options: append(gpuOpts, cfg.Options...)}}, cfg.Below...)
 	h, err := tier.New(tier.Config{Levels: levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive})

@@ -85,12 +85,20 @@ type store interface {
 }
 
 // NewCache returns an empty cache of capacity blocks under strategy s and
-// opts: kept in a [kvevict.Index], O(log n) per block, where s and opts
-// allow one, else handed to a [kvevict.Policy] at each eviction, O(n).
-// Capacity must be at least 1.
+// opts: kept in a [kvevict.Index], O(log n) per block, where
+// [kvevict.IndexRanks] allows one, else handed to a [kvevict.Policy] at
+// each eviction, O(n), where only a Policy serves s and opts. Capacity must
+// be at least 1.
 func NewCache(s kvevict.Strategy, capacity int, opts ...kvevict.Option) (*Cache, error) {
-	if x, err := kvevict.NewIndex(s, opts...); err == nil {
+	switch err := kvevict.IndexRanks(s, opts...); {
+	case err == nil:
+		x, err := kvevict.NewIndex(s, opts...)
+		if err != nil {
+			return nil, err
+		}
 		return newIndexCache(x, capacity)
+	case !errors.Is(err, errors.ErrUnsupported):
+		return nil, err
 	}
 	p, err := kvevict.New(s, opts...)
 	if err != nil {

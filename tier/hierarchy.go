@@ -3,12 +3,14 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/sizing"
 )
 
 // Write says when a tier below the GPU receives a block.
@@ -86,7 +88,8 @@ type Level struct {
 	// Capacity is the tier's size in blocks, at least 1.
 	Capacity int
 	// Strategy and Options choose the tier's victims, as [NewCache] takes
-	// them.
+	// them. Strategy is named in any spelling [kvevict.ParseStrategy]
+	// accepts, and [Hierarchy.Stats] names it as ParseStrategy returns it.
 	Strategy kvevict.Strategy
 	Options  []kvevict.Option
 }
@@ -132,6 +135,9 @@ const selectiveTracked = 64_000
 // configuration.
 var ErrConfig = errors.New("tier: invalid configuration")
 
+// validate checks c and names each tier's strategy as
+// [kvevict.ParseStrategy] returns it, the one spelling that New and the
+// tiers compare with: c.Levels must be New's own copy.
 func (c *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -154,9 +160,11 @@ func (c *Config) validate() error {
 		case l.Capacity < 1:
 			return bad("tier %d (%s): capacity must be at least 1 block, got %d", i, l.Medium, l.Capacity)
 		}
-		if _, err := kvevict.ParseStrategy(string(l.Strategy)); err != nil {
+		s, err := kvevict.ParseStrategy(string(l.Strategy))
+		if err != nil {
 			return bad("tier %d (%s): %v", i, l.Medium, err)
 		}
+		c.Levels[i].Strategy = s
 		prev = r
 	}
 	switch c.Write {
@@ -265,6 +273,7 @@ type Hierarchy struct {
 // New returns an empty hierarchy, or an error matching [ErrConfig] (or
 // from the strategies' options) for a configuration it cannot serve.
 func New(cfg Config) (*Hierarchy, error) {
+	cfg.Levels = slices.Clone(cfg.Levels)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -283,24 +292,22 @@ func New(cfg Config) (*Hierarchy, error) {
 			h.levels = append(h.levels, nil)
 			continue
 		}
-		opts := append([]kvevict.Option{kvevict.WithEvictionHistory(0)}, l.Options...)
-		switch {
-		case l.Strategy == kvevict.Auto:
-			// Auto's capacity is the pool its miniature caches model: the
-			// tier. Its history admits a block only once the tier holds it,
-			// so it needs no room beyond. Below an exclusive tier its victims
-			// are demoted, not lost: its miniature caches model the tiers
-			// below too, as one.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(l.Capacity)}, opts...)
-			if below := cfg.capacityBelow(i); cfg.Exclusive && below > 0 {
-				opts = append([]kvevict.Option{kvevict.WithTierBelow(below)}, opts...)
-			}
-		case l.Strategy.Adaptive():
-			// One block per candidate: the history's capacity, counted in
-			// candidates, is the tier's, plus room for the blocks of one
-			// call, which precede the selection that makes room for them.
-			opts = append([]kvevict.Option{kvevict.WithCapacity(2 * l.Capacity)}, opts...)
+		// One block per candidate: the history serves the tier, plus room
+		// for the blocks of one call, at most the tier's, which precede
+		// the selection that makes room for them. Auto's capacity is the
+		// pool its miniature caches model, the tier alone: its history
+		// admits a block only once the tier holds it, so it needs no room
+		// beyond. Below an exclusive tier Auto's victims are demoted, not
+		// lost: its miniature caches model the tiers below too, as one.
+		pool := sizing.Pool{Blocks: l.Capacity, Room: l.Capacity}
+		if l.Strategy == kvevict.Auto {
+			pool.Room = 0
 		}
+		opts := append(pool.Options(l.Strategy), kvevict.WithEvictionHistory(0))
+		if below := cfg.capacityBelow(i); l.Strategy == kvevict.Auto && cfg.Exclusive && below > 0 {
+			opts = append(opts, kvevict.WithTierBelow(below))
+		}
+		opts = append(opts, l.Options...)
 		c, err := NewCache(l.Strategy, l.Capacity, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("tier %d (%s): %w", i, l.Medium, err)

@@ -650,3 +650,49 @@ func TestRequestHashes(t *testing.T) {
 		t.Fatalf("Request([0 1 2]) after [0 1] = %+v, %v; want a GPU run of 2 and 1 miss", m, err)
 	}
 }
+
+// TestStrategySpellings: a tier's strategy is named as a person writes it,
+// and every spelling ParseStrategy accepts builds the same tier: Auto on
+// the GPU of an exclusive hierarchy, sized for the GPU and told of the
+// tier below, and Auto on the host, told of no demotion. The tiers' matches
+// and counts over one script are the lowercase name's, and Stats names the
+// strategy as ParseStrategy does.
+func TestStrategySpellings(t *testing.T) {
+	build := func(spelling kvevict.Strategy) *Hierarchy {
+		return newHierarchy(t, Config{
+			Levels: []Level{
+				{Medium: GPU, Capacity: 6, Strategy: spelling},
+				{Medium: CPU, Capacity: 12, Strategy: spelling},
+				{Medium: Storage, Capacity: 24, Strategy: kvevict.LRU},
+			},
+			Write: WriteBack, Exclusive: true,
+		})
+	}
+	script := func(h *Hierarchy) (matches []string) {
+		rng := rand.New(rand.NewPCG(49, 2))
+		for r := range 400 {
+			hashes := scriptRequest(rng)
+			m, err := h.Request(hashes, kvevict.PriorityLow)
+			if err != nil {
+				t.Fatalf("request %d %v: %v", r, hashes, err)
+			}
+			matches = append(matches, fmt.Sprint(m.Runs, m.Misses))
+		}
+		return matches
+	}
+	want := script(build(kvevict.Auto))
+	for _, spelling := range []kvevict.Strategy{"Auto", "AUTO", " auto "} {
+		h := build(spelling)
+		got := script(h)
+		for r := range want {
+			if got[r] != want[r] {
+				t.Fatalf("%q: request %d found %s; %q found %s", spelling, r, got[r], kvevict.Auto, want[r])
+			}
+		}
+		for i, st := range h.Stats() {
+			if i < 2 && st.Strategy != kvevict.Auto {
+				t.Errorf("%q: tier %d's Stats name %q, want %q", spelling, i, st.Strategy, kvevict.Auto)
+			}
+		}
+	}
+}

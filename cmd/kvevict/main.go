@@ -109,6 +109,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
 )
 
@@ -420,7 +421,7 @@ func parseCapacities(list string) ([]int, error) {
 func parseStrategies(list, tree string, sampling bool) ([]kvevict.Strategy, error) {
 	blockKeys := tree != ""
 	fits := func(s kvevict.Strategy) bool {
-		return !(sampling && s.Adaptive()) && !(blockKeys && !treeRanks(s))
+		return !(sampling && s.Adaptive()) && !(blockKeys && prefix.Ranks(s) != nil)
 	}
 	var out []kvevict.Strategy
 	if strings.EqualFold(strings.TrimSpace(list), "all") {
@@ -439,7 +440,7 @@ func parseStrategies(list, tree string, sampling bool) ([]kvevict.Strategy, erro
 		switch {
 		case slices.Contains(out, s):
 			return nil, usagef("strategy %s is named twice in -strategies", s)
-		case blockKeys && !treeRanks(s):
+		case blockKeys && prefix.Ranks(s) != nil:
 			return nil, usagef(tree, s)
 		case sampling && s.Adaptive():
 			return nil, usagef("-sampling applies to key strategies, and %s ranks by history: run it without -sampling", s)

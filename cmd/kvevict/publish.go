@@ -139,7 +139,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	if !treeRanks(s) {
+	if prefix.Ranks(s) != nil {
 		return nil, usagef("-strategy %s ranks by lists of sequences; a prefix tree evicts by a key strategy or auto", s)
 	}
 	o.strategy = s
@@ -152,17 +152,11 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	return o, nil
 }
 
-// treeRanks reports whether a prefix tree ranks by strategy s, by the rule
-// prefix.New documents: every strategy that is not adaptive, and auto.
-func treeRanks(s kvevict.Strategy) bool {
-	return !s.Adaptive() || s == kvevict.Auto
-}
-
 // keyStrategyNames lists the strategies a prefix tree can evict by.
 func keyStrategyNames() string {
 	var names []string
 	for _, s := range kvevict.Strategies() {
-		if treeRanks(s) {
+		if prefix.Ranks(s) == nil {
 			names = append(names, string(s))
 		}
 	}

@@ -26,3 +26,8 @@ const (
 // sized by a capacity (ARC, S3-FIFO, SIEVE, Auto), rather than ranking by
 // a candidate's fields alone.
 func (k Kind) Adaptive() bool { return k >= KindARC }
+
+// Scored reports whether k ranks a candidate by a score of its own (a key,
+// or Auto's score), which a structure of blocks can keep per block, rather
+// than by where lists of sequences hold it (ARC, S3-FIFO, SIEVE).
+func (k Kind) Scored() bool { return !k.Adaptive() || k == KindAuto }

@@ -43,11 +43,11 @@ func NewParams(k Kind, cfg *Config) Params {
 		kind:             k,
 		slruThreshold:    cfg.SLRUThreshold,
 		costAlpha:        cfg.CostAlpha,
-		costDecayPerTick: cfg.CostDecay * tick / 1e9,
+		costDecayPerTick: costDecayPerTick(cfg),
 		tickNanos:        tick,
 		horizonTicks:     saturatingTicks(float64(cfg.LifetimeHorizon) / tick),
 	}
-	p.usesNow = k == KindCost && p.costDecayPerTick > 0
+	p.usesNow = UsesNow(k, cfg)
 	if cfg.LFUHalfLife > 0 {
 		p.lfuHalfLifeTicks = float64(cfg.LFUHalfLife) / tick
 	}
@@ -56,6 +56,18 @@ func NewParams(k Kind, cfg *Config) Params {
 		p.costPow[b] = math.Pow(float64(b), cfg.CostAlpha)
 	}
 	return p
+}
+
+// UsesNow reports whether the keys of strategy k under cfg depend on the
+// current tick (FrequencyCost with decay), as [Params.UsesNow] of
+// NewParams(k, cfg) does, without building them. O(1).
+func UsesNow(k Kind, cfg *Config) bool {
+	return k == KindCost && costDecayPerTick(cfg) > 0
+}
+
+// costDecayPerTick is FrequencyCost's decay per tick under cfg.
+func costDecayPerTick(cfg *Config) float64 {
+	return cfg.CostDecay * float64(cfg.TickDuration) / 1e9
 }
 
 // Kind returns the strategy the keys are of.
