@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -96,7 +97,8 @@ type Stats struct {
 	// Refused counts messages dropped by a limit: a forward jump past
 	// WithMaxGap that the next message did not confirm, and publishers'
 	// connections refused by a connection limit of a listening subscriber
-	// (WithMaxPublishers, handshakes).
+	// (WithMaxPublishers, handshakes) or from an address outside
+	// WithSubscriberAllow.
 	Refused int64
 	// Released counts the topics let go to follow new ones past
 	// WithMaxTopics (see Message.Released).
@@ -169,6 +171,7 @@ type subscriberConfig struct {
 	maxPeers   int
 	perAddress int
 	heartbeat  zmtp.Heartbeat
+	allow      []netip.Prefix
 	dir        Direction
 	log        *slog.Logger
 	reuse      bool
@@ -299,6 +302,18 @@ func WithSubscriberHeartbeat(interval, timeout time.Duration) SubscriberOption {
 	}
 }
 
+// WithSubscriberAllow accepts publishers only from source addresses
+// within prefixes: a connection from any other is closed as it is
+// accepted, before its greeting, and counted as Refused. It applies to a
+// subscriber that binds its endpoint; one that connects refuses it.
+// Publishers over ipc:// and inproc:// have no address and are accepted.
+// No prefixes, the default, accepts every address.
+func WithSubscriberAllow(prefixes ...netip.Prefix) SubscriberOption {
+	return func(c *subscriberConfig) {
+		c.allow, c.errs = allow(prefixes, c.errs)
+	}
+}
+
 // WithSubscriberDirection sets whether the SUB socket binds its endpoint,
 // for publishers that connect to it, or connects to a publisher that
 // binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
@@ -364,6 +379,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 			QueueBytes:        receiveQueueBytes,
 			MaxPeers:          c.maxPeers,
 			MaxPeersPerSource: c.perAddress,
+			Allow:             c.allow,
 		},
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
@@ -374,6 +390,8 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	case err != nil:
 	case bind:
 		err = s.sub.Listen(endpoint)
+	case len(c.allow) > 0:
+		err = errors.New("kvevents: WithSubscriberAllow applies to a subscriber that binds, and this one connects")
 	default:
 		if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
 			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
@@ -413,7 +431,7 @@ func (s *Subscriber) violation(err error) {
 	switch {
 	case errors.Is(err, zmtp.ErrFrameTooLong):
 		s.bad(fmt.Errorf("%w: %v", ErrOversized, err))
-	case errors.Is(err, zmtp.ErrTooManyPeers):
+	case errors.Is(err, zmtp.ErrTooManyPeers), errors.Is(err, zmtp.ErrNotAllowed):
 		s.refuse(err)
 	case errors.Is(err, zmtp.ErrTimeout):
 		s.count(func(st *Stats) { st.TimedOut++ })
@@ -950,7 +968,7 @@ func (s *Subscriber) bad(err error) {
 func (s *Subscriber) refuse(err error) {
 	s.count(func(st *Stats) { st.Refused++ })
 	kind := errTopics
-	for _, k := range []error{errJump, zmtp.ErrTooManyPeers} {
+	for _, k := range []error{errJump, zmtp.ErrTooManyPeers, zmtp.ErrNotAllowed} {
 		if errors.Is(err, k) {
 			kind = k
 		}
@@ -984,6 +1002,8 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: refusing a publisher's connection past a connection limit; later ones are only counted"
 	case zmtp.ErrTimeout:
 		msg = "kvevents: dropping a publisher's connection gone silent; later ones are only counted"
+	case zmtp.ErrNotAllowed:
+		msg = "kvevents: refusing a publisher's connection from an address outside the allowed ones; later ones are only counted"
 	}
 	s.once.warn(kind, msg, err)
 }

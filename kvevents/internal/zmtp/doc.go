@@ -12,8 +12,9 @@
 // blocking write and an unbounded queue, so one subscriber that stops
 // reading stalls all the others and makes memory grow without bound.
 //
-// Here every frame's announced size is checked against [Limits] before
-// anything is allocated, and the bytes of the messages being read are
+// Here a listening socket closes a connection from a source address
+// outside Limits.Allow as it accepts it; every frame's announced size is
+// checked against [Limits] before anything is allocated, and the bytes of the messages being read are
 // reserved from one budget per socket; a handshake, and a message that
 // stops arriving midway, have deadlines; a listening socket bounds its
 // connections in their handshake (in all, and per source address) apart
@@ -28,7 +29,7 @@
 // the protocol or a limit loses its connection alone; the socket counts it
 // ([Refusals]) and reports it to its OnViolation function with an error
 // that wraps [ErrFrameTooLong], [ErrTooManyFrames], [ErrProtocol],
-// [ErrTooManyPeers] or [ErrTimeout].
+// [ErrTooManyPeers], [ErrTimeout] or [ErrNotAllowed].
 //
 // Endpoints are "tcp://host:port" (host "*" listens on all interfaces,
 // port 0 or "*" picks a free one), "ipc:///path" (a unix socket) and

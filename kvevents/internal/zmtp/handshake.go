@@ -102,7 +102,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time, start []by
 			if _, err := io.ReadFull(c.r, g[:greetingStart]); err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 					// The one hint a dialer gets from a peer that refuses it.
-					return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does (or one that speaks another protocol): %w", c.label, err)
+					return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does, or one that does not allow our address (or one that speaks another protocol): %w", c.label, err)
 				}
 				return err
 			}

@@ -319,6 +319,12 @@ func (s *socket) accept(l net.Listener, ep endpoint, serve func(*Conn)) {
 			}
 			continue
 		}
+		if !s.lim.allowed(nc) {
+			s.refused.disallowed.Add(1)
+			nc.Close()
+			s.report(fmt.Errorf("zmtp: %s: closed a connection from %s, outside the allowed addresses: %w", ep, label(nc, ep), ErrNotAllowed))
+			continue
+		}
 		s.mu.Lock()
 		var p *pending
 		var evicted error
