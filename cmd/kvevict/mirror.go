@@ -3,7 +3,7 @@ package main
 // kvevict mirror speaks vLLM's KV events (package kvevents):
 //
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
-//	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
+//	               [-replay-connect ADDR] [-allow CIDR,...] [-allow-gaps] [-format table|json]
 //
 // It subscribes to a stream of KV events (kvevict publish's or a vLLM
 // engine's) and keeps each topic's blocks in a bounded mirror, as a
@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -44,6 +45,7 @@ type mirrorOptions struct {
 	duration                 time.Duration
 	capacity                 int
 	allowGaps                bool
+	allow                    []netip.Prefix
 }
 
 func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
@@ -51,6 +53,8 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	o := &mirrorOptions{}
 	var sock socketFlags
 	sock.register(fs, "SUB", "publisher", "kvevict publish", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
+	var access accessFlags
+	access.register(fs, "the SUB socket (with -bind)")
 	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; batches received but not applied by then make the state partial")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
 	var replayConnect, replayOlder string
@@ -67,6 +71,12 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	}
 	if o.replay, err = replayAddress("-replay-connect", replayConnect, replayOlder, true); err != nil {
 		return nil, err
+	}
+	if o.allow, err = access.prefixes(); err != nil {
+		return nil, err
+	}
+	if len(o.allow) > 0 && o.direction != kvevents.Bind {
+		return nil, usagef("-allow applies to the socket mirror binds, and it binds none: its SUB socket connects (give -bind to take publishers' connections)")
 	}
 	if o.duration <= 0 {
 		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
@@ -107,6 +117,9 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	defer stopSignals()
 	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
+	if len(o.allow) > 0 {
+		opts = append(opts, kvevents.WithSubscriberAllow(o.allow...))
+	}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
 	}
