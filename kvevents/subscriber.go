@@ -846,7 +846,7 @@ func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64,
 		id := make([]byte, 8)
 		_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
 		dialCtx, cancelDial := context.WithDeadline(ctx, wait())
-		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits)
+		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits, nil)
 		cancelDial()
 		if err != nil {
 			return err

@@ -47,7 +47,7 @@ func TestAllow(t *testing.T) {
 	if err := ipc.Listen(path); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(timeout(t, 3*time.Second), path, Dealer, nil, Limits{})
+	c, err := Dial(timeout(t, 3*time.Second), path, Dealer, nil, Limits{}, nil)
 	if err != nil {
 		t.Fatalf("a unix socket peer: %v", err)
 	}
@@ -66,7 +66,7 @@ func TestAllowDialerError(t *testing.T) {
 	if err := srv.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Dial(timeout(t, 3*time.Second), "tcp://"+srv.Addr().String(), Dealer, nil, Limits{})
+	_, err := Dial(timeout(t, 3*time.Second), "tcp://"+srv.Addr().String(), Dealer, nil, Limits{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "does not allow our address") {
 		t.Fatalf("Dial: %v, want the connection closed before the greeting, and why it may be", err)
 	}

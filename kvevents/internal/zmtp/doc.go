@@ -1,6 +1,8 @@
 // Package zmtp is a small implementation of ZMTP 3.1 (RFC 37: RFC 23's
 // ZMTP 3.0 with subscription commands and PING/PONG heartbeats; it speaks
-// 3.0 to a peer that announces 3.0) and its NULL security mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
+// 3.0 to a peer that announces 3.0) and its NULL and CURVE security
+// mechanisms (CURVE is CurveZMQ, RFC 26, as libzmq speaks it: see
+// [Curve]), for the four socket roles package kvevents needs: PUB, SUB, a
 // ROUTER-like replay server ([Server]) and a DEALER replay client ([Dial]).
 // It interoperates with libzmq (pyzmq, as vLLM's publisher uses) and with
 // github.com/go-zeromq/zmq4.
@@ -16,7 +18,10 @@
 // outside Limits.Allow as it accepts it; every frame's announced size is
 // checked against [Limits] before anything is allocated, and the bytes of the messages being read are
 // reserved from one budget per socket; a handshake, and a message that
-// stops arriving midway, have deadlines; a listening socket bounds its
+// stops arriving midway, have deadlines; under CURVE each boxed frame's
+// size is checked against the limit of the frame it carries, and its
+// nonce against the last one heard, before its box is opened, and a box
+// that does not open closes the connection; a listening socket bounds its
 // connections in their handshake (in all, and per source address) apart
 // from its peers (in all, and per source address), and holds a connection
 // whose greeting has not started on probation, where it takes no

@@ -29,7 +29,8 @@ var (
 	// Limits.FrameTimeout, or went silent past its heartbeat timeout.
 	ErrTimeout = errors.New("zmtp: peer timed out")
 	// ErrNotAllowed: a listening socket closed a connection from a source
-	// address outside Limits.Allow.
+	// address outside Limits.Allow, or refused a CURVE client whose public
+	// key is not among Curve.Clients.
 	ErrNotAllowed = errors.New("zmtp: peer not allowed")
 	// ErrClosed is returned by a socket's methods after Close.
 	ErrClosed = errors.New("zmtp: socket closed")
@@ -200,16 +201,18 @@ type Refusals struct {
 	Stalled        int64 // messages that made no progress within FrameTimeout
 	Silent         int64 // peers that sent nothing within their heartbeat timeout
 	Disallowed     int64 // connections from a source address outside Limits.Allow
+	UnknownKeys    int64 // CURVE clients whose public key is not among Curve.Clients
 }
 
 // refusals is a socket's Refusals, counted from any goroutine.
 type refusals struct {
-	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent, disallowed atomic.Int64
+	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent, disallowed, unknownKeys atomic.Int64
 }
 
 func (r *refusals) load() Refusals {
 	return Refusals{Peers: r.peers.Load(), PeersPerSource: r.peersPerSource.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
-		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load(), Disallowed: r.disallowed.Load()}
+		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load(), Disallowed: r.disallowed.Load(),
+		UnknownKeys: r.unknownKeys.Load()}
 }
 
 // budget is bytes shared by a socket's connections, reserved before they
