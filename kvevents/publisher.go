@@ -145,14 +145,15 @@ type PublisherStats struct {
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
 	// too many subscribers or handshakes, an address outside
-	// [WithPublisherAllow], silence past the heartbeat
+	// [WithPublisherAllow] or a CURVE key outside Curve.Clients, a CURVE
+	// box that does not open, silence past the heartbeat
 	// timeout, or past DefaultIdleTimeout for one of ZMTP 3.0 without a
 	// subscription).
 	RefusedSubscribers int64
 	// ReplayClientsDropped counts replay connections closed for a limit
 	// on connections or handshakes, for an address outside
-	// [WithPublisherAllow], or for asking nothing and reading nothing
-	// within DefaultReplayDeadline.
+	// [WithPublisherAllow] or a CURVE key outside Curve.Clients, or for
+	// asking nothing and reading nothing within DefaultReplayDeadline.
 	ReplayClientsDropped int64
 	// QueuedBytes is the bytes of batches queued for the subscribers now,
 	// each subscriber's counted apart; each is bounded by
@@ -184,6 +185,7 @@ type publisherConfig struct {
 	perAddress  int
 	heartbeat   zmtp.Heartbeat
 	allow       []netip.Prefix
+	curve       *Curve
 	enc         Encoding
 	rank        int64
 	log         *slog.Logger
@@ -328,6 +330,13 @@ func WithPublisherAllow(prefixes ...netip.Prefix) PublisherOption {
 	}
 }
 
+// WithPublisherCurve speaks CURVE on every socket of the publisher (see
+// [Curve]): the PUB socket and the replay socket, as the server where
+// they bind and the client where the PUB socket connects.
+func WithPublisherCurve(c Curve) PublisherOption {
+	return func(pc *publisherConfig) { pc.curve = &c }
+}
+
 // allow checks the prefixes of the allow options and returns them masked.
 func allow(prefixes []netip.Prefix, errs []error) ([]netip.Prefix, []error) {
 	out := make([]netip.Prefix, 0, len(prefixes))
@@ -403,6 +412,17 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		bufBytes: int64(c.replayBytes),
 		linger:   c.linger,
 	}
+	bind, err := binds(endpoint, c.dir, Binds)
+	if err != nil {
+		return nil, fmt.Errorf("kvevents: PUB socket on %s: %w", endpoint, err)
+	}
+	if !bind && c.replay == "" && len(c.allow) > 0 {
+		return nil, errors.New("kvevents: WithPublisherAllow applies to the sockets a publisher binds, and this one binds none (its PUB socket connects, and it has no replay socket)")
+	}
+	curve, err := c.curve.sockets("WithPublisherCurve", bind || c.replay != "", !bind)
+	if err != nil {
+		return nil, err
+	}
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
@@ -417,7 +437,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			case errors.Is(err, zmtp.ErrTooManyPeers):
 				kind, msg = "subscriber refused", "kvevents: refusing a subscriber past a connection limit"
 			case errors.Is(err, zmtp.ErrNotAllowed):
-				kind, msg = "subscriber not allowed", "kvevents: refusing a subscriber from an address outside the allowed ones"
+				kind, msg = "subscriber not allowed", "kvevents: refusing a subscriber from an address, or with a CURVE key, outside the allowed ones"
 			case errors.Is(err, zmtp.ErrTimeout):
 				kind, msg = "subscriber timed out", "kvevents: dropping a subscriber gone silent"
 			}
@@ -428,14 +448,11 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 				fmt.Errorf("kvevents: subscriber %s", peer))
 		},
 		Heartbeat: c.heartbeat,
+		Curve:     curve,
 	})
-	bind, err := binds(endpoint, c.dir, Binds)
-	if err == nil && !bind && c.replay == "" && len(c.allow) > 0 {
-		err = errors.New("kvevents: WithPublisherAllow applies to the sockets a publisher binds, and this one binds none (its PUB socket connects, and it has no replay socket)")
-	}
-	if err == nil && bind {
+	if bind {
 		err = p.pub.Listen(endpoint)
-	} else if err == nil {
+	} else {
 		err = p.pub.Dial(endpoint)
 	}
 	if err != nil {
@@ -449,6 +466,7 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			Limits: zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress,
 				IdleTimeout: DefaultReplayDeadline, Allow: c.allow},
 			OnViolation: p.replayViolation,
+			Curve:       curve,
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {
 			_ = p.pub.Close(0)
@@ -710,7 +728,7 @@ func (p *Publisher) replayViolation(err error) {
 	p.mu.Lock()
 	p.stats.ReplayClientsDropped++
 	p.mu.Unlock()
-	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, from an address outside the allowed ones, or silent past the replay deadline; later ones are only counted", err)
+	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, from an address or with a CURVE key outside the allowed ones, or silent past the replay deadline; later ones are only counted", err)
 }
 
 // replayFailed counts a replay request that was not answered and logs the

@@ -121,6 +121,7 @@ type Subscriber struct {
 	replay     string
 	replayWait time.Duration
 	limits     zmtp.Limits // of the replay connection's frames
+	curve      *zmtp.Curve // of the replay connection, nil without CURVE
 	maxTopics  int
 	maxGap     int64
 	once       onceLog
@@ -172,6 +173,7 @@ type subscriberConfig struct {
 	perAddress int
 	heartbeat  zmtp.Heartbeat
 	allow      []netip.Prefix
+	curve      *Curve
 	dir        Direction
 	log        *slog.Logger
 	reuse      bool
@@ -314,6 +316,14 @@ func WithSubscriberAllow(prefixes ...netip.Prefix) SubscriberOption {
 	}
 }
 
+// WithSubscriberCurve speaks CURVE on every socket of the subscriber (see
+// [Curve]): the SUB socket, as the server where it binds and the client
+// where it connects, and the connection to the replay socket, as its
+// client.
+func WithSubscriberCurve(c Curve) SubscriberOption {
+	return func(sc *subscriberConfig) { sc.curve = &c }
+}
+
 // WithSubscriberDirection sets whether the SUB socket binds its endpoint,
 // for publishers that connect to it, or connects to a publisher that
 // binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
@@ -357,6 +367,17 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
+	bind, err := binds(endpoint, c.dir, Wildcard)
+	if err != nil {
+		return nil, fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
+	}
+	if !bind && len(c.allow) > 0 {
+		return nil, errors.New("kvevents: WithSubscriberAllow applies to a subscriber that binds, and this one connects")
+	}
+	curve, err := c.curve.sockets("WithSubscriberCurve", bind, !bind || c.replay != "")
+	if err != nil {
+		return nil, err
+	}
 	s := &Subscriber{
 		replay:     c.replay,
 		replayWait: c.replayWait,
@@ -364,6 +385,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		// topic as vLLM first sent it: past the delimiter, no frame is
 		// longer than a payload.
 		limits:    zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
+		curve:     curve,
 		maxTopics: c.maxTopics,
 		maxGap:    c.maxGap,
 		once:      onceLog{log: c.log},
@@ -384,18 +406,12 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
 		DialWait:    firstDialWait,
+		Curve:       curve,
 	})
-	bind, err := binds(endpoint, c.dir, Wildcard)
-	switch {
-	case err != nil:
-	case bind:
+	if bind {
 		err = s.sub.Listen(endpoint)
-	case len(c.allow) > 0:
-		err = errors.New("kvevents: WithSubscriberAllow applies to a subscriber that binds, and this one connects")
-	default:
-		if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
-			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
-		}
+	} else if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
+		err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
 	}
 	if err != nil {
 		s.sub.Close()
@@ -846,7 +862,7 @@ func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64,
 		id := make([]byte, 8)
 		_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
 		dialCtx, cancelDial := context.WithDeadline(ctx, wait())
-		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits, nil)
+		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits, s.curve)
 		cancelDial()
 		if err != nil {
 			return err
