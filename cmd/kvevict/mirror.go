@@ -3,7 +3,9 @@ package main
 // kvevict mirror speaks vLLM's KV events (package kvevents):
 //
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
-//	               [-replay-connect ADDR] [-allow CIDR,...] [-allow-gaps] [-format table|json]
+//	               [-replay-connect ADDR] [-allow CIDR,...]
+//	               [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
+//	               [-allow-gaps] [-format table|json]
 //
 // It subscribes to a stream of KV events (kvevict publish's or a vLLM
 // engine's) and keeps each topic's blocks in a bounded mirror, as a
@@ -46,6 +48,7 @@ type mirrorOptions struct {
 	capacity                 int
 	allowGaps                bool
 	allow                    []netip.Prefix
+	curve                    *kvevents.Curve
 }
 
 func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
@@ -77,6 +80,9 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	}
 	if len(o.allow) > 0 && o.direction != kvevents.Bind {
 		return nil, usagef("-allow applies to the socket mirror binds, and it binds none: its SUB socket connects (give -bind to take publishers' connections)")
+	}
+	if o.curve, err = access.curve(o.direction == kvevents.Bind, o.direction != kvevents.Bind || o.replay != ""); err != nil {
+		return nil, err
 	}
 	if o.duration <= 0 {
 		return nil, usagef("-duration must be positive, such as 30s, got %v", o.duration)
@@ -119,6 +125,9 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
 	if len(o.allow) > 0 {
 		opts = append(opts, kvevents.WithSubscriberAllow(o.allow...))
+	}
+	if o.curve != nil {
+		opts = append(opts, kvevents.WithSubscriberCurve(*o.curve))
 	}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))

@@ -7,7 +7,9 @@ package main
 //	                 [-inclusive|-exclusive]]
 //	                [-topic T] [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
 //	                [-replay-bind ADDR [-replay-buffer N]] [-warmup D] [-linger D]
-//	                [-require-subscribers N] [-allow CIDR,...] [-format table|json]
+//	                [-require-subscribers N] [-allow CIDR,...]
+//	                [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
+//	                [-format table|json]
 //
 // It replays a Mooncake trace through a prefix tree of N blocks, as a
 // kvevict-managed pool would hold them, and publishes every store and
@@ -61,6 +63,7 @@ type publishOptions struct {
 	warmup, linger                         time.Duration
 	tiers                                  tierOptions // -tier, -write, -inclusive, -exclusive
 	allow                                  []netip.Prefix
+	curve                                  *kvevents.Curve
 }
 
 func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
@@ -105,6 +108,9 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	}
 	if len(o.allow) > 0 && o.direction != kvevents.Bind && o.replay == "" {
 		return nil, usagef("-allow applies to the sockets publish binds, and it binds none: its PUB socket connects (-connect) and there is no -replay-bind")
+	}
+	if o.curve, err = access.curve(o.direction == kvevents.Bind || o.replay != "", o.direction != kvevents.Bind); err != nil {
+		return nil, err
 	}
 	if err := checkCount("replay-buffer", o.replayBuffer, 1, maxReplayBuffer, "batches"); err != nil {
 		return nil, err
@@ -300,6 +306,9 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		kvevents.WithPublisherDirection(o.direction), kvevents.WithPublisherAllow(o.allow...)}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplay(o.replay, o.replayBuffer))
+	}
+	if o.curve != nil {
+		opts = append(opts, kvevents.WithPublisherCurve(*o.curve))
 	}
 	// The publisher closes itself when ctx ends: it outlives a signal,
 	// which must still see its queues written and its counts final.
