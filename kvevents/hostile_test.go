@@ -45,7 +45,7 @@ func stuckAndHealthy(ctx context.Context, t *testing.T, p *Publisher, addr strin
 // connection, closed when the test ends.
 func stuckSubscriber(ctx context.Context, t *testing.T, addr string) *zmtp.Conn {
 	t.Helper()
-	c, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	c, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func stuckSubscriber(ctx context.Context, t *testing.T, addr string) *zmtp.Conn 
 // connection under it, handshake done, for bytes no publisher sends.
 func hostilePub(ctx context.Context, t *testing.T, addr string) *zmtp.Conn {
 	t.Helper()
-	c, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	c, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestPublisherUnderAttack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	huge, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestPublisherUnderAttack(t *testing.T) {
 	if _, err := huge.NetConn().Write(binary.BigEndian.AppendUint64([]byte{0x02}, 1<<48)); err != nil {
 		t.Fatal(err)
 	}
-	many, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	many, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

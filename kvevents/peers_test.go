@@ -37,7 +37,7 @@ func TestMaxSubscribers(t *testing.T) {
 	}
 	// One connection, which the publisher closes at once (a Subscriber
 	// would connect again and again), and which is told why it may be.
-	second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{})
+	second, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}, nil)
 	wantRefused(t, "subscriber", second, err)
 	st := waitStats(ctx, p.Stats, func(st PublisherStats) bool { return st.RefusedSubscribers >= 1 })
 	if st.RefusedSubscribers != 1 || len(st.Subscribers) != 1 {
@@ -75,7 +75,7 @@ func TestMaxPublishers(t *testing.T) {
 	s, c, addr := listeningSubscriber(ctx, t, WithMaxPublishers(1))
 	defer s.Close()
 	first := hostilePub(ctx, t, addr) // handshake done and subscription read: it holds the one place
-	second, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	second, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{}, nil)
 	wantRefused(t, "publisher", second, err)
 	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
 		t.Errorf("%d publishers refused, want the second one", st.Refused)
@@ -150,7 +150,7 @@ func TestMaxPeersPerAddress(t *testing.T) {
 	}
 	defer p.Close()
 	stuckSubscriber(ctx, t, "tcp://"+p.Addr().String()) // holds its address's one place
-	second, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{})
+	second, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{}, nil)
 	if err == nil {
 		_, err = second.ReadMsg() // closed once its handshake is done
 	}
@@ -162,7 +162,7 @@ func TestMaxPeersPerAddress(t *testing.T) {
 	}
 	s, _, addr := listeningSubscriber(ctx, t, WithMaxPublishersPerAddress(1))
 	hostilePub(ctx, t, addr)
-	pub, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{})
+	pub, err := zmtp.Dial(ctx, addr, "PUB", nil, zmtp.Limits{}, nil)
 	if err == nil {
 		_, err = pub.ReadMsg()
 	}

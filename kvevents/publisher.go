@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -143,13 +144,16 @@ type PublisherStats struct {
 	ReplayRequests, ReplayFailures int64
 	// RefusedSubscribers counts subscriber connections closed for breaking
 	// the protocol or a limit (a frame too long, too many subscriptions,
-	// too many subscribers or handshakes, silence past the heartbeat
+	// too many subscribers or handshakes, an address outside
+	// [WithPublisherAllow] or a CURVE key outside Curve.Clients, a CURVE
+	// box that does not open, silence past the heartbeat
 	// timeout, or past DefaultIdleTimeout for one of ZMTP 3.0 without a
 	// subscription).
 	RefusedSubscribers int64
 	// ReplayClientsDropped counts replay connections closed for a limit
-	// on connections or handshakes, or for asking nothing and reading
-	// nothing within DefaultReplayDeadline.
+	// on connections or handshakes, for an address outside
+	// [WithPublisherAllow] or a CURVE key outside Curve.Clients, or for
+	// asking nothing and reading nothing within DefaultReplayDeadline.
 	ReplayClientsDropped int64
 	// QueuedBytes is the bytes of batches queued for the subscribers now,
 	// each subscriber's counted apart; each is bounded by
@@ -180,6 +184,8 @@ type publisherConfig struct {
 	maxPeers    int
 	perAddress  int
 	heartbeat   zmtp.Heartbeat
+	allow       []netip.Prefix
+	curve       *Curve
 	enc         Encoding
 	rank        int64
 	log         *slog.Logger
@@ -310,6 +316,40 @@ func WithPublisherHeartbeat(interval, timeout time.Duration) PublisherOption {
 	}
 }
 
+// WithPublisherAllow accepts subscribers, and replay clients, only from
+// source addresses within prefixes: a connection from any other is closed
+// as it is accepted, before its greeting, and counted in
+// PublisherStats.RefusedSubscribers (or ReplayClientsDropped). It applies
+// to every socket the publisher binds, the PUB socket (unless it
+// connects) and the replay socket; a publisher that binds neither refuses
+// it. Peers over ipc:// and inproc:// have no address and are accepted.
+// No prefixes, the default, accepts every address.
+func WithPublisherAllow(prefixes ...netip.Prefix) PublisherOption {
+	return func(c *publisherConfig) {
+		c.allow, c.errs = allow(prefixes, c.errs)
+	}
+}
+
+// WithPublisherCurve speaks CURVE on every socket of the publisher (see
+// [Curve]): the PUB socket and the replay socket, as the server where
+// they bind and the client where the PUB socket connects.
+func WithPublisherCurve(c Curve) PublisherOption {
+	return func(pc *publisherConfig) { pc.curve = &c }
+}
+
+// allow checks the prefixes of the allow options and returns them masked.
+func allow(prefixes []netip.Prefix, errs []error) ([]netip.Prefix, []error) {
+	out := make([]netip.Prefix, 0, len(prefixes))
+	for _, p := range prefixes {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("kvevents: allow %q: not a valid IP prefix", p))
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out, errs
+}
+
 // heartbeat checks the arguments of the heartbeat options.
 func heartbeat(interval, timeout time.Duration, errs []error) (zmtp.Heartbeat, []error) {
 	if interval == 0 || (interval > 0 && timeout <= interval) {
@@ -372,11 +412,22 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		bufBytes: int64(c.replayBytes),
 		linger:   c.linger,
 	}
+	bind, err := binds(endpoint, c.dir, Binds)
+	if err != nil {
+		return nil, fmt.Errorf("kvevents: PUB socket on %s: %w", endpoint, err)
+	}
+	if !bind && c.replay == "" && len(c.allow) > 0 {
+		return nil, errors.New("kvevents: WithPublisherAllow applies to the sockets a publisher binds, and this one binds none (its PUB socket connects, and it has no replay socket)")
+	}
+	curve, err := c.curve.sockets("WithPublisherCurve", bind || c.replay != "", !bind)
+	if err != nil {
+		return nil, err
+	}
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
 		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
-			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress},
+			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress, Allow: c.allow},
 		OnViolation: func(err error) {
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
@@ -385,6 +436,8 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			switch {
 			case errors.Is(err, zmtp.ErrTooManyPeers):
 				kind, msg = "subscriber refused", "kvevents: refusing a subscriber past a connection limit"
+			case errors.Is(err, zmtp.ErrNotAllowed):
+				kind, msg = "subscriber not allowed", "kvevents: refusing a subscriber from an address, or with a CURVE key, outside the allowed ones"
 			case errors.Is(err, zmtp.ErrTimeout):
 				kind, msg = "subscriber timed out", "kvevents: dropping a subscriber gone silent"
 			}
@@ -395,11 +448,11 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 				fmt.Errorf("kvevents: subscriber %s", peer))
 		},
 		Heartbeat: c.heartbeat,
+		Curve:     curve,
 	})
-	bind, err := binds(endpoint, c.dir, Binds)
-	if err == nil && bind {
+	if bind {
 		err = p.pub.Listen(endpoint)
-	} else if err == nil {
+	} else {
 		err = p.pub.Dial(endpoint)
 	}
 	if err != nil {
@@ -411,8 +464,9 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 			// A client that neither asks nor reads its answer within the
 			// replay deadline is closed.
 			Limits: zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress,
-				IdleTimeout: DefaultReplayDeadline},
+				IdleTimeout: DefaultReplayDeadline, Allow: c.allow},
 			OnViolation: p.replayViolation,
+			Curve:       curve,
 		}, p.serveReplay)
 		if err := p.replay.Listen(c.replay); err != nil {
 			_ = p.pub.Close(0)
@@ -667,14 +721,14 @@ func (p *Publisher) answer(c *zmtp.Conn, start int64) (written int, err error) {
 // a limit on connections or for silence, a client dropped; for breaking
 // the protocol, a failed request.
 func (p *Publisher) replayViolation(err error) {
-	if !errors.Is(err, zmtp.ErrTooManyPeers) && !errors.Is(err, zmtp.ErrTimeout) {
+	if !errors.Is(err, zmtp.ErrTooManyPeers) && !errors.Is(err, zmtp.ErrTimeout) && !errors.Is(err, zmtp.ErrNotAllowed) {
 		p.replayFailed("malformed", err)
 		return
 	}
 	p.mu.Lock()
 	p.stats.ReplayClientsDropped++
 	p.mu.Unlock()
-	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, or silent past the replay deadline; later ones are only counted", err)
+	p.once.warn("replay client dropped", "kvevents: closing a replay client past a connection limit, from an address or with a CURVE key outside the allowed ones, or silent past the replay deadline; later ones are only counted", err)
 }
 
 // replayFailed counts a replay request that was not answered and logs the

@@ -109,7 +109,7 @@ func replayAnswer(t *testing.T, d *zmtp.Conn, topic string) (int64, []byte) {
 // dialReplay connects a DEALER to p's replay socket.
 func dialReplay(ctx context.Context, t *testing.T, p *Publisher) *zmtp.Conn {
 	t.Helper()
-	d, err := zmtp.Dial(ctx, "tcp://"+p.ReplayAddr().String(), zmtp.Dealer, []byte("replay-test"), zmtp.Limits{})
+	d, err := zmtp.Dial(ctx, "tcp://"+p.ReplayAddr().String(), zmtp.Dealer, []byte("replay-test"), zmtp.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestCloseAnswersReplayUnderWay(t *testing.T) {
 		}
 	}
 	ask := func() (*zmtp.Conn, error) {
-		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, nil, zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4})
+		d, err := zmtp.Dial(ctx, replay, zmtp.Dealer, nil, zmtp.Limits{Frames: []int{0, 1 << 20}, MaxFrames: 4}, nil)
 		if err != nil {
 			return nil, err
 		}

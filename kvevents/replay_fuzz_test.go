@@ -106,7 +106,7 @@ func FuzzReplayServer(f *testing.F) {
 		nc.Close()
 		dctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		d, err := zmtp.Dial(dctx, "ipc://"+path, zmtp.Dealer, nil, zmtp.Limits{})
+		d, err := zmtp.Dial(dctx, "ipc://"+path, zmtp.Dealer, nil, zmtp.Limits{}, nil)
 		if err != nil {
 			t.Fatalf("after %q: %v", in, err)
 		}

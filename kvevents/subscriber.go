@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -96,7 +97,8 @@ type Stats struct {
 	// Refused counts messages dropped by a limit: a forward jump past
 	// WithMaxGap that the next message did not confirm, and publishers'
 	// connections refused by a connection limit of a listening subscriber
-	// (WithMaxPublishers, handshakes).
+	// (WithMaxPublishers, handshakes) or from an address outside
+	// WithSubscriberAllow.
 	Refused int64
 	// Released counts the topics let go to follow new ones past
 	// WithMaxTopics (see Message.Released).
@@ -119,6 +121,7 @@ type Subscriber struct {
 	replay     string
 	replayWait time.Duration
 	limits     zmtp.Limits // of the replay connection's frames
+	curve      *zmtp.Curve // of the replay connection, nil without CURVE
 	maxTopics  int
 	maxGap     int64
 	once       onceLog
@@ -169,6 +172,8 @@ type subscriberConfig struct {
 	maxPeers   int
 	perAddress int
 	heartbeat  zmtp.Heartbeat
+	allow      []netip.Prefix
+	curve      *Curve
 	dir        Direction
 	log        *slog.Logger
 	reuse      bool
@@ -299,6 +304,26 @@ func WithSubscriberHeartbeat(interval, timeout time.Duration) SubscriberOption {
 	}
 }
 
+// WithSubscriberAllow accepts publishers only from source addresses
+// within prefixes: a connection from any other is closed as it is
+// accepted, before its greeting, and counted as Refused. It applies to a
+// subscriber that binds its endpoint; one that connects refuses it.
+// Publishers over ipc:// and inproc:// have no address and are accepted.
+// No prefixes, the default, accepts every address.
+func WithSubscriberAllow(prefixes ...netip.Prefix) SubscriberOption {
+	return func(c *subscriberConfig) {
+		c.allow, c.errs = allow(prefixes, c.errs)
+	}
+}
+
+// WithSubscriberCurve speaks CURVE on every socket of the subscriber (see
+// [Curve]): the SUB socket, as the server where it binds and the client
+// where it connects, and the connection to the replay socket, as its
+// client.
+func WithSubscriberCurve(c Curve) SubscriberOption {
+	return func(sc *subscriberConfig) { sc.curve = &c }
+}
+
 // WithSubscriberDirection sets whether the SUB socket binds its endpoint,
 // for publishers that connect to it, or connects to a publisher that
 // binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
@@ -342,6 +367,17 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
+	bind, err := binds(endpoint, c.dir, Wildcard)
+	if err != nil {
+		return nil, fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
+	}
+	if !bind && len(c.allow) > 0 {
+		return nil, errors.New("kvevents: WithSubscriberAllow applies to a subscriber that binds, and this one connects")
+	}
+	curve, err := c.curve.sockets("WithSubscriberCurve", bind, !bind || c.replay != "")
+	if err != nil {
+		return nil, err
+	}
 	s := &Subscriber{
 		replay:     c.replay,
 		replayWait: c.replayWait,
@@ -349,6 +385,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		// topic as vLLM first sent it: past the delimiter, no frame is
 		// longer than a payload.
 		limits:    zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
+		curve:     curve,
 		maxTopics: c.maxTopics,
 		maxGap:    c.maxGap,
 		once:      onceLog{log: c.log},
@@ -364,20 +401,17 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 			QueueBytes:        receiveQueueBytes,
 			MaxPeers:          c.maxPeers,
 			MaxPeersPerSource: c.perAddress,
+			Allow:             c.allow,
 		},
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
 		DialWait:    firstDialWait,
+		Curve:       curve,
 	})
-	bind, err := binds(endpoint, c.dir, Wildcard)
-	switch {
-	case err != nil:
-	case bind:
+	if bind {
 		err = s.sub.Listen(endpoint)
-	default:
-		if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
-			err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
-		}
+	} else if err = s.sub.Dial(endpoint); err != nil && NothingBinds(err) {
+		err = fmt.Errorf("%w (a subscriber that connects needs a publisher that binds %s; or bind it here and let the publishers connect)", err, endpoint)
 	}
 	if err != nil {
 		s.sub.Close()
@@ -413,7 +447,7 @@ func (s *Subscriber) violation(err error) {
 	switch {
 	case errors.Is(err, zmtp.ErrFrameTooLong):
 		s.bad(fmt.Errorf("%w: %v", ErrOversized, err))
-	case errors.Is(err, zmtp.ErrTooManyPeers):
+	case errors.Is(err, zmtp.ErrTooManyPeers), errors.Is(err, zmtp.ErrNotAllowed):
 		s.refuse(err)
 	case errors.Is(err, zmtp.ErrTimeout):
 		s.count(func(st *Stats) { st.TimedOut++ })
@@ -828,7 +862,7 @@ func (s *Subscriber) askOnce(ctx context.Context, conn **zmtp.Conn, start int64,
 		id := make([]byte, 8)
 		_, _ = rand.Read(id) // a unique identity, so the ROUTER answers this socket only
 		dialCtx, cancelDial := context.WithDeadline(ctx, wait())
-		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits)
+		c, err := zmtp.Dial(dialCtx, s.replay, zmtp.Dealer, id, s.limits, s.curve)
 		cancelDial()
 		if err != nil {
 			return err
@@ -950,7 +984,7 @@ func (s *Subscriber) bad(err error) {
 func (s *Subscriber) refuse(err error) {
 	s.count(func(st *Stats) { st.Refused++ })
 	kind := errTopics
-	for _, k := range []error{errJump, zmtp.ErrTooManyPeers} {
+	for _, k := range []error{errJump, zmtp.ErrTooManyPeers, zmtp.ErrNotAllowed} {
 		if errors.Is(err, k) {
 			kind = k
 		}
@@ -984,6 +1018,8 @@ func (s *Subscriber) logOnce(kind, err error) {
 		msg = "kvevents: refusing a publisher's connection past a connection limit; later ones are only counted"
 	case zmtp.ErrTimeout:
 		msg = "kvevents: dropping a publisher's connection gone silent; later ones are only counted"
+	case zmtp.ErrNotAllowed:
+		msg = "kvevents: refusing a publisher's connection from an address outside the allowed ones; later ones are only counted"
 	}
 	s.once.warn(kind, msg, err)
 }

@@ -3,7 +3,9 @@ package main
 // kvevict mirror speaks vLLM's KV events (package kvevents):
 //
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
-//	               [-replay-connect ADDR] [-allow-gaps] [-format table|json]
+//	               [-replay-connect ADDR] [-allow CIDR,...]
+//	               [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
+//	               [-allow-gaps] [-format table|json]
 //
 // It subscribes to a stream of KV events (kvevict publish's or a vLLM
 // engine's) and keeps each topic's blocks in a bounded mirror, as a
@@ -24,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -44,6 +47,8 @@ type mirrorOptions struct {
 	duration                 time.Duration
 	capacity                 int
 	allowGaps                bool
+	allow                    []netip.Prefix
+	curve                    *kvevents.Curve
 }
 
 func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
@@ -51,6 +56,8 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	o := &mirrorOptions{}
 	var sock socketFlags
 	sock.register(fs, "SUB", "publisher", "kvevict publish", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*)")
+	var access accessFlags
+	access.register(fs, "the SUB socket (with -bind)")
 	fs.DurationVar(&o.duration, "duration", 0, "how long to mirror; batches received but not applied by then make the state partial")
 	fs.IntVar(&o.capacity, "capacity", defaultMirrorCapacity, "blocks the mirror holds per topic, evicting leaves first past it")
 	var replayConnect, replayOlder string
@@ -66,6 +73,15 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 		return nil, err
 	}
 	if o.replay, err = replayAddress("-replay-connect", replayConnect, replayOlder, true); err != nil {
+		return nil, err
+	}
+	if o.allow, err = access.prefixes(); err != nil {
+		return nil, err
+	}
+	if len(o.allow) > 0 && o.direction != kvevents.Bind {
+		return nil, usagef("-allow applies to the socket mirror binds, and it binds none: its SUB socket connects (give -bind to take publishers' connections)")
+	}
+	if o.curve, err = access.curve(o.direction == kvevents.Bind, o.direction != kvevents.Bind || o.replay != ""); err != nil {
 		return nil, err
 	}
 	if o.duration <= 0 {
@@ -107,6 +123,12 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	defer stopSignals()
 	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
+	if len(o.allow) > 0 {
+		opts = append(opts, kvevents.WithSubscriberAllow(o.allow...))
+	}
+	if o.curve != nil {
+		opts = append(opts, kvevents.WithSubscriberCurve(*o.curve))
+	}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplayEndpoint(o.replay, kvevents.DefaultReplayTimeout))
 	}

@@ -7,7 +7,9 @@ package main
 //	                 [-inclusive|-exclusive]]
 //	                [-topic T] [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
 //	                [-replay-bind ADDR [-replay-buffer N]] [-warmup D] [-linger D]
-//	                [-require-subscribers N] [-format table|json]
+//	                [-require-subscribers N] [-allow CIDR,...]
+//	                [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
+//	                [-format table|json]
 //
 // It replays a Mooncake trace through a prefix tree of N blocks, as a
 // kvevict-managed pool would hold them, and publishes every store and
@@ -30,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,6 +62,8 @@ type publishOptions struct {
 	strategy                               kvevict.Strategy
 	warmup, linger                         time.Duration
 	tiers                                  tierOptions // -tier, -write, -inclusive, -exclusive
+	allow                                  []netip.Prefix
+	curve                                  *kvevents.Curve
 }
 
 func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
@@ -67,6 +72,8 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	var strategy string
 	var sock socketFlags
 	sock.register(fs, "PUB", "subscriber", "kvevict mirror", "it holds a wildcard host (*, 0.0.0.0, [::]) or port (*) or is ipc:// or inproc://")
+	var access accessFlags
+	access.register(fs, "the PUB socket (with -bind) and the replay socket")
 	fs.StringVar(&o.trace, "trace", "", "Mooncake JSONL trace `file` to replay, plain or gzip-compressed, read once (a pipe serves); - reads standard input")
 	fs.IntVar(&o.capacity, "capacity", 0, "blocks the pool holds, 1 to "+strconv.Itoa(maxCapacity))
 	fs.StringVar(&strategy, "strategy", string(defaultPublishKey), "eviction strategy of the pool's prefix tree: "+keyStrategyNames())
@@ -94,6 +101,15 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 		return nil, err
 	}
 	if o.replay, err = replayAddress("-replay-bind", replayBind, replayOlder, false); err != nil {
+		return nil, err
+	}
+	if o.allow, err = access.prefixes(); err != nil {
+		return nil, err
+	}
+	if len(o.allow) > 0 && o.direction != kvevents.Bind && o.replay == "" {
+		return nil, usagef("-allow applies to the sockets publish binds, and it binds none: its PUB socket connects (-connect) and there is no -replay-bind")
+	}
+	if o.curve, err = access.curve(o.direction == kvevents.Bind || o.replay != "", o.direction != kvevents.Bind); err != nil {
 		return nil, err
 	}
 	if err := checkCount("replay-buffer", o.replayBuffer, 1, maxReplayBuffer, "batches"); err != nil {
@@ -281,9 +297,12 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer stopSignals()
 	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
 		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil))),
-		kvevents.WithPublisherDirection(o.direction)}
+		kvevents.WithPublisherDirection(o.direction), kvevents.WithPublisherAllow(o.allow...)}
 	if o.replay != "" {
 		opts = append(opts, kvevents.WithReplay(o.replay, o.replayBuffer))
+	}
+	if o.curve != nil {
+		opts = append(opts, kvevents.WithPublisherCurve(*o.curve))
 	}
 	// The publisher closes itself when ctx ends: it outlives a signal,
 	// which must still see its queues written and its counts final.

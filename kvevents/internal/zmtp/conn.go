@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -39,6 +40,14 @@ type Conn struct {
 	identity []byte
 	hdr      [8]byte
 	reported atomic.Bool
+
+	// CURVE: the configuration (nil for NULL) and the role it takes in
+	// the handshake, where its keys and nonces come from, and, past the
+	// handshake, the session that boxes every frame.
+	curve    *curveConfig
+	asServer bool
+	rand     io.Reader
+	cs       *curveSession
 
 	// The reading goroutine's: the message being read holds held bytes
 	// of budget, and partial says one is under way (so FrameTimeout, not
@@ -74,7 +83,7 @@ type Conn struct {
 
 func newConn(nc net.Conn, lim Limits, report func(error), label string) *Conn {
 	c := &Conn{nc: nc, w: bufio.NewWriterSize(nc, bufSize), lim: lim, report: report, label: label,
-		counts: &refusals{}, budget: newBudget(lim.ReadBytes), quiet: lim.IdleTimeout, done: make(chan struct{})}
+		counts: &refusals{}, budget: newBudget(lim.ReadBytes), quiet: lim.IdleTimeout, done: make(chan struct{}), rand: defaultRand}
 	c.r = bufio.NewReaderSize(connReader{c}, bufSize)
 	return c
 }
@@ -150,15 +159,15 @@ func (c *Conn) heartbeat(h Heartbeat) {
 		}
 		n++
 		data := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, ttl), n)
-		c.tryWrite(command("PING", data))
+		c.tryWrite("PING", data)
 	}
 }
 
-// tryWrite writes b unless a write is under way, within FrameTimeout: a
-// peer that does not take a heartbeat in that time (one that floods PINGs
-// and never reads) is closed, rather than left to hold the writer and
-// its reader, which answers its PINGs.
-func (c *Conn) tryWrite(b []byte) {
+// tryWrite writes the command name unless a write is under way, within
+// FrameTimeout: a peer that does not take a heartbeat in that time (one
+// that floods PINGs and never reads) is closed, rather than left to hold
+// the writer and its reader, which answers its PINGs.
+func (c *Conn) tryWrite(name string, data []byte) {
 	if !c.wmu.TryLock() {
 		return
 	}
@@ -175,7 +184,7 @@ func (c *Conn) tryWrite(b []byte) {
 	}
 	c.nc.SetWriteDeadline(limit)
 	c.wdmu.Unlock()
-	c.w.Write(b)
+	c.putCommand(name, data)
 	err := c.w.Flush()
 	c.wdmu.Lock()
 	c.nc.SetWriteDeadline(c.wdeadline)
@@ -200,10 +209,15 @@ func (c *Conn) setWriteDeadline(t time.Time) {
 
 // Dial connects to endpoint as a socket of type socketType (usually
 // [Dealer]) with the given identity, and does the handshake, within ctx
-// (and at most [DefaultHandshakeTimeout] for the handshake). Messages read
+// (and at most [DefaultHandshakeTimeout] for the handshake): as the client
+// of curve if it is not nil, else with the NULL mechanism. Messages read
 // from the Conn are bounded by limits. It does not reconnect: a Conn that
 // fails is done.
-func Dial(ctx context.Context, endpoint, socketType string, identity []byte, limits Limits) (*Conn, error) {
+func Dial(ctx context.Context, endpoint, socketType string, identity []byte, limits Limits, curve *Curve) (*Conn, error) {
+	cfg := curve.prepare()
+	if err := cfg.check(false); err != nil {
+		return nil, err
+	}
 	if compatible[socketType] == nil {
 		return nil, fmt.Errorf("zmtp: unsupported socket type %q", socketType)
 	}
@@ -222,6 +236,7 @@ func Dial(ctx context.Context, endpoint, socketType string, identity []byte, lim
 		return nil, err
 	}
 	c := newConn(nc, limits.withDefaults(), nil, ep.raw)
+	c.curve = cfg
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -272,7 +287,7 @@ func (c *Conn) WriteMsg(frames [][]byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	writeMsg(c.w, frames)
+	c.putMsg(frames)
 	return c.w.Flush()
 }
 
@@ -282,7 +297,7 @@ func (c *Conn) writeBatch(msgs [][][]byte) (whole int, err error) {
 	defer c.wmu.Unlock()
 	var accepted int
 	for _, m := range msgs {
-		accepted += writeMsg(c.w, m)
+		accepted += c.putMsg(m)
 	}
 	if err = c.w.Flush(); err == nil {
 		return len(msgs), nil
@@ -292,11 +307,46 @@ func (c *Conn) writeBatch(msgs [][][]byte) (whole int, err error) {
 	// arrived whole.
 	written := accepted - c.w.Buffered()
 	for end := 0; whole < len(msgs); whole++ {
-		if end += wireSize(msgs[whole]); end > written {
+		if end += c.wireSize(msgs[whole]); end > written {
 			break
 		}
 	}
 	return whole, err
+}
+
+// putMsg writes the frames of one message to c's writer, boxed past a
+// CURVE handshake, and returns the bytes the writer took. c.wmu is held.
+func (c *Conn) putMsg(frames [][]byte) int {
+	if c.cs == nil {
+		return writeMsg(c.w, frames)
+	}
+	took := 0
+	for i, f := range frames {
+		var inner byte
+		if i < len(frames)-1 {
+			inner = curveMore
+		}
+		took += c.sealFrame(inner, nil, f)
+	}
+	return took
+}
+
+// putCommand writes the command name to c's writer, boxed past a CURVE
+// handshake. c.wmu is held.
+func (c *Conn) putCommand(name string, data []byte) {
+	if c.cs == nil {
+		c.w.Write(command(name, data))
+		return
+	}
+	c.sealFrame(curveCommand, append([]byte{byte(len(name))}, name...), data)
+}
+
+// wireSize is the length of a message on c's wire, as putMsg writes it.
+func (c *Conn) wireSize(frames [][]byte) int {
+	if c.cs == nil {
+		return wireSize(frames)
+	}
+	return curveWireSize(frames)
 }
 
 // SetDeadline sets the read and write deadline of the connection, as
@@ -377,7 +427,7 @@ func (c *Conn) command(name string, data []byte) error {
 			ctx := data[2:]
 			// Not behind a write that waits for the peer to read: the
 			// reader must go on, to notice if the peer went silent.
-			c.tryWrite(command("PONG", ctx[:min(len(ctx), 16)]))
+			c.tryWrite("PONG", ctx[:min(len(ctx), 16)])
 		}
 	case "ERROR":
 		reason := ""

@@ -1,6 +1,8 @@
 // Package zmtp is a small implementation of ZMTP 3.1 (RFC 37: RFC 23's
 // ZMTP 3.0 with subscription commands and PING/PONG heartbeats; it speaks
-// 3.0 to a peer that announces 3.0) and its NULL security mechanism, for the four socket roles package kvevents needs: PUB, SUB, a
+// 3.0 to a peer that announces 3.0) and its NULL and CURVE security
+// mechanisms (CURVE is CurveZMQ, RFC 26, as libzmq speaks it: see
+// [Curve]), for the four socket roles package kvevents needs: PUB, SUB, a
 // ROUTER-like replay server ([Server]) and a DEALER replay client ([Dial]).
 // It interoperates with libzmq (pyzmq, as vLLM's publisher uses) and with
 // github.com/go-zeromq/zmq4.
@@ -12,10 +14,14 @@
 // blocking write and an unbounded queue, so one subscriber that stops
 // reading stalls all the others and makes memory grow without bound.
 //
-// Here every frame's announced size is checked against [Limits] before
-// anything is allocated, and the bytes of the messages being read are
+// Here a listening socket closes a connection from a source address
+// outside Limits.Allow as it accepts it; every frame's announced size is
+// checked against [Limits] before anything is allocated, and the bytes of the messages being read are
 // reserved from one budget per socket; a handshake, and a message that
-// stops arriving midway, have deadlines; a listening socket bounds its
+// stops arriving midway, have deadlines; under CURVE each boxed frame's
+// size is checked against the limit of the frame it carries, and its
+// nonce against the last one heard, before its box is opened, and a box
+// that does not open closes the connection; a listening socket bounds its
 // connections in their handshake (in all, and per source address) apart
 // from its peers (in all, and per source address), and holds a connection
 // whose greeting has not started on probation, where it takes no
@@ -28,7 +34,7 @@
 // the protocol or a limit loses its connection alone; the socket counts it
 // ([Refusals]) and reports it to its OnViolation function with an error
 // that wraps [ErrFrameTooLong], [ErrTooManyFrames], [ErrProtocol],
-// [ErrTooManyPeers] or [ErrTimeout].
+// [ErrTooManyPeers], [ErrTimeout] or [ErrNotAllowed].
 //
 // Endpoints are "tcp://host:port" (host "*" listens on all interfaces,
 // port 0 or "*" picks a free one), "ipc:///path" (a unix socket) and

@@ -32,6 +32,9 @@ func (c *Conn) recv() (msg [][]byte, cmd string, data []byte, err error) {
 // next reads one message, or one command (cmd is its name). Every size is
 // checked against its limit before the body is read.
 func (c *Conn) next() (msg [][]byte, cmd string, data []byte, err error) {
+	if c.cs != nil {
+		return c.nextCurve()
+	}
 	for {
 		flags, size, err := c.header()
 		if err != nil {

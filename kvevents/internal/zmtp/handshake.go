@@ -25,37 +25,53 @@ var compatible = map[string][]string{
 	Req:    {Router, "REP"},
 }
 
-// greeting returns the 64-byte ZMTP 3 greeting of the NULL mechanism.
-func greeting(minor byte) []byte {
+// greeting returns the 64-byte ZMTP 3 greeting of the mechanism mech.
+// Its as-server byte stays 0 whatever the role, as libzmq writes it (and
+// libzmq never reads it): a mechanism's own commands tell the roles apart.
+func greeting(minor byte, mech string) []byte {
 	g := make([]byte, 64)
 	g[0], g[9], g[10], g[11] = 0xFF, 0x7F, 3, minor
-	copy(g[12:], "NULL")
+	copy(g[12:], mech)
 	return g
+}
+
+// mechanism returns the name of the security mechanism c speaks.
+func (c *Conn) mechanism() string {
+	if c.curve != nil {
+		return "CURVE"
+	}
+	return "NULL"
 }
 
 // checkGreeting checks the signature and major version of a greeting's
 // first 11 bytes, and the mechanism too when g is the whole greeting.
 func (c *Conn) checkGreeting(g []byte) error {
 	var mech [20]byte
-	copy(mech[:], "NULL")
+	copy(mech[:], c.mechanism())
 	switch {
 	case g[0] != 0xFF || g[9]&1 != 1:
 		return fmt.Errorf("zmtp: %s: not a ZMTP greeting: %w", c.label, ErrProtocol)
 	case g[10] < 3:
 		return fmt.Errorf("zmtp: %s: ZMTP version %d, want 3: %w", c.label, g[10], ErrProtocol)
 	case len(g) == 64 && string(g[12:32]) != string(mech[:]):
-		return fmt.Errorf("zmtp: %s: security mechanism %q, want NULL: %w", c.label, strings.TrimRight(string(g[12:32]), "\x00"), ErrProtocol)
+		return fmt.Errorf("zmtp: %s: security mechanism %q, want %s: %w", c.label, strings.TrimRight(string(g[12:32]), "\x00"), c.mechanism(), ErrProtocol)
 	}
 	return nil
 }
 
 // ready returns the READY command of a socket of type typ.
 func ready(typ string, identity []byte) []byte {
+	return command("READY", metadata(typ, identity))
+}
+
+// metadata returns the properties a socket of type typ announces in its
+// READY (or, under CURVE, its INITIATE).
+func metadata(typ string, identity []byte) []byte {
 	p := property(nil, "Socket-Type", []byte(typ))
 	if typ == Dealer || typ == Req || typ == Router {
 		p = property(p, "Identity", identity)
 	}
-	return command("READY", p)
+	return p
 }
 
 func property(b []byte, name string, value []byte) []byte {
@@ -92,7 +108,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time, start []by
 	// and libzmq sends its mechanism only then, but closes at once if it
 	// reads a mechanism other than its own: so its mechanism is read, and
 	// named in the error, before ours is sent.
-	out, g := greeting(1), make([]byte, 64)
+	out, g := greeting(1, c.mechanism()), make([]byte, 64)
 	var err error
 	if start != nil {
 		copy(g, start)
@@ -102,7 +118,7 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time, start []by
 			if _, err := io.ReadFull(c.r, g[:greetingStart]); err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 					// The one hint a dialer gets from a peer that refuses it.
-					return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does (or one that speaks another protocol): %w", c.label, err)
+					return fmt.Errorf("zmtp: %s: the peer closed the connection before its greeting, as a peer at its limit of connections does, or one that does not allow our address (or one that speaks another protocol): %w", c.label, err)
 				}
 				return err
 			}
@@ -120,6 +136,17 @@ func (c *Conn) shake(typ string, identity []byte, deadline time.Time, start []by
 	}
 	if err != nil {
 		return err
+	}
+	if c.curve != nil {
+		if c.asServer {
+			err = c.curveServer(typ)
+		} else {
+			err = c.curveClient(typ, identity)
+		}
+		if err != nil {
+			return err
+		}
+		return c.SetDeadline(time.Time{})
 	}
 	err = exchange(c.nc, ready(typ, identity), func() error {
 		flags, size, err := c.header()

@@ -2,6 +2,8 @@ package zmtp
 
 import (
 	"errors"
+	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,10 @@ var (
 	// ErrTimeout: a peer stopped in the middle of a message for
 	// Limits.FrameTimeout, or went silent past its heartbeat timeout.
 	ErrTimeout = errors.New("zmtp: peer timed out")
+	// ErrNotAllowed: a listening socket closed a connection from a source
+	// address outside Limits.Allow, or refused a CURVE client whose public
+	// key is not among Curve.Clients.
+	ErrNotAllowed = errors.New("zmtp: peer not allowed")
 	// ErrClosed is returned by a socket's methods after Close.
 	ErrClosed = errors.New("zmtp: socket closed")
 )
@@ -116,6 +122,15 @@ type Limits struct {
 	// byte, or wait for room in ReadBytes, before its connection is
 	// closed: a peer cannot hold a partly read frame for long.
 	FrameTimeout time.Duration
+	// Allow, if not empty, is the IP prefixes a listening socket accepts
+	// TCP connections from: one from any other source address is closed as
+	// it is accepted, before its greeting and before anything is allocated
+	// for it, counted in Refusals.Disallowed and reported. An IPv4 peer
+	// that reaches a dual-stack listener is matched by its IPv4 address.
+	// A unix socket or inproc peer has no source address and is not
+	// subject to it: file permissions and the process guard those. Empty
+	// admits every address.
+	Allow []netip.Prefix
 }
 
 // withDefaults returns l with its zero fields set to the defaults.
@@ -145,6 +160,23 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// allowed reports whether a connection accepted as nc may stay: a TCP
+// peer whose address is within Allow, or any peer without Allow or over a
+// local transport.
+func (l *Limits) allowed(nc net.Conn) bool {
+	tcp, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if len(l.Allow) == 0 || !ok {
+		return true
+	}
+	a := tcp.AddrPort().Addr().Unmap().WithZone("")
+	for _, p := range l.Allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // frame returns the longest body accepted for frame i of a message.
 func (l *Limits) frame(i int) uint64 {
 	n := l.Frames[min(i, len(l.Frames)-1)]
@@ -154,7 +186,8 @@ func (l *Limits) frame(i int) uint64 {
 // violation reports whether err is one of the kinds OnViolation hears of.
 func violation(err error) bool {
 	return errors.Is(err, ErrFrameTooLong) || errors.Is(err, ErrTooManyFrames) ||
-		errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooManyPeers) || errors.Is(err, ErrTimeout)
+		errors.Is(err, ErrProtocol) || errors.Is(err, ErrTooManyPeers) || errors.Is(err, ErrTimeout) ||
+		errors.Is(err, ErrNotAllowed)
 }
 
 // Refusals counts what a socket's limits refused, by limit, since it was
@@ -167,16 +200,19 @@ type Refusals struct {
 	Timeouts       int64 // handshakes not done within the handshake timeout
 	Stalled        int64 // messages that made no progress within FrameTimeout
 	Silent         int64 // peers that sent nothing within their heartbeat timeout
+	Disallowed     int64 // connections from a source address outside Limits.Allow
+	UnknownKeys    int64 // CURVE clients whose public key is not among Curve.Clients
 }
 
 // refusals is a socket's Refusals, counted from any goroutine.
 type refusals struct {
-	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent atomic.Int64
+	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent, disallowed, unknownKeys atomic.Int64
 }
 
 func (r *refusals) load() Refusals {
 	return Refusals{Peers: r.peers.Load(), PeersPerSource: r.peersPerSource.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
-		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load()}
+		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load(), Disallowed: r.disallowed.Load(),
+		UnknownKeys: r.unknownKeys.Load()}
 }
 
 // budget is bytes shared by a socket's connections, reserved before they

@@ -34,6 +34,9 @@ type PubOptions struct {
 	// Heartbeat sets the PINGs sent to each subscriber, and how long one
 	// that answered them may go silent.
 	Heartbeat Heartbeat
+	// Curve, if not nil, speaks CURVE on every connection: as the server
+	// on those Listen accepts, as the client on those Dial makes.
+	Curve *Curve
 }
 
 // Pub is a PUB socket. Each subscriber has its own queue of at most
@@ -107,7 +110,7 @@ const maxBatch = 512
 // NewPub returns a Pub with no connections; use Listen or Dial.
 func NewPub(opts PubOptions) *Pub {
 	return &Pub{
-		s:       newSocket("PUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults()),
+		s:       newSocket("PUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults(), opts.Curve),
 		onDrop:  opts.OnDrop,
 		peers:   make(map[*pubPeer]struct{}),
 		changed: make(chan struct{}),

@@ -17,6 +17,9 @@ type ServerOptions struct {
 	// HandshakeTimeout bounds each connection's handshake; zero means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// Curve, if not nil, speaks CURVE, as the server, on every
+	// connection.
+	Curve *Curve
 }
 
 // Server is the server side of a request-reply socket: it speaks as a
@@ -33,7 +36,7 @@ type Server struct {
 // its handshake; the connection is closed when handler returns. handler
 // must return once its Conn is closed (a read or write then fails).
 func NewServer(opts ServerOptions, handler func(c *Conn)) *Server {
-	return &Server{s: newSocket(Router, opts.Limits, opts.OnViolation, opts.HandshakeTimeout, Heartbeat{}), handler: handler}
+	return &Server{s: newSocket(Router, opts.Limits, opts.OnViolation, opts.HandshakeTimeout, Heartbeat{}, opts.Curve), handler: handler}
 }
 
 // Listen accepts clients on endpoint, at most Limits.MaxPeers at once. It

@@ -28,6 +28,7 @@ type socket struct {
 	hb        Heartbeat // Interval 0: none (a Server's)
 	budget    *budget   // of the messages being read, over the connections
 	refused   refusals
+	curve     *curveConfig // nil for the NULL mechanism
 
 	ctx    context.Context // done on close
 	cancel context.CancelFunc
@@ -65,7 +66,7 @@ func (p *pending) behind(q *pending) bool {
 	return pp < qp || pp == qp && p.start.Before(q.start)
 }
 
-func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration, hb Heartbeat) *socket {
+func newSocket(typ string, lim Limits, onViolation func(error), handshake time.Duration, hb Heartbeat, curve *Curve) *socket {
 	if handshake <= 0 {
 		handshake = DefaultHandshakeTimeout
 	}
@@ -75,7 +76,7 @@ func newSocket(typ string, lim Limits, onViolation func(error), handshake time.D
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	lim = lim.withDefaults()
-	return &socket{typ: typ, lim: lim, report: report, handshake: handshake, hb: hb,
+	return &socket{typ: typ, lim: lim, report: report, handshake: handshake, hb: hb, curve: curve.prepare(),
 		budget: newBudget(lim.ReadBytes), ctx: ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}), peersBy: make(map[string]int), pending: make(map[string][]*pending)}
 }
@@ -87,10 +88,11 @@ func (s *socket) refusals() Refusals { return s.refused.load() }
 // socket's connections.
 func (s *socket) readBytes() int64 { return s.budget.inUse() }
 
-// newConn returns a Conn of the socket on nc.
-func (s *socket) newConn(nc net.Conn, ep endpoint) *Conn {
+// newConn returns a Conn of the socket on nc, accepted or dialed.
+func (s *socket) newConn(nc net.Conn, ep endpoint, accepted bool) *Conn {
 	c := newConn(nc, s.lim, s.report, label(nc, ep))
 	c.budget, c.counts = s.budget, &s.refused
+	c.curve, c.asServer = s.curve, accepted
 	return c
 }
 
@@ -230,7 +232,7 @@ func (s *socket) claim(p *pending, ep endpoint) (evicted, err error) {
 func (s *socket) probe(nc net.Conn, ep endpoint, p *pending, deadline time.Time) ([]byte, error) {
 	nc.SetDeadline(deadline)
 	start := make([]byte, greetingStart)
-	err := exchange(nc, greeting(1)[:greetingStart], func() error {
+	err := exchange(nc, greeting(1, "")[:greetingStart], func() error {
 		for n := 0; n < len(start); {
 			k, err := nc.Read(start[n:])
 			n += k
@@ -284,6 +286,9 @@ func source(nc net.Conn) string {
 // handshake, in a goroutine of its own.
 func (s *socket) listen(endpoint string, serve func(*Conn)) error {
 	ep, err := parseEndpoint(endpoint)
+	if err == nil {
+		err = s.curve.check(true)
+	}
 	if err != nil {
 		return err
 	}
@@ -317,6 +322,12 @@ func (s *socket) accept(l net.Listener, ep endpoint, serve func(*Conn)) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
+			continue
+		}
+		if !s.lim.allowed(nc) {
+			s.refused.disallowed.Add(1)
+			nc.Close()
+			s.report(fmt.Errorf("zmtp: %s: closed a connection from %s, outside the allowed addresses: %w", ep, label(nc, ep), ErrNotAllowed))
 			continue
 		}
 		s.mu.Lock()
@@ -367,7 +378,7 @@ func (s *socket) run(nc net.Conn, ep endpoint, p *pending, deadline time.Time, s
 			return err
 		}
 	}
-	c = s.newConn(nc, ep)
+	c = s.newConn(nc, ep, p != nil)
 	if p != nil {
 		c.progress = &p.progress
 	}
@@ -413,6 +424,9 @@ func (s *socket) dial(endpoint string, wait time.Duration, serve func(*Conn)) er
 	ep, err := parseEndpoint(endpoint)
 	if err == nil {
 		err = ep.dialable()
+	}
+	if err == nil {
+		err = s.curve.check(false)
 	}
 	if err != nil {
 		return err

@@ -27,6 +27,9 @@ type SubOptions struct {
 	// that answered them may go silent before its connection is closed
 	// (and, for Dial, made again).
 	Heartbeat Heartbeat
+	// Curve, if not nil, speaks CURVE on every connection: as the server
+	// on those Listen accepts, as the client on those Dial makes.
+	Curve *Curve
 }
 
 // Sub is a SUB socket: it receives from any number of publishers, each
@@ -54,7 +57,7 @@ type subPeer struct {
 // Listen or Dial, and Subscribe.
 func NewSub(opts SubOptions) *Sub {
 	s := &Sub{
-		s:        newSocket("SUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults()),
+		s:        newSocket("SUB", opts.Limits, opts.OnViolation, opts.HandshakeTimeout, opts.Heartbeat.withDefaults(), opts.Curve),
 		dialWait: opts.DialWait,
 		peers:    make(map[*subPeer]struct{}),
 	}

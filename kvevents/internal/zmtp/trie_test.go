@@ -97,7 +97,7 @@ func FuzzSubscriptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := NewPub(PubOptions{Limits: Limits{Frames: []int{64}, MaxFrames: 1}})
 		defer p.Close(0)
-		c := p.s.newConn(&fakeConn{r: bytes.NewReader(append(hello[:len(hello):len(hello)], data...))}, endpoint{raw: "fuzz"})
+		c := p.s.newConn(&fakeConn{r: bytes.NewReader(append(hello[:len(hello):len(hello)], data...))}, endpoint{raw: "fuzz"}, true)
 		if err := c.handshake("PUB", nil, time.Time{}, nil); err != nil {
 			t.Fatal(err)
 		}

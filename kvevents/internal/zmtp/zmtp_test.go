@@ -480,7 +480,7 @@ func TestServerStuckClient(t *testing.T) {
 	}
 	ep := "tcp://" + srv.Addr().String()
 	ctx := timeout(t, 5*time.Second)
-	stuck, err := Dial(ctx, ep, Dealer, []byte("stuck"), Limits{})
+	stuck, err := Dial(ctx, ep, Dealer, []byte("stuck"), Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +489,7 @@ func TestServerStuckClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		c, err := Dial(ctx, ep, Dealer, nil, Limits{Frames: []int{0, 64 << 10}, MaxFrames: 2})
+		c, err := Dial(ctx, ep, Dealer, nil, Limits{Frames: []int{0, 64 << 10}, MaxFrames: 2}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,7 +511,7 @@ func TestServerStuckClient(t *testing.T) {
 		}
 		c.Close()
 	}
-	if c, err := Dial(ctx, ep, Req, nil, Limits{}); err != nil {
+	if c, err := Dial(ctx, ep, Req, nil, Limits{}, nil); err != nil {
 		t.Fatalf("REQ: %v", err)
 	} else {
 		c.WriteMsg([][]byte{nil, []byte("too long for frame 1")})
@@ -521,7 +521,7 @@ func TestServerStuckClient(t *testing.T) {
 		v.want(t, ErrFrameTooLong)
 		c.Close()
 	}
-	if _, err := Dial(ctx, ep, "PUB", nil, Limits{}); !errors.Is(err, ErrProtocol) {
+	if _, err := Dial(ctx, ep, "PUB", nil, Limits{}, nil); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("a PUB peer: %v", err)
 	}
 	v.want(t, ErrProtocol)
@@ -583,7 +583,7 @@ func TestInprocAndIPC(t *testing.T) {
 			if err := srv.Listen(rep); err != nil {
 				t.Fatal(err)
 			}
-			c, err := Dial(timeout(t, 2*time.Second), rep, Dealer, []byte("id"), Limits{})
+			c, err := Dial(timeout(t, 2*time.Second), rep, Dealer, []byte("id"), Limits{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
