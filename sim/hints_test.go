@@ -200,6 +200,18 @@ func TestServeWaitsForHardLease(t *testing.T) {
 	}
 }
 
+// abca is the workload of TestClusterHonoursHints and
+// TestReplayHonoursHints: A, B, C, then A again, one block each, 1 ms
+// apart, request i with hints h.
+func abca(i int, h RequestHints) []Request {
+	req := func(ms int64, hash uint64) Request {
+		return Request{Timestamp: ms, InputTokens: 16, HashIDs: []uint64{hash}, Group: hash}
+	}
+	rs := []Request{req(0, 1), req(1, 2), req(2, 3), req(3, 1)}
+	rs[i].Hints = h
+	return rs
+}
+
 // TestClusterHonoursHints is TestServeHonoursHints on one engine of a
 // cluster, whose tree takes the hints: LRU alone evicts A for request 2,
 // so request 3 misses; told that B is final, or that A is leased, the
@@ -207,15 +219,7 @@ func TestServeWaitsForHardLease(t *testing.T) {
 // changes nothing. The same with a speedup of 4, which brings request 2
 // to 0.5 ms, inside a lease of 1 ms from A's arrival at 0.
 func TestClusterHonoursHints(t *testing.T) {
-	req := func(ms int64, hash uint64, h RequestHints) Request {
-		return Request{Timestamp: ms, InputTokens: 16, HashIDs: []uint64{hash}, Group: hash, Hints: h}
-	}
-	base := []Request{req(0, 1, RequestHints{}), req(1, 2, RequestHints{}), req(2, 3, RequestHints{}), req(3, 1, RequestHints{})}
-	with := func(i int, h RequestHints) []Request {
-		rs := append([]Request(nil), base...)
-		rs[i].Hints = h
-		return rs
-	}
+	base := abca(0, RequestHints{})
 	for _, c := range []struct {
 		name    string
 		reqs    []Request
@@ -223,10 +227,10 @@ func TestClusterHonoursHints(t *testing.T) {
 		want    float64
 	}{
 		{"none", base, 1, 0},
-		{"final", with(1, RequestHints{Final: true}), 1, 0.25},
-		{"lease", with(0, RequestHints{TTLMs: 10}), 1, 0.25},
-		{"spent lease", with(0, RequestHints{TTLMs: 1}), 1, 0},
-		{"lease, faster", with(0, RequestHints{TTLMs: 1}), 4, 0.25},
+		{"final", abca(1, RequestHints{Final: true}), 1, 0.25},
+		{"lease", abca(0, RequestHints{TTLMs: 10}), 1, 0.25},
+		{"spent lease", abca(0, RequestHints{TTLMs: 1}), 1, 0},
+		{"lease, faster", abca(0, RequestHints{TTLMs: 1}), 4, 0.25},
 	} {
 		w := &Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs}
 		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.Auto} {
@@ -248,25 +252,17 @@ func TestClusterHonoursHints(t *testing.T) {
 // changes nothing. Key strategies go through an Index, Auto through a
 // Policy: the same hits.
 func TestReplayHonoursHints(t *testing.T) {
-	req := func(ms int64, hash uint64, h RequestHints) Request {
-		return Request{Timestamp: ms, InputTokens: 16, HashIDs: []uint64{hash}, Group: hash, Hints: h}
-	}
-	base := []Request{req(0, 1, RequestHints{}), req(1, 2, RequestHints{}), req(2, 3, RequestHints{}), req(3, 1, RequestHints{})}
-	with := func(i int, h RequestHints) []Request {
-		rs := append([]Request(nil), base...)
-		rs[i].Hints = h
-		return rs
-	}
+	base := abca(0, RequestHints{})
 	for _, c := range []struct {
 		name string
 		reqs []Request
 		want float64
 	}{
 		{"none", base, 0},
-		{"final", with(1, RequestHints{Final: true}), 0.25},
-		{"lease", with(0, RequestHints{TTLMs: 10}), 0.25},
-		{"spent lease", with(0, RequestHints{TTLMs: 2}), 0},
-		{"low priority", with(1, RequestHints{Retention: 10, RetentionMs: 10}), 0.25},
+		{"final", abca(1, RequestHints{Final: true}), 0.25},
+		{"lease", abca(0, RequestHints{TTLMs: 10}), 0.25},
+		{"spent lease", abca(0, RequestHints{TTLMs: 2}), 0},
+		{"low priority", abca(1, RequestHints{Retention: 10, RetentionMs: 10}), 0.25},
 	} {
 		w := &Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs}
 		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {

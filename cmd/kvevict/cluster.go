@@ -515,18 +515,8 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if o.hints == nil {
-		// Without -hints every row runs as before hints existed.
-		if w, err = (sim.HintSource{Kind: "none"}).Apply(w); err != nil {
-			return err
-		}
-	}
-	for _, h := range o.hints {
-		hw, err := h.Apply(w)
-		if err != nil {
-			return usagef("-hints: %v", err)
-		}
-		o.hinted = append(o.hinted, hw)
+	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
+		return err
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)

@@ -211,6 +211,25 @@ type options struct {
 	hinted []*sim.Workload
 }
 
+// applyHints returns w without its requests' hints when sources is empty
+// (every row then runs as before hints existed), else w as each source
+// gives it; a source the workload cannot take is a usage error.
+func applyHints(w *sim.Workload, sources []sim.HintSource) (*sim.Workload, []*sim.Workload, error) {
+	if len(sources) == 0 {
+		w, err := (sim.HintSource{Kind: "none"}).Apply(w)
+		return w, nil, err
+	}
+	hinted := make([]*sim.Workload, 0, len(sources))
+	for _, h := range sources {
+		hw, err := h.Apply(w)
+		if err != nil {
+			return nil, nil, usagef("-hints: %v", err)
+		}
+		hinted = append(hinted, hw)
+	}
+	return w, hinted, nil
+}
+
 // parseFlags parses compare's flags; -h prints the usage and the columns'
 // explanation to help, stdout, so that it pages and pipes.
 func parseFlags(args []string, help io.Writer) (*options, error) {
@@ -546,18 +565,8 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.hints == nil {
-		// Without -hints every row runs as before hints existed.
-		if w, err = (sim.HintSource{Kind: "none"}).Apply(w); err != nil {
-			return err
-		}
-	}
-	for _, h := range o.hints {
-		hw, err := h.Apply(w)
-		if err != nil {
-			return usagef("-hints: %v", err)
-		}
-		o.hinted = append(o.hinted, hw)
+	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
+		return err
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
