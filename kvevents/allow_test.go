@@ -80,13 +80,7 @@ func TestSubscriberAllow(t *testing.T) {
 		t.Errorf("%d refused, %d malformed; want the publisher from 127.0.0.5 refused", st.Refused, st.Malformed)
 	}
 	first := hostilePub(ctx, t, addr)
-	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.WriteMsg([][]byte{[]byte("kv"), seqBytes(0), payload}); err != nil {
-		t.Fatal(err)
-	}
+	writeFirstBatch(t, first)
 	c.wait(ctx, t, 1)
 }
 

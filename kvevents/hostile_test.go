@@ -56,6 +56,19 @@ func stuckSubscriber(ctx context.Context, t *testing.T, addr string) *zmtp.Conn 
 	return c
 }
 
+// writeFirstBatch writes batch 0 of topic kv, one AllBlocksCleared, on
+// c, a hostile publisher's connection.
+func writeFirstBatch(t *testing.T, c *zmtp.Conn) {
+	t.Helper()
+	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMsg([][]byte{[]byte("kv"), seqBytes(0), payload}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // hostilePub connects to a subscriber at addr as a PUB and returns the
 // connection under it, handshake done, for bytes no publisher sends.
 func hostilePub(ctx context.Context, t *testing.T, addr string) *zmtp.Conn {

@@ -80,13 +80,7 @@ func TestMaxPublishers(t *testing.T) {
 	if st := waitStats(ctx, s.Stats, func(st Stats) bool { return st.Refused >= 1 }); st.Refused != 1 {
 		t.Errorf("%d publishers refused, want the second one", st.Refused)
 	}
-	payload, err := Encode(&EventBatch{Events: []Event{&AllBlocksCleared{}}}, EncodingMixed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.WriteMsg([][]byte{[]byte("kv"), seqBytes(0), payload}); err != nil {
-		t.Fatal(err)
-	}
+	writeFirstBatch(t, first)
 	c.wait(ctx, t, 1)
 }
 

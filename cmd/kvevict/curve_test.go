@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,17 +78,7 @@ func TestCurveFlags(t *testing.T) {
 	m := <-start(t, "mirror", "-connect", addr, "-replay-connect", replay, "-duration", "4s", "-format", "json",
 		"-curve-secret", key("client.key"), "-curve-server-key", key("server.pub"))
 	p := <-published
-	if p.code != 0 || m.code != 0 {
-		t.Fatalf("publish exit %d: %s\nmirror exit %d: %s", p.code, p.err, m.code, m.err)
-	}
-	var sum publishSummary
-	var rows []mirrorRow
-	if err := json.Unmarshal([]byte(p.out), &sum); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(m.out), &rows); err != nil {
-		t.Fatal(err)
-	}
+	sum, rows := bothSucceeded(t, p, m)
 	if len(rows) != 1 || rows[0].Batches != sum.Batches || rows[0].MissedBatches != 0 || rows[0].ResidentBlocks != sum.ResidentBlocks {
 		t.Errorf("published %+v; mirrored %+v", sum, rows)
 	}

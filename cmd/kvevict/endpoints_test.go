@@ -31,6 +31,24 @@ type result struct {
 	out, err string
 }
 
+// bothSucceeded checks that publish p and mirror m exited 0 and returns
+// what they printed as json: publish's summary and the mirror's rows.
+func bothSucceeded(t *testing.T, p, m result) (publishSummary, []mirrorRow) {
+	t.Helper()
+	if p.code != 0 || m.code != 0 {
+		t.Fatalf("publish exit %d: %s\nmirror exit %d: %s", p.code, p.err, m.code, m.err)
+	}
+	var sum publishSummary
+	var rows []mirrorRow
+	if err := json.Unmarshal([]byte(p.out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(m.out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	return sum, rows
+}
+
 // start runs the command in the background.
 func start(t *testing.T, args ...string) <-chan result {
 	done := make(chan result, 1)
@@ -78,17 +96,7 @@ func TestPublishMirrorEitherSideBinds(t *testing.T) {
 				mirrored = start(t, mirrorArgs...)
 			}
 			p, m := <-published, <-mirrored
-			if p.code != 0 || m.code != 0 {
-				t.Fatalf("publish exit %d: %s\nmirror exit %d: %s", p.code, p.err, m.code, m.err)
-			}
-			var sum publishSummary
-			var rows []mirrorRow
-			if err := json.Unmarshal([]byte(p.out), &sum); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal([]byte(m.out), &rows); err != nil {
-				t.Fatal(err)
-			}
+			sum, rows := bothSucceeded(t, p, m)
 			if len(rows) != 1 || rows[0].Batches != sum.Batches || rows[0].MissedBatches != 0 || rows[0].ResidentBlocks != sum.ResidentBlocks || sum.Connections != 1 {
 				t.Errorf("published %+v; mirrored %+v", sum, rows)
 			}
