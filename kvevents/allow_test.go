@@ -59,12 +59,7 @@ func TestPublisherAllow(t *testing.T) {
 	defer s.Close()
 	c := runSubscriber(ctx, t, s, nil)
 	c.wait(ctx, t, 1) // by replay: it was published before the subscriber came
-	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
-		t.Fatal(err)
-	}
+	publishToOne(ctx, t, p)
 	c.wait(ctx, t, 2)
 }
 

@@ -74,12 +74,7 @@ func TestCurvePublisherSubscriber(t *testing.T) {
 	defer s.Close()
 	c := runSubscriber(ctx, t, s, nil)
 	c.wait(ctx, t, 1) // by replay, over CURVE
-	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
-		t.Fatal(err)
-	}
+	publishToOne(ctx, t, p)
 	c.wait(ctx, t, 2)
 	if st := s.Stats(); st.Replayed != 1 || st.Missed != 0 {
 		t.Errorf("subscriber stats %+v, want one batch replayed, none missed", st)
@@ -94,12 +89,7 @@ func TestCurvePublisherSubscriber(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lp.Close()
-	if err := lp.pub.WaitSubscribers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lp.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
-		t.Fatal(err)
-	}
+	publishToOne(ctx, t, lp)
 	lc.wait(ctx, t, 1)
 }
 

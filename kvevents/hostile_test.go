@@ -56,6 +56,18 @@ func stuckSubscriber(ctx context.Context, t *testing.T, addr string) *zmtp.Conn 
 	return c
 }
 
+// publishToOne waits for p's first subscriber and publishes one
+// AllBlocksCleared to it.
+func publishToOne(ctx context.Context, t *testing.T, p *Publisher) {
+	t.Helper()
+	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(&EventBatch{Events: []Event{&AllBlocksCleared{}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeFirstBatch writes batch 0 of topic kv, one AllBlocksCleared, on
 // c, a hostile publisher's connection.
 func writeFirstBatch(t *testing.T, c *zmtp.Conn) {
