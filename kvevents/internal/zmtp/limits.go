@@ -64,6 +64,12 @@ const (
 	// cannot add up past it.
 	DefaultReadBytes    = 64 << 20
 	DefaultFrameTimeout = 10 * time.Second
+	// DefaultSubscriptionBytes bounds a Pub's subscriptions over all its
+	// subscribers: room for thousands of topic prefixes.
+	DefaultSubscriptionBytes = 16 << 20
+	// DefaultSharedQueueBytes bounds a Pub's queues over all its
+	// subscribers: four subscribers' worth of DefaultQueueBytes.
+	DefaultSharedQueueBytes = 4 * DefaultQueueBytes
 	// DefaultHandshakeTimeout bounds a handshake; DefaultDialWait is how
 	// long a Sub's Dial waits for its first connection.
 	DefaultHandshakeTimeout = 5 * time.Second
@@ -77,6 +83,17 @@ const maxCommand = 4096
 // maxSubscriptions bounds the distinct subscriptions one peer of a Pub may
 // hold, as each costs memory (and a trie node) while it lasts.
 const maxSubscriptions = 1024
+
+// SubscriptionOverhead is what a subscription costs beside its prefix's
+// bytes, counted against Limits.SubscriptionBytes: its entry in the
+// peer's set and its node in the trie.
+const SubscriptionOverhead = 192
+
+// subscriptionFloor is what one subscriber may always hold in
+// subscriptions, whatever the others hold: room for a few topic prefixes
+// of the longest kind, so that peers that fill Limits.SubscriptionBytes
+// cannot keep another from subscribing.
+const subscriptionFloor = 4 << 10
 
 // Limits bound what peers can make a socket allocate or hold; zero fields
 // take the defaults. An entry of 0 in Frames accepts empty frames only.
@@ -118,6 +135,22 @@ type Limits struct {
 	// waits, within FrameTimeout; a frame larger than ReadBytes is read
 	// when it is alone.
 	ReadBytes int
+	// SubscriptionBytes bounds a Pub's subscriptions over all its
+	// subscribers, each counted as its prefix's length plus
+	// SubscriptionOverhead. A subscriber whose own come to less than a
+	// few KiB may always add one; past that, one whose SUBSCRIBE would
+	// take the total over is closed (ErrProtocol), counted in
+	// Refusals.Subscriptions. So the subscriptions hold at most
+	// SubscriptionBytes plus a few KiB per peer.
+	SubscriptionBytes int
+	// SharedQueueBytes bounds a Pub's queues over all its subscribers,
+	// beside each one's QueueBytes: past it, a message is dropped for a
+	// subscriber whose queue holds more than its share (SharedQueueBytes
+	// over the subscribers connected), so that those that fall behind
+	// cannot take a healthy one's room. An empty queue always takes one
+	// message. So the queues hold at most about twice SharedQueueBytes,
+	// plus a message per subscriber.
+	SharedQueueBytes int
 	// FrameTimeout is how long a message being read may go without a
 	// byte, or wait for room in ReadBytes, before its connection is
 	// closed: a peer cannot hold a partly read frame for long.
@@ -151,6 +184,8 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxHandshakes, DefaultMaxHandshakes)
 	set(&l.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
 	set(&l.ReadBytes, DefaultReadBytes)
+	set(&l.SubscriptionBytes, DefaultSubscriptionBytes)
+	set(&l.SharedQueueBytes, DefaultSharedQueueBytes)
 	if l.FrameTimeout <= 0 {
 		l.FrameTimeout = DefaultFrameTimeout
 	}
@@ -202,17 +237,18 @@ type Refusals struct {
 	Silent         int64 // peers that sent nothing within their heartbeat timeout
 	Disallowed     int64 // connections from a source address outside Limits.Allow
 	UnknownKeys    int64 // CURVE clients whose public key is not among Curve.Clients
+	Subscriptions  int64 // subscribers closed for a SUBSCRIBE past Limits.SubscriptionBytes
 }
 
 // refusals is a socket's Refusals, counted from any goroutine.
 type refusals struct {
-	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent, disallowed, unknownKeys atomic.Int64
+	peers, peersPerSource, handshakes, perSource, timeouts, stalled, silent, disallowed, unknownKeys, subscriptions atomic.Int64
 }
 
 func (r *refusals) load() Refusals {
 	return Refusals{Peers: r.peers.Load(), PeersPerSource: r.peersPerSource.Load(), Handshakes: r.handshakes.Load(), PerSource: r.perSource.Load(),
 		Timeouts: r.timeouts.Load(), Stalled: r.stalled.Load(), Silent: r.silent.Load(), Disallowed: r.disallowed.Load(),
-		UnknownKeys: r.unknownKeys.Load()}
+		UnknownKeys: r.unknownKeys.Load(), Subscriptions: r.subscriptions.Load()}
 }
 
 // budget is bytes shared by a socket's connections, reserved before they

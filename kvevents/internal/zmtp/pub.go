@@ -49,6 +49,11 @@ type Pub struct {
 	subs   trie // every subscriber's prefixes
 	onDrop func(peer string)
 	closed atomic.Bool
+	// subBytes is the cost of every subscriber's subscriptions, bounded
+	// by Limits.SubscriptionBytes; queued, the bytes of every
+	// subscriber's queue, bounded by Limits.SharedQueueBytes; npeers,
+	// the subscribers connected, whose share of it each may always take.
+	subBytes, queued, npeers atomic.Int64
 
 	mu    sync.RWMutex
 	peers map[*pubPeer]struct{}
@@ -70,6 +75,9 @@ type PubStats struct {
 	Unsent       int64       // messages queued but never written: the subscriber went away or Close's flush time ran out
 	Connected    int64       // subscribers that completed a handshake
 	Disconnected int64       // of those, the ones gone since
+	// SubscriptionBytes is the cost of the subscriptions held now, as
+	// Limits.SubscriptionBytes counts it.
+	SubscriptionBytes int64
 	// Reached counts the subscribers, gone included, that were written at
 	// least one message: a handshake alone, or subscriptions that match
 	// nothing sent, reach no one. Lossy counts those of them that lost a
@@ -88,6 +96,8 @@ type pubPeer struct {
 	c    *Conn
 	wake chan struct{} // the writer has something to do
 	done chan struct{} // the writer ended
+
+	subBytes int64 // the cost of subs, by Limits.SubscriptionBytes' count; the reading goroutine's
 
 	mu       sync.Mutex
 	subs     map[string]struct{}
@@ -155,23 +165,30 @@ func (p *Pub) Send(frames [][]byte) error {
 	}
 	n := wireSize(frames)
 	p.subs.match(frames[0], func(pp *pubPeer) {
-		if pp.offer(frames, n, &p.s.lim) && p.onDrop != nil {
+		if p.offer(pp, frames, n) && p.onDrop != nil {
 			p.onDrop(pp.c.label)
 		}
 	})
 	return nil
 }
 
-// offer queues m, of n bytes on the wire, unless the queue is full, and
-// reports whether that was the peer's first drop.
-func (pp *pubPeer) offer(m [][]byte, n int, lim *Limits) (firstDrop bool) {
+// offer queues m, of n bytes on the wire, for pp unless its queue is
+// full, or the queues together are and pp's holds more than its share,
+// and reports whether that was the peer's first drop.
+func (p *Pub) offer(pp *pubPeer, m [][]byte, n int) (firstDrop bool) {
+	lim := &p.s.lim
 	pp.mu.Lock()
 	if pp.closing {
 		pp.mu.Unlock()
 		return false
 	}
 	// A message larger than QueueBytes goes in alone.
-	if queued := len(pp.q) + pp.inflight; queued >= lim.Queue || (queued > 0 && pp.qbytes+n > lim.QueueBytes) {
+	queued := len(pp.q) + pp.inflight
+	full := queued >= lim.Queue || (queued > 0 && pp.qbytes+n > lim.QueueBytes)
+	if !full && queued > 0 && p.queued.Load()+int64(n) > int64(lim.SharedQueueBytes) {
+		full = int64(pp.qbytes+n) > int64(lim.SharedQueueBytes)/max(p.npeers.Load(), 1)
+	}
+	if full {
 		pp.dropped++
 		first := pp.dropped == 1
 		pp.mu.Unlock()
@@ -179,6 +196,7 @@ func (pp *pubPeer) offer(m [][]byte, n int, lim *Limits) (firstDrop bool) {
 	}
 	pp.q = append(pp.q, m)
 	pp.qbytes += n
+	p.queued.Add(int64(n))
 	pp.mu.Unlock()
 	select {
 	case pp.wake <- struct{}{}:
@@ -236,6 +254,7 @@ func (p *Pub) Stats() PubStats {
 	defer p.mu.RUnlock()
 	st := p.gone
 	st.Peers = nil
+	st.SubscriptionBytes = p.subBytes.Load()
 	for pp := range p.peers {
 		ps := pp.stats()
 		st.Sent += ps.Sent
@@ -334,18 +353,21 @@ func (p *Pub) serve(c *Conn) {
 	}
 	p.peers[pp] = struct{}{}
 	p.gone.Connected++
+	p.npeers.Add(1)
 	p.mu.Unlock()
 	go p.write(pp)
 	p.read(pp)
 	for prefix := range pp.subs { // read is over: no one else changes subs
 		p.subs.remove(prefix, pp)
 	}
+	p.subBytes.Add(-pp.subBytes)
 	c.Close()
 	pp.shut()
 	<-pp.done
 	ps := pp.stats()
 	p.mu.Lock()
 	delete(p.peers, pp)
+	p.npeers.Add(-1)
 	p.gone.Disconnected++
 	p.gone.Sent += ps.Sent
 	p.gone.Dropped += ps.Dropped
@@ -397,11 +419,21 @@ func (p *Pub) subscribe(pp *pubPeer, prefix []byte, on bool) error {
 	case on && n >= maxSubscriptions:
 		return fmt.Errorf("zmtp: %s: more than %d subscriptions: %w", pp.c.label, maxSubscriptions, ErrProtocol)
 	case on:
+		cost := int64(len(k) + SubscriptionOverhead)
+		if total := p.subBytes.Add(cost); total > int64(p.s.lim.SubscriptionBytes) && pp.subBytes >= subscriptionFloor {
+			p.subBytes.Add(-cost)
+			p.s.refused.subscriptions.Add(1)
+			return fmt.Errorf("zmtp: %s: a subscription past the %d bytes the subscribers' subscriptions may take: %w", pp.c.label, p.s.lim.SubscriptionBytes, ErrProtocol)
+		}
+		pp.subBytes += cost
 		p.subs.add(k, pp)
 		pp.mu.Lock()
 		pp.subs[k] = struct{}{}
 		pp.mu.Unlock()
 	default:
+		cost := int64(len(k) + SubscriptionOverhead)
+		pp.subBytes -= cost
+		p.subBytes.Add(-cost)
 		pp.mu.Lock()
 		delete(pp.subs, k)
 		pp.mu.Unlock()
@@ -448,9 +480,11 @@ func (p *Pub) write(pp *pubPeer) {
 		pp.mu.Lock()
 		pp.inflight = 0
 		pp.qbytes -= written
+		p.queued.Add(-int64(written))
 		pp.sent += int64(whole)
 		if err != nil {
 			pp.unsent += int64(n - whole + len(pp.q))
+			p.queued.Add(-int64(pp.qbytes))
 			pp.q, pp.qbytes = nil, 0
 			pp.closing = true
 			pp.mu.Unlock()
