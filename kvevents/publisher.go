@@ -175,6 +175,7 @@ type SubscriberStats struct {
 type PublisherOption func(*publisherConfig)
 
 type publisherConfig struct {
+	memory      int64
 	topic       string
 	replay      string
 	buffer      int
@@ -192,6 +193,26 @@ type publisherConfig struct {
 	linger      time.Duration
 	dir         Direction
 	errs        []error
+}
+
+// WithPublisherMemory sets the publisher's memory budget in bytes (n >=
+// [MinMemory]; [DefaultMemory] by default), which bounds every kind of
+// memory its peers can make it hold, each to a share: the replay
+// buffer's payloads 5/8 ([WithReplayBytes] within it), the subscribers'
+// queues together 1/8 (each within [WithQueueBytes]), the connections
+// 3/16, at about 160 KiB each, which bounds the subscribers and replay
+// clients ([WithMaxSubscribers] within it; the two sockets share it), the
+// subscriptions 1/32, and the bytes being read 1/32. What would go past
+// a share is refused as that kind is refused past its own limit: a
+// subscriber closed and counted, a batch dropped for a subscriber whose
+// queue holds more than its share, the oldest replay batch let go.
+func WithPublisherMemory(n int64) PublisherOption {
+	return func(c *publisherConfig) {
+		if n < MinMemory {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: publisher memory %d bytes, want at least %d", n, MinMemory))
+		}
+		c.memory = n
+	}
 }
 
 // WithPublisherDirection sets whether the PUB socket binds its endpoint or
@@ -265,7 +286,8 @@ func WithQueueBytes(n int) PublisherOption {
 // WithReplayBytes sets how many payload bytes the replay buffer keeps at
 // most (n >= 1), beside [WithReplay]'s count of batches: past it the
 // oldest batches go, counted in PublisherStats.ReplayTrimmed. The default
-// is [DefaultReplayBytes].
+// is [DefaultReplayBytes], and the memory budget's share
+// ([WithPublisherMemory]) bounds it.
 func WithReplayBytes(n int) PublisherOption {
 	return func(c *publisherConfig) {
 		if n < 1 {
@@ -395,7 +417,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // why it is not connected. The sockets live until Close, which ctx's end
 // calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
-	c := publisherConfig{log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
+	c := publisherConfig{memory: DefaultMemory, log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
 		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
 	for _, o := range opts {
 		o(&c)
@@ -403,6 +425,8 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
+	mem := publisherShares(c.memory, c.replay != "")
+	c.replayBytes = int(min(int64(c.replayBytes), mem.replay))
 	p := &Publisher{
 		topic:    []byte(c.topic),
 		enc:      c.enc,
@@ -426,8 +450,9 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 	// A subscriber sends subscriptions only: one frame, a flag byte and a
 	// topic prefix.
 	p.pub = zmtp.NewPub(zmtp.PubOptions{
-		Limits: zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
-			Queue: c.hwm, QueueBytes: c.queueBytes, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress, Allow: c.allow},
+		Limits: connections(mem.connections, c.maxPeers, zmtp.Limits{Frames: []int{1 + DefaultMaxTopicLength}, MaxFrames: 1,
+			Queue: c.hwm, QueueBytes: int(min(int64(c.queueBytes), mem.queues)), SharedQueueBytes: int(mem.queues),
+			MaxPeersPerSource: c.perAddress, SubscriptionBytes: int(mem.subscriptions), ReadBytes: int(mem.reading), Allow: c.allow}),
 		OnViolation: func(err error) {
 			p.mu.Lock()
 			p.stats.RefusedSubscribers++
@@ -463,8 +488,8 @@ func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption)
 		p.replay = zmtp.NewServer(zmtp.ServerOptions{
 			// A client that neither asks nor reads its answer within the
 			// replay deadline is closed.
-			Limits: zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2, MaxPeers: c.maxPeers, MaxPeersPerSource: c.perAddress,
-				IdleTimeout: DefaultReplayDeadline, Allow: c.allow},
+			Limits: connections(mem.connections, c.maxPeers, zmtp.Limits{Frames: []int{0, 8}, MaxFrames: 2,
+				MaxPeersPerSource: c.perAddress, ReadBytes: int(mem.reading), IdleTimeout: DefaultReplayDeadline, Allow: c.allow}),
 			OnViolation: p.replayViolation,
 			Curve:       curve,
 		}, p.serveReplay)

@@ -121,8 +121,8 @@ func FuzzSequence(f *testing.F) {
 		for _, st := range s.streams {
 			held += len(st.heldPayload)
 		}
-		if held != s.heldBytes || held > heldBudget {
-			t.Fatalf("%d bytes held, %d counted, budget %d", held, s.heldBytes, heldBudget)
+		if held != s.heldBytes || held > s.heldBudget {
+			t.Fatalf("%d bytes held, %d counted, budget %d", held, s.heldBytes, s.heldBudget)
 		}
 	})
 }

@@ -15,10 +15,11 @@ import (
 // driving its sequence rules message by message.
 func newSequenceSubscriber(maxTopics int, maxGap int64) *Subscriber {
 	return &Subscriber{
-		maxTopics: maxTopics,
-		maxGap:    maxGap,
-		once:      onceLog{log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		streams:   make(map[string]*stream),
+		maxTopics:  maxTopics,
+		maxGap:     maxGap,
+		once:       onceLog{log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		streams:    make(map[string]*stream),
+		heldBudget: int(subscriberShares(DefaultSubscriberMemory).held),
 	}
 }
 
@@ -155,8 +156,8 @@ func TestHeldPayloadsBounded(t *testing.T) {
 		topic := []byte(fmt.Sprint("t", i))
 		s.handle(context.Background(), [][]byte{topic, seqBytes(0), small}, 1, fn)
 		s.handle(context.Background(), [][]byte{topic, seqBytes(1 << 20), big}, 1, fn)
-		if s.heldBytes > heldBudget {
-			t.Fatalf("after %d topics, %d bytes held, budget %d", i+1, s.heldBytes, heldBudget)
+		if s.heldBytes > s.heldBudget {
+			t.Fatalf("after %d topics, %d bytes held, budget %d", i+1, s.heldBytes, s.heldBudget)
 		}
 	}
 	if s.heldBytes == 0 || s.streams["t49"].heldPayload != nil {

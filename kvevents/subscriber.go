@@ -42,11 +42,6 @@ const (
 	DefaultReplayTimeout = 2 * time.Second
 )
 
-// receiveQueueBytes bounds the bytes of messages received but not yet
-// handled, over all publishers; readers wait (and so do the publishers,
-// through TCP) while it is full.
-const receiveQueueBytes = 64 << 20
-
 // Message is one decoded batch as a [Subscriber] delivers it.
 type Message struct {
 	Topic string // the topic frame
@@ -131,7 +126,8 @@ type Subscriber struct {
 	streams     map[string]*stream // per topic; Run's goroutine only, as are the two below
 	newest      *stream            // the stream heard from last, first of the list by message heard
 	oldest      *stream            // the stream heard from least recently, released first
-	heldBytes   int                // of the streams' held payloads
+	heldBytes   int                // of the streams' held payloads, bounded by heldBudget
+	heldBudget  int                // bytes of held payloads over all topics, so that forged jumps on many topics cannot pin a payload each
 	replayTopic *string            // the topic the replay socket answered for, once it did; Run's goroutine only
 
 	mu    sync.Mutex
@@ -154,14 +150,11 @@ type stream struct {
 	heldPayload []byte
 }
 
-// heldBudget bounds the bytes of held payloads over all topics, so that
-// forged jumps on many topics cannot pin a payload each.
-const heldBudget = 16 << 20
-
 // SubscriberOption configures a [Subscriber] made by [NewSubscriber].
 type SubscriberOption func(*subscriberConfig)
 
 type subscriberConfig struct {
+	memory     int64
 	topics     []string
 	replay     string
 	replayWait time.Duration
@@ -324,6 +317,27 @@ func WithSubscriberCurve(c Curve) SubscriberOption {
 	return func(sc *subscriberConfig) { sc.curve = &c }
 }
 
+// WithSubscriberMemory sets the subscriber's memory budget in bytes (n >=
+// [MinMemory]; [DefaultSubscriberMemory] by default), which bounds every
+// kind of memory its publishers can make it hold, each to a share: the
+// connections 3/8, at about 160 KiB each, which bounds the publishers of
+// a subscriber that binds ([WithMaxPublishers] within it); the messages
+// received and not yet handled 1/8; the bytes being read 1/8; the
+// payloads of held jumps ([WithMaxGap]) 1/16; and the payload being
+// decoded 1/4, whose decoded size is at most 16 times its length and
+// 1 MiB, which bounds the payload frame ([WithMaxPayload] within it).
+// The topics it follows ([WithMaxTopics]) and the decoder's kept memory
+// take the last 1/16. A [Mirror] it feeds has a budget of its own
+// ([WithMirrorMemory]).
+func WithSubscriberMemory(n int64) SubscriberOption {
+	return func(c *subscriberConfig) {
+		if n < MinMemory {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: subscriber memory %d bytes, want at least %d", n, MinMemory))
+		}
+		c.memory = n
+	}
+}
+
 // WithSubscriberDirection sets whether the SUB socket binds its endpoint,
 // for publishers that connect to it, or connects to a publisher that
 // binds it. The default, [ByRule], binds a wildcard address ([Wildcard])
@@ -358,7 +372,7 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 // to receive.
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
-		maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
+		memory: DefaultSubscriberMemory, maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
 		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress, log: slog.Default(),
 	}
 	for _, o := range opts {
@@ -367,6 +381,8 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
+	mem := subscriberShares(c.memory)
+	c.maxPayload = int(min(int64(c.maxPayload), mem.payload))
 	bind, err := binds(endpoint, c.dir, Wildcard)
 	if err != nil {
 		return nil, fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
@@ -384,25 +400,26 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		// A replay answer is [empty, topic, seq, payload], or without the
 		// topic as vLLM first sent it: past the delimiter, no frame is
 		// longer than a payload.
-		limits:    zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
-		curve:     curve,
-		maxTopics: c.maxTopics,
-		maxGap:    c.maxGap,
-		once:      onceLog{log: c.log},
-		streams:   make(map[string]*stream),
+		limits:     zmtp.Limits{Frames: []int{0, c.maxPayload}, MaxFrames: 4},
+		curve:      curve,
+		maxTopics:  c.maxTopics,
+		maxGap:     c.maxGap,
+		once:       onceLog{log: c.log},
+		streams:    make(map[string]*stream),
+		heldBudget: int(mem.held),
 	}
 	if c.reuse {
 		s.dec = new(Decoder)
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
-		Limits: zmtp.Limits{
+		Limits: connections(mem.connections, c.maxPeers, zmtp.Limits{
 			Frames:            []int{c.maxTopic, 8, c.maxPayload},
 			MaxFrames:         3,
-			QueueBytes:        receiveQueueBytes,
-			MaxPeers:          c.maxPeers,
+			QueueBytes:        int(mem.queue),
+			ReadBytes:         int(mem.reading),
 			MaxPeersPerSource: c.perAddress,
 			Allow:             c.allow,
-		},
+		}),
 		OnViolation: s.violation,
 		Heartbeat:   c.heartbeat,
 		DialWait:    firstDialWait,
@@ -651,7 +668,7 @@ func (s *Subscriber) handle(ctx context.Context, frames [][]byte, conn uint64, f
 		if st.held < 0 || seq != st.held+1 {
 			s.dropHeld(st)
 			st.held = seq
-			if s.heldBytes+len(payload) <= heldBudget {
+			if s.heldBytes+len(payload) <= s.heldBudget {
 				st.heldPayload = payload
 				s.heldBytes += len(payload)
 			}

@@ -1,0 +1,69 @@
+package kvevents
+
+// The memory budget. A process that publishes, or that subscribes and
+// mirrors, gives each of its parts a share of one budget in bytes, so
+// that what peers can make it hold adds up to a known sum; the commands
+// set the runtime's memory limit to the same budget.
+
+import "github.com/sagellm/kvevict/kvevents/internal/zmtp"
+
+// Memory budgets.
+const (
+	// DefaultMemory is the budget, in bytes, of a [Publisher] unless told
+	// otherwise, and of a [Subscriber] and what it feeds together.
+	DefaultMemory = 512 << 20
+	// DefaultSubscriberMemory is a [Subscriber]'s budget unless told
+	// otherwise: half of DefaultMemory, the rest being for what it feeds.
+	DefaultSubscriberMemory = DefaultMemory / 2
+	// MinMemory is the least budget any of them takes: room for a few
+	// connections and a batch.
+	MinMemory = 16 << 20
+)
+
+// connectionBytes is what a connection past its handshake, or in it,
+// costs beside what it reads and queues: its read and write buffers and
+// the stacks of its goroutines. A handshake's slot costs twice that: the
+// connections waiting on probation for one hold a goroutine each.
+const connectionBytes = 160 << 10
+
+// connections returns the limits on a listening socket's connections
+// within part bytes: a sixteenth of them, at most zmtp's defaults, in
+// their handshake, and the rest peers, at most want.
+func connections(part int64, want int, lim zmtp.Limits) zmtp.Limits {
+	n := max(part/connectionBytes, 3)
+	lim.MaxHandshakes = int(min(max(n/16, 1), zmtp.DefaultMaxHandshakes))
+	lim.MaxHandshakesPerSource = min(lim.MaxHandshakes, zmtp.DefaultMaxHandshakesPerSource)
+	lim.MaxPeers = int(max(1, min(int64(want), n-2*int64(lim.MaxHandshakes))))
+	return lim
+}
+
+// publisherMemory is a Publisher's budget in shares, in bytes; the
+// connections' and the reading's are each socket's (the PUB socket's and,
+// with replay, the replay socket's, which share the budget's).
+type publisherMemory struct {
+	replay, queues, connections, subscriptions, reading int64
+}
+
+// publisherShares splits a Publisher's budget of n bytes, as
+// WithPublisherMemory says.
+func publisherShares(n int64, replay bool) publisherMemory {
+	sockets := int64(1)
+	if replay {
+		sockets = 2
+	}
+	return publisherMemory{replay: n / 8 * 5, queues: n / 8, connections: n / 16 * 3 / sockets,
+		subscriptions: n / 32, reading: max(n/32/sockets, 1<<20)}
+}
+
+// subscriberMemory is a Subscriber's budget in shares, in bytes, but for
+// payload: the longest payload frame whose decoding fits its share.
+type subscriberMemory struct {
+	connections, queue, reading, held, payload int64
+}
+
+// subscriberShares splits a Subscriber's budget of n bytes, as
+// WithSubscriberMemory says.
+func subscriberShares(n int64) subscriberMemory {
+	return subscriberMemory{connections: n / 8 * 3, queue: n / 8, reading: n / 8, held: n / 16,
+		payload: max(n/4-allocSlack, 0)/allocFactor + 1}
+}

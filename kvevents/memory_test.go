@@ -1,0 +1,136 @@
+package kvevents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
+)
+
+// liveHeap returns the heap's live bytes, after a collection.
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// heapPeak samples the heap while fn runs and returns the most it held
+// above what it held before, collected or not: a bound on it is a bound
+// on the live heap too.
+func heapPeak(fn func()) int64 {
+	before := liveHeap()
+	var peak int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, int64(ms.HeapAlloc)-before)
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	fn()
+	close(done)
+	wg.Wait()
+	return peak
+}
+
+// TestSubscriptionFlood: peers that each send 1,024 subscriptions of 1,000
+// bytes, scaled down from thousands of peers to 30 under a budget of 32
+// MiB, whose share for subscriptions is 1 MiB. Together they would hold
+// about 36 MB; each peer that takes the subscriptions past their share is
+// closed and counted, the heap stays within the budget, and a subscriber
+// that comes after still subscribes and gets its batch.
+func TestSubscriptionFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods a publisher with 30 connections")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
+	defer cancel()
+	const budget, peers, subs = 32 << 20, 30, 1024
+	share := publisherShares(budget, false).subscriptions
+	p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherDirection(Bind), WithPublisherMemory(budget),
+		WithPublisherLogger(slog.New(slog.DiscardHandler)), WithLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addr := "tcp://" + p.Addr().String()
+	prefix := []byte(strings.Repeat("x", 1000))
+	var held int64
+	// One at a time: the budget leaves two connections in their
+	// handshake at once, and a third would take the place of one.
+	conns := make([]*zmtp.Conn, peers)
+	for i := range conns {
+		c, err := zmtp.Dial(ctx, addr, "SUB", nil, zmtp.Limits{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	grew := heapPeak(func() {
+		var wg sync.WaitGroup
+		for i, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range subs {
+					sub := append([]byte{1}, prefix...)
+					copy(sub[1:], fmt.Sprintf("%d.%d.", i, j))
+					if c.WriteMsg([][]byte{sub}) != nil {
+						return // closed: the publisher refused it
+					}
+				}
+				c.SetDeadline(time.Now().Add(4 * testTimeout))
+				c.ReadMsg() // until the publisher closes it
+			}()
+		}
+		st := waitStats(ctx, p.pub.Stats, func(st zmtp.PubStats) bool {
+			held = max(held, st.SubscriptionBytes)
+			return st.Connected == peers && st.Disconnected == peers
+		})
+		if st.Disconnected != peers {
+			t.Errorf("%d of %d flooding peers closed", st.Disconnected, peers)
+		}
+		wg.Wait()
+	})
+	t.Logf("the heap grew by at most %d bytes; the subscriptions held at most %d bytes", grew, held)
+	if limit := share + peers*(subscriptionFloorBytes+1100+zmtp.SubscriptionOverhead); held > limit {
+		t.Errorf("the subscriptions held %d bytes, want at most %d", held, limit)
+	}
+	if grew > budget {
+		t.Errorf("the heap grew by %d bytes under the flood, budget %d", grew, budget)
+	}
+	if r := p.pub.Refusals().Subscriptions; r != peers {
+		t.Errorf("%d subscribers refused for their subscriptions, want %d", r, peers)
+	}
+	if st := p.Stats(); st.RefusedSubscribers != peers {
+		t.Errorf("%d subscribers counted refused, want %d", st.RefusedSubscribers, peers)
+	}
+	s, err := NewSubscriber(ctx, addr, WithSubscriberLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSubscriber(ctx, t, s, nil)
+	publishToOne(ctx, t, p)
+	c.wait(ctx, t, 1)
+}
+
+// subscriptionFloorBytes is zmtp's floor of each subscriber's
+// subscriptions, as the flood test bounds what they hold.
+const subscriptionFloorBytes = 4 << 10
