@@ -114,11 +114,17 @@ func (t *intTable) load(m uint32) int32 { return t.entries[t.home(m)].slot }
 // put files the key whose mix find returned, which the table does not
 // hold, under slot. O(1) expected, amortized over the table's doublings.
 func (t *intTable) put(mix uint32, slot int32) {
-	if (t.count+1)*maxLoadDen > len(t.entries)*maxLoadNum {
+	if t.full() {
 		t.grow()
 	}
 	t.place(intEntry{slot: slot + 1, mix: mix})
 }
+
+// full reports whether the next put grows the table, to grown() buckets.
+func (t *intTable) full() bool { return (t.count+1)*maxLoadDen > len(t.entries)*maxLoadNum }
+
+// grown returns the buckets the table grows to.
+func (t *intTable) grown() int { return max(minBuckets, 2*len(t.entries)) }
 
 // place files e in the first empty bucket from its home.
 func (t *intTable) place(e intEntry) {
@@ -182,14 +188,38 @@ func (t *intTable) unfile(m uint32, slot int32, k uint64, slab []block) (int32, 
 
 // grow doubles the buckets (to minBuckets from none) and refiles every
 // entry. O(len).
-func (t *intTable) grow() {
+func (t *intTable) grow() { t.resize(t.grown(), nil) }
+
+// refile files every entry under its slot's new number, to[slot], in a
+// table of the fewest buckets that holds them and one more, or none when
+// it is empty. O(len).
+func (t *intTable) refile(to []int32) {
+	n := 0
+	if t.count > 0 {
+		n = minBuckets
+		for (t.count+1)*maxLoadDen > n*maxLoadNum {
+			n *= 2
+		}
+	}
+	t.resize(n, to)
+}
+
+// resize refiles every entry in a table of n buckets (a power of two, or
+// 0 when there is no entry), each under slot to[slot] when to is not nil.
+// O(len).
+func (t *intTable) resize(n int, to []int32) {
 	old := t.entries
-	n := max(minBuckets, 2*len(old))
+	t.entries, t.count = nil, 0
+	if n == 0 {
+		return
+	}
 	t.entries = make([]intEntry, n)
 	t.shift = uint8(32 - bits.TrailingZeros(uint(n)))
-	t.count = 0
 	for _, e := range old {
 		if e.slot != 0 {
+			if to != nil {
+				e.slot = to[e.slot-1] + 1
+			}
 			t.place(e)
 		}
 	}

@@ -10,15 +10,25 @@ import "github.com/sagellm/kvevict/kvevents/internal/zmtp"
 // Memory budgets.
 const (
 	// DefaultMemory is the budget, in bytes, of a [Publisher] unless told
-	// otherwise, and of a [Subscriber] and what it feeds together.
+	// otherwise, and of a [Subscriber] and the [Mirror] it feeds
+	// together: DefaultSubscriberMemory and DefaultMirrorMemory, with an
+	// eighth left for the runtime.
 	DefaultMemory = 512 << 20
-	// DefaultSubscriberMemory is a [Subscriber]'s budget unless told
-	// otherwise: half of DefaultMemory, the rest being for what it feeds.
+	// DefaultSubscriberMemory and DefaultMirrorMemory are a
+	// [Subscriber]'s and a [Mirror]'s budgets unless told otherwise:
+	// DefaultMemory split as [MirrorShares] splits it.
 	DefaultSubscriberMemory = DefaultMemory / 2
+	DefaultMirrorMemory     = DefaultMemory / 8 * 3
 	// MinMemory is the least budget any of them takes: room for a few
 	// connections and a batch.
 	MinMemory = 16 << 20
 )
+
+// MirrorShares splits the budget of n bytes of a process that subscribes
+// and mirrors: half to its [Subscriber] ([WithSubscriberMemory]), three
+// eighths to its [Mirror] ([WithMirrorMemory]), and the last eighth to
+// the runtime and the rest of the process.
+func MirrorShares(n int64) (subscriber, mirror int64) { return n / 2, n / 8 * 3 }
 
 // connectionBytes is what a connection past its handshake, or in it,
 // costs beside what it reads and queues: its read and write buffers and

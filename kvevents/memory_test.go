@@ -134,3 +134,71 @@ func TestSubscriptionFlood(t *testing.T) {
 // subscriptionFloorBytes is zmtp's floor of each subscriber's
 // subscriptions, as the flood test bounds what they hold.
 const subscriptionFloorBytes = 4 << 10
+
+// TestMirrorMemoryFlood feeds mirrors of a 32 MiB budget what took an
+// unbounded mirror to gigabytes, scaled down: 20 topics of 200,000
+// integer hashes each, and 20 topics of 20,000 bytes hashes of 256 bytes
+// (MaxHashBytes) each. The mirror's count stays within its budget
+// throughout, the live heap within the budget and slack, and a topic
+// that comes last is stored whole, taking its room from the others.
+func TestMirrorMemoryFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("feeds a mirror hundreds of megabytes of hashes")
+	}
+	const budget = 32 << 20
+	for _, tc := range []struct {
+		name          string
+		topics, count int
+		hash          func(topic, i int) Hash
+	}{
+		{"ints", 20, 200_000, func(topic, i int) Hash { return IntHash(uint64(topic)<<32 | uint64(i)) }},
+		{"bytes", 20, 20_000, func(topic, i int) Hash {
+			b := make([]byte, MaxHashBytes)
+			copy(b, fmt.Sprintf("%d.%d.", topic, i))
+			return BytesHash(b)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := liveHeap()
+			m, err := NewMirror(MaxMirrorCapacity, WithMirrorMemory(budget))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const batch = 1000
+			for topic := range tc.topics {
+				name := fmt.Sprint("kv@pod-", topic)
+				for i := 0; i < tc.count; i += batch {
+					hashes := make([]Hash, batch)
+					for j := range hashes {
+						hashes[j] = tc.hash(topic, i+j)
+					}
+					m.Apply(name, &EventBatch{Events: []Event{&BlockStored{BlockHashes: hashes}}})
+					if st := m.Stats(); st.Bytes > budget {
+						t.Fatalf("topic %d, block %d: the mirror counts %d bytes, budget %d", topic, i, st.Bytes, budget)
+					}
+				}
+			}
+			checkMirror(t, m)
+			last := make([]Hash, batch)
+			for j := range last {
+				last[j] = tc.hash(tc.topics, j)
+			}
+			m.Apply("kv@new", &EventBatch{Events: []Event{&BlockStored{BlockHashes: last}}})
+			if got := m.Match("kv@new", last); got != batch {
+				t.Errorf("the topic that came last holds %d of its %d blocks", got, batch)
+			}
+			checkMirror(t, m)
+			grew := liveHeap() - before
+			var blocks int
+			for _, ts := range m.Topics() {
+				blocks += ts.ResidentBlocks
+			}
+			st := m.Stats()
+			t.Logf("%d topics hold %d blocks in %d bytes counted, the live heap grew by %d", len(m.Topics()), blocks, st.Bytes, grew)
+			if grew > budget+budget/4 {
+				t.Errorf("the live heap grew by %d bytes, budget %d", grew, budget)
+			}
+			runtime.KeepAlive(m)
+		})
+	}
+}

@@ -1,10 +1,12 @@
 package kvevents
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Mirror keeps, per topic (one engine each), the blocks that engine holds,
@@ -38,13 +40,54 @@ import (
 // A Mirror is safe for concurrent use: its queries (Match, MatchGroup,
 // Resident, ResidentOn, Topics) run in parallel with one another, as a
 // router's requests score engines, and each batch of events applies alone,
-// between them. Its memory is O(capacity) per topic, each block's hash
-// taking at most MaxHashBytes.
+// between them.
+//
+// Its memory is bounded in bytes too, over all its topics
+// ([WithMirrorMemory]): each topic counts what it has allocated, its
+// slots, tables and hashes, and a topic may always fill the room it has
+// allocated. A block that needs more room than the budget has left is
+// stored, if its topic holds its share of the budget (the budget over the
+// topics) or more, in place of its topic's oldest leaf, as past the
+// capacity; otherwise the topic that holds the most gives up its oldest
+// leaves and the room they held, and an empty one goes (counted in
+// [MirrorStats]). So a topic that grows takes room from the largest, and
+// one at its share evicts its own.
 type Mirror struct {
 	capacity int
+	budget   int64 // bytes over every topic
 
-	mu     sync.RWMutex // readers (Match and the other queries) share it; events hold it alone
-	topics map[string]*topicIndex
+	mu       sync.RWMutex // readers (Match and the other queries) share it; events hold it alone
+	topics   map[string]*topicIndex
+	used     int64 // bytes every topic holds, as topicIndex.mem counts them
+	released int64 // topics let go to make room
+}
+
+// MirrorStats describe a [Mirror]'s memory.
+type MirrorStats struct {
+	Bytes  int64 // what its topics hold, as its budget counts it
+	Budget int64 // [WithMirrorMemory]'s
+	// Released counts the topics let go, empty of blocks, to make room
+	// for another's: their counts went with them.
+	Released int64
+}
+
+// MirrorOption configures a [Mirror] made by [NewMirror].
+type MirrorOption func(*mirrorConfig)
+
+type mirrorConfig struct {
+	budget int64
+	errs   []error
+}
+
+// WithMirrorMemory bounds the bytes a mirror's topics hold, all together
+// (n >= [MinMemory]); see [Mirror]. The default is [DefaultMirrorMemory].
+func WithMirrorMemory(n int64) MirrorOption {
+	return func(c *mirrorConfig) {
+		if n < MinMemory {
+			c.errs = append(c.errs, fmt.Errorf("kvevents: mirror memory %d bytes, want at least %d", n, MinMemory))
+		}
+		c.budget = n
+	}
 }
 
 // MaxGroups is how many (group, medium) pairs a [Mirror] keeps per topic:
@@ -99,7 +142,124 @@ type topicIndex struct {
 	sets      []set            // the pairs seen, at most MaxGroups
 	stats     TopicStats
 	loaded    int32 // the sum of what the prefetches loaded, kept so that the compiler keeps their loads
+
+	// mem is what the topic holds, as the mirror's budget counts it (see
+	// measure); used is the mirror's count of every topic's, which mem's
+	// changes go to. bytesLive counts the bytes hashes in the slots,
+	// bytesPeak the most there were at once (their maps do not shrink),
+	// and hashBytes their bytes.
+	mem, bytesLive, bytesPeak, hashBytes int64
+	used                                 *int64
 }
+
+// What the mirror's budget counts: a slot (a block and its place in the
+// free list), a bucket of an integer table, an entry of the two maps of a
+// bytes hash, and a topic's own structures beside its name.
+const (
+	slotBytes       = int64(unsafe.Sizeof(block{})) + 8
+	bucketBytes     = int64(unsafe.Sizeof(intEntry{}))
+	bytesEntryBytes = 128
+	topicBytes      = int64(unsafe.Sizeof(topicIndex{})) + 512
+)
+
+// hashCost is what a bytes hash of n bytes takes: its string, rounded up
+// as the allocator's size classes do.
+func hashCost(n int) int64 { return int64(n + n/8 + 16) }
+
+// measure returns what t holds: its slab, free list and tables as
+// allocated, and its bytes hashes. O(MaxGroups).
+func (t *topicIndex) measure() int64 {
+	n := topicBytes + int64(len(t.stats.Topic)) + int64(cap(t.slab))*slotBytes + t.bytesPeak*bytesEntryBytes + t.hashBytes
+	for s := range t.index { // a clear keeps the tables of the sets it forgets
+		n += int64(len(t.index[s].ints.entries)) * bucketBytes
+	}
+	return n
+}
+
+// freeable returns about what compact would give back: the slots and
+// bytes hashes' entries not in use. O(1).
+func (t *topicIndex) freeable() int64 {
+	return int64(cap(t.slab)-len(t.slab)+len(t.free))*slotBytes + (t.bytesPeak-t.bytesLive)*bytesEntryBytes
+}
+
+// compact moves t's blocks into a slab just large enough, and its tables
+// and maps into ones sized for their entries, so that the memory of the
+// blocks it let go goes back. The caller accounts for it. O(slots).
+func (t *topicIndex) compact() {
+	const gone = -2
+	to := make([]int32, len(t.slab))
+	for _, n := range t.free {
+		to[n] = gone
+	}
+	slab := make([]block, 0, len(t.slab)-len(t.free))
+	for n := range t.slab {
+		if to[n] != gone {
+			to[n] = int32(len(slab))
+			slab = append(slab, t.slab[n])
+		}
+	}
+	re := func(n int32) int32 {
+		if n == noSlot {
+			return noSlot
+		}
+		return to[n]
+	}
+	for i := range slab {
+		b := &slab[i]
+		b.parent, b.older, b.newer = re(b.parent), re(b.older), re(b.newer)
+	}
+	t.slab, t.free = slab, nil
+	t.oldest, t.newest = re(t.oldest), re(t.newest)
+	if t.bytesKeys != nil {
+		keys := make(map[int32]string, len(t.bytesKeys))
+		for n, h := range t.bytesKeys {
+			keys[to[n]] = h
+		}
+		t.bytesKeys = keys
+	}
+	for s := range t.index {
+		x := &t.index[s]
+		x.ints.refile(to)
+		if x.bytes != nil {
+			bytes := make(map[string]int32, len(x.bytes))
+			for h, n := range x.bytes {
+				bytes[h] = to[n]
+			}
+			x.bytes = bytes
+		}
+	}
+	t.bytesPeak = t.bytesLive
+}
+
+// account brings t.mem, and the mirror's count, up to date.
+func (t *topicIndex) account() {
+	m := t.measure()
+	*t.used += m - t.mem
+	t.mem = m
+}
+
+// growth returns the bytes storing k, not resident, adds to t.
+func (t *topicIndex) growth(k blockKey) int64 {
+	var g int64
+	if len(t.free) == 0 && len(t.slab) == cap(t.slab) {
+		g += int64(slabGrowth(cap(t.slab))-cap(t.slab)) * slotBytes
+	}
+	if !k.hash.isBytes {
+		if x := &t.index[k.set].ints; x.full() {
+			g += int64(x.grown()-len(x.entries)) * bucketBytes
+		}
+	} else {
+		g += hashCost(len(k.hash.b))
+		if t.bytesLive == t.bytesPeak {
+			g += bytesEntryBytes
+		}
+	}
+	return g
+}
+
+// slabGrowth returns the slots a full slab of n grows to: by half, so
+// that a large topic's next step is a fraction of the budget.
+func slabGrowth(n int) int { return n + n/2 + 64 }
 
 // lookup returns the slot of the resident block k, and a probe that
 // stores k after a miss. O(1).
@@ -201,12 +361,27 @@ type TopicStats struct {
 const MaxMirrorCapacity = 1 << 29
 
 // NewMirror returns an empty mirror holding at most capacity blocks per
-// topic (1 <= capacity <= [MaxMirrorCapacity]).
-func NewMirror(capacity int) (*Mirror, error) {
-	if capacity < 1 || capacity > MaxMirrorCapacity {
-		return nil, fmt.Errorf("kvevents: mirror capacity %d, want 1 to %d", capacity, MaxMirrorCapacity)
+// topic (1 <= capacity <= [MaxMirrorCapacity]), and at most its memory
+// budget ([WithMirrorMemory]) over all topics.
+func NewMirror(capacity int, opts ...MirrorOption) (*Mirror, error) {
+	c := mirrorConfig{budget: DefaultMirrorMemory}
+	for _, o := range opts {
+		o(&c)
 	}
-	return &Mirror{capacity: capacity, topics: make(map[string]*topicIndex)}, nil
+	if capacity < 1 || capacity > MaxMirrorCapacity {
+		c.errs = append(c.errs, fmt.Errorf("kvevents: mirror capacity %d, want 1 to %d", capacity, MaxMirrorCapacity))
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return nil, err
+	}
+	return &Mirror{capacity: capacity, budget: c.budget, topics: make(map[string]*topicIndex)}, nil
+}
+
+// Stats returns the mirror's memory and what its budget cost. O(1).
+func (m *Mirror) Stats() MirrorStats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return MirrorStats{Bytes: m.used, Budget: m.budget, Released: m.released}
 }
 
 // Handle applies a [Subscriber]'s message: pass it as Run's handler. A
@@ -218,7 +393,9 @@ func (m *Mirror) Handle(msg Message) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if msg.Released {
-		delete(m.topics, msg.Topic)
+		if t, ok := m.topics[msg.Topic]; ok {
+			m.drop(t)
+		}
 		return
 	}
 	t := m.topic(msg.Topic)
@@ -241,13 +418,68 @@ func (m *Mirror) Apply(topic string, b *EventBatch) {
 func (m *Mirror) topic(name string) *topicIndex {
 	t, ok := m.topics[name]
 	if !ok {
-		t = &topicIndex{oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}}
+		// A topic's own structures first make room, from the others;
+		// MinMemory holds one alone.
+		for need := topicBytes + int64(len(name)); m.used+need > m.budget && m.makeRoom(nil, noSlot, need); {
+		}
+		t = &topicIndex{oldest: noSlot, newest: noSlot, stats: TopicStats{Topic: name}, used: &m.used}
 		for i := range t.index {
 			t.index[i].ints.seed = newSeed()
 		}
+		t.account()
 		m.topics[name] = t
 	}
 	return t
+}
+
+// drop lets topic t go, and the memory it held.
+func (m *Mirror) drop(t *topicIndex) {
+	m.used -= t.mem
+	delete(m.topics, t.stats.Topic)
+}
+
+// makeRoom frees memory for a block that t, which holds its share of the
+// budget or more, stores: its oldest leaf goes, unless it is keep (the
+// parent of the chain being stored). A topic under its share, or none
+// (nil, a topic being made), takes need bytes, or an eighth of it if
+// more, from the topic that holds the most: that one's oldest leaves go
+// until what they held, given back by compacting it, is that much, or it
+// has none left; an empty one goes. It
+// reports whether anything went. O(topics) plus the compaction's
+// O(slots) when it takes from another topic.
+func (m *Mirror) makeRoom(t *topicIndex, keep int32, need int64) bool {
+	if t != nil && t.mem*int64(len(m.topics)) >= m.budget {
+		if t.oldest == noSlot || t.oldest == keep {
+			return false
+		}
+		t.remove(t.oldest)
+		t.stats.EvictedBlocks++
+		return true
+	}
+	var v *topicIndex
+	for _, u := range m.topics {
+		if u != t && (v == nil || u.mem > v.mem) {
+			v = u
+		}
+	}
+	if v == nil {
+		return false
+	}
+	if v.residents == 0 {
+		m.drop(v)
+		m.released++
+		return true
+	}
+	// An eighth of v at least, so that the compactions' cost is
+	// amortized over the blocks they make room for.
+	goal, start := max(need, v.mem/8), v.mem
+	for start-v.mem+v.freeable() < goal && v.oldest != noSlot {
+		v.remove(v.oldest)
+		v.stats.EvictedBlocks++
+	}
+	v.compact()
+	v.account()
+	return true
 }
 
 func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
@@ -303,7 +535,22 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 					t.remove(t.oldest)
 					t.stats.EvictedBlocks++
 				}
+				g := t.growth(k)
+				for g > 0 && m.used+g > m.budget {
+					if !m.makeRoom(t, parent, g) {
+						g = -1
+						break
+					}
+					g = t.growth(k)
+				}
+				if g < 0 { // no room, and nothing left to give it
+					t.stats.EvictedBlocks += int64(len(ev.BlockHashes) - i)
+					break
+				}
 				parent = t.store(k, probe, parent)
+				if g > 0 {
+					t.account()
+				}
 			}
 		case *BlockRemoved:
 			s, ok := t.set(ev.GroupIdx, ev.Medium)
@@ -400,6 +647,9 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 			t.bytesKeys = make(map[int32]string)
 		}
 		t.bytesKeys[n] = k.hash.b
+		t.bytesLive++
+		t.bytesPeak = max(t.bytesPeak, t.bytesLive)
+		t.hashBytes += hashCost(len(k.hash.b))
 	}
 	t.insert(k, probe, n)
 	t.pushNewest(n)
@@ -488,6 +738,11 @@ func (t *topicIndex) alloc() int32 {
 		t.free = t.free[:k-1]
 		return n
 	}
+	if len(t.slab) == cap(t.slab) { // grown as growth counted it
+		slab := make([]block, len(t.slab), slabGrowth(cap(t.slab)))
+		copy(slab, t.slab)
+		t.slab = slab
+	}
 	t.slab = append(t.slab, block{})
 	return int32(len(t.slab) - 1)
 }
@@ -496,10 +751,20 @@ func (t *topicIndex) alloc() int32 {
 // parent.
 func (t *topicIndex) release(n int32) {
 	if t.slab[n].isBytes {
-		delete(t.bytesKeys, n)
+		t.forget(n)
 	}
 	t.slab[n] = block{}
 	t.free = append(t.free, n)
+}
+
+// forget lets go of the bytes hash of slot n, and counts out its bytes.
+func (t *topicIndex) forget(n int32) {
+	d := hashCost(len(t.bytesKeys[n]))
+	delete(t.bytesKeys, n)
+	t.bytesLive--
+	t.hashBytes -= d
+	t.mem -= d
+	*t.used -= d
 }
 
 // key returns the key of the block in slot n.
@@ -520,6 +785,9 @@ func (t *topicIndex) clear() {
 	}
 	t.residents = 0
 	clear(t.bytesKeys)
+	*t.used -= t.hashBytes
+	t.mem -= t.hashBytes
+	t.bytesLive, t.hashBytes = 0, 0
 	clear(t.slab)
 	t.slab, t.free = t.slab[:0], t.free[:0]
 	t.oldest, t.newest = noSlot, noSlot

@@ -21,6 +21,16 @@ func checkMirror(t *testing.T, m *Mirror) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var used int64
+	for name, ti := range m.topics {
+		if got := ti.measure(); ti.mem != got || ti.bytesLive != int64(len(ti.bytesKeys)) || ti.bytesPeak < ti.bytesLive {
+			t.Fatalf("topic %q: %d bytes counted, %d held; %d bytes hashes counted, %d held, at most %d", name, ti.mem, got, ti.bytesLive, len(ti.bytesKeys), ti.bytesPeak)
+		}
+		used += ti.mem
+	}
+	if used != m.used || used > m.budget {
+		t.Fatalf("the topics hold %d bytes, the mirror counts %d, budget %d", used, m.used, m.budget)
+	}
 	for name, ti := range m.topics {
 		blocks := make(map[blockKey]int32)
 		ti.each(func(k blockKey, n int32) { blocks[k] = n })
