@@ -88,13 +88,17 @@ const minEventLen = 15
 // panics, does O(len(payload)) work and allocates at most a small multiple
 // of len(payload); fields and events it skips allocate nothing.
 func Decode(payload []byte) (b EventBatch, skipped Skipped, err error) {
-	return decode(payload, nil)
+	return decode(payload, nil, 0)
 }
 
 // decode is Decode, taking the memory of the batch from mem when it is
-// not nil.
-func decode(payload []byte, mem *Decoder) (b EventBatch, skipped Skipped, err error) {
-	x := &decoder{p: payload, budget: allocFactor*len(payload) + allocSlack, mem: mem}
+// not nil, and allocating at most limit bytes when limit > 0.
+func decode(payload []byte, mem *Decoder, limit int) (b EventBatch, skipped Skipped, err error) {
+	budget := allocFactor*len(payload) + allocSlack
+	if limit > 0 {
+		budget = min(budget, limit)
+	}
+	x := &decoder{p: payload, budget: budget, mem: mem}
 	b, skipped, err = x.batch()
 	if err == nil && x.left() > 0 {
 		err = fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, x.left())
@@ -132,6 +136,9 @@ type Decoder struct {
 	// hash, a string not a constant), which the next call clears rather
 	// than keep alive.
 	pins bool
+	// limit, when > 0, bounds what a decode allocates below Decode's own
+	// bound: a Subscriber's share of its budget for it.
+	limit int
 }
 
 // MaxKeptBytes bounds the memory a [Decoder] keeps for its next call, per
@@ -159,7 +166,7 @@ func (d *Decoder) Decode(payload []byte) (EventBatch, Skipped, error) {
 	d.hashes = kept(d.hashes[:0])
 	d.tokens = kept(d.tokens[:0])
 	d.extra = kept(d.extra[:0])
-	b, skipped, err := decode(payload, d)
+	b, skipped, err := decode(payload, d, d.limit)
 	if b.Events != nil {
 		d.events = b.Events // d's own, or grown for this batch: the next one reuses it
 	}

@@ -61,19 +61,17 @@ func publisherShares(n int64, replay bool) publisherMemory {
 	if replay {
 		sockets = 2
 	}
-	return publisherMemory{replay: n / 8 * 5, queues: n / 8, connections: n / 16 * 3 / sockets,
+	return publisherMemory{replay: n / 16 * 11, queues: n / 8, connections: n / 8 / sockets,
 		subscriptions: n / 32, reading: max(n/32/sockets, 1<<20)}
 }
 
-// subscriberMemory is a Subscriber's budget in shares, in bytes, but for
-// payload: the longest payload frame whose decoding fits its share.
+// subscriberMemory is a Subscriber's budget in shares, in bytes.
 type subscriberMemory struct {
-	connections, queue, reading, held, payload int64
+	connections, queue, reading, held, decoding int64
 }
 
 // subscriberShares splits a Subscriber's budget of n bytes, as
 // WithSubscriberMemory says.
 func subscriberShares(n int64) subscriberMemory {
-	return subscriberMemory{connections: n / 8 * 3, queue: n / 8, reading: n / 8, held: n / 16,
-		payload: max(n/4-allocSlack, 0)/allocFactor + 1}
+	return subscriberMemory{connections: n / 8 * 3, queue: n / 8, reading: n / 8, held: n / 16, decoding: n / 4}
 }

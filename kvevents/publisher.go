@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -40,8 +41,11 @@ const (
 	// the high-water mark in batches: large batches reach it first.
 	DefaultQueueBytes = zmtp.DefaultQueueBytes
 	// DefaultReplayBytes is how many bytes of payloads the replay buffer
-	// keeps at most, beside its count of batches: past it the oldest go.
-	DefaultReplayBytes = 256 << 20
+	// keeps at most, beside its count of batches, unless told otherwise:
+	// its share of DefaultMemory (see [WithPublisherMemory]), which holds
+	// vLLM's 10,000 batches of 512-token blocks with their token ids.
+	// Past it the oldest go.
+	DefaultReplayBytes = DefaultMemory / 16 * 11
 	// DefaultMaxPeers is how many connections past their handshake a
 	// listening socket keeps at once (publishers for a subscriber,
 	// subscribers or replay clients for a publisher): room for a router
@@ -198,10 +202,11 @@ type publisherConfig struct {
 // WithPublisherMemory sets the publisher's memory budget in bytes (n >=
 // [MinMemory]; [DefaultMemory] by default), which bounds every kind of
 // memory its peers can make it hold, each to a share: the replay
-// buffer's payloads 5/8 ([WithReplayBytes] within it), the subscribers'
-// queues together 1/8 (each within [WithQueueBytes]), the connections
-// 3/16, at about 160 KiB each, which bounds the subscribers and replay
-// clients ([WithMaxSubscribers] within it; the two sockets share it), the
+// buffer's payloads 11/16 ([WithReplayBytes] within it), the subscribers'
+// queues together 1/8 (each within [WithQueueBytes]; they hold the
+// payloads the replay buffer holds), the connections 1/8, at about
+// 160 KiB each, which bounds the subscribers and replay clients
+// ([WithMaxSubscribers] within it; the two sockets share it), the
 // subscriptions 1/32, and the bytes being read 1/32. What would go past
 // a share is refused as that kind is refused past its own limit: a
 // subscriber closed and counted, a batch dropped for a subscriber whose
@@ -286,8 +291,8 @@ func WithQueueBytes(n int) PublisherOption {
 // WithReplayBytes sets how many payload bytes the replay buffer keeps at
 // most (n >= 1), beside [WithReplay]'s count of batches: past it the
 // oldest batches go, counted in PublisherStats.ReplayTrimmed. The default
-// is [DefaultReplayBytes], and the memory budget's share
-// ([WithPublisherMemory]) bounds it.
+// is the memory budget's share ([WithPublisherMemory]), [DefaultReplayBytes]
+// under the default budget, and the share bounds it.
 func WithReplayBytes(n int) PublisherOption {
 	return func(c *publisherConfig) {
 		if n < 1 {
@@ -418,7 +423,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{memory: DefaultMemory, log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
-		queueBytes: DefaultQueueBytes, replayBytes: DefaultReplayBytes, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
+		queueBytes: DefaultQueueBytes, replayBytes: math.MaxInt, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
 	for _, o := range opts {
 		o(&c)
 	}

@@ -121,6 +121,9 @@ type Subscriber struct {
 	maxGap     int64
 	once       onceLog
 	dec        *Decoder // with WithBatchReuse: Run's goroutine's, for every message it delivers
+	// decodeLimit bounds what decoding a payload allocates: the budget's
+	// share, below Decode's own bound of 16 times the payload's length.
+	decodeLimit int
 
 	topics      []string           // the subscriptions
 	streams     map[string]*stream // per topic; Run's goroutine only, as are the two below
@@ -322,12 +325,13 @@ func WithSubscriberCurve(c Curve) SubscriberOption {
 // kind of memory its publishers can make it hold, each to a share: the
 // connections 3/8, at about 160 KiB each, which bounds the publishers of
 // a subscriber that binds ([WithMaxPublishers] within it); the messages
-// received and not yet handled 1/8; the bytes being read 1/8; the
-// payloads of held jumps ([WithMaxGap]) 1/16; and the payload being
-// decoded 1/4, whose decoded size is at most 16 times its length and
-// 1 MiB, which bounds the payload frame ([WithMaxPayload] within it).
-// The topics it follows ([WithMaxTopics]) and the decoder's kept memory
-// take the last 1/16. A [Mirror] it feeds has a budget of its own
+// received and not yet handled 1/8; the bytes being read 1/8, which
+// bounds the payload frame too ([WithMaxPayload] within it); the payloads
+// of held jumps ([WithMaxGap]) 1/16; and what decoding a payload
+// allocates 1/4, past which the payload is skipped as [ErrOversized]
+// (beside Decode's own bound of 16 times its length and 1 MiB). The
+// topics it follows ([WithMaxTopics]) and the decoder's kept memory take
+// the last 1/16. A [Mirror] it feeds has a budget of its own
 // ([WithMirrorMemory]).
 func WithSubscriberMemory(n int64) SubscriberOption {
 	return func(c *subscriberConfig) {
@@ -382,7 +386,7 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		return nil, err
 	}
 	mem := subscriberShares(c.memory)
-	c.maxPayload = int(min(int64(c.maxPayload), mem.payload))
+	c.maxPayload = int(min(int64(c.maxPayload), mem.reading))
 	bind, err := binds(endpoint, c.dir, Wildcard)
 	if err != nil {
 		return nil, fmt.Errorf("kvevents: SUB socket on %s: %w", endpoint, err)
@@ -408,8 +412,9 @@ func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOptio
 		streams:    make(map[string]*stream),
 		heldBudget: int(mem.held),
 	}
+	s.decodeLimit = int(mem.decoding)
 	if c.reuse {
-		s.dec = new(Decoder)
+		s.dec = &Decoder{limit: s.decodeLimit}
 	}
 	s.sub = zmtp.NewSub(zmtp.SubOptions{
 		Limits: connections(mem.connections, c.maxPeers, zmtp.Limits{
@@ -947,7 +952,7 @@ func (s *Subscriber) deliver(m Message, payload []byte, fn func(Message)) {
 	if s.dec != nil {
 		b, skipped, err = s.dec.Decode(payload)
 	} else {
-		b, skipped, err = Decode(payload)
+		b, skipped, err = decode(payload, nil, s.decodeLimit)
 	}
 	if err != nil {
 		s.bad(err)
