@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -62,6 +63,10 @@ func TestPublishMirrorFlags(t *testing.T) {
 		{append(ok, "-replay-endpoint", "carrier://x"), "must be transport://address"},
 		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-format", "xml"}, "-format must be table or json"},
 		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "soon"}, `invalid value "soon"`},
+		{append(ok, "-memory", "lots"), "not a size in bytes"},
+		{append(ok, "-memory", "-1MiB"), "not a size in bytes"},
+		{append(ok, "-memory", "63MiB"), "-memory must be at least 67108864 bytes (64MiB), got 66060288"},
+		{[]string{"mirror", "-endpoint", "tcp://127.0.0.1:1", "-duration", "1s", "-memory", "1KiB"}, "-memory must be at least"},
 	} {
 		args := tc.args
 		if args[0] != "publish" && args[0] != "mirror" {
@@ -72,5 +77,31 @@ func TestPublishMirrorFlags(t *testing.T) {
 			!strings.Contains(errOut, "see kvevict "+args[0]+" -h") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestMemoryFlag: -memory reads bytes with an optional binary suffix, and
+// sets the runtime's memory limit unless GOMEMLIMIT does.
+func TestMemoryFlag(t *testing.T) {
+	for in, want := range map[string]int64{"536870912": 512 << 20, "512MiB": 512 << 20, "2GiB": 2 << 30, "64KiB": 64 << 10} {
+		var m memoryFlag
+		if err := m.Set(in); err != nil || int64(m) != want {
+			t.Errorf("-memory %s: %d, %v; want %d", in, int64(m), err, want)
+		}
+	}
+	before := debug.SetMemoryLimit(-1)
+	t.Setenv("GOMEMLIMIT", "")
+	restore := limitMemory(300 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 300<<20 {
+		t.Errorf("the memory limit is %d after -memory 300MiB", got)
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	limitMemory(200 << 20)()
+	if got := debug.SetMemoryLimit(-1); got != 300<<20 {
+		t.Errorf("the memory limit is %d with GOMEMLIMIT set, want it left at %d", got, 300<<20)
+	}
+	restore()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("the memory limit is %d once the command returned, want %d as before", got, before)
 	}
 }

@@ -3,7 +3,7 @@ package main
 // kvevict mirror speaks vLLM's KV events (package kvevents):
 //
 //	kvevict mirror -bind ADDR | -connect ADDR -duration D [-capacity N]
-//	               [-replay-connect ADDR] [-allow CIDR,...]
+//	               [-replay-connect ADDR] [-allow CIDR,...] [-memory BYTES]
 //	               [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
 //	               [-allow-gaps] [-format table|json]
 //
@@ -49,6 +49,7 @@ type mirrorOptions struct {
 	allowGaps                bool
 	allow                    []netip.Prefix
 	curve                    *kvevents.Curve
+	memory                   memoryFlag
 }
 
 func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
@@ -65,6 +66,7 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	fs.StringVar(&replayOlder, "replay-endpoint", "", "the older name of -replay-connect: `ADDR` is always connected to")
 	fs.BoolVar(&o.allowGaps, "allow-gaps", false, "exit 0 even if batches were missed, replay requests failed or received batches were not applied in time (the state is then partial); a mirror that heard nothing still fails")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
+	registerMemory(fs, &o.memory, "the subscriber (connections, queued and held messages, the payload being decoded) and the mirror's topics (docs/kvevents.md, Limits)")
 	if err := parseFlagSet(fs, args, "kvevict mirror -bind ADDR | -connect ADDR -duration D [flags]", help); err != nil {
 		return nil, err
 	}
@@ -90,6 +92,9 @@ func parseMirror(args []string, help io.Writer) (*mirrorOptions, error) {
 	if err := checkCount("capacity", o.capacity, 1, kvevents.MaxMirrorCapacity, "blocks"); err != nil {
 		return nil, err
 	}
+	if err := checkMemory(o.memory); err != nil {
+		return nil, err
+	}
 	if err := checkFormat(o.format); err != nil {
 		return nil, err
 	}
@@ -113,7 +118,9 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := kvevents.NewMirror(o.capacity)
+	defer limitMemory(int64(o.memory))()
+	subMemory, mirrorMemory := kvevents.MirrorShares(int64(o.memory))
+	m, err := kvevents.NewMirror(o.capacity, kvevents.WithMirrorMemory(mirrorMemory))
 	if err != nil {
 		return err
 	}
@@ -122,7 +129,7 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	ctx, stopSignals := untilSignal(ctx)
 	defer stopSignals()
 	opts := []kvevents.SubscriberOption{kvevents.WithSubscriberLogger(slog.New(slog.NewTextHandler(stderr, nil))),
-		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse()}
+		kvevents.WithSubscriberDirection(o.direction), kvevents.WithBatchReuse(), kvevents.WithSubscriberMemory(subMemory)}
 	if len(o.allow) > 0 {
 		opts = append(opts, kvevents.WithSubscriberAllow(o.allow...))
 	}
@@ -160,6 +167,9 @@ func mirror(args []string, stdout, stderr io.Writer) error {
 	}
 	if st.Released > 0 {
 		fmt.Fprintf(stderr, "kvevict: %d topics released, each to follow a new one past the %d a mirror follows: the topic heard from least recently, whose state went with it\n", st.Released, kvevents.DefaultMaxTopics)
+	}
+	if ms := m.Stats(); ms.Released > 0 {
+		fmt.Fprintf(stderr, "kvevict: %d topics let go by the mirror, emptied to make room for others within its %d bytes (-memory): their counts went with them\n", ms.Released, ms.Budget)
 	}
 	if st.Restarts > 0 && o.replay == "" {
 		fmt.Fprintf(stderr, "kvevict: %d publisher restarts without -replay-connect: each topic started over at the first batch heard from its new publisher, and the batches before it count as missed\n", st.Restarts)

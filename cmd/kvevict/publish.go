@@ -7,7 +7,7 @@ package main
 //	                 [-inclusive|-exclusive]]
 //	                [-topic T] [-block-size N] [-dp-rank N] [-encoding mixed|map|array]
 //	                [-replay-bind ADDR [-replay-buffer N]] [-warmup D] [-linger D]
-//	                [-require-subscribers N] [-allow CIDR,...]
+//	                [-require-subscribers N] [-allow CIDR,...] [-memory BYTES]
 //	                [-curve-secret FILE [-curve-server-key FILE] [-curve-clients FILE]]
 //	                [-format table|json]
 //
@@ -64,6 +64,7 @@ type publishOptions struct {
 	tiers                                  tierOptions // -tier, -write, -inclusive, -exclusive
 	allow                                  []netip.Prefix
 	curve                                  *kvevents.Curve
+	memory                                 memoryFlag
 }
 
 func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
@@ -93,6 +94,7 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 	fs.DurationVar(&o.linger, "linger", defaultLinger, "at the end, wait at most this long for the subscribers to take what is queued for them and for replay answers under way")
 	fs.IntVar(&o.requireSubscribers, "require-subscribers", 1, "fail (exit 1) unless at least `N` subscribers received batches of the topic (on the stream, or by replay alone), or if one that did lost batches; 0 publishes to nobody without complaint")
 	fs.StringVar(&o.format, "format", "table", "output: table or json")
+	registerMemory(fs, &o.memory, "the replay buffer, the subscribers' queues, connections and subscriptions (docs/kvevents.md, Limits)")
 	if err := parseFlagSet(fs, args, "kvevict publish -bind ADDR | -connect ADDR -trace FILE -capacity N [flags]", help); err != nil {
 		return nil, err
 	}
@@ -113,6 +115,9 @@ func parsePublish(args []string, help io.Writer) (*publishOptions, error) {
 		return nil, err
 	}
 	if err := checkCount("replay-buffer", o.replayBuffer, 1, maxReplayBuffer, "batches"); err != nil {
+		return nil, err
+	}
+	if err := checkMemory(o.memory); err != nil {
 		return nil, err
 	}
 	set := map[string]bool{}
@@ -295,7 +300,8 @@ func publish(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	ctx, stopSignals := untilSignal(context.Background())
 	defer stopSignals()
-	opts := []kvevents.PublisherOption{kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
+	defer limitMemory(int64(o.memory))()
+	opts := []kvevents.PublisherOption{kvevents.WithPublisherMemory(int64(o.memory)), kvevents.WithTopic(o.topic), kvevents.WithEncoding(o.encoding), kvevents.WithLinger(o.linger),
 		kvevents.WithDataParallelRank(o.rank), kvevents.WithPublisherLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 		kvevents.WithPublisherDirection(o.direction), kvevents.WithPublisherAllow(o.allow...)}
 	if o.replay != "" {
