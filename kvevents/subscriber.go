@@ -248,8 +248,9 @@ func WithMaxTopics(n int) SubscriberOption {
 // once (n >= 1); a longer one is held until the topic's next message
 // follows it, and dropped if that message continues the old sequence
 // instead, so that one forged sequence number cannot make the real
-// publisher's batches look stale. Held payloads take at most 16 MiB over
-// all topics; past that only the number is held, and the batch comes back
+// publisher's batches look stale. Held payloads take at most their share
+// of the memory budget over all topics ([WithSubscriberMemory]: 16 MiB by
+// default); past that only the number is held, and the batch comes back
 // by replay once confirmed, or counts as missed.
 // The default is [DefaultMaxGap].
 func WithMaxGap(n int64) SubscriberOption {
