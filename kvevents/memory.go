@@ -30,6 +30,10 @@ const (
 // the runtime and the rest of the process.
 func MirrorShares(n int64) (subscriber, mirror int64) { return n / 2, n / 8 * 3 }
 
+// minHandshakes is the fewest handshakes a socket has room for at once:
+// with one, peers that come together take each other's place.
+const minHandshakes = 4
+
 // connectionBytes is what a connection past its handshake, or in it,
 // costs beside what it reads and queues: its read and write buffers and
 // the stacks of its goroutines. A handshake's slot costs twice that: the
@@ -37,11 +41,12 @@ func MirrorShares(n int64) (subscriber, mirror int64) { return n / 2, n / 8 * 3 
 const connectionBytes = 160 << 10
 
 // connections returns the limits on a listening socket's connections
-// within part bytes: a sixteenth of them, at most zmtp's defaults, in
-// their handshake, and the rest peers, at most want.
+// within part bytes: a sixteenth of them in their handshake, at least
+// minHandshakes and at most zmtp's defaults, and the rest peers, at most
+// want.
 func connections(part int64, want int, lim zmtp.Limits) zmtp.Limits {
-	n := max(part/connectionBytes, 3)
-	lim.MaxHandshakes = int(min(max(n/16, 1), zmtp.DefaultMaxHandshakes))
+	n := max(part/connectionBytes, 2*minHandshakes+1)
+	lim.MaxHandshakes = int(min(max(n/16, minHandshakes), zmtp.DefaultMaxHandshakes))
 	lim.MaxHandshakesPerSource = min(lim.MaxHandshakes, zmtp.DefaultMaxHandshakesPerSource)
 	lim.MaxPeers = int(max(1, min(int64(want), n-2*int64(lim.MaxHandshakes))))
 	return lim
