@@ -150,3 +150,70 @@ func TestMirrorUnderAttack(t *testing.T) {
 	}
 	t.Logf("stderr:\n%s", stderr.String())
 }
+
+// TestPublishUnderSubscriptionFlood runs kvevict publish with -memory
+// 128MiB while, in its warmup, 80 peers speaking ZMTP 3.0 as any ZeroMQ SUB
+// does each send 1,024 subscriptions of 1,000 bytes: 82 MB together, the
+// attack that took publish to 928 MB with 300 peers, scaled down. The
+// subscriptions' share (4 MiB) closes every peer that would pass it, the
+// process lives, and its peak resident memory stays within its budget.
+func TestPublishUnderSubscriptionFlood(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures the process's memory, which the race detector multiplies")
+	}
+	if testing.Short() {
+		t.Skip("floods a publisher with 80 MB of subscriptions")
+	}
+	const budget, peers, subs = 128 << 20, 80, 1024
+	path := filepath.Join(t.TempDir(), "kv.ipc")
+	c := startChild(t, "publish", "-bind", "ipc://"+path, "-trace", excerpt, "-capacity", "1000", "-warmup", "4s",
+		"-linger", "0s", "-require-subscribers", "0", "-memory", fmt.Sprint(budget), "-format", "json")
+	dialed := 0
+	for deadline := time.Now().Add(3 * time.Second); dialed < peers && time.Now().Before(deadline); {
+		nc, err := net.Dial("unix", path)
+		if err != nil {
+			time.Sleep(20 * time.Millisecond) // not bound yet
+			continue
+		}
+		defer nc.Close()
+		// One handshake at a time, done once the greeting and READY came
+		// back: the budget leaves a few in their handshake at once.
+		if _, err := nc.Write(handshake("SUB")); err != nil {
+			continue
+		}
+		head := make([]byte, 64+2) // the greeting, and the header of its READY
+		if _, err := io.ReadFull(nc, head); err != nil {
+			continue
+		}
+		if _, err := io.ReadFull(nc, make([]byte, head[65])); err != nil {
+			continue
+		}
+		dialed++
+		go func(peer int) {
+			defer io.Copy(io.Discard, nc)
+			prefix := bytes.Repeat([]byte("x"), 1001)
+			prefix[0] = 1 // subscribe
+			for j := range subs {
+				copy(prefix[1:], fmt.Sprintf("%d.%d.", peer, j))
+				if _, err := nc.Write(frames(prefix)); err != nil {
+					return // closed: publish refused it
+				}
+			}
+		}(dialed)
+	}
+	res := c.wait()
+	if res.code != 0 {
+		t.Fatalf("publish exited %d: %s", res.code, res.err)
+	}
+	peak := c.cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
+	t.Logf("%d flooding peers; peak resident memory %d MB", dialed, peak>>20)
+	if dialed < peers/2 {
+		t.Errorf("only %d of %d peers connected", dialed, peers)
+	}
+	if peak > budget {
+		t.Errorf("peak resident memory %d MB, want within the budget of %d MB", peak>>20, budget>>20)
+	}
+	if !strings.Contains(res.err, "subscriptions may take") {
+		t.Errorf("stderr %q: no subscriber refused for its subscriptions", res.err)
+	}
+}
