@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -845,7 +846,9 @@ type wireMirror struct {
 // newWireMirror returns a mirror of engines engines of capacity blocks
 // each, whose blocks hold blockSize tokens.
 func newWireMirror(engines, capacity, blockSize int) (*wireMirror, error) {
-	m, err := kvevents.NewMirror(capacity)
+	// No peer feeds it, and it must hold what the engines hold to route
+	// as they do: its memory is the engines' capacity, not a budget's.
+	m, err := kvevents.NewMirror(capacity, kvevents.WithMirrorMemory(math.MaxInt64))
 	if err != nil {
 		return nil, err
 	}
