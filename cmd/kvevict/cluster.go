@@ -161,8 +161,7 @@ naming the best row by -rank and its change against -baseline:
   strategy       each engine's eviction strategy
   router         how requests were routed, with its -load-weight when
                  several are given and its -hints source (docs/hints.md):
-                 the engines' trees honour the hints, the tiers below
-                 take none
+                 the engines' trees and the tiers below honour the hints
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
   Δhit           hit ratio minus the baseline's at the same engines and blocks

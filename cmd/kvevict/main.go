@@ -111,6 +111,7 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
+	"github.com/sagellm/kvevict/tier"
 )
 
 func main() {
@@ -330,8 +331,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	}
 	if set["hints"] {
 		switch {
-		case len(o.tiers.specs) > 0:
-			return nil, usagef("-hints with -tier: the tiers below the GPU take no hints yet (docs/hints.md)")
+		case o.tiers.write == tier.WriteVLLM:
+			return nil, usagef("-hints with -write vllm: the reproduction of vLLM's host tier takes no hints (docs/hints.md)")
 		}
 		if o.hints, err = sim.ParseHintSources(hints); err != nil {
 			return nil, usagef("-hints: %v", err)
