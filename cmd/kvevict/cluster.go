@@ -510,13 +510,11 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	for _, n := range o.notes {
 		fmt.Fprintln(stderr, n)
 	}
-	w, err := loadWorkload(&o.source, stdin)
+	w, hinted, err := loadHinted(&o.source, o.hints, stdin)
 	if err != nil {
 		return err
 	}
-	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
-		return err
-	}
+	o.hinted = hinted
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
 	reports, err := runCluster(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)

@@ -212,10 +212,16 @@ type options struct {
 	hinted []*sim.Workload
 }
 
-// applyHints returns w without its requests' hints when sources is empty
-// (every row then runs as before hints existed), else w as each source
-// gives it; a source the workload cannot take is a usage error.
-func applyHints(w *sim.Workload, sources []sim.HintSource) (*sim.Workload, []*sim.Workload, error) {
+// loadHinted loads the workload src names, as loadWorkload does, and
+// applies the hint sources to it: without any it returns the workload
+// without its requests' hints (every row then runs as before hints
+// existed), else also the workload as each source gives it; a source the
+// workload cannot take is a usage error.
+func loadHinted(src *options, sources []sim.HintSource, stdin io.Reader) (*sim.Workload, []*sim.Workload, error) {
+	w, err := loadWorkload(src, stdin)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(sources) == 0 {
 		w, err := (sim.HintSource{Kind: "none"}).Apply(w)
 		return w, nil, err
@@ -562,11 +568,8 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(o, stdin)
-	if err != nil {
-		return err
-	}
-	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
+	var w *sim.Workload
+	if w, o.hinted, err = loadHinted(o, o.hints, stdin); err != nil {
 		return err
 	}
 	interrupt := make(chan os.Signal, 1)
