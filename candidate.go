@@ -51,6 +51,13 @@ type Candidate struct {
 	Priority     Priority // QoS class (QoSAware)
 	Pinned       bool     // never evicted
 	AllowPartial bool     // the tail of Blocks may be freed without the head
+	// LastBlockPartial says the last of Blocks is not full: the tokens
+	// ended inside it. Its KV can be reused only by a request that repeats
+	// the same tokens and stops at the same place; a longer prompt (the
+	// next turn of a conversation) fills the block differently. [Auto]
+	// evicts a one-block candidate whose block is partial first. The zero
+	// value means full or unknown.
+	LastBlockPartial bool // beside the other small fields, in their padding
 	// apart is set by an Index on a candidate its hints set apart from
 	// the strategy's order (rank.ClassApart and rank.ClassHeld), which the
 	// order then holds but does not rank; a caller's candidates never set
@@ -64,13 +71,6 @@ type Candidate struct {
 	RefCount          int           // > 0: in use by a running request, never evicted; < 0 is invalid
 	EstimatedLifetime time.Duration // predicted remaining lifetime as of LastAccess; 0 = unknown
 	SeqLen, MaxLen    int           // current and maximum length in tokens (Predictive)
-	// LastBlockPartial says the last of Blocks is not full: the tokens
-	// ended inside it. Its KV can be reused only by a request that repeats
-	// the same tokens and stops at the same place; a longer prompt (the
-	// next turn of a conversation) fills the block differently. [Auto]
-	// evicts a one-block candidate whose block is partial first. The zero
-	// value means full or unknown.
-	LastBlockPartial bool
 	// HeadHash is the hash by which the pool's prefix cache knows the
 	// content of Blocks[0]; 0 means unknown. A server's sequences are new
 	// at every turn while their content recurs, so [Auto] counts the

@@ -12,8 +12,8 @@ import (
 // not be continued. The zero value means none. A hint is an input like
 // Pinned or RefCount: every strategy, the [Policy] (exact and sampled),
 // the [Index] and package prefix's tree honour it the same way, by the
-// order of the classes below (package tier's Cache gives them to its
-// blocks; its Hierarchy does not carry them below the GPU yet).
+// order of the classes below (package tier's Cache gives a request's to
+// its blocks, and its Hierarchy carries them down the tiers).
 //
 // # The order of the classes
 //

@@ -43,30 +43,19 @@ import (
 // of requests, as their Policy does: call [Index.UpdateAccess] for every
 // request, before the Evict that makes room for it.
 //
-// # Order structure
+// # Costs
 //
-// The evictable candidates are kept in two structures, and an eviction
-// takes the smaller of their minima by (key, ID). The run is a doubly linked
-// list, ascending: a candidate whose key sorts after the run's last one is
-// appended in O(1), and the run's front is its minimum. Under LRU with
-// ticks that only grow, as an allocator's clock does, every touch and every
-// new sequence lands there, so a touch is an unlink and an append and an
-// eviction takes the head, as in a linked-list LRU (and vLLM's free block
-// queue). The others (keys that arrive out of order, as most do under LFU,
-// or a candidate added with an old LastAccess) go to an indexed 4-ary
-// min-heap by (key, ID), each candidate knowing its heap position so a
-// changed key is fixed in place (container/heap's Fix). A heap candidate
-// whose new key sorts after the run's back moves to the run. Pinned,
-// referenced and empty candidates are in neither.
-//
-// The heap is the 4-ary indexed heap that package prefix's tree uses too.
-// An adaptive strategy keeps neither. The index keeps the history's marks
-// of which candidates are evictable between evictions; ARC's, S3-FIFO's
-// and SIEVE's lists order them, so an eviction costs the steps the history
-// takes from its lists' tails (see orderlist.go). Auto's key moves with
-// the horizon at every eviction, so its candidates are kept in groups of
-// equal request count, each in (LastAccess, ID) order, whose order no
-// horizon changes (see orderauto.go).
+// An Evict of k victims costs O(k log n) for n held sequences, and O(k)
+// under LRU with ticks that only grow, as an allocator's clock does;
+// Touch, Update, Pin, Lock and Unlock cost O(log n), a Touch under LRU
+// with growing ticks O(1); Add and Remove O(log n) plus the candidate's
+// blocks. Under ARC, S3-FIFO and SIEVE an eviction costs the steps their
+// lists take from their tails, as in their papers; under Auto, the steps
+// over its groups of candidates requested as often. A candidate with
+// hints costs O(log n) more per change, and a lease that ends O(log n)
+// once.
+// docs/index.md says how each order keeps these bounds and what memory a
+// sequence takes.
 //
 // # Metrics
 //
@@ -82,11 +71,11 @@ import (
 // The index keeps each Candidate by value, including its Blocks slice header
 // (not a copy of the blocks): the caller must not modify a Blocks slice while
 // its candidate is in the index, and a Victim's Blocks share it. Memory is
-// O(peak number of sequences and of blocks listed) (docs/index.md gives the bytes), plus the
+// O(peak number of sequences and of blocks listed), plus the
 // bounded eviction history of [WithEvictionHistory] and an adaptive
 // strategy's history ([WithCapacity], [WithGhostCap]). An Index is not safe
-// for concurrent use:
-// the allocator guards it with the lock that guards its pool.
+// for concurrent use: the allocator guards it with the lock that guards
+// its pool.
 type Index struct {
 	strategy Strategy
 	logger   *slog.Logger

@@ -18,7 +18,10 @@ import (
 //     re-adds the evicted ones with the timer stopped;
 //   - op=evict1+add, op=evict10+add: the same, each victim then added back
 //     as the newest inside the timed loop, so the size stays n (simplelru:
-//     RemoveOldest and Add).
+//     RemoveOldest and Add);
+//   - op=churn10: 10 victims, then 10 sequences of fresh IDs, each with a
+//     block slice of its own holding a victim's block, as a server's new
+//     turns come (simplelru: RemoveOldest and Add of the same values).
 //
 // impl=index times each eviction and keeps its metrics, eviction history
 // included; impl=index-lean is the same index with WithTiming(false) and
@@ -80,7 +83,7 @@ func BenchmarkIndex(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("impl=simplelru/op=%s/n=%d", op, n), func(b *testing.B) {
 				l := newLRU(b)
-				i := 0
+				i, fresh := 0, uint64(n)
 				var evicted []uint64
 				b.ReportAllocs()
 				for b.Loop() {
@@ -104,9 +107,13 @@ func BenchmarkIndex(b *testing.B) {
 						if !ok {
 							b.Fatal("empty")
 						}
-						if op.readd {
+						switch {
+						case op.fresh:
+							l.Add(fresh, []int{v[0]})
+							fresh++
+						case op.readd:
 							l.Add(k, v)
-						} else {
+						default:
 							evicted = append(evicted, k)
 						}
 					}
@@ -128,12 +135,15 @@ func BenchmarkIndex(b *testing.B) {
 type indexOp struct {
 	victims int  // 0: a touch
 	readd   bool // re-add each victim as the newest, inside the timed loop
+	fresh   bool // with readd: under a fresh ID, with a block slice of its own
 }
 
-var indexOps = []indexOp{{0, false}, {1, false}, {10, false}, {1, true}, {10, true}}
+var indexOps = []indexOp{{0, false, false}, {1, false, false}, {10, false, false}, {1, true, false}, {10, true, false}, {10, true, true}}
 
 func (op indexOp) String() string {
 	switch {
+	case op.fresh:
+		return fmt.Sprintf("churn%d", op.victims)
 	case op.readd:
 		return fmt.Sprintf("evict%d+add", op.victims)
 	case op.victims > 0:
@@ -160,7 +170,7 @@ func newFullIndex(b *testing.B, s kvevict.Strategy, opts []kvevict.Option, n int
 // benchIndexOp times op on x, an index of n sequences at ticks below n
 // made by cand: touches of the sequences in ids, in turn, or evictions.
 func benchIndexOp(b *testing.B, x *kvevict.Index, op indexOp, ids []uint64, cand func(uint64, int64) kvevict.Candidate) {
-	tick, i := int64(x.Len()), 0
+	tick, i, fresh := int64(x.Len()), 0, uint64(x.Len())
 	dst := make([]kvevict.Victim, 0, 10)
 	var evicted []uint64
 	b.ReportAllocs()
@@ -193,7 +203,15 @@ func benchIndexOp(b *testing.B, x *kvevict.Index, op indexOp, ids []uint64, cand
 				evicted = append(evicted, v.ID)
 				continue
 			}
-			if err := x.Add(cand(v.ID, tick)); err != nil {
+			var c kvevict.Candidate
+			if op.fresh {
+				c = cand(uint64(v.Blocks[0]), tick)
+				c.ID, c.Blocks = fresh, []int{v.Blocks[0]}
+				fresh++
+			} else {
+				c = cand(v.ID, tick)
+			}
+			if err := x.Add(c); err != nil {
 				b.Fatal(err)
 			}
 		}

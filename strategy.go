@@ -27,8 +27,8 @@ const (
 
 // The adaptive strategies. They rank by what the policy remembers between
 // calls (which sequences were used once or again, which were evicted
-// lately) rather than by a key over a candidate's fields: an [Index] lets
-// their history choose (orderlist.go). Each keeps the cache of
+// lately) rather than by a key over a candidate's fields, in a [Policy] and
+// an [Index] alike. Each keeps the cache of
 // [WithCapacity] sequences that its
 // paper describes: UpdateAccess is the paper's access, and a selection is
 // the paper's eviction, repeated until the victims' blocks cover the need,

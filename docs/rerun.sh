@@ -40,6 +40,8 @@ same() {
 hs=none,hindsight
 for p in 0.5 0.6 0.7 0.8 0.9; do hs=$hs,hindsight:precision=$p:recall=$p:seed=1; done
 "$k" compare -trace "$trace" -mode serve -hints "$hs" -format json | python3 docs/scripts/closure.py | same hints_trace_tail.txt
+"$k" compare -trace "$trace" -hints none,hindsight,hindsight:precision=0.8:recall=0.8:seed=1,ttl=5m -format json |
+	python3 docs/scripts/closure.py | same hints_trace_replay.txt
 "$k" cluster -trace "$trace" -engines 4,8 -routers round-robin,prefix -strategies lru,auto \
 	-hints none,hindsight,hindsight:precision=0.8:recall=0.8:seed=1,ttl=5m -rank hit | same hints_cluster.txt
 exit $status

@@ -153,8 +153,8 @@ func (w *encoder) value(f field) {
 }
 
 func (w *encoder) hash(h Hash) {
-	if h.isBytes {
-		w.check(w.e.EncodeBytes([]byte(h.b)))
+	if h.isBytes() {
+		w.check(w.e.EncodeBytes([]byte(h.bytes())))
 		return
 	}
 	w.check(w.e.EncodeUint64(h.n))

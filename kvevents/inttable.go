@@ -98,7 +98,7 @@ func (t *intTable) prefetch(hs []Hash) (loaded int32) {
 		return 0
 	}
 	for i := range hs {
-		if !hs[i].isBytes {
+		if !hs[i].isBytes() {
 			loaded += t.load(t.mix(hs[i].n))
 		}
 	}

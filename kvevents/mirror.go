@@ -120,7 +120,7 @@ type blockKey struct {
 // generic hash of every field.
 type setIndex struct {
 	ints  intTable         // integer hashes' slots
-	bytes map[string]int32 // bytes hashes' slots, by their bytes
+	bytes map[string]int32 // bytes hashes' slots, by their marked bytes (Hash.b)
 	count int              // resident blocks: the entries of both
 }
 
@@ -135,7 +135,7 @@ type topicIndex struct {
 	index     [MaxGroups]setIndex // resident blocks' slots, indexed like sets; maps kept across clear
 	residents int                 // resident blocks in all sets
 	slab      []block
-	bytesKeys map[int32]string // the bytes of the bytes hashes, by slot
+	bytesKeys map[int32]string // the marked bytes (Hash.b) of the bytes hashes, by slot
 	free      []int32          // released slots, reused before the slab grows
 	oldest    int32            // the first leaf to evict; noSlot when there is none
 	newest    int32            // the leaf stored last; noSlot when there is none
@@ -244,7 +244,7 @@ func (t *topicIndex) growth(k blockKey) int64 {
 	if len(t.free) == 0 && len(t.slab) == cap(t.slab) {
 		g += int64(slabGrowth(cap(t.slab))-cap(t.slab)) * slotBytes
 	}
-	if !k.hash.isBytes {
+	if !k.hash.isBytes() {
 		if x := &t.index[k.set].ints; x.full() {
 			g += int64(x.grown()-len(x.entries)) * bucketBytes
 		}
@@ -265,7 +265,7 @@ func slabGrowth(n int) int { return n + n/2 + 64 }
 // stores k after a miss. O(1).
 func (t *topicIndex) lookup(k blockKey) (n int32, probe uint32, ok bool) {
 	x := &t.index[k.set]
-	if !k.hash.isBytes {
+	if !k.hash.isBytes() {
 		return x.ints.find(k.hash.n, t.slab)
 	}
 	n, ok = x.bytes[k.hash.b]
@@ -276,7 +276,7 @@ func (t *topicIndex) lookup(k blockKey) (n int32, probe uint32, ok bool) {
 // lookup's. O(1) amortized.
 func (t *topicIndex) insert(k blockKey, probe uint32, n int32) {
 	x := &t.index[k.set]
-	if !k.hash.isBytes {
+	if !k.hash.isBytes() {
 		x.ints.put(probe, n)
 	} else {
 		if x.bytes == nil {
@@ -312,7 +312,7 @@ func (t *topicIndex) each(fn func(k blockKey, n int32)) {
 		x := &t.index[s]
 		x.ints.all(func(n int32) { fn(t.key(n), n) })
 		for b, n := range x.bytes {
-			fn(blockKey{Hash{b: b, isBytes: true}, uint8(s)}, n)
+			fn(blockKey{Hash{b: b}, uint8(s)}, n)
 		}
 	}
 }
@@ -510,10 +510,10 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 				k := blockKey{h, s}
 				var n int32
 				var probe uint32
-				if !h.isBytes {
+				if !h.isBytes() {
 					n, probe, ok = x.ints.find(h.n, t.slab)
 				} else {
-					if len(h.b) > MaxHashBytes {
+					if len(h.bytes()) > MaxHashBytes {
 						t.stats.RefusedEvents++
 						break
 					}
@@ -562,7 +562,7 @@ func (m *Mirror) apply(t *topicIndex, b *EventBatch) {
 			t.loaded = x.ints.prefetch(ev.BlockHashes)
 			for _, h := range ev.BlockHashes {
 				var n int32
-				if !h.isBytes {
+				if !h.isBytes() {
 					n, ok = x.ints.deleteKey(h.n, t.slab)
 				} else if n, ok = x.bytes[h.b]; ok {
 					delete(x.bytes, h.b)
@@ -641,8 +641,8 @@ func (t *topicIndex) store(k blockKey, probe uint32, parent int32) int32 {
 	// Field by field: alloc's slot is zero, and a composite literal
 	// would be built on the stack and then copied in.
 	b := &t.slab[n]
-	b.hash, b.mix, b.parent, b.set, b.isBytes = k.hash.n, probe, parent, k.set, k.hash.isBytes
-	if k.hash.isBytes {
+	b.hash, b.mix, b.parent, b.set, b.isBytes = k.hash.n, probe, parent, k.set, k.hash.isBytes()
+	if k.hash.isBytes() {
 		if t.bytesKeys == nil {
 			t.bytesKeys = make(map[int32]string)
 		}
@@ -771,7 +771,7 @@ func (t *topicIndex) forget(n int32) {
 func (t *topicIndex) key(n int32) blockKey {
 	b := &t.slab[n]
 	if b.isBytes {
-		return blockKey{Hash{b: t.bytesKeys[n], isBytes: true}, b.set}
+		return blockKey{Hash{b: t.bytesKeys[n]}, b.set}
 	}
 	return blockKey{IntHash(b.hash), b.set}
 }

@@ -180,7 +180,9 @@ func (e *Engine) Events() []prefix.Event { return e.events }
 // trees' ticks then run on the hints' clock, the arrival (Timestamp over
 // Speedup) in microseconds times 4,096, one tick more for each request
 // that arrives at the same microsecond, which keeps the requests' order.
-// The tiers below an engine's tree (Below) take no hints yet.
+// The tiers below an engine's tree (Below) take the request's hints for
+// the blocks it loads and offers; a block the tree demotes goes down
+// without its hints.
 //
 // A router serves one run: pass a new one to each call.
 func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (ClusterReport, error) {
@@ -251,11 +253,6 @@ type cluster struct {
 	arrived, clocked int64
 }
 
-// hintClockShift scales a cluster's ticks on the hints' clock: 2^12 ticks a
-// microsecond. MaxTimestamp's microseconds plus MaxHintMs's, scaled, stay
-// below 2^63.
-const hintClockShift = 12
-
 // access is request i's access to an engine's tree: its tick, the
 // request's index, or with hints its tick on the hints' clock and its
 // hints, their ends scaled to the ticks.
@@ -266,14 +263,7 @@ func (c *cluster) access(i int) prefix.Access {
 	req := &c.w.Requests[i]
 	c.arrived = max(c.arrived, int64(float64(req.Timestamp)*1000/c.speedup))
 	c.clocked = max(c.clocked+1, c.arrived<<hintClockShift)
-	h := req.Hints.candidateHints(c.arrived)
-	if h.LeaseUntil != 0 {
-		h.LeaseUntil <<= hintClockShift
-	}
-	if h.RetainUntil != 0 {
-		h.RetainUntil <<= hintClockShift
-	}
-	return prefix.Access{Tick: c.clocked, Hints: h}
+	return prefix.Access{Tick: c.clocked, Hints: req.Hints.tickHints(c.arrived)}
 }
 
 func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, error) {

@@ -69,6 +69,26 @@ func (h *RequestHints) candidateHints(arrival int64) kvevict.Hints {
 	return k
 }
 
+// hintClockShift scales a tick clock on the hints' clock, for the
+// structures whose ticks count blocks touched or requests (a replay's
+// cache, a cluster's trees): 2^12 ticks a microsecond, room for the
+// touches of the requests of one microsecond. MaxTimestamp's microseconds
+// plus MaxHintMs's, scaled, stay below 2^63.
+const hintClockShift = 12
+
+// tickHints is candidateHints for a request that arrived at microsecond
+// arrival, its ends on a tick clock (hintClockShift).
+func (h *RequestHints) tickHints(arrival int64) kvevict.Hints {
+	k := h.candidateHints(arrival)
+	if k.LeaseUntil != 0 {
+		k.LeaseUntil <<= hintClockShift
+	}
+	if k.RetainUntil != 0 {
+		k.RetainUntil <<= hintClockShift
+	}
+	return k
+}
+
 // hinted reports whether a request of w carries hints.
 func (w *Workload) hinted() bool {
 	for i := range w.Requests {

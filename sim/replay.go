@@ -72,8 +72,8 @@ func (c *Config) progress(done, total int) {
 // A request with more distinct blocks than the capacity keeps only the
 // first Capacity. A workload whose requests carry hints has each block
 // take the hints of the latest request through it, a lease from the
-// request's Timestamp ([tier.Cache.RequestHints], on a clock of
-// microseconds); a replay counts no leases honoured or wasted, and no
+// request's Timestamp ([tier.Cache.RequestHints], its ticks 4,096 a
+// microsecond); a replay counts no leases honoured or wasted, and no
 // blocks released or leased when evicted.
 //
 // The victims are those a Policy's SelectVictims picks over every resident
@@ -188,7 +188,7 @@ func (r *replayer) request(i int, t *tally) (tier.Outcome, error) {
 	var err error
 	if r.hinted {
 		at := req.Timestamp * 1000 // microseconds, as the pool's clock
-		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.candidateHints(at), at)
+		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.tickHints(at), at<<hintClockShift)
 	} else {
 		out, err = r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
 	}

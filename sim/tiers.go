@@ -103,8 +103,11 @@ func (c *TierConfig) write() string {
 // tiers below as the write policy says ([tier.Hierarchy.Request]). With no
 // tier below it would be Replay, hit for hit; the GPU's hits are Replay's
 // whatever lies below, but for Auto above an exclusive tier, which
-// [tier.New] tells of the tiers below ([kvevict.WithTierBelow]). The
-// requests' Hints are not read: the tiers take no hints yet.
+// [tier.New] tells of the tiers below ([kvevict.WithTierBelow]). A
+// workload whose requests carry hints has them taken by every tier as
+// Replay's cache takes them ([tier.Hierarchy.RequestHints]): a block
+// demoted keeps its hints; vLLM's host tier (tier.WriteVLLM) is refused
+// them.
 func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, error) {
 	if err := cfg.validate(w); err != nil {
 		return TierReport{}, err
@@ -123,9 +126,16 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 	t := newTally(w, ceil)
 	var gpuHits int64
 	var clock clock
+	hinted := w.hinted()
 	for i := range w.Requests {
 		req := &w.Requests[i]
-		m, err := h.Request(req.HashIDs, kvevict.Priority(req.Priority))
+		var m *tier.Match
+		if hinted {
+			at := req.Timestamp * 1000
+			m, err = h.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.tickHints(at), at<<hintClockShift)
+		} else {
+			m, err = h.Request(req.HashIDs, kvevict.Priority(req.Priority))
+		}
 		if err != nil {
 			return TierReport{}, fmt.Errorf("sim: %s, request %d: %w", s, i, err)
 		}

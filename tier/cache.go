@@ -37,10 +37,16 @@ type Cache struct {
 	hits     uint64
 	misses   uint64
 	// hints are the blocks' hints of the request under way
-	// (RequestHints), scaled to the ticks; clocked says the ticks run on
-	// the hints' clock since a request gave a time.
-	hints   kvevict.Hints
-	clocked bool
+	// (RequestHints), or each its block's (a demotion's: each[j] is
+	// ids[j]'s); clocked says the ticks run on the hints' clock since a
+	// request gave a time. kept are the hints of the residents that carry
+	// any, once clocked, and victimHints those of the latest victims, in
+	// their order: a block demoted takes its hints down.
+	hints       kvevict.Hints
+	each        []kvevict.Hints
+	clocked     bool
+	kept        map[uint64]kvevict.Hints
+	victimHints []kvevict.Hints
 
 	slots   []int               // slots[i] = i, for the slots used so far; a resident's Blocks is its slot's element
 	owner   []uint64            // owner[i]: the id in slot i, if it is not free
@@ -218,8 +224,13 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outc
 			}
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
 		}
+		c.victimHints = c.victimHints[:0]
 		for _, v := range victims {
 			c.free = append(c.free, v.Blocks[0])
+			if c.clocked {
+				c.victimHints = append(c.victimHints, c.kept[v.ID])
+				delete(c.kept, v.ID)
+			}
 		}
 		out = Outcome{Victims: victims, Selected: true, Elapsed: elapsed}
 	}
@@ -244,57 +255,78 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outc
 	out.Entered = c.entered
 	for j := len(c.ids) - 1; j >= 0; j-- {
 		c.tick++
-		if err := c.store.touch(j, c.ids[j], c.tick, prio, &c.hints, requested && c.hit[j]); err != nil {
+		h := &c.hints
+		if c.each != nil {
+			h = &c.each[j]
+		}
+		if err := c.store.touch(j, c.ids[j], c.tick, prio, h, requested && c.hit[j]); err != nil {
 			return Outcome{}, fmt.Errorf("request at tick %d: %w", c.tick, err)
+		}
+		if c.clocked {
+			c.keep(c.ids[j], h)
 		}
 	}
 	return out, nil
 }
 
-// RequestHints is [Cache.Request] for a request whose blocks take hints h,
-// each block the latest request's as a tree's blocks do, at time now.
-// now and h's ticks count the caller's clock (package sim's replay:
-// microseconds): the cache's ticks move to now's, 4,096 a unit, so that
-// a resident's LastAccess compares with a hint's end, and the request's
-// touches follow, keeping their order; the structure is told the time
-// before it evicts. A cache given a time keeps its ticks on that clock.
-// It returns an error matching [kvevict.ErrInvalidArgument] for a
-// negative now or one past the clock's range (2^51 units), or a hint's
-// end past it, and one matching [kvevict.ErrInvalidCandidate] for hints
-// no class holds (kvevict.Hints), with the cache unchanged. The id
-// math.MaxUint64 is the structure's clock: a request naming it is
-// refused too.
-func (c *Cache) RequestHints(ids []uint64, prio kvevict.Priority, h kvevict.Hints, now int64) (Outcome, error) {
-	if now < 0 || now > maxClock {
-		return Outcome{}, fmt.Errorf("tier: cache: %w: time %d outside 0 to %d", kvevict.ErrInvalidArgument, now, int64(maxClock))
-	}
-	for _, end := range [2]int64{h.LeaseUntil, h.RetainUntil} {
-		if end < 0 || end > maxClock {
-			return Outcome{}, fmt.Errorf("tier: cache: %w: hint end %d outside 0 to %d", kvevict.ErrInvalidArgument, end, int64(maxClock))
+// keep notes resident id's hints h, for when it is demoted.
+func (c *Cache) keep(id uint64, h *kvevict.Hints) {
+	switch {
+	case *h != kvevict.Hints{}:
+		if c.kept == nil {
+			c.kept = make(map[uint64]kvevict.Hints)
 		}
+		c.kept[id] = *h
+	case c.kept != nil:
+		delete(c.kept, id)
 	}
-	if slices.Contains(ids, clockID) {
-		return Outcome{}, fmt.Errorf("tier: cache: %w: block id %d is the cache's clock", kvevict.ErrInvalidArgument, uint64(clockID))
+}
+
+// RequestHints is [Cache.Request] for a request whose blocks take hints h,
+// each block the latest request's as a tree's blocks do, at tick now. now
+// and h's ends count the cache's ticks: the ticks move to now, if later,
+// before the request's touches, one tick each, so that a resident's
+// LastAccess compares with a hint's end; a caller whose clock is coarser
+// than its requests' blocks scales it (package sim: microseconds times
+// 4,096). The structure is told the time before it evicts. A cache given
+// a time keeps its ticks on that clock. It returns an error matching
+// [kvevict.ErrInvalidArgument] for a negative now or hint end, or a
+// request naming the id math.MaxUint64 (the structure's clock), and one
+// matching [kvevict.ErrInvalidCandidate] for hints no class holds
+// (kvevict.Hints.Validate), with the cache unchanged.
+func (c *Cache) RequestHints(ids []uint64, prio kvevict.Priority, h kvevict.Hints, now int64) (Outcome, error) {
+	if err := checkHinted(ids, &h, now); err != nil {
+		return Outcome{}, err
 	}
-	scaled := h
-	scaled.LeaseUntil <<= clockShift
-	scaled.RetainUntil <<= clockShift
-	if err := scaled.Validate(); err != nil {
-		return Outcome{}, fmt.Errorf("tier: cache: %w", err)
-	}
-	c.tick, c.clocked, c.hints = max(c.tick, now<<clockShift), true, scaled
+	c.clock(now)
+	c.hints = h
 	defer func() { c.hints = kvevict.Hints{} }()
 	return c.Request(ids, prio)
 }
 
-// The hints' clock of a cache: its ticks per unit of the caller's clock,
-// as a shift, the largest time it takes, and the ID of the candidate that
-// tells the structure the time.
-const (
-	clockShift = 12
-	maxClock   = 1<<(63-clockShift) - 1
-	clockID    = math.MaxUint64
-)
+// checkHinted refuses a hinted request RequestHints cannot take.
+func checkHinted(ids []uint64, h *kvevict.Hints, now int64) error {
+	switch {
+	case now < 0 || h.LeaseUntil < 0 || h.RetainUntil < 0:
+		return fmt.Errorf("tier: %w: a negative tick: now %d, hints %+v", kvevict.ErrInvalidArgument, now, *h)
+	case slices.Contains(ids, clockID):
+		return fmt.Errorf("tier: %w: block id %d is a cache's clock", kvevict.ErrInvalidArgument, uint64(clockID))
+	}
+	if err := h.Validate(); err != nil {
+		return fmt.Errorf("tier: %w", err)
+	}
+	return nil
+}
+
+// clock moves the cache's ticks to now, if later, on the hints' clock
+// from then on.
+func (c *Cache) clock(now int64) {
+	c.tick, c.clocked = max(c.tick, now), true
+}
+
+// clockID is the ID of the candidate, of no block, by which a clocked
+// cache tells its structure the time.
+const clockID = math.MaxUint64
 
 // note tells the strategy of a request for ids, in order (repeats
 // included), and stores none of them: Request's first step, and all a
@@ -372,6 +404,7 @@ func (c *Cache) Remove(id uint64) bool {
 	slot, ok := c.store.remove(id)
 	if ok {
 		c.free = append(c.free, slot)
+		delete(c.kept, id)
 	}
 	return ok
 }

@@ -38,13 +38,16 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzHierarchy drives a small hierarchy with requests drawn from the
-// input under each write policy and checks that every tier stays within
-// its capacity and consistent, and that the runs and misses partition
-// each request.
+// input under each write policy, with soft hints drawn from it too
+// (RequestHints) in half the modes, and checks that every tier stays
+// within its capacity and consistent, and that the runs and misses
+// partition each request.
 func FuzzHierarchy(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 3, 0, 2, 4, 5, 1, 1, 1}, uint8(0))
 	f.Add([]byte{8, 1, 2, 3, 4, 5, 6, 7, 8, 2, 1, 9}, uint8(3))
+	f.Add([]byte{3, 1, 2, 3, 0x91, 2, 4, 5, 0x23, 1, 1, 1, 0x45}, uint8(7))
 	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
+		hinted := mode/5%2 == 1
 		cfg := Config{Levels: []Level{
 			{Medium: GPU, Capacity: 4, Strategy: kvevict.LRU},
 			{Medium: CPU, Capacity: 6, Strategy: kvevict.ARC},
@@ -66,6 +69,7 @@ func FuzzHierarchy(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		now := int64(0)
 		for len(data) > 0 {
 			n := int(data[0]%10) + 1
 			data = data[1:]
@@ -74,7 +78,32 @@ func FuzzHierarchy(f *testing.F) {
 				hashes = append(hashes, uint64(data[0]%16))
 				data = data[1:]
 			}
-			m, err := h.Request(hashes, kvevict.PriorityLow)
+			var m *Match
+			var err error
+			if hinted && len(data) > 0 {
+				// A byte of hints: released, a soft lease of up to 7 requests
+				// ahead, a retention priority of up to 3 requests.
+				b := data[0]
+				data = data[1:]
+				now += 16
+				var hints kvevict.Hints
+				hints.Released = b&1 != 0
+				if k := int64(b>>1) & 7; k != 0 {
+					hints.LeaseUntil = now + 16*k
+				}
+				if k := int64(b>>4) & 3; k != 0 {
+					hints.Retention, hints.RetainUntil = b>>6*30, now+16*k
+				}
+				m, err = h.RequestHints(hashes, kvevict.PriorityLow, hints, now)
+				if cfg.Write == WriteVLLM {
+					if err == nil {
+						t.Fatal("hints under WriteVLLM taken")
+					}
+					continue
+				}
+			} else {
+				m, err = h.Request(hashes, kvevict.PriorityLow)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -268,6 +268,12 @@ type Hierarchy struct {
 	// since the latest Request began, if it did (selected).
 	selection time.Duration
 	selected  bool
+	// With hints (RequestHints, or a Tree's hinted access): the tick of
+	// the request under way and its hints; hinted says every tier's ticks
+	// run on the hints' clock.
+	hinted bool
+	now    int64
+	hints  kvevict.Hints
 }
 
 // New returns an empty hierarchy, or an error matching [ErrConfig] (or
@@ -442,7 +448,7 @@ func (h *Hierarchy) Load(hashes []uint64, m *Match) error {
 			h.levels[i].note(before)
 		}
 		if len(run) > 0 {
-			if _, err := h.levels[i].Request(run, kvevict.PriorityLow); err != nil {
+			if _, err := h.request(i, run, kvevict.PriorityLow); err != nil {
 				return fmt.Errorf("tier %d (%s): load: %w", i, h.stats[i].Medium, err)
 			}
 		}
@@ -483,7 +489,7 @@ func (h *Hierarchy) Admit(hashes []uint64, prio kvevict.Priority) error {
 	if h.external {
 		return errors.New("tier: the GPU's pool is the caller's (ExternalGPU): admit to it, and pass its victims to Demote")
 	}
-	return h.store(0, hashes, prio, false)
+	return h.store(0, hashes, prio, nil, false)
 }
 
 // Demote takes the victims of the caller's GPU pool (ExternalGPU): counted
@@ -500,15 +506,16 @@ func (h *Hierarchy) Demote(victims []uint64) error {
 	h.stats[0].Evicted += int64(len(victims))
 	h.evicted[0] = append(h.evicted[0], victims...)
 	if h.write == WriteBack && len(h.levels) > 1 {
-		return h.store(1, victims, kvevict.PriorityLow, true)
+		return h.store(1, victims, kvevict.PriorityLow, nil, true)
 	}
 	return nil
 }
 
 // store makes ids resident on tier i, counts and reports what entered and
 // left, and passes the victims down under WriteBack. demoted says the ids
-// are the victims of the tier above rather than a request's blocks.
-func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bool) error {
+// are the victims of the tier above rather than a request's blocks, each
+// (if as many) their hints there.
+func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, each []kvevict.Hints, demoted bool) error {
 	var out Outcome
 	var err error
 	if demoted {
@@ -523,9 +530,17 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bo
 		if h.stats[i].Strategy != kvevict.Auto {
 			h.levels[i].note(ids)
 		}
-		out, err = h.levels[i].admit(ids, prio, false)
+		c := h.levels[i]
+		if h.hinted {
+			c.clock(h.now)
+			if len(each) == len(ids) { // distinct victims: ids[j] is the cache's jth
+				c.each = each
+			}
+		}
+		out, err = c.admit(ids, prio, false)
+		c.each = nil
 	} else {
-		out, err = h.levels[i].Request(ids, prio)
+		out, err = h.request(i, ids, prio)
 	}
 	if err != nil {
 		return fmt.Errorf("tier %d (%s): %w", i, h.stats[i].Medium, err)
@@ -549,7 +564,7 @@ func (h *Hierarchy) store(i int, ids []uint64, prio kvevict.Priority, demoted bo
 	// the events never loses it in between, which one that finds a lower
 	// tier's block through its entry above (llm-d's) needs.
 	if len(down) > 0 && h.write == WriteBack && i+1 < len(h.levels) {
-		err = h.store(i+1, down, kvevict.PriorityLow, true)
+		err = h.store(i+1, down, kvevict.PriorityLow, h.levels[i].victimHints, true)
 	}
 	// The victims leave before the blocks that need their room enter: a
 	// mirror applying the events in order never holds more than the tier.
@@ -587,7 +602,7 @@ func (h *Hierarchy) Offer(hashes []uint64) error {
 		return nil
 	}
 	for i := 1; i < len(h.levels); i++ {
-		if err := h.store(i, offered, kvevict.PriorityLow, false); err != nil {
+		if err := h.store(i, offered, kvevict.PriorityLow, nil, false); err != nil {
 			return err
 		}
 	}
@@ -621,6 +636,51 @@ func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, err
 		return nil, err
 	}
 	return m, nil
+}
+
+// RequestHints is [Hierarchy.Request] for a request whose blocks take
+// hints h at tick now, as [Cache.RequestHints] takes them, on every tier:
+// the blocks the request loads, stores and offers take h, and a block
+// demoted takes the hints it had on the tier above down with it. Every
+// tier's ticks run on the hints' clock from then on. It returns
+// RequestHints' errors for bad hints or times, and refuses WriteVLLM,
+// whose reproduction of vLLM's host tier takes no hints.
+func (h *Hierarchy) RequestHints(hashes []uint64, prio kvevict.Priority, hints kvevict.Hints, now int64) (*Match, error) {
+	if err := h.hint(hashes, hints, now); err != nil {
+		return nil, err
+	}
+	defer h.unhint()
+	return h.Request(hashes, prio)
+}
+
+// hint makes hints at tick now those of the request under way, on every
+// tier, after checking them.
+func (h *Hierarchy) hint(hashes []uint64, hints kvevict.Hints, now int64) error {
+	if h.write == WriteVLLM {
+		return fmt.Errorf("tier: %w: vLLM's host tier (WriteVLLM) takes no hints", kvevict.ErrInvalidArgument)
+	}
+	if err := checkHinted(hashes, &hints, now); err != nil {
+		return err
+	}
+	h.hinted, h.now, h.hints = true, now, hints
+	return nil
+}
+
+// unhint ends the request under way's hints; the ticks stay on the
+// hints' clock.
+func (h *Hierarchy) unhint() { h.hints = kvevict.Hints{} }
+
+// request asks tier i for ids as a request: with the request's hints and
+// tick once the hierarchy is hinted.
+func (h *Hierarchy) request(i int, ids []uint64, prio kvevict.Priority) (Outcome, error) {
+	c := h.levels[i]
+	if !h.hinted {
+		return c.Request(ids, prio)
+	}
+	c.clock(h.now)
+	c.hints = h.hints
+	defer func() { c.hints = kvevict.Hints{} }()
+	return c.Request(ids, prio)
 }
 
 // Victims returns the blocks tier i evicted since the latest

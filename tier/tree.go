@@ -3,6 +3,7 @@ package tier
 import (
 	"fmt"
 
+	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
 )
 
@@ -67,9 +68,20 @@ func (t *Tree) hold(e prefix.Event) {
 // the tree's (its victims freed, the request's blocks stored), then the
 // offer's. The tree's come after the demotion's, where the tree made them
 // before, so that a victim is stored below before it leaves the GPU, as
-// each tier's demotions are (Config.Events). Its cost is the tree's Admit
-// and each tier's store of the blocks it receives ([Cache.Request]).
+// each tier's demotions are (Config.Events). An access with hints gives
+// them to the tiers below too ([Hierarchy.RequestHints]), on the tree's
+// ticks, from then on for every request; a victim of the tree goes down
+// without its hints, which the tree keeps to itself. Its cost is the
+// tree's Admit and each tier's store of the blocks it receives
+// ([Cache.Request]).
 func (t *Tree) Request(hashes []uint64, a prefix.Access) (*Match, error) {
+	if a.Hints != (kvevict.Hints{}) || t.h.hinted {
+		// The tiers below take the request's hints on the tree's ticks.
+		if err := t.h.hint(hashes, a.Hints, a.Tick); err != nil {
+			return nil, err
+		}
+		defer t.h.unhint()
+	}
 	m := t.h.LookupBelow(hashes, t.tree.Peek(hashes))
 	if err := t.h.Load(hashes, m); err != nil {
 		return nil, err

@@ -162,8 +162,7 @@ naming the best row by -rank and its change against -baseline:
   strategy       each engine's eviction strategy
   router         how requests were routed, with its -load-weight when
                  several are given and its -hints source (docs/hints.md):
-                 the engines' trees honour the hints, the tiers below
-                 take none
+                 the engines' trees and the tiers below honour the hints
   hit ratio      prompt blocks found on the engine chosen (its longest
                  resident prefix) / prompt blocks
   Δhit           hit ratio minus the baseline's at the same engines and blocks
@@ -512,13 +511,11 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	for _, n := range o.notes {
 		fmt.Fprintln(stderr, n)
 	}
-	w, err := loadWorkload(&o.source, stdin)
+	w, hinted, err := loadHinted(&o.source, o.hints, stdin)
 	if err != nil {
 		return err
 	}
-	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
-		return err
-	}
+	o.hinted = hinted
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
 	reports, err := runCluster(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)

@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestCompareHintsErrors: -hints where no structure honours hints (the
-// tiers), and bad sources, are refused with one line before any work.
+// TestCompareHintsErrors: -hints where no structure honours hints (vLLM's
+// host tier), and bad sources, are refused with one line before any work.
 func TestCompareHintsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-tier", "cpu:4x:lru", "-hints", "none"}, "-hints with -tier"},
+		{[]string{"-tier", "cpu:4x:lru", "-write", "vllm", "-hints", "none"}, "-hints with -write vllm"},
 		{[]string{"-mode", "serve", "-hints", "oracle"}, `unknown hint source "oracle"`},
 		{[]string{"-mode", "serve", "-hints", "hindsight:precision=2"}, "precision must be a number in (0, 1]"},
 		{[]string{"-mode", "serve", "-hints", "hindsight:depth=2"}, `unknown parameter "depth"`},
@@ -120,5 +120,38 @@ func TestClusterHints(t *testing.T) {
 	_, table, _ := runArgs(t, append(args, "-hints", "none,trace", "-rank", "hit")...)
 	if !strings.Contains(table, "round-robin (trace)") || !strings.Contains(table, "against round-robin lru (none)") {
 		t.Errorf("table names no hint source:\n%s", table)
+	}
+}
+
+// TestCompareTierHints: compare -tier takes -hints: a row per strategy and
+// source, named with it, the none row's figures a run's without -hints,
+// and the best line names the best row without hints.
+func TestCompareTierHints(t *testing.T) {
+	args := []string{"compare", "-workload", "agentic", "-requests", "600", "-capacity", "300", "-strategies", "lru", "-tier", "cpu:2x:lru", "-write", "back", "-format", "json"}
+	records := func(out string) []map[string]any {
+		var recs []map[string]any
+		if err := json.Unmarshal([]byte(out), &recs); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	code, plain, errOut := runArgs(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, hinted, errOut := runArgs(t, append(args, "-hints", "none,hindsight")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	base, rows := records(plain), records(hinted)
+	if len(rows) != len(base)+1 || rows[0]["hints"] != "none" || rows[1]["hints"] != "hindsight" {
+		t.Fatalf("rows %v: want lru with none and hindsight, then the bounds", rows)
+	}
+	if rows[0]["hit_ratio"] != base[0]["hit_ratio"] || rows[0]["prefill_seconds"] != base[0]["prefill_seconds"] {
+		t.Errorf("none: %v, %v; without -hints %v, %v", rows[0]["hit_ratio"], rows[0]["prefill_seconds"], base[0]["hit_ratio"], base[0]["prefill_seconds"])
+	}
+	_, table, _ := runArgs(t, append(args[:len(args)-2], "-hints", "none,hindsight")...)
+	if !strings.Contains(table, "lru (hindsight)") || !strings.Contains(table, "without hints: lru") && !strings.Contains(table, "best at 300 GPU blocks: lru (none)") {
+		t.Errorf("table:\n%s", table)
 	}
 }

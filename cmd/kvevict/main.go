@@ -111,6 +111,7 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/prefix"
 	"github.com/sagellm/kvevict/sim"
+	"github.com/sagellm/kvevict/tier"
 )
 
 func main() {
@@ -211,10 +212,16 @@ type options struct {
 	hinted []*sim.Workload
 }
 
-// applyHints returns w without its requests' hints when sources is empty
-// (every row then runs as before hints existed), else w as each source
-// gives it; a source the workload cannot take is a usage error.
-func applyHints(w *sim.Workload, sources []sim.HintSource) (*sim.Workload, []*sim.Workload, error) {
+// loadHinted loads the workload src names, as loadWorkload does, and
+// applies the hint sources to it: without any it returns the workload
+// without its requests' hints (every row then runs as before hints
+// existed), else also the workload as each source gives it; a source the
+// workload cannot take is a usage error.
+func loadHinted(src *options, sources []sim.HintSource, stdin io.Reader) (*sim.Workload, []*sim.Workload, error) {
+	w, err := loadWorkload(src, stdin)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(sources) == 0 {
 		w, err := (sim.HintSource{Kind: "none"}).Apply(w)
 		return w, nil, err
@@ -330,8 +337,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	}
 	if set["hints"] {
 		switch {
-		case len(o.tiers.specs) > 0:
-			return nil, usagef("-hints with -tier: the tiers below the GPU take no hints yet (docs/hints.md)")
+		case o.tiers.write == tier.WriteVLLM:
+			return nil, usagef("-hints with -write vllm: the reproduction of vLLM's host tier takes no hints (docs/hints.md)")
 		}
 		if o.hints, err = sim.ParseHintSources(hints); err != nil {
 			return nil, usagef("-hints: %v", err)
@@ -561,11 +568,8 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w, err := loadWorkload(o, stdin)
-	if err != nil {
-		return err
-	}
-	if w, o.hinted, err = applyHints(w, o.hints); err != nil {
+	var w *sim.Workload
+	if w, o.hinted, err = loadHinted(o, o.hints, stdin); err != nil {
 		return err
 	}
 	interrupt := make(chan os.Signal, 1)

@@ -221,7 +221,9 @@ func (o *options) tierJobs() []job {
 	var out []job
 	for _, c := range o.capacities {
 		for _, s := range o.strategies {
-			out = append(out, job{capacity: c, strategy: s})
+			for h := range max(len(o.hints), 1) {
+				out = append(out, job{capacity: c, strategy: s, hints: h})
+			}
 		}
 		out = append(out, job{capacity: c}, job{capacity: c, total: true})
 	}
@@ -252,7 +254,13 @@ func (o *options) runTier(w *sim.Workload, cost *tier.Cost, j job, progress func
 	for _, s := range t.specs {
 		tc.Below = append(tc.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(j.capacity), Strategy: s.strategy})
 	}
+	if o.hinted != nil {
+		w = o.hinted[j.hints]
+	}
 	rep, err := sim.ReplayTiers(w, j.strategy, tc)
+	if o.hinted != nil {
+		rep.Hints = o.hints[j.hints].String()
+	}
 	return tierRow{TierReport: rep, GPUCapacity: j.capacity}, err
 }
 
@@ -357,7 +365,23 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 
 	var grid bytes.Buffer
 	tw := tabwriter.NewWriter(&grid, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"gpu blocks", "strategy      ", "hit ratio", "gpu"}
+	// Names align left, in a column as wide as the longest (14 at least:
+	// "belady total").
+	name := func(r *tierRow) string {
+		n := r.Strategy
+		if r.Strategy == sim.BeladyName && r.CapacityBlocks != r.GPUCapacity {
+			n = "belady total"
+		}
+		if r.Hints != "" {
+			n += " (" + r.Hints + ")"
+		}
+		return n
+	}
+	width := 14
+	for i := range rs {
+		width = max(width, len(name(&rs[i])))
+	}
+	head := []string{"gpu blocks", fmt.Sprintf("%-*s", width, "strategy"), "hit ratio", "gpu"}
 	for _, s := range t.specs {
 		head = append(head, strings.ToLower(string(s.medium)))
 	}
@@ -374,15 +398,11 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 	decimals := hitDecimals(online)
 	for i := range rs {
 		r := &rs[i]
-		name := r.Strategy
-		if r.Strategy == sim.BeladyName && r.CapacityBlocks != r.GPUCapacity {
-			name = "belady total"
-		}
 		mark := " "
 		if r.Best {
 			mark = "*"
 		}
-		cells := []string{strconv.Itoa(r.GPUCapacity), fmt.Sprintf("%-14s", name), strconv.FormatFloat(r.HitRatio, 'f', decimals, 64) + mark}
+		cells := []string{strconv.Itoa(r.GPUCapacity), fmt.Sprintf("%-*s", width, name(r)), strconv.FormatFloat(r.HitRatio, 'f', decimals, 64) + mark}
 		if len(r.Tiers) == 0 { // Belady: one cache, no tiers
 			for range 1 + len(t.specs) {
 				cells = append(cells, "-")
@@ -443,7 +463,7 @@ func tierBestLine(rs []tierRow, online []row, gpu int, rank string, decimals int
 		if len(at) == 0 {
 			return fmt.Sprintf("at %d GPU blocks: no online strategy", gpu)
 		}
-		return bestOf(at, fmt.Sprintf("best at %d GPU blocks", gpu), decimals, " (hits on any tier)")
+		return bestOf(at, fmt.Sprintf("best at %d GPU blocks", gpu), decimals, " (hits on any tier)"+withoutHints(online, gpu, at[0], decimals))
 	}
 	var names []string
 	var first *tierRow
