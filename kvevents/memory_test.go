@@ -112,8 +112,8 @@ func TestSubscriptionFlood(t *testing.T) {
 	}
 	// The flood reaches the shares of the connections, the subscriptions
 	// and the bytes being read, 3/16 of the budget, beside the garbage of
-	// what it sent: half the budget is ample, and far less than the 60 MB
-	// the same flood grows the heap by without its share.
+	// what it sent: half the budget is ample, and far less than the same
+	// flood grows the heap by without its share (docs/kvevents.md).
 	if grew > budget/2 {
 		t.Errorf("the heap grew by %d bytes under the flood, want at most half the budget, %d", grew, budget/2)
 	}

@@ -42,9 +42,9 @@ const (
 	DefaultQueueBytes = zmtp.DefaultQueueBytes
 	// DefaultReplayBytes is how many bytes of payloads the replay buffer
 	// keeps at most, beside its count of batches, unless told otherwise:
-	// its share of DefaultMemory (see [WithPublisherMemory]), which holds
-	// vLLM's 10,000 batches of 512-token blocks with their token ids.
-	// Past it the oldest go.
+	// its share of DefaultMemory (see [WithPublisherMemory]), sized so
+	// that vLLM's 10,000 batches of a real trace fit (docs/kvevents.md,
+	// Limits). Past it the oldest go.
 	DefaultReplayBytes = DefaultMemory / 16 * 11
 	// DefaultMaxPeers is how many connections past their handshake a
 	// listening socket keeps at once (publishers for a subscriber,
