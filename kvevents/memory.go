@@ -43,12 +43,18 @@ const connectionBytes = 160 << 10
 // connections returns the limits on a listening socket's connections
 // within part bytes: a sixteenth of them in their handshake, at least
 // minHandshakes and at most zmtp's defaults, and the rest peers, at most
-// want.
+// want. Unless lim sets how many peers one address may hold, a sixteenth
+// of the peers (at least 1), as DefaultMaxPeersPerAddress is of
+// DefaultMaxPeers: a per-address limit above the peers a budget holds
+// would let one host take every other's room.
 func connections(part int64, want int, lim zmtp.Limits) zmtp.Limits {
 	n := max(part/connectionBytes, 2*minHandshakes+1)
 	lim.MaxHandshakes = int(min(max(n/16, minHandshakes), zmtp.DefaultMaxHandshakes))
 	lim.MaxHandshakesPerSource = min(lim.MaxHandshakes, zmtp.DefaultMaxHandshakesPerSource)
 	lim.MaxPeers = int(max(1, min(int64(want), n-2*int64(lim.MaxHandshakes))))
+	if lim.MaxPeersPerSource <= 0 {
+		lim.MaxPeersPerSource = max(1, lim.MaxPeers/16)
+	}
 	return lim
 }
 

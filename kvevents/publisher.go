@@ -52,8 +52,9 @@ const (
 	// of a thousand engines and more.
 	DefaultMaxPeers = zmtp.DefaultMaxPeers
 	// DefaultMaxPeersPerAddress is how many of those one IP address may
-	// hold at once: a host runs a few engines, so one host cannot take
-	// every other's room.
+	// hold at once at DefaultMaxPeers: a host runs a few engines, so one
+	// host cannot take every other's room. Where a memory budget holds
+	// fewer peers, the default is the same sixteenth of them, at least 1.
 	DefaultMaxPeersPerAddress = zmtp.DefaultMaxPeersPerSource
 	// DefaultIdleTimeout is how long a peer that speaks no heartbeats
 	// (ZMTP 3.0) may send nothing before its connection is closed, unless
@@ -321,8 +322,9 @@ func WithMaxSubscribers(n int) PublisherOption {
 // come from one IP address (n >= 1); a further one is closed when its
 // handshake is done, and counted in PublisherStats.RefusedSubscribers (or
 // ReplayClientsDropped). Behind a proxy that makes every peer one
-// address, raise it to WithMaxSubscribers'. The default is
-// [DefaultMaxPeersPerAddress].
+// address, raise it to WithMaxSubscribers'. The default is a sixteenth of
+// the subscribers the socket holds: [DefaultMaxPeersPerAddress] at
+// [DefaultMaxPeers].
 func WithMaxSubscribersPerAddress(n int) PublisherOption {
 	return func(c *publisherConfig) {
 		if n < 1 {
@@ -423,7 +425,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // calls.
 func NewPublisher(ctx context.Context, endpoint string, opts ...PublisherOption) (*Publisher, error) {
 	c := publisherConfig{memory: DefaultMemory, log: slog.Default(), linger: DefaultLinger, hwm: DefaultHighWaterMark,
-		queueBytes: DefaultQueueBytes, replayBytes: math.MaxInt, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress}
+		queueBytes: DefaultQueueBytes, replayBytes: math.MaxInt, maxPeers: DefaultMaxPeers}
 	for _, o := range opts {
 		o(&c)
 	}

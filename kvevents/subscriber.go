@@ -279,7 +279,8 @@ func WithMaxPublishers(n int) SubscriberOption {
 // [WithMaxPublishers] bounds may come from one IP address (n >= 1); a
 // further one is closed when its handshake is done, and counted as
 // Refused. Behind a proxy that makes every peer one address, raise it to
-// WithMaxPublishers'. The default is [DefaultMaxPeersPerAddress].
+// WithMaxPublishers'. The default is a sixteenth of the publishers the
+// socket holds: [DefaultMaxPeersPerAddress] at [DefaultMaxPeers].
 func WithMaxPublishersPerAddress(n int) SubscriberOption {
 	return func(c *subscriberConfig) {
 		if n < 1 {
@@ -378,7 +379,7 @@ func WithSubscriberLogger(l *slog.Logger) SubscriberOption {
 func NewSubscriber(ctx context.Context, endpoint string, opts ...SubscriberOption) (*Subscriber, error) {
 	c := subscriberConfig{
 		memory: DefaultSubscriberMemory, maxPayload: DefaultMaxPayload, maxTopic: DefaultMaxTopicLength, maxTopics: DefaultMaxTopics,
-		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, perAddress: DefaultMaxPeersPerAddress, log: slog.Default(),
+		maxGap: DefaultMaxGap, maxPeers: DefaultMaxPeers, log: slog.Default(),
 	}
 	for _, o := range opts {
 		o(&c)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +257,119 @@ func watchPeak(pid int) (peak func() int64) {
 		<-done
 		return last.Load()
 	}
+}
+
+// TestPublishUnderIdleFlood runs kvevict publish with -memory 128MiB and a
+// mirror from 127.0.0.1 while, from other addresses, 300 peers handshake
+// as ZMTP 3.0 SUBs and then say nothing, 40 trickle their greeting a byte
+// at a time, and 10 of ZMTP 3.1 flood PINGs and never read: the attacks
+// that kept a libzmq SUB out of a publisher at 817 MB and took one from
+// 59 to 246 MB, scaled down. The mirror gets every batch (both exit 0),
+// and publish's peak resident memory stays within its budget.
+func TestPublishUnderIdleFlood(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures the process's memory, which the race detector multiplies")
+	}
+	if testing.Short() {
+		t.Skip("holds 350 hostile connections to a publisher")
+	}
+	const budget = 128 << 20
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	c := startChild(t, "publish", "-bind", "tcp://"+addr, "-trace", excerpt, "-capacity", "1000", "-warmup", "5s",
+		"-linger", "2s", "-require-subscribers", "1", "-memory", fmt.Sprint(budget), "-format", "json")
+	peakOf := watchPeak(c.cmd.Process.Pid)
+	dial := func(from string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if nc, err := d.Dial("tcp", addr); err == nil {
+				t.Cleanup(func() { nc.Close() })
+				return nc
+			}
+		}
+		return nil
+	}
+	var attackers sync.WaitGroup
+	var flooders []net.Conn
+	stop := make(chan struct{})
+	defer func() {
+		close(stop)
+		for _, nc := range flooders { // unblocks their writes
+			nc.Close()
+		}
+		attackers.Wait()
+	}()
+	idle := 0
+	for range 300 {
+		if nc := dial("127.0.0.5"); nc != nil && writeAll(nc, handshake("SUB")) {
+			idle++ // and silent from here on, reading nothing
+		}
+	}
+	for i := range 40 {
+		nc := dial(fmt.Sprintf("127.0.0.%d", 6+i%4))
+		if nc == nil {
+			continue
+		}
+		attackers.Add(1)
+		go func() { // a byte of greeting every 100 ms
+			defer attackers.Done()
+			for _, b := range handshake("SUB") {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if !writeAll(nc, []byte{b}) {
+					return
+				}
+			}
+		}()
+	}
+	ping := handshake("SUB")
+	ping[11] = 1 // ZMTP 3.1, which answers PINGs
+	var flood []byte
+	for range 1000 {
+		flood = append(flood, 0x04, 8, 4, 'P', 'I', 'N', 'G', 0, 0, 0)
+	}
+	for range 10 {
+		nc := dial("127.0.0.10")
+		if nc == nil || !writeAll(nc, ping) {
+			continue
+		}
+		nc.SetWriteDeadline(time.Time{}) // whole PINGs, none cut short
+		flooders = append(flooders, nc)
+		attackers.Add(1)
+		go func() {
+			defer attackers.Done()
+			for {
+				if _, err := nc.Write(flood); err != nil {
+					return // closed by publish, or by the test
+				}
+			}
+		}()
+	}
+	m := <-start(t, "mirror", "-connect", "tcp://"+addr, "-duration", "12s", "-format", "json")
+	res := c.wait()
+	peak := peakOf()
+	t.Logf("%d idle peers; peak resident memory %d MB\npublish: %s\nmirror: %s", idle, peak>>20, res.err, m.err)
+	if res.code != 0 || m.code != 0 {
+		t.Fatalf("publish exited %d, mirror %d: the mirror was kept out or lost batches", res.code, m.code)
+	}
+	if idle < 100 {
+		t.Errorf("only %d of 300 idle peers handshook", idle)
+	}
+	if peak > budget {
+		t.Errorf("peak resident memory %d MB, want within the budget of %d MB", peak>>20, budget>>20)
+	}
+}
+
+// writeAll writes b to nc within a second, and reports whether it could.
+func writeAll(nc net.Conn, b []byte) bool {
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, err := nc.Write(b)
+	return err == nil
 }
