@@ -89,6 +89,14 @@ func (h *RequestHints) tickHints(arrival int64) kvevict.Hints {
 	return k
 }
 
+// tickAt returns r's arrival, its Timestamp in microseconds, on a tick
+// clock (hintClockShift), and its hints on that clock: what a replay's
+// cache and its tiers take.
+func (r *Request) tickAt() (tick int64, hints kvevict.Hints) {
+	at := r.Timestamp * 1000
+	return at << hintClockShift, r.Hints.tickHints(at)
+}
+
 // hinted reports whether a request of w carries hints.
 func (w *Workload) hinted() bool {
 	for i := range w.Requests {

@@ -187,8 +187,8 @@ func (r *replayer) request(i int, t *tally) (tier.Outcome, error) {
 	var out tier.Outcome
 	var err error
 	if r.hinted {
-		at := req.Timestamp * 1000 // microseconds, as the pool's clock
-		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.tickHints(at), at<<hintClockShift)
+		tick, hints := req.tickAt()
+		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), hints, tick)
 	} else {
 		out, err = r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
 	}

@@ -131,8 +131,8 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 		req := &w.Requests[i]
 		var m *tier.Match
 		if hinted {
-			at := req.Timestamp * 1000
-			m, err = h.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), req.Hints.tickHints(at), at<<hintClockShift)
+			tick, hints := req.tickAt()
+			m, err = h.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), hints, tick)
 		} else {
 			m, err = h.Request(req.HashIDs, kvevict.Priority(req.Priority))
 		}

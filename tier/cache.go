@@ -27,7 +27,9 @@ import (
 // and every block of the request is touched, last first, so the first ends
 // the most recent. Ticks count touches: a candidate's LastAccess is the
 // tick of its latest touch, CreatedAt that of the request it entered with,
-// AccessCount the requests that found it resident.
+// AccessCount the requests that found it resident. Once a request gives a
+// time ([Cache.RequestHints]), the ticks start from the time each request
+// gives, if later, and count its touches from there.
 //
 // A Cache is not safe for concurrent use.
 type Cache struct {
@@ -298,6 +300,11 @@ func (c *Cache) RequestHints(ids []uint64, prio kvevict.Priority, h kvevict.Hint
 	if err := checkHinted(ids, &h, now); err != nil {
 		return Outcome{}, err
 	}
+	return c.requestAt(ids, prio, h, now)
+}
+
+// requestAt is RequestHints for hints checkHinted took.
+func (c *Cache) requestAt(ids []uint64, prio kvevict.Priority, h kvevict.Hints, now int64) (Outcome, error) {
 	c.clock(now)
 	c.hints = h
 	defer func() { c.hints = kvevict.Hints{} }()

@@ -673,14 +673,10 @@ func (h *Hierarchy) unhint() { h.hints = kvevict.Hints{} }
 // request asks tier i for ids as a request: with the request's hints and
 // tick once the hierarchy is hinted.
 func (h *Hierarchy) request(i int, ids []uint64, prio kvevict.Priority) (Outcome, error) {
-	c := h.levels[i]
 	if !h.hinted {
-		return c.Request(ids, prio)
+		return h.levels[i].Request(ids, prio)
 	}
-	c.clock(h.now)
-	c.hints = h.hints
-	defer func() { c.hints = kvevict.Hints{} }()
-	return c.Request(ids, prio)
+	return h.levels[i].requestAt(ids, prio, h.hints, h.now)
 }
 
 // Victims returns the blocks tier i evicted since the latest
