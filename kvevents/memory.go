@@ -5,7 +5,11 @@ package kvevents
 // that what peers can make it hold adds up to a known sum; the commands
 // set the runtime's memory limit to the same budget.
 
-import "github.com/sagellm/kvevict/kvevents/internal/zmtp"
+import (
+	"fmt"
+
+	"github.com/sagellm/kvevict/kvevents/internal/zmtp"
+)
 
 // Memory budgets.
 const (
@@ -29,6 +33,16 @@ const (
 // eighths to its [Mirror] ([WithMirrorMemory]), and the last eighth to
 // the runtime and the rest of the process.
 func MirrorShares(n int64) (subscriber, mirror int64) { return n / 2, n / 8 * 3 }
+
+// memory checks a memory option's budget of n bytes for what ("publisher",
+// "subscriber", "mirror"), as heartbeat and allow check theirs: it returns
+// n, and errs with an error added if n is below MinMemory.
+func memory(what string, n int64, errs []error) (int64, []error) {
+	if n < MinMemory {
+		errs = append(errs, fmt.Errorf("kvevents: %s memory %d bytes, want at least %d", what, n, MinMemory))
+	}
+	return n, errs
+}
 
 // minHandshakes is the fewest handshakes a socket has room for at once:
 // with one, peers that come together take each other's place.

@@ -83,10 +83,7 @@ type mirrorConfig struct {
 // (n >= [MinMemory]); see [Mirror]. The default is [DefaultMirrorMemory].
 func WithMirrorMemory(n int64) MirrorOption {
 	return func(c *mirrorConfig) {
-		if n < MinMemory {
-			c.errs = append(c.errs, fmt.Errorf("kvevents: mirror memory %d bytes, want at least %d", n, MinMemory))
-		}
-		c.budget = n
+		c.budget, c.errs = memory("mirror", n, c.errs)
 	}
 }
 

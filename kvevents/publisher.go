@@ -214,10 +214,7 @@ type publisherConfig struct {
 // queue holds more than its share, the oldest replay batch let go.
 func WithPublisherMemory(n int64) PublisherOption {
 	return func(c *publisherConfig) {
-		if n < MinMemory {
-			c.errs = append(c.errs, fmt.Errorf("kvevents: publisher memory %d bytes, want at least %d", n, MinMemory))
-		}
-		c.memory = n
+		c.memory, c.errs = memory("publisher", n, c.errs)
 	}
 }
 

@@ -337,10 +337,7 @@ func WithSubscriberCurve(c Curve) SubscriberOption {
 // ([WithMirrorMemory]).
 func WithSubscriberMemory(n int64) SubscriberOption {
 	return func(c *subscriberConfig) {
-		if n < MinMemory {
-			c.errs = append(c.errs, fmt.Errorf("kvevents: subscriber memory %d bytes, want at least %d", n, MinMemory))
-		}
-		c.memory = n
+		c.memory, c.errs = memory("subscriber", n, c.errs)
 	}
 }
 
