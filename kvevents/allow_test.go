@@ -84,11 +84,7 @@ func TestSubscriberAllow(t *testing.T) {
 func TestAllowRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	for _, tc := range []struct {
-		name string
-		open func() (func() error, error)
-		want string
-	}{
+	checkRefused(t, []refusedCase{
 		{"invalid publisher prefix", func() (func() error, error) {
 			p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherAllow(netip.Prefix{}))
 			return closer(p), err
@@ -105,7 +101,27 @@ func TestAllowRefused(t *testing.T) {
 			s, err := NewSubscriber(ctx, "tcp://127.0.0.1:1", WithSubscriberAllow(loopback127_1))
 			return closer(s), err
 		}, "this one connects"},
-	} {
+	})
+}
+
+// closer returns x's Close, or nil.
+func closer[T interface{ Close() error }](x T) func() error {
+	return x.Close
+}
+
+// refusedCase is a socket that options should refuse: open makes it and
+// returns its Close, and the error must say want.
+type refusedCase struct {
+	name string
+	open func() (func() error, error)
+	want string
+}
+
+// checkRefused checks that each case's open fails saying its want, and
+// closes what one that does not fail made.
+func checkRefused(t *testing.T, cases []refusedCase) {
+	t.Helper()
+	for _, tc := range cases {
 		closeIt, err := tc.open()
 		if err == nil {
 			closeIt()
@@ -114,9 +130,4 @@ func TestAllowRefused(t *testing.T) {
 			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
 		}
 	}
-}
-
-// closer returns x's Close, or nil.
-func closer[T interface{ Close() error }](x T) func() error {
-	return x.Close
 }

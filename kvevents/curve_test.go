@@ -100,11 +100,7 @@ func TestCurveRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	k := newCurveKey(t)
-	for _, tc := range []struct {
-		name string
-		open func() (func() error, error)
-		want string
-	}{
+	checkRefused(t, []refusedCase{
 		{"no secret", func() (func() error, error) {
 			p, err := NewPublisher(ctx, "tcp://127.0.0.1:0", WithPublisherCurve(Curve{}))
 			return closer(p), err
@@ -121,13 +117,5 @@ func TestCurveRefused(t *testing.T) {
 			s, err := NewSubscriber(ctx, "tcp://127.0.0.1:1", WithSubscriberCurve(Curve{Secret: k, Server: k.Public(), Clients: []CurveKey{k}}))
 			return closer(s), err
 		}, "no socket binds"},
-	} {
-		closeIt, err := tc.open()
-		if err == nil {
-			closeIt()
-			t.Errorf("%s: accepted", tc.name)
-		} else if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
-		}
-	}
+	})
 }
