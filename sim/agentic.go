@@ -27,12 +27,33 @@ const (
 	agentToolMedian    = 1000.0    // median tool result, tokens
 	agentToolSigma     = 1.0       // log-normal spread of tool results
 	agentNormal        = int8(kvevict.PriorityNormal)
-	// agentToolMeanMs is the mean of toolMs's distribution, the sum of
-	// its cases' means by their odds (docs/hints.md works it out). A front
-	// end that leases a turn for its tool call knows this expectation,
-	// never the wait drawn (Continuum's rule).
-	agentToolMeanMs = 40_050
 )
+
+// agentTool is a tool an agent calls: how often, out of ten calls, and the
+// range its run time is drawn from, uniformly.
+type agentTool struct {
+	odds          int
+	minMs, spanMs int64
+	// leased says a front end leases the turn that calls it: the tools
+	// that answer in seconds. Continuum pins a turn's KV for its tool's
+	// predicted duration only where the wait is short enough to pay for
+	// the memory held; a context held through minutes of a tool's run
+	// keeps out the turns of every other session.
+	leased bool
+}
+
+// agentTools are the tools of the agentic workload: seconds usually,
+// minutes sometimes.
+var agentTools = [...]agentTool{
+	{odds: 6, minMs: 1000, spanMs: 14_000, leased: true},
+	{odds: 3, minMs: 15_000, spanMs: 75_000},
+	{odds: 1, minMs: 90_000, spanMs: 210_000},
+}
+
+// expectedMs is the tool's mean run time: what a front end that knows
+// which tool a turn called expects it to take, never the wait drawn
+// (Continuum's rule).
+func (t *agentTool) expectedMs() int64 { return t.minMs + t.spanMs/2 }
 
 // agentSession is one running agent session: its context as blocks and
 // tokens, and when its next turn arrives.
@@ -95,35 +116,40 @@ func (g *synth) agentic(n int) {
 		if last {
 			call = 300 + g.rng.IntN(1201) // the final answer
 		}
-		// What the agent's front end knows: a turn that calls a tool is
-		// leased for its decode and the tool's expected wait; the final
-		// answer ends the session.
-		hints := RequestHints{TTLMs: int64(call)*agentTokenMs + agentToolMeanMs}
-		if last {
-			hints = RequestHints{Final: true}
-		}
 		g.reqs = append(g.reqs, Request{
 			Timestamp: at, InputTokens: s.tokens, OutputTokens: call,
-			HashIDs: s.prompt(g), Group: s.group, Priority: agentNormal, Hints: hints,
+			HashIDs: s.prompt(g), Group: s.group, Priority: agentNormal,
 		})
+		req := &g.reqs[len(g.reqs)-1]
+		decode := int64(call) * agentTokenMs
 		if last {
-			start(s, at+int64(call)*agentTokenMs+g.gapMs(agentRestartMs))
+			req.Hints = RequestHints{Final: true} // the final answer ends the session
+			start(s, at+decode+g.gapMs(agentRestartMs))
 			continue
 		}
 		s.grow(g, call+tool)
-		s.next = at + int64(call)*agentTokenMs + g.toolMs()
+		wait, t := g.toolMs()
+		s.next = at + decode + wait
+		// What the agent's front end knows once the turn calls a tool: a
+		// tool that answers in seconds leases the turn for its decode and
+		// the tool's expected run time.
+		if t.leased {
+			req.Hints = RequestHints{TTLMs: decode + t.expectedMs()}
+		}
 	}
 }
 
-// toolMs is how long a tool call runs: seconds usually, minutes sometimes.
-func (g *synth) toolMs() int64 {
-	switch r := g.rng.IntN(10); {
-	case r < 6:
-		return 1000 + g.rng.Int64N(14_000)
-	case r < 9:
-		return 15_000 + g.rng.Int64N(75_000)
+// toolMs draws the tool a turn calls and how long it runs.
+func (g *synth) toolMs() (int64, *agentTool) {
+	r := g.rng.IntN(10)
+	t := &agentTools[0]
+	for i := range agentTools {
+		if t = &agentTools[i]; r < t.odds {
+			break
+		}
+		r -= t.odds
 	}
-	return 90_000 + g.rng.Int64N(210_000)
+	return t.minMs + g.rng.Int64N(t.spanMs), t
 }
 
 // agentBurst adds a burst of one-shot requests at time at, up to n
@@ -137,6 +163,9 @@ func (g *synth) agentBurst(at int64, n int, group *uint64) {
 		g.reqs = append(g.reqs, Request{
 			Timestamp: at + g.rng.Int64N(agentBurstSpreadMs), InputTokens: tokens,
 			OutputTokens: 16 + g.rng.IntN(241), HashIDs: prompt, Group: *group, Priority: agentNormal,
+			// A one-shot request is final: the batch it came in sends no
+			// follow-up, which its front end knows.
+			Hints: RequestHints{Final: true},
 		})
 		*group++
 	}

@@ -84,6 +84,70 @@ func TestAgenticShape(t *testing.T) {
 	}
 }
 
+// TestAgenticHints checks the hints agentic promises (Synthetic's doc)
+// against the timestamps: a turn whose session's next turn came 1-15 s
+// after its decode (20 ms a token) called the tool that answers in
+// seconds, so it is leased for that decode plus 8,000 ms, the middle of
+// the tool's range; one whose next turn came later called a tool that
+// takes minutes and carries no lease; a session's last turn is final, as
+// is every request of a group of its own that is not a session's (the
+// one-shot requests: a session's first turn is never final, as a session
+// grows to 35K tokens).
+func TestAgenticHints(t *testing.T) {
+	const n = 3000
+	w, err := Synthetic("agentic", 1, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := map[uint64]*Request{} // each group's latest request
+	leased, bare, final := 0, 0, 0
+	for i := range w.Requests {
+		r := &w.Requests[i]
+		if r.Hints.Final {
+			final++
+		}
+		prev := next[r.Group]
+		next[r.Group] = r
+		if prev == nil {
+			continue
+		}
+		if prev.Hints.Final {
+			t.Fatalf("request %d continues session %d after its final turn", i, r.Group)
+		}
+		decode := int64(prev.OutputTokens) * 20
+		switch wait := r.Timestamp - prev.Timestamp - decode; {
+		case wait >= 1000 && wait < 15_000:
+			leased++
+			if want := (RequestHints{TTLMs: decode + 8000}); prev.Hints != want {
+				t.Fatalf("session %d: a turn waited %d ms for its tool, hints %+v, want %+v", r.Group, wait, prev.Hints, want)
+			}
+		case wait >= 15_000:
+			bare++
+			if prev.Hints != (RequestHints{}) {
+				t.Fatalf("session %d: a turn waited %d ms for its tool, hints %+v, want none", r.Group, wait, prev.Hints)
+			}
+		default:
+			t.Fatalf("session %d: a turn %d ms after its predecessor's decode", r.Group, wait)
+		}
+	}
+	// A group not heard from in the last ten minutes has ended (a tool
+	// runs at most five): a session with its final answer, a one-shot
+	// request with itself.
+	end := w.Requests[n-1].Timestamp
+	for g, r := range next {
+		if r.Timestamp < end-10*60_000 && !r.Hints.Final {
+			t.Fatalf("group %d ended without a final request: %+v", g, r.Hints)
+		}
+	}
+	// Six tool calls in ten answer in seconds.
+	if share := float64(leased) / float64(leased+bare); share < 0.55 || share > 0.65 {
+		t.Errorf("%d turns leased, %d not: %.2f leased, want about 0.6", leased, bare, share)
+	}
+	if final < n/10 {
+		t.Errorf("%d final requests of %d", final, n)
+	}
+}
+
 func sameRequest(a, b Request) bool {
 	return a.Timestamp == b.Timestamp && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
 		a.Group == b.Group && a.Priority == b.Priority && slices.Equal(a.HashIDs, b.HashIDs)

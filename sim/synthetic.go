@@ -89,7 +89,11 @@ func DescribeWorkload(name string) string { return generators[name].about }
 // requests (1-8K tokens behind a 1-3 block instruction shared within the
 // burst, 16-256 token answers) arrives within 10 s, each in a group of its
 // own, pressing on the idle sessions' cache. All requests have normal
-// priority.
+// priority. Its requests carry the hints its front end knows
+// ([RequestHints]): a turn that calls a tool answering in seconds is leased
+// for its decode and that tool's expected run time, 8 s; the last turn of a
+// session and every one-shot request are final. The other workloads carry
+// none: a chat front end cannot know that a turn is the last.
 func Synthetic(name string, seed uint64, n int) (*Workload, error) {
 	gen, ok := generators[name]
 	if !ok {
