@@ -25,67 +25,67 @@ type Option = options.Option
 // CreatedAt is, so that durations (EstimatedLifetime, half-lives, horizons,
 // per-second decay) convert to ticks. Default: one nanosecond. Must be > 0.
 func WithTickDuration(d time.Duration) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		if d <= 0 {
 			c.Reject("tick duration must be positive, got %v", d)
 			return
 		}
 		c.TickDuration = d
-	})
+	}
 }
 
 // WithLFUHalfLife makes LFU age access counts: a count loses half its weight
 // for every half-life that passed since LastAccess. Default 0: no decay, pure
 // (AccessCount, LastAccess) order. Must be >= 0.
 func WithLFUHalfLife(d time.Duration) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneLFUHalfLife)
 		if d < 0 {
 			c.Reject("LFU half-life must not be negative, got %v", d)
 			return
 		}
 		c.LFUHalfLife = d
-	})
+	}
 }
 
 // WithSLRUThreshold sets how many accesses move a sequence from SLRU's
 // probationary segment to its protected one. Default 2. Must be >= 1.
 func WithSLRUThreshold(n int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneSLRUThreshold)
 		if n < 1 {
 			c.Reject("SLRU threshold must be at least 1, got %d", n)
 			return
 		}
 		c.SLRUThreshold = n
-	})
+	}
 }
 
 // WithCostAlpha sets FrequencyCost's exponent on the block count: larger
 // alpha protects long sequences (expensive to re-prefill) more. Default 2.
 // Must be finite and >= 0.
 func WithCostAlpha(alpha float64) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneCostAlpha)
 		if !(alpha >= 0) || math.IsInf(alpha, 0) {
 			c.Reject("cost alpha must be finite and >= 0, got %v", alpha)
 			return
 		}
 		c.CostAlpha = alpha
-	})
+	}
 }
 
 // WithCostDecay sets FrequencyCost's decay per second of idle time: retention
 // is divided by 1 + decay x age_seconds. Default 0. Must be finite and >= 0.
 func WithCostDecay(perSecond float64) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneCostDecay)
 		if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
 			c.Reject("cost decay must be finite and >= 0, got %v", perSecond)
 			return
 		}
 		c.CostDecay = perSecond
-	})
+	}
 }
 
 // WithLifetimeHorizon sets how long Predictive expects a sequence to stay
@@ -93,14 +93,14 @@ func WithCostDecay(perSecond float64) Option {
 // that is a fraction f of the way to MaxLen gets (1-f) of it. Default 30s.
 // Must be > 0.
 func WithLifetimeHorizon(d time.Duration) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneLifetimeHorizon)
 		if d <= 0 {
 			c.Reject("lifetime horizon must be positive, got %v", d)
 			return
 		}
 		c.LifetimeHorizon = d
-	})
+	}
 }
 
 // WithEvictionHistory sets how many recent evictions the policy remembers
@@ -113,13 +113,13 @@ func WithLifetimeHorizon(d time.Duration) Option {
 // the metrics' memory only; an adaptive strategy's own memory of evicted
 // sequences is [WithGhostCap]. Default 65,536. Must be >= 0.
 func WithEvictionHistory(n int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		if n < 0 {
 			c.Reject("eviction history must not be negative, got %d", n)
 			return
 		}
 		c.EvictionHistory = n
-	})
+	}
 }
 
 // WithGhostCap bounds how many evicted sequences an adaptive strategy
@@ -129,14 +129,14 @@ func WithEvictionHistory(n int) Option {
 // counted for each. SIEVE keeps no ghosts, and the key strategies no
 // history: they refuse it. Default 65,536. Must be >= 1.
 func WithGhostCap(n int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneGhostCap)
 		if n < 1 {
 			c.Reject("ghost cap must be at least 1, got %d", n)
 			return
 		}
 		c.GhostCap = n
-	})
+	}
 }
 
 // WithTierBelow tells [Auto] that the pool's victims are demoted to an
@@ -151,14 +151,14 @@ func WithGhostCap(n int) Option {
 // For a [Policy] or an [Index], not a prefix tree. Default 0: no tier
 // below. Must be at least 0.
 func WithTierBelow(n int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneBelow)
 		if n < 0 {
 			c.Reject("tier below must be at least 0 blocks, got %d", n)
 			return
 		}
 		c.Below = n
-	})
+	}
 }
 
 // WithTiming(false) stops the policy reading the clock around each
@@ -167,7 +167,7 @@ func WithTierBelow(n int) Option {
 // can cost more than the rest of a one-victim [Index] eviction, on virtual
 // machines whose clock is slow to read. Default: on.
 func WithTiming(on bool) Option {
-	return options.Func(func(c *options.Config) { c.NoTiming = !on })
+	return func(c *options.Config) { c.NoTiming = !on }
 }
 
 // WithSampling makes SelectVictims approximate, as Redis's eviction does:
@@ -191,20 +191,20 @@ func WithTiming(on bool) Option {
 // [ErrInsufficientBlocks]. FrequencyCost with decay still makes one O(n)
 // pass to find the current tick.
 func WithSampling(k int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneSampling)
 		if k < 1 {
 			c.Reject("sample size must be at least 1, got %d", k)
 			return
 		}
 		c.Sampling = k
-	})
+	}
 }
 
 // WithLogger logs every eviction at debug level: strategy, victims, freed
 // blocks and elapsed time. The policy logs after releasing its lock.
 func WithLogger(l *slog.Logger) Option {
-	return options.Func(func(c *options.Config) { c.Logger = l })
+	return func(c *options.Config) { c.Logger = l }
 }
 
 // WithCapacity sets the cache size c of the adaptive strategies ([ARC],
@@ -226,12 +226,12 @@ func WithLogger(l *slog.Logger) Option {
 // prefix.New's capacity, in blocks. The key strategies refuse it everywhere.
 // Default 4096. Must be in [1, 2^28].
 func WithCapacity(n int) Option {
-	return options.Func(func(c *options.Config) {
+	return func(c *options.Config) {
 		c.Tune(options.TuneCapacity)
 		if n < 1 || n > options.MaxCapacity {
 			c.Reject("capacity must be in [1, %d], got %d", options.MaxCapacity, n)
 			return
 		}
 		c.Capacity = n
-	})
+	}
 }

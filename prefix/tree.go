@@ -58,10 +58,9 @@ type Access struct {
 // docs/prefix.md gives the sizes (BenchmarkMemory). The indexes do not
 // shrink below their peak size, as Go maps do not.
 type Tree struct {
-	params   rank.Params      // a key strategy's; unused when meas ranks
-	meas     measurements     // Auto's; nil for a key strategy
-	keyOpts  []kvevict.Option // the strategy's options, until New ranks with them
-	capacity int              // in blocks: what Admit keeps the tree within
+	params   rank.Params  // a key strategy's; unused when meas ranks
+	meas     measurements // Auto's; nil for a key strategy
+	capacity int          // in blocks: what Admit keeps the tree within
 	onEvent  func(Event)
 	usesNow  bool
 	// Events are delivered in the order of their changes, one call's at a
@@ -128,8 +127,16 @@ type edge struct {
 	hash   uint64
 }
 
-// Option configures a Tree made by [New].
-type Option func(*Tree)
+// Option configures a Tree made by [New]. Only this package's With
+// functions make one: the idiom of every option in kvevict's modules, a
+// function over a configuration its users cannot name.
+type Option func(*config)
+
+// config is what a Tree's options set.
+type config struct {
+	onEvent func(Event)
+	keyOpts []kvevict.Option // the strategy's options
+}
 
 // WithEvents makes the tree call fn with an [Event] for every batch of
 // blocks it stores or removes, so that an external index (a KV-aware
@@ -139,7 +146,7 @@ type Option func(*Tree)
 // the tree, but not Insert, InsertLocked or Evict, which would wait for fn
 // to return before delivering their own events.
 func WithEvents(fn func(Event)) Option {
-	return func(t *Tree) { t.onEvent = fn }
+	return func(c *config) { c.onEvent = fn }
 }
 
 // WithStrategyOptions configures the strategy that ranks the tree's leaves
@@ -151,7 +158,7 @@ func WithEvents(fn func(Event)) Option {
 // counts sequences, neither: a tree's capacity is [New]'s, in blocks.
 // New refuses them.
 func WithStrategyOptions(opts ...kvevict.Option) Option {
-	return func(t *Tree) { t.keyOpts = append(t.keyOpts, opts...) }
+	return func(c *config) { c.keyOpts = append(c.keyOpts, opts...) }
 }
 
 // New returns an empty tree for a pool of capacity blocks that ranks
@@ -179,13 +186,14 @@ func New(s kvevict.Strategy, capacity int, opts ...Option) (*Tree, error) {
 	}
 	t.root.slot = -1
 	t.turn.L = &t.turnMu
+	var c config
 	for _, opt := range opts {
 		if opt != nil {
-			opt(t)
+			opt(&c)
 		}
 	}
-	info, cfg, err := options.Resolve(string(s), t.keyOpts, options.ForTree)
-	t.keyOpts = nil
+	t.onEvent = c.onEvent
+	info, cfg, err := options.Resolve(string(s), c.keyOpts, options.ForTree)
 	if err != nil {
 		return nil, fmt.Errorf("prefix.New: %w", err)
 	}

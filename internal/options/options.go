@@ -27,15 +27,10 @@ var (
 )
 
 // Option is kvevict.Option: it records its value in a Config, or refuses
-// it. Only this package applies one, and only a Func is one.
-type Option interface {
-	apply(*Config)
-}
-
-// Func is every Option.
-type Func func(*Config)
-
-func (f Func) apply(c *Config) { f(c) }
+// it. Config is internal, so only kvevict's With functions make one: the
+// idiom of every option in kvevict's modules, a function over a
+// configuration its users cannot name.
+type Option func(*Config)
 
 // Config is what the options set: the parameters of the mechanisms, which
 // package prefix's tree shares, and those only a Policy or an Index reads;
@@ -87,7 +82,7 @@ func newConfig(opts []Option) Config {
 	}
 	for _, opt := range opts {
 		if opt != nil {
-			opt.apply(&cfg)
+			opt(&cfg)
 		}
 	}
 	return cfg
