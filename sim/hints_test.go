@@ -249,20 +249,26 @@ func TestClusterHonoursHints(t *testing.T) {
 // blocks take the hints: LRU alone evicts A's block for request 2, so
 // request 3 misses; told that B is final, or that A is leased, the replay
 // evicts B's and request 3 hits. A lease that ends at request 2's time
-// changes nothing. Key strategies go through an Index, Auto through a
-// Policy: the same hits.
+// changes nothing. With A and B both leased, request 2 breaks the lease
+// that ends first, A's, and request 3 takes C's block, unleased. Key
+// strategies go through an Index, Auto through a Policy: the same hits,
+// and the same blocks evicted released or under a live lease.
 func TestReplayHonoursHints(t *testing.T) {
 	base := abca(0, RequestHints{})
+	both := abca(0, RequestHints{TTLMs: 10})
+	both[1].Hints = RequestHints{TTLMs: 10}
 	for _, c := range []struct {
-		name string
-		reqs []Request
-		want float64
+		name             string
+		reqs             []Request
+		want             float64
+		released, leased int64
 	}{
-		{"none", base, 0},
-		{"final", abca(1, RequestHints{Final: true}), 0.25},
-		{"lease", abca(0, RequestHints{TTLMs: 10}), 0.25},
-		{"spent lease", abca(0, RequestHints{TTLMs: 2}), 0},
-		{"low priority", abca(1, RequestHints{Retention: 10, RetentionMs: 10}), 0.25},
+		{"none", base, 0, 0, 0},
+		{"final", abca(1, RequestHints{Final: true}), 0.25, 1, 0},
+		{"lease", abca(0, RequestHints{TTLMs: 10}), 0.25, 0, 0},
+		{"spent lease", abca(0, RequestHints{TTLMs: 2}), 0, 0, 0},
+		{"broken lease", both, 0, 0, 1},
+		{"low priority", abca(1, RequestHints{Retention: 10, RetentionMs: 10}), 0.25, 0, 0},
 	} {
 		w := &Workload{Name: c.name, BlockTokens: 16, GroupKind: "tenant", Requests: c.reqs}
 		for _, s := range []kvevict.Strategy{kvevict.LRU, kvevict.ARC, kvevict.Auto} {
@@ -270,8 +276,9 @@ func TestReplayHonoursHints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.HitRatio != c.want {
-				t.Errorf("%s, %s: hit ratio %v, want %v", c.name, s, rep.HitRatio, c.want)
+			if rep.HitRatio != c.want || rep.ReleasedEvicted != c.released || rep.LeasedEvicted != c.leased {
+				t.Errorf("%s, %s: hit ratio %v, released and leased blocks evicted %d, %d; want %v, %d, %d",
+					c.name, s, rep.HitRatio, rep.ReleasedEvicted, rep.LeasedEvicted, c.want, c.released, c.leased)
 			}
 		}
 	}

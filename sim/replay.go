@@ -189,6 +189,9 @@ func (r *replayer) request(i int, t *tally) (tier.Outcome, error) {
 	if r.hinted {
 		tick, hints := req.tickAt()
 		out, err = r.cache.RequestHints(req.HashIDs, kvevict.Priority(req.Priority), hints, tick)
+		for j := range out.VictimHints {
+			t.hinted(&out.VictimHints[j], tick)
+		}
 	} else {
 		out, err = r.cache.Request(req.HashIDs, kvevict.Priority(req.Priority))
 	}

@@ -98,10 +98,10 @@ type Report struct {
 	// Belady.
 	EvictionP50 int64 `json:"eviction_p50_ns"`
 	EvictionP99 int64 `json:"eviction_p99_ns"`
-	// ReleasedEvicted and LeasedEvicted count, in serve mode with hints,
-	// the evicted blocks of sequences whose request was final, and those
-	// evicted under a live lease (a lease broken: only leased blocks were
-	// left to take).
+	// ReleasedEvicted and LeasedEvicted count, with hints, the evicted
+	// blocks of sequences (in a replay, of requests) that were final, and
+	// those evicted under a live lease (a lease broken: only leased blocks
+	// were left to take).
 	ReleasedEvicted int64 `json:"released_evicted_blocks,omitempty"`
 	LeasedEvicted   int64 `json:"leased_evicted_blocks,omitempty"`
 	// LeasesHonoured counts, in serve mode with hints, the leases of
@@ -109,7 +109,8 @@ type Report struct {
 	// they ended with blocks still cached; LeasesWasted those that ended
 	// with no request reusing them. A lease broken by an eviction counts
 	// in LeasedEvicted instead, and one still live when the run ends in
-	// none.
+	// none. A replay counts neither: its candidates are blocks, each
+	// with a lease of its own.
 	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
 	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
 }

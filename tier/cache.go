@@ -179,6 +179,10 @@ type Outcome struct {
 	Victims  []kvevict.Victim
 	Selected bool
 	Elapsed  time.Duration
+	// VictimHints are the victims' hints, in Victims' order, once the
+	// cache has been given a time ([Cache.RequestHints]); nil before.
+	// Valid until the next request.
+	VictimHints []kvevict.Hints
 }
 
 // Request makes ids resident as one request with priority prio: it calls
@@ -235,6 +239,9 @@ func (c *Cache) admit(ids []uint64, prio kvevict.Priority, requested bool) (Outc
 			}
 		}
 		out = Outcome{Victims: victims, Selected: true, Elapsed: elapsed}
+		if c.clocked {
+			out.VictimHints = c.victimHints
+		}
 	}
 	out.Loaded, out.Over = missing, over
 	c.entered = c.entered[:0]
