@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -714,5 +715,88 @@ func TestSlowReplayReaders(t *testing.T) {
 		if n >= buffer {
 			t.Errorf("client %d: %d batches of an answer whose buffer was let go", i, n)
 		}
+	}
+}
+
+// TestFastReplayReaders: replay clients that ask for the whole buffer
+// again and again and read each answer at once, while the buffer turns
+// over three times: the heap grows by a batch a client in flight and
+// room for the connections and the collector, where answers that kept the
+// buffer of their request would each pin the generation the buffer let go
+// while they were read.
+func TestFastReplayReaders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
+	defer cancel()
+	const clients, buffer, size = 8, 64, 256 << 10
+	// Garbage kept within a fifth of the live heap, so that the peak
+	// sampled is the live heap's, whatever the collector's pace.
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithMaxSubscribersPerAddress(DefaultMaxPeers),
+		WithPublisherLogger(slog.New(slog.DiscardHandler)))
+	hash := []Hash{BytesHash(make([]byte, size))}
+	publish := func(n int) {
+		for range n {
+			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(buffer)
+	var ds []*zmtp.Conn
+	for range clients {
+		ds = append(ds, dialReplay(ctx, t, p))
+	}
+	var answers atomic.Int64
+	errs := make(chan error, clients)
+	peak := heapPeak(func() {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, d := range ds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-done:
+						errs <- nil
+						return
+					default:
+					}
+					if err := d.WriteMsg([][]byte{nil, seqBytes(0)}); err != nil {
+						errs <- err
+						return
+					}
+					for {
+						f, err := d.ReadMsg()
+						if err != nil {
+							errs <- err
+							return
+						}
+						if len(f) == 4 && int64(binary.BigEndian.Uint64(f[2])) == endSeq {
+							break
+						}
+					}
+					answers.Add(1)
+				}
+			}()
+		}
+		publish(3 * buffer)
+		close(done)
+		wg.Wait()
+	})
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("the heap held at most %d bytes more over %d answers to %d fast replay clients", peak, answers.Load(), clients)
+	if answers.Load() < clients {
+		t.Errorf("%d answers to %d clients", answers.Load(), clients)
+	}
+	// Above the buffer, held before: a batch a client at each end, sent
+	// and received, twice over for what the collector has yet to free,
+	// and room for the connections' buffers and the test's own.
+	if limit := int64(4*clients*size + 12<<20); peak > limit {
+		t.Errorf("the heap grew by %d bytes with %d fast replay clients, want at most %d", peak, clients, limit)
 	}
 }
