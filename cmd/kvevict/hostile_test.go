@@ -461,7 +461,9 @@ func TestMirrorUnderIdleFlood(t *testing.T) {
 	if len(rows) != 1 || rows[0].MissedBatches != 0 || rows[0].Batches != sum.Batches {
 		t.Errorf("mirrored %+v, want the engine's %d batches", rows, sum.Batches)
 	}
-	if idle < 100 {
+	// Those the mirror closed first fail their write: how many depends
+	// on the pace of the two processes, but most get in.
+	if idle < 50 {
 		t.Errorf("only %d of 300 idle peers handshook", idle)
 	}
 	if peak > budget {
