@@ -649,6 +649,25 @@ func TestNewEngineNotLockedOut(t *testing.T) {
 	}
 }
 
+// replayPublisher returns a publisher with a replay buffer of buffer
+// batches, and a func that publishes n batches of size bytes and a little
+// more each: a bytes hash of size bytes, quick to encode. Every replay
+// client may come from 127.0.0.1: as many as the socket holds (the default
+// per address is a sixteenth of them).
+func replayPublisher(ctx context.Context, t *testing.T, buffer, size int) (*Publisher, func(n int)) {
+	t.Helper()
+	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithMaxSubscribersPerAddress(DefaultMaxPeers),
+		WithPublisherLogger(slog.New(slog.DiscardHandler)))
+	hash := []Hash{BytesHash(make([]byte, size))}
+	return p, func(n int) {
+		for range n {
+			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestSlowReplayReaders: replay clients that ask for the whole buffer and
 // then stop reading hold what their answer is writing, not the buffer as
 // it was when they asked: while the buffer turns over three times under
@@ -665,20 +684,7 @@ func TestSlowReplayReaders(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	before := ms.HeapAlloc
-	// Every replay client comes from 127.0.0.1: as many as the socket
-	// holds may (the default per address is a sixteenth of them).
-	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithMaxSubscribersPerAddress(DefaultMaxPeers),
-		WithPublisherLogger(slog.New(slog.DiscardHandler)))
-	// A bytes hash of size bytes: a batch of size bytes and a little more,
-	// quick to encode.
-	hash := []Hash{BytesHash(make([]byte, size))}
-	publish := func(n int) {
-		for range n {
-			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	p, publish := replayPublisher(ctx, t, buffer, size)
 	publish(buffer)
 	var ds []*zmtp.Conn
 	for range clients {
@@ -734,16 +740,7 @@ func TestFastReplayReaders(t *testing.T) {
 	// Garbage kept within a fifth of the live heap, so that the peak
 	// sampled is the live heap's, whatever the collector's pace.
 	defer debug.SetGCPercent(debug.SetGCPercent(20))
-	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithMaxSubscribersPerAddress(DefaultMaxPeers),
-		WithPublisherLogger(slog.New(slog.DiscardHandler)))
-	hash := []Hash{BytesHash(make([]byte, size))}
-	publish := func(n int) {
-		for range n {
-			if _, err := p.Publish(&EventBatch{Events: []Event{&BlockStored{BlockHashes: hash}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	p, publish := replayPublisher(ctx, t, buffer, size)
 	publish(buffer)
 	var ds []*zmtp.Conn
 	for range clients {

@@ -162,12 +162,7 @@ func TestMirrorUnderAttack(t *testing.T) {
 // subscriptions' share (4 MiB) closes every peer that would pass it, the
 // process lives, and its peak resident memory stays within its budget.
 func TestPublishUnderSubscriptionFlood(t *testing.T) {
-	if raceEnabled {
-		t.Skip("measures the process's memory, which the race detector multiplies")
-	}
-	if testing.Short() {
-		t.Skip("floods a publisher with 80 MB of subscriptions")
-	}
+	measuresMemory(t, "floods a publisher with 80 MB of subscriptions")
 	const budget, peers, subs = 128 << 20, 80, 1024
 	path := filepath.Join(t.TempDir(), "kv.ipc")
 	c := startChild(t, "publish", "-bind", "ipc://"+path, "-trace", excerpt, "-capacity", "1000", "-warmup", "4s",
@@ -223,6 +218,19 @@ func TestPublishUnderSubscriptionFlood(t *testing.T) {
 	}
 }
 
+// measuresMemory skips a test that measures a process's memory under the
+// race detector, which multiplies it, and under -short, since it is long
+// for the reason why.
+func measuresMemory(t *testing.T, why string) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("measures the process's memory, which the race detector multiplies")
+	}
+	if testing.Short() {
+		t.Skip(why)
+	}
+}
+
 // watchPeak samples the peak resident memory of the running process pid,
 // VmHWM in /proc/pid/status, every 10 ms, until the returned func is
 // called once the process has exited; that returns the last sample, in
@@ -270,12 +278,7 @@ func watchPeak(pid int) (peak func() int64) {
 // down. The mirror gets every batch (both exit 0),
 // and publish's peak resident memory stays within its budget.
 func TestPublishUnderIdleFlood(t *testing.T) {
-	if raceEnabled {
-		t.Skip("measures the process's memory, which the race detector multiplies")
-	}
-	if testing.Short() {
-		t.Skip("holds 470 hostile connections to a publisher")
-	}
+	measuresMemory(t, "holds 470 hostile connections to a publisher")
 	const budget = 128 << 20
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -417,12 +420,7 @@ func writeAll(nc net.Conn, b []byte) bool {
 // in (both exit 0), and the mirror's peak resident memory stays within its
 // budget.
 func TestMirrorUnderIdleFlood(t *testing.T) {
-	if raceEnabled {
-		t.Skip("measures the process's memory, which the race detector multiplies")
-	}
-	if testing.Short() {
-		t.Skip("holds 400 hostile connections to a mirror")
-	}
+	measuresMemory(t, "holds 400 hostile connections to a mirror")
 	const budget = 64 << 20
 	addr := freePort(t, "127.0.0.1")
 	c := startChild(t, "mirror", "-bind", "tcp://"+addr, "-duration", "10s", "-memory", fmt.Sprint(budget), "-format", "json")
