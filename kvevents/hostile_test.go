@@ -662,9 +662,14 @@ func TestNewEngineNotLockedOut(t *testing.T) {
 // batches, and a func that publishes n batches of size bytes and a little
 // more each: a bytes hash of size bytes, quick to encode. Every replay
 // client may come from 127.0.0.1: as many as the socket holds (the default
-// per address is a sixteenth of them).
+// per address is a sixteenth of them). The tests that use it move tens of
+// MiB through replay answers, which the race detector slows past the
+// replay deadline: they skip under it.
 func replayPublisher(ctx context.Context, t *testing.T, buffer, size int) (*Publisher, func(n int)) {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("moves tens of MiB through replay answers, which the race detector slows past the replay deadline")
+	}
 	p := sinkPublisher(ctx, t, WithReplay("tcp://127.0.0.1:0", buffer), WithMaxSubscribersPerAddress(DefaultMaxPeers),
 		WithPublisherLogger(slog.New(slog.DiscardHandler)))
 	hash := []Hash{BytesHash(make([]byte, size))}
@@ -686,9 +691,6 @@ func replayPublisher(ctx context.Context, t *testing.T, buffer, size int) (*Publ
 // twice their bytes. Read on, each answer passes over the batches the
 // buffer let go, and ends.
 func TestSlowReplayReaders(t *testing.T) {
-	if raceEnabled {
-		t.Skip("its clients stop reading while 48 MiB are published, which the race detector can slow past the replay deadline")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
 	defer cancel()
 	const clients, buffer, size = 16, 64, 256 << 10
@@ -744,9 +746,6 @@ func TestSlowReplayReaders(t *testing.T) {
 // buffer of their request would each pin the generation the buffer let go
 // while they were read.
 func TestFastReplayReaders(t *testing.T) {
-	if raceEnabled {
-		t.Skip("moves 128 MiB through replay answers, which the race detector slows past the replay deadline")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*testTimeout)
 	defer cancel()
 	const clients, buffer, size = 8, 64, 256 << 10
