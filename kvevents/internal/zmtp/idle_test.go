@@ -184,7 +184,7 @@ func TestPeersPerSource(t *testing.T) {
 	}
 	third := dialFrom(t, s.Addr(), a)
 	third.hello("PUB", 0)
-	if !third.closed(time.Second) {
+	if !third.closed(10 * time.Second) {
 		t.Fatal("a third peer from one address was kept")
 	}
 	v.want(t, ErrTooManyPeers)
