@@ -112,6 +112,9 @@ type Report struct {
 	// none.
 	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
 	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
+	// Times are the run's times, for a serve run with a clock
+	// (ServeConfig.Cost); nil otherwise.
+	*Times
 }
 
 // tally accumulates a Report's counts as a run goes.

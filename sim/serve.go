@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // DefaultTokenTime is how long a running sequence takes to decode one token
@@ -29,6 +30,28 @@ type ServeConfig struct {
 	// for other granularities. Report.Granularity is then Granularity as
 	// given.
 	Evictor Evictor
+
+	// Cost, when set, gives the engine a clock: each step's time is
+	// Cost.Step of what the step computes (its prefill chunks and one token
+	// per decoding sequence, over the KV cache of every running sequence),
+	// a prefill takes steps of its own, the last of which computes the
+	// first token, and the report carries the run's times (Report.Times).
+	// Its block tokens must be the workload's, and TokenTime must be 0.
+	// Without it every step takes TokenTime and a prefill takes none.
+	Cost *tier.Cost
+	// MaxBatch caps the sequences running at once (vLLM's max_num_seqs): a
+	// waiting request is admitted only below it. 0 means no cap; at most
+	// [MaxBatchLimit].
+	MaxBatch int
+	// TokenBudget caps the tokens of one step (vLLM's
+	// max_num_batched_tokens): the decoding sequences' one each, and the
+	// prefill chunks the rest allows, in admission order. 0 means no cap;
+	// at most [MaxTokenBudget]. It needs Cost: without a clock a prefill
+	// takes no step.
+	TokenBudget int
+	// Loop is how a session's turns arrive; "" means LoopClosed when
+	// groups are sessions, else LoopOpen.
+	Loop Loop
 
 	// afterStep, if set, is called after every event: a test hook for the
 	// pool's invariant checker.
@@ -95,8 +118,8 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
-	if cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime {
-		return Report{}, fmt.Errorf("sim: %w: token time must be 0 to %v, got %v", kvevict.ErrInvalidArgument, MaxTokenTime, cfg.TokenTime)
+	if err := cfg.checkEngine(w); err != nil {
+		return Report{}, err
 	}
 	g := cfg.Granularity
 	ev := cfg.Evictor
@@ -117,5 +140,54 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	rep := p.tally.report(string(s), "serve", cfg.Capacity)
 	rep.Granularity = string(g)
 	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated
+	if cfg.Cost != nil {
+		rep.Times = p.clock.times()
+	}
 	return rep, nil
+}
+
+// Loop is how the turns of a session arrive in [Serve].
+type Loop string
+
+const (
+	// LoopClosed sends a session's turn no earlier than its previous
+	// turn's finish plus its pause (see [Serve]).
+	LoopClosed Loop = "closed"
+	// LoopOpen sends every request at its Timestamp, whatever the engine
+	// did: the warm schedule a recorded trace keeps.
+	LoopOpen Loop = "open"
+)
+
+// MaxBatchLimit is the largest ServeConfig.MaxBatch, and MaxTokenBudget
+// the largest ServeConfig.TokenBudget: far above any engine's, and small
+// enough that a step's tokens cannot overflow.
+const (
+	MaxBatchLimit  = 1 << 20
+	MaxTokenBudget = 1 << 24
+)
+
+// checkEngine checks the fields that shape the engine in time.
+func (cfg *ServeConfig) checkEngine(w *Workload) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("sim: %w: "+format, append([]any{kvevict.ErrInvalidArgument}, args...)...)
+	}
+	switch {
+	case cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime:
+		return bad("token time must be 0 to %v, got %v", MaxTokenTime, cfg.TokenTime)
+	case cfg.Cost != nil && cfg.TokenTime != 0:
+		return bad("a token time with a cost model: the cost model times each step")
+	case cfg.Cost != nil && cfg.Cost.BlockTokens() != w.BlockTokens:
+		return bad("the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
+	case cfg.MaxBatch < 0 || cfg.MaxBatch > MaxBatchLimit:
+		return bad("max batch must be 0 (no cap) to %d sequences, got %d", MaxBatchLimit, cfg.MaxBatch)
+	case cfg.TokenBudget < 0 || cfg.TokenBudget > MaxTokenBudget:
+		return bad("token budget must be 0 (no cap) to %d tokens, got %d", MaxTokenBudget, cfg.TokenBudget)
+	case cfg.TokenBudget > 0 && cfg.Cost == nil:
+		return bad("a token budget needs a cost model: without a clock a prefill takes no step for it to bound")
+	case cfg.Loop != "" && cfg.Loop != LoopOpen && cfg.Loop != LoopClosed:
+		return bad("loop must be open or closed, got %q", cfg.Loop)
+	case cfg.Loop == LoopClosed && w.GroupKind != "session":
+		return bad("a closed loop needs sessions, and workload %q groups requests by %s", w.Name, w.GroupKind)
+	}
+	return nil
 }

@@ -162,8 +162,15 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 	if o.format == "table" {
 		return writeTable(out, o, w, rs)
 	}
-	if o.hints == nil && o.format == "csv" {
-		return writeCSV(out, rs, hintFields...)
+	if o.format == "csv" {
+		var omit []string
+		if o.hints == nil {
+			omit = hintFields
+		}
+		if !slices.ContainsFunc(rs, func(r row) bool { return r.Times != nil }) {
+			omit = append(slices.Clone(omit), timeFields()...) // no run had a clock
+		}
+		return writeCSV(out, rs, omit...)
 	}
 	return writeRecords(out, o.format, rs)
 }
@@ -171,6 +178,13 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 // hintFields are the fields that -hints adds to the csv (and json, where
 // they are omitted when empty).
 var hintFields = []string{"hints", "released_evicted_blocks", "leased_evicted_blocks", "leases_honoured", "leases_wasted"}
+
+// timeFields are the fields of a run in time (sim.Times), which the csv
+// carries only when the runs have a clock.
+func timeFields() []string {
+	names, _ := csvFields[sim.Times]()
+	return names
+}
 
 // writeRecords writes rs as a JSON array or as CSV, the formats that carry
 // every field.
@@ -192,9 +206,14 @@ func csvFields[T any]() (names []string, index [][]int) {
 			f := t.Field(i)
 			at := append(append([]int(nil), prefix...), i)
 			if f.Anonymous {
-				walk(f.Type, at)
+				t := f.Type
+				if t.Kind() == reflect.Pointer {
+					t = t.Elem() // its fields, empty where it is nil
+				}
+				walk(t, at)
 				continue
 			}
+
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			if name == "" || name == "-" {
 				continue
@@ -224,7 +243,12 @@ func writeCSV[T any](out io.Writer, rs []T, omit ...string) error {
 	for _, r := range rs {
 		v := reflect.ValueOf(r)
 		for i, at := range index {
-			rec[i] = csvValue(v.FieldByIndex(at))
+			f, err := v.FieldByIndexErr(at)
+			if err != nil { // a field of a nil embedded pointer, as JSON omits it
+				rec[i] = ""
+				continue
+			}
+			rec[i] = csvValue(f)
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
