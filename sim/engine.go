@@ -44,6 +44,7 @@ type engineClock struct {
 	// and the time integrals of the requests in the system and the
 	// sequences running, from the first arrival.
 	arrival, first, finish []int64
+	cut                    []bool // finished short (truncated)
 	inSystem               int
 	areaIn, areaRun, busy  float64
 	started                bool
@@ -51,14 +52,16 @@ type engineClock struct {
 	outTokens              int64
 	w                      *Workload
 	sessions               bool
+	slo, tpotSLO           int64 // ticks; 0: no bound
 }
 
 func newEngineClock(w *Workload, cfg *ServeConfig, tokenTime int64) *engineClock {
 	c := &engineClock{cost: cfg.Cost, unit: tokenTime, maxBatch: cfg.MaxBatch, tokenBudget: cfg.TokenBudget,
-		stepTicks: float64(tokenTime), w: w, sessions: w.GroupKind == "session"}
+		stepTicks: float64(tokenTime), w: w, sessions: w.GroupKind == "session",
+		slo: int64(cfg.SLO / time.Microsecond), tpotSLO: int64(cfg.TPOTSLO / time.Microsecond)}
 	if c.cost != nil {
 		n := len(w.Requests)
-		c.arrival, c.first, c.finish = make([]int64, n), make([]int64, n), make([]int64, n)
+		c.arrival, c.first, c.finish, c.cut = make([]int64, n), make([]int64, n), make([]int64, n), make([]bool, n)
 		for i := range n {
 			c.arrival[i], c.first[i], c.finish[i] = -1, -1, -1
 		}
@@ -228,6 +231,11 @@ type Times struct {
 	// from its first request's arrival to its last one's finish.
 	SessionCompletionP50 float64 `json:"session_completion_p50_s,omitempty"`
 	SessionCompletionP99 float64 `json:"session_completion_p99_s,omitempty"`
+	// Goodput is the share of the requests whose TTFT is at most
+	// ServeConfig.SLO and whose TPOT is at most ServeConfig.TPOTSLO (each
+	// when set; a request of one token has no TPOT to miss), DistServe's
+	// measure; a rejected request misses.
+	Goodput float64 `json:"goodput"`
 }
 
 // times sums the run's times up. O(n log n) for n requests.
@@ -235,6 +243,7 @@ func (c *engineClock) times() *Times {
 	t := &Times{}
 	var ttft, tpot, e2e []int64
 	end := c.start
+	good := 0
 	for r := range c.arrival {
 		a, f := c.arrival[r], c.finish[r]
 		if a < 0 || f < 0 {
@@ -246,9 +255,17 @@ func (c *engineClock) times() *Times {
 			continue
 		}
 		ttft = append(ttft, c.first[r]-a)
-		if out := c.w.Requests[r].OutputTokens; out > 1 && f > c.first[r] {
+		ok := c.slo == 0 || c.first[r]-a <= c.slo
+		if out := c.w.Requests[r].OutputTokens; out > 1 && !c.cut[r] {
 			tpot = append(tpot, (f-c.first[r])/int64(out-1))
+			ok = ok && (c.tpotSLO == 0 || tpot[len(tpot)-1] <= c.tpotSLO)
 		}
+		if ok {
+			good++
+		}
+	}
+	if len(e2e) > 0 {
+		t.Goodput = float64(good) / float64(len(e2e))
 	}
 	t.TTFTMean, t.TTFTP50, t.TTFTP90, t.TTFTP99 = summary(ttft)
 	t.TPOTMean, t.TPOTP50, t.TPOTP90, t.TPOTP99 = summary(tpot)

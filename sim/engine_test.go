@@ -149,6 +149,22 @@ func TestServeClockBatchCap(t *testing.T) {
 	if one.MeanRunning > 1 {
 		t.Errorf("max batch 1: %.3f sequences running on average", one.MeanRunning)
 	}
+	// Goodput at a TTFT SLO of 100 ms: the first's prefill of 32 tokens is
+	// a step bound by reading the weights (about 5 ms), the second waits for
+	// the first's 50 decode steps of about 5 ms each first: one of two
+	// keeps the SLO one at a time, both together.
+	for _, c := range []struct {
+		batch int
+		want  float64
+	}{{1, 0.5}, {0, 1}} {
+		rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, Cost: cost, MaxBatch: c.batch, SLO: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Goodput != c.want {
+			t.Errorf("max batch %d: goodput %v, want %v", c.batch, rep.Goodput, c.want)
+		}
+	}
 }
 
 func TestServeEngineRefusals(t *testing.T) {
@@ -168,6 +184,8 @@ func TestServeEngineRefusals(t *testing.T) {
 		{"budget without a clock", w, ServeConfig{TokenBudget: 100}},
 		{"unknown loop", w, ServeConfig{Loop: "half"}},
 		{"closed loop without sessions", tenants, ServeConfig{Loop: LoopClosed}},
+		{"negative SLO", w, ServeConfig{Cost: cost, SLO: -1}},
+		{"SLO without a clock", w, ServeConfig{TPOTSLO: time.Second}},
 	} {
 		c.cfg.Capacity = 100
 		if _, err := Serve(c.w, kvevict.LRU, c.cfg); !errors.Is(err, kvevict.ErrInvalidArgument) {

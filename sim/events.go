@@ -281,6 +281,9 @@ func (p *pool) addBlock(s *sequence) error {
 			continue
 		}
 		p.truncated++ // alone, and the pool cannot hold it
+		if p.clock.cut != nil {
+			p.clock.cut[s.req] = true
+		}
 		p.finish(s)
 	}
 	return nil

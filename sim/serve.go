@@ -52,6 +52,10 @@ type ServeConfig struct {
 	// Loop is how a session's turns arrive; "" means LoopClosed when
 	// groups are sessions, else LoopOpen.
 	Loop Loop
+	// SLO and TPOTSLO are the time to first token and the time per
+	// output token a request must keep to count in Times.Goodput; 0 sets
+	// no bound. They need Cost.
+	SLO, TPOTSLO time.Duration
 
 	// afterStep, if set, is called after every event: a test hook for the
 	// pool's invariant checker.
@@ -182,6 +186,10 @@ func (cfg *ServeConfig) checkEngine(w *Workload) error {
 		return bad("max batch must be 0 (no cap) to %d sequences, got %d", MaxBatchLimit, cfg.MaxBatch)
 	case cfg.TokenBudget < 0 || cfg.TokenBudget > MaxTokenBudget:
 		return bad("token budget must be 0 (no cap) to %d tokens, got %d", MaxTokenBudget, cfg.TokenBudget)
+	case cfg.SLO < 0 || cfg.TPOTSLO < 0:
+		return bad("negative SLO: TTFT %v, TPOT %v", cfg.SLO, cfg.TPOTSLO)
+	case (cfg.SLO > 0 || cfg.TPOTSLO > 0) && cfg.Cost == nil:
+		return bad("an SLO needs a cost model: without a clock there are no times to keep")
 	case cfg.TokenBudget > 0 && cfg.Cost == nil:
 		return bad("a token budget needs a cost model: without a clock a prefill takes no step for it to bound")
 	case cfg.Loop != "" && cfg.Loop != LoopOpen && cfg.Loop != LoopClosed:
