@@ -158,19 +158,29 @@ var models = []Model{
 // LookupModel returns the preset named name, in any case, or an error that
 // lists the presets there are.
 func LookupModel(name string) (Model, error) {
-	for _, m := range models {
-		if strings.EqualFold(name, m.Name) {
-			return m, nil
-		}
-	}
-	return Model{}, fmt.Errorf("tier: unknown model %q (want %s)", name, strings.Join(ModelNames(), ", "))
+	return lookupPreset("model", models, name, func(m Model) string { return m.Name })
 }
 
 // ModelNames returns the names of the model presets, for help text.
-func ModelNames() []string {
-	names := make([]string, len(models))
-	for i, m := range models {
-		names[i] = m.Name
+func ModelNames() []string { return presetNames(models, func(m Model) string { return m.Name }) }
+
+// lookupPreset returns the preset of presets that nameOf names name, in
+// any case, or an error that names what was looked up and lists them.
+func lookupPreset[T any](what string, presets []T, name string, nameOf func(T) string) (T, error) {
+	for _, p := range presets {
+		if strings.EqualFold(name, nameOf(p)) {
+			return p, nil
+		}
+	}
+	var none T
+	return none, fmt.Errorf("tier: unknown %s %q (want %s)", what, name, strings.Join(presetNames(presets, nameOf), ", "))
+}
+
+// presetNames returns the names of presets, in order.
+func presetNames[T any](presets []T, nameOf func(T) string) []string {
+	names := make([]string, len(presets))
+	for i, p := range presets {
+		names[i] = nameOf(p)
 	}
 	return names
 }
@@ -208,11 +218,7 @@ func (l Link) String() string {
 
 // linkPresets are the named links; the first named for a medium is that
 // medium's default. The figures and their sources are in docs/tiers.md.
-var linkPresets = []struct {
-	name   string
-	medium Medium
-	link   Link
-}{
+var linkPresets = []linkPreset{
 	{"pcie5", CPU, Link{Bandwidth: 54e9, Latency: 10 * time.Microsecond}},
 	{"pcie4", CPU, Link{Bandwidth: 25e9, Latency: 10 * time.Microsecond}},
 	{"nvme", Storage, Link{Bandwidth: 7e9, Latency: 80 * time.Microsecond}},
@@ -223,22 +229,22 @@ var linkPresets = []struct {
 // memory over PCIe Gen5, the CPU's default), "pcie4", "nvme" (a local NVMe
 // drive, the storage default) or "s3" (an object store).
 func LookupLink(name string) (Link, error) {
-	for _, p := range linkPresets {
-		if strings.EqualFold(name, p.name) {
-			return p.link, nil
-		}
-	}
-	return Link{}, fmt.Errorf("tier: unknown link %q (want %s)", name, strings.Join(LinkNames(), ", "))
+	p, err := lookupPreset("link", linkPresets, name, linkPreset.nameOf)
+	return p.link, err
 }
 
 // LinkNames returns the names of the link presets, for help text.
-func LinkNames() []string {
-	names := make([]string, len(linkPresets))
-	for i, p := range linkPresets {
-		names[i] = p.name
-	}
-	return names
+func LinkNames() []string { return presetNames(linkPresets, linkPreset.nameOf) }
+
+// linkPreset is a named link, the default of its medium when first named
+// for it.
+type linkPreset struct {
+	name   string
+	medium Medium
+	link   Link
 }
+
+func (p linkPreset) nameOf() string { return p.name }
 
 // DefaultLink returns the link a cost model takes for m when given none:
 // "pcie5" for the CPU, "nvme" for storage. It reports false for the GPU,
@@ -436,22 +442,11 @@ var gpus = []GPUSpec{
 // SXM, the default), "h200" (H200 SXM) or "a100" (A100 SXM 80GB); or an
 // error that lists them.
 func LookupGPU(name string) (GPUSpec, error) {
-	for _, g := range gpus {
-		if strings.EqualFold(name, g.Name) {
-			return g, nil
-		}
-	}
-	return GPUSpec{}, fmt.Errorf("tier: unknown GPU %q (want %s)", name, strings.Join(GPUNames(), ", "))
+	return lookupPreset("GPU", gpus, name, func(g GPUSpec) string { return g.Name })
 }
 
 // GPUNames returns the names of the GPU presets, for help text.
-func GPUNames() []string {
-	names := make([]string, len(gpus))
-	for i, g := range gpus {
-		names[i] = g.Name
-	}
-	return names
-}
+func GPUNames() []string { return presetNames(gpus, func(g GPUSpec) string { return g.Name }) }
 
 // Compute returns g's rate: its peak at the default MFU, and its memory
 // bandwidth.
