@@ -20,8 +20,9 @@ const MaxTokenTime = time.Minute
 // ServeConfig configures [Serve].
 type ServeConfig struct {
 	Config
-	// TokenTime is the time to decode one token; 0 means DefaultTokenTime.
-	// Prefill is instantaneous. From 0 to [MaxTokenTime].
+	// TokenTime is the time of a step without a clock (Cost nil), in which
+	// a running sequence decodes one token and a prefill takes no step; 0
+	// means DefaultTokenTime. From 0 to [MaxTokenTime].
 	TokenTime time.Duration
 	// Granularity is what one eviction candidate is; "" means
 	// DefaultGranularity. Block granularity needs a key strategy or Auto.
@@ -73,8 +74,12 @@ type ServeConfig struct {
 //     beyond that prefix are reused but computed, the others are allocated
 //     and prefilled;
 //   - a running sequence holds a reference on each of its blocks and decodes
-//     one token per TokenTime, allocating a new block whenever its last one
-//     fills;
+//     one token a step, allocating a new block whenever its last one fills;
+//     a step takes TokenTime, or with cfg.Cost the roofline time of the
+//     batch it runs in (engine.go), which then prefills each prompt in
+//     chunks of steps first, the last chunk's step giving the first token;
+//     below cfg.MaxBatch sequences, and within cfg.TokenBudget tokens a
+//     step;
 //   - a finished sequence releases its blocks: prompt blocks stay cached
 //     (evictable) until evicted, generated ones are freed; each later
 //     request that reuses any of them is one hit on that sequence, its
@@ -87,11 +92,12 @@ type ServeConfig struct {
 //     for it is finished early (Report.Truncated). A prompt that cannot fit the pool
 //     at all is rejected (Report.Rejected).
 //
-// When groups are sessions (w.GroupKind == "session"), arrivals are closed
-// loop, as a user or an agent sends its next turn only after reading the
+// When groups are sessions (w.GroupKind == "session") and cfg.Loop is not
+// LoopOpen, arrivals are closed loop, as a user or an agent sends its next turn only after reading the
 // previous answer: a request whose Timestamp is at least its session's
 // previous request's Timestamp plus that request's decode time
-// (OutputTokens x TokenTime) follows it, and arrives no earlier than its
+// (OutputTokens x TokenTime, DefaultTokenTime with a clock: the rate the
+// timestamps are read at) follows it, and arrives no earlier than its
 // pause after that request finished, the pause being what the timestamps
 // leave between the two once the decode is taken out:
 //
