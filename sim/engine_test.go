@@ -193,3 +193,38 @@ func TestServeEngineRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestServeLoop: open loop, every request arrives at its timestamp; closed
+// loop (the default for sessions), never before it, and on agentic, whose
+// turns wait for their tool calls, an engine held to two sequences at once
+// sends some later turns late.
+func TestServeLoop(t *testing.T) {
+	w, err := Synthetic("agentic", 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := clockCost(t, w.BlockTokens)
+	late := map[Loop]int{}
+	for _, loop := range []Loop{LoopOpen, ""} {
+		var arrival []int64
+		cfg := ServeConfig{Config: Config{Capacity: 400}, Cost: cost, MaxBatch: 2, Loop: loop,
+			afterStep: func(p *pool) { arrival = p.clock.arrival }}
+		rep, err := Serve(w, kvevict.LRU, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkReport(t, &rep)
+		for r, at := range arrival {
+			ts := w.Requests[r].Timestamp * 1000
+			switch {
+			case at < ts:
+				t.Fatalf("loop %q: request %d arrived at %d, before its timestamp %d", loop, r, at, ts)
+			case at > ts:
+				late[loop]++
+			}
+		}
+	}
+	if late[LoopOpen] != 0 || late[""] == 0 {
+		t.Errorf("requests arriving after their timestamps: open loop %d (want 0), closed %d (want some)", late[LoopOpen], late[""])
+	}
+}
