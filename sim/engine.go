@@ -107,7 +107,9 @@ func (c *engineClock) decodingTokens() int64 {
 }
 
 // retime sets the step time from the batch as it is: without a cost model
-// it stays a unit.
+// it stays a unit. A step of no work (a measured rate and nothing to read)
+// still takes a nanosecond, so that the engine's progress stays finite in
+// time.
 func (c *engineClock) retime() {
 	if c.cost == nil {
 		return

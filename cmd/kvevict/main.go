@@ -283,7 +283,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling), at most "+strconv.Itoa(maxSampling)+"; 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode without a clock (-gpu, -model): time to decode one token, at most "+sim.MaxTokenTime.String())
 	var gpu, loop string
-	fs.StringVar(&gpu, "gpu", "h100", "serve mode: the GPU whose peak FLOPs and memory bandwidth time each step (a clock, as -model gives): "+strings.Join(tier.GPUNames(), ", "))
+	fs.StringVar(&gpu, "gpu", "h100", "serve mode: the GPU whose peak FLOPs and memory bandwidth time each step (a clock, as -model gives; its seconds are modelled, not measured): "+strings.Join(tier.GPUNames(), ", "))
 	fs.IntVar(&o.engine.maxBatch, "max-batch", 0, "serve mode: most sequences running at once (vLLM's max_num_seqs); 0: none without a clock, vLLM's default for -gpu with one")
 	fs.IntVar(&o.engine.tokenBudget, "token-budget", 0, "serve mode with a clock: most tokens one step computes (vLLM's max_num_batched_tokens); 0: vLLM's default for -gpu")
 	fs.DurationVar(&o.engine.slo, "slo", defaultSLO, "serve mode with a clock: the TTFT a request must keep to count in goodput")
