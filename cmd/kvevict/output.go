@@ -421,6 +421,15 @@ var timeColumns = []column{
 	}},
 }
 
+// capText is a cap of the engine's steps as the header names it: 0 is
+// none.
+func capText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
 // bestMark is the * of a best row in the column that ranks, else a space.
 func bestMark(r *row, ranks bool) string {
 	if ranks && r.Best {
@@ -475,8 +484,8 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	fmt.Fprintln(out)
 	switch e := &o.engine; {
 	case serve && e.clock:
-		fmt.Fprintf(out, "mode serve, %s granularity, in time: %s on %s, max batch %d, token budget %d; seconds modelled, not measured\n",
-			o.granularity, o.tiers.model.Name, e.gpu.Name, e.maxBatch, e.tokenBudget)
+		fmt.Fprintf(out, "mode serve, %s granularity, in time: %s on %s, max batch %s, token budget %s; seconds modelled, not measured\n",
+			o.granularity, o.tiers.model.Name, e.gpu.Name, capText(e.maxBatch), capText(e.tokenBudget))
 	case serve:
 		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token\n", o.granularity, o.tokenTime)
 	}
