@@ -11,7 +11,7 @@ import (
 
 // admitWaiting admits waiting requests in order while they fit.
 func (p *pool) admitWaiting() error {
-	for len(p.waiting) > 0 && !p.paused {
+	for len(p.waiting) > 0 && !p.paused && (p.clock.maxBatch == 0 || len(p.running) < p.clock.maxBatch) {
 		ok, err := p.admit(p.waiting[0])
 		if err != nil {
 			return err
@@ -41,7 +41,7 @@ func (p *pool) wakeAtLeaseEnd() {
 	}
 	if end != math.MaxInt64 {
 		p.woken = true
-		p.events.push(event{at: end, req: wake})
+		p.timed.push(event{at: end, req: wake})
 	}
 }
 
@@ -62,7 +62,7 @@ func (p *pool) admit(r int) (bool, error) {
 		return false, nil // wait for running sequences to finish
 	}
 	first := !p.admitted[r]
-	p.countAdmission(r, first)
+	hit := p.countAdmission(r, first)
 	s := p.newSequence(r)
 	p.beginAdmission(s, prompt)
 	blocks := p.reference(prompt, first)
@@ -71,7 +71,7 @@ func (p *pool) admit(r int) (bool, error) {
 	if err := p.allocatePrompt(prompt, blocks, missing); err != nil {
 		return false, err
 	}
-	p.start(s, blocks, len(prompt))
+	p.start(s, blocks, len(prompt), hit)
 	return true, nil
 }
 
@@ -138,9 +138,9 @@ func (p *pool) hardHeld() int {
 // anything of the pool changes: at the first, its hits and the tokens
 // evictions made it compute again; at a recomputation, after a
 // preemption, what it prefills again.
-func (p *pool) countAdmission(r int, first bool) {
+func (p *pool) countAdmission(r int, first bool) (hit int) {
 	req := &p.w.Requests[r]
-	hit := prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
+	hit = prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
 	if !first {
 		// What a preempted request prefills again is re-prefill, on top
 		// of what its first admission computed.
@@ -149,7 +149,7 @@ func (p *pool) countAdmission(r int, first bool) {
 			p.tally.prefill += n
 			p.tally.rePrefillTokens += n
 		}
-		return
+		return hit
 	}
 	p.admitted[r] = true
 	p.tally.request(r, hit)
@@ -161,6 +161,7 @@ func (p *pool) countAdmission(r int, first bool) {
 	if p.w.GroupKind == "session" {
 		p.lastOfGroup[req.Group] = r
 	}
+	return hit
 }
 
 // computedAgain returns the tokens of req past its resident prefix of hit
@@ -306,14 +307,27 @@ func (p *pool) allocatePrompt(prompt []uint64, blocks []int, missing int) error 
 	return nil
 }
 
-// start runs s on blocks, the first n of them its prompt's, prefilled.
-func (p *pool) start(s *sequence, blocks []int, n int) {
+// start runs s on blocks, the first n of them its prompt's, the first hit
+// of those found computed: with a clock it prefills the rest, in chunks
+// of steps; without one the prefill takes none, and s decodes at once.
+func (p *pool) start(s *sequence, blocks []int, n, hit int) {
 	req := &p.w.Requests[s.req]
 	s.blocks = blocks
 	for i := range n {
 		s.tokens += blockTokens(req, i, p.w.BlockTokens)
 	}
 	p.running = append(p.running, s)
+	c := p.clock
+	if c.cost == nil {
+		s.decoding, s.vAt = true, c.v
+		c.addDecoder(s)
+	} else {
+		// A prompt found whole still computes its last token, as vLLM does,
+		// for the logits of the first output token.
+		s.prefillLeft = max(req.InputTokens-tokensBefore(req, hit, p.w.BlockTokens), min(req.InputTokens, 1))
+		c.prefDone += int64(req.InputTokens - s.prefillLeft)
+		c.beginChunk(s, req.InputTokens)
+	}
 	p.schedule(s)
 }
 

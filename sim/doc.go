@@ -16,7 +16,10 @@
 //     not fit, the pool asks its [Evictor] for victims, and preempts a
 //     running sequence if even that cannot free enough. What one victim is
 //     is the [Granularity]: a whole sequence, a sequence's tail, or one
-//     block of a prefix tree ([BlockEvictor]).
+//     block of a prefix tree ([BlockEvictor]). Given a cost model
+//     (ServeConfig.Cost) the pool runs in time: batched steps of the
+//     roofline time tier.Cost.Step gives, prefill in chunks, and the
+//     report's [Times] (TTFT, TPOT, E2E, goodput), modelled.
 //   - [Cluster] replays it over several engines, each a pool of blocks in a
 //     prefix tree, behind a [Router] that chooses each request's engine:
 //     round robin, least loaded, or by the prefix it believes each engine

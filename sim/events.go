@@ -116,23 +116,39 @@ func (p *pool) nextArrival() (event, bool) {
 }
 
 // run processes arrivals and sequence events in time order; at equal times
-// sequence events go first, so finishing sequences free their blocks.
+// sequence events go first, so finishing sequences free their blocks. A
+// sequence's event is due when the engine's progress reaches it, at the
+// step time of the batch as it is.
 func (p *pool) run() error {
 	for {
 		a, arriving := p.nextArrival()
+		timed := p.timed.len() > 0 && (!arriving || !a.before(p.timed.min()))
+		if timed {
+			a, arriving = p.timed.min(), true
+		}
 		var e event
+		var v int64 // a milestone's progress
+		milestone := p.events.len() > 0
+		if milestone {
+			e = p.events.min()
+			v, e.at = e.at, p.clock.at(p.now, e.at)
+		}
 		switch {
-		case p.events.len() > 0 && (!arriving || !a.before(p.events.min())):
-			e = p.events.pop()
+		case milestone && (!arriving || !a.before(e)):
+			p.events.pop()
+			if !e.seq.alive {
+				continue // preempted since
+			}
+		case timed:
+			e, v = p.timed.pop(), 0
 		case arriving:
-			e = a
+			e, v = a, 0
 			p.next++
 		default:
 			return nil
 		}
-		if e.seq != nil && !e.seq.alive {
-			continue // preempted since
-		}
+		p.clock.advance(p.now, e.at, len(p.running))
+		p.clock.v = max(p.clock.v, v)
 		p.now = max(p.now, e.at)
 		switch {
 		case e.req == wake:
@@ -141,6 +157,7 @@ func (p *pool) run() error {
 			if p.arrived != nil {
 				p.arrived[e.req] = p.now
 			}
+			p.clock.arrive(e.req, p.now)
 			p.waiting = append(p.waiting, e.req)
 		default:
 			if err := p.step(e.seq); err != nil {
@@ -150,6 +167,7 @@ func (p *pool) run() error {
 		if err := p.admitWaiting(); err != nil {
 			return err
 		}
+		p.clock.retime()
 		p.tally.utilization(p.used+p.cached, p.capacity)
 		if p.afterStep != nil {
 			p.afterStep(p)
@@ -157,35 +175,103 @@ func (p *pool) run() error {
 	}
 }
 
-// schedule queues s's next event: when its last block fills, or when it is
-// done if that comes first.
+// schedule queues s's next event: the end of its prefill chunk a step on;
+// or, decoding, when its last block fills, or when it is done if that
+// comes first.
 func (p *pool) schedule(s *sequence) {
+	s.vAt = p.clock.v
+	if !s.decoding {
+		p.events.push(event{at: s.vAt + p.clock.unit, seq: s})
+		return
+	}
 	room := len(s.blocks)*p.w.BlockTokens - s.tokens
 	k := min(s.outLeft, room)
-	p.events.push(event{at: p.now + int64(k)*p.tokenTime, seq: s})
+	p.events.push(event{at: s.vAt + int64(k)*p.clock.unit, seq: s})
 }
 
-// step advances s to its event: it generated the tokens since, and either
-// finishes or needs a block.
+// step advances s to its event: the end of a prefill chunk, or the tokens
+// generated since; it then finishes, needs a block, or goes on.
 func (p *pool) step(s *sequence) error {
+	if !s.decoding {
+		return p.prefilled(s)
+	}
+	c := p.clock
+	c.dropDecoder(s)
 	room := len(s.blocks)*p.w.BlockTokens - s.tokens
 	k := min(s.outLeft, room)
 	s.tokens += k
 	s.outLeft -= k
 	s.last = p.now
+	s.vAt = c.v
+	c.addDecoder(s)
 	if s.outLeft == 0 {
 		p.finish(s)
 		return nil
 	}
+	return p.grow(s)
+}
+
+// prefilled ends s's prefill chunk: the next one starts, or, the prompt
+// computed, the step's last token is s's first, and s decodes.
+func (p *pool) prefilled(s *sequence) error {
+	c := p.clock
+	req := &p.w.Requests[s.req]
+	s.prefillLeft -= s.chunk
+	c.prefDone += int64(s.chunk)
+	c.endChunk(s)
+	if s.prefillLeft > 0 {
+		c.beginChunk(s, req.InputTokens)
+		p.schedule(s)
+		return nil
+	}
+	c.prefDone -= int64(req.InputTokens)
+	c.firstToken(s.req, p.now)
+	s.decoding, s.vAt = true, c.v
+	c.addDecoder(s)
+	if s.outLeft == 0 {
+		p.finish(s)
+		return nil
+	}
+	if len(s.blocks)*p.w.BlockTokens == s.tokens { // the first token needs a block
+		if err := p.addBlock(s); err != nil || !s.alive {
+			return err
+		}
+	}
+	c.dropDecoder(s)
+	s.tokens++
+	s.outLeft--
+	s.last = p.now
+	c.addDecoder(s)
+	if s.outLeft == 0 {
+		p.finish(s)
+		return nil
+	}
+	if len(s.blocks)*p.w.BlockTokens == s.tokens {
+		return p.grow(s)
+	}
+	p.schedule(s)
+	return nil
+}
+
+// grow gives s, whose blocks are full, another and schedules it.
+func (p *pool) grow(s *sequence) error {
+	if err := p.addBlock(s); err != nil || !s.alive {
+		return err
+	}
+	p.schedule(s)
+	return nil
+}
+
+// addBlock gives s, whose blocks are full, another, evicting or preempting
+// as it must: s may be preempted or finished short in its place.
+func (p *pool) addBlock(s *sequence) error {
 	for s.alive {
 		ok, err := p.allocate(1)
 		if err != nil {
 			return err
 		}
 		if ok {
-			b := p.take()
-			s.blocks = append(s.blocks, b)
-			p.schedule(s)
+			s.blocks = append(s.blocks, p.take())
 			return nil
 		}
 		if len(p.running) > 1 {
@@ -195,12 +281,18 @@ func (p *pool) step(s *sequence) error {
 			continue
 		}
 		p.truncated++ // alone, and the pool cannot hold it
+		if p.clock.cut != nil {
+			p.clock.cut[s.req] = true
+		}
 		p.finish(s)
 	}
 	return nil
 }
 
 func (p *pool) finish(s *sequence) {
+	if s.outLeft == 0 {
+		p.clock.outTokens += int64(p.w.Requests[s.req].OutputTokens)
+	}
 	p.drop(s)
 	p.paused = false
 	p.finishRequest(s.req)
@@ -211,13 +303,14 @@ func (p *pool) finish(s *sequence) {
 // of its session that waits for it, to arrive its pause from now.
 func (p *pool) finishRequest(r int) {
 	p.done++
+	p.clock.done(r, p.now)
 	p.cfg.progress(p.done, len(p.w.Requests))
 	if p.follower == nil || p.follower[r] < 0 {
 		return
 	}
 	f := p.follower[r]
 	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
-	p.events.push(event{at: at, req: f})
+	p.timed.push(event{at: at, req: f})
 }
 
 // preempt stops s and queues its request first, to be recomputed.

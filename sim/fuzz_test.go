@@ -39,7 +39,8 @@ func workloadFromBytes(data []byte) (*Workload, int) {
 // strategy (serving at every granularity): no errors, the pool's
 // accounting holds after every step, no strategy loads fewer blocks than
 // Belady's MIN, nothing beats an unbounded cache, and the Index's path
-// picks what the Policy's does, in a replay and in a serve run.
+// picks what the Policy's does, in a replay and in a serve run; in time,
+// the engine keeps its caps and Little's law.
 func FuzzPool(f *testing.F) {
 	f.Add([]byte{3, 0x21, 0x13, 0x44, 0x7f, 0x02, 0x09, 0x33, 0x14, 0x50})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0x07, 0x01, 0x00})
@@ -81,6 +82,20 @@ func FuzzPool(f *testing.F) {
 				}
 				checkReport(t, &srv)
 			}
+			// In time, under caps the bytes choose: the accounting holds,
+			// the cap is kept, and Little's law (checkReport).
+			batch, budget := 1+int(data[0]%4), 1+int(data[len(data)-1])*8
+			srv, err := Serve(w, s, ServeConfig{Config: cfg, Cost: clockCost(t, w.BlockTokens), MaxBatch: batch, TokenBudget: budget,
+				afterStep: func(p *pool) {
+					checkPool(t, p)
+					if len(p.running) > batch {
+						t.Fatalf("%d running, max batch %d", len(p.running), batch)
+					}
+				}})
+			if err != nil {
+				t.Fatalf("serve %s in time: %v", s, err)
+			}
+			checkReport(t, &srv)
 		}
 	})
 }

@@ -40,6 +40,14 @@ type sequence struct {
 	maxLen   int
 	outLeft  int // tokens still to generate
 	alive    bool
+	// In time (engine.go): the engine's progress when its tokens were last
+	// set, whether it decodes, and its prompt tokens left to prefill and
+	// the chunk of them in flight.
+	vAt         int64
+	decoding    bool
+	prefillLeft int
+	chunk       int
+	chunkFLOPs  float64
 }
 
 // owner is what the pool remembers of a sequence while it owns cached blocks.
@@ -94,8 +102,13 @@ type pool struct {
 
 	running []*sequence // admission order
 	waiting []int       // request indices, first come first served
-	events  eventQueue
-	now     int64
+	// events are the running sequences' milestones, at the engine's
+	// progress (engineClock.v); timed the arrivals released by a finish and
+	// the wakes, at their time.
+	events eventQueue
+	timed  eventQueue
+	clock  *engineClock
+	now    int64
 	// next is the first request of the timestamp order not yet arrived;
 	// requests that follow their session's previous one are skipped there
 	// and arrive as events, once their predecessor finished.
@@ -169,11 +182,12 @@ func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
 		accessed:    make(map[uint64]bool),
 		found:       make(map[uint64]bool),
 	}
+	p.clock = newEngineClock(w, &cfg, p.tokenTime)
 	p.state.lookup = p.lookupCached
 	if w.hinted() {
 		p.arrived, p.hardOwners, p.renewing = make([]int64, len(w.Requests)), make(map[uint64]bool), make(map[uint64]bool)
 	}
-	if w.GroupKind == "session" {
+	if cfg.Loop == LoopClosed || cfg.Loop == "" && w.GroupKind == "session" {
 		p.linkSessions()
 	}
 	return p
@@ -356,6 +370,13 @@ func (p *pool) release(b int) {
 // cached, owned by s; generated blocks are freed. The evictor is told.
 func (p *pool) drop(s *sequence) {
 	s.alive = false
+	switch {
+	case s.decoding:
+		p.clock.dropDecoder(s)
+	case p.clock.cost != nil:
+		p.clock.endChunk(s)
+		p.clock.prefDone -= int64(p.w.Requests[s.req].InputTokens - s.prefillLeft)
+	}
 	p.running = slices.DeleteFunc(p.running, func(x *sequence) bool { return x == s })
 	req := &p.w.Requests[s.req]
 	o := &owner{admitted: s.admitted, released: p.now,

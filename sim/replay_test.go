@@ -171,6 +171,20 @@ func checkReport(t *testing.T, r *Report) {
 			t.Errorf("%s at %d: %s = %v, outside [0, 1]", r.Strategy, r.CapacityBlocks, name, v)
 		}
 	}
+	if r.Times != nil {
+		checkLittle(t, r.Strategy, r.Times)
+	}
+}
+
+// checkLittle checks Little's law, L = lambda W, on a run in time: the mean
+// of the requests in the system, which the engine counts as they arrive
+// and finish, within 2% of the arrival rate times the mean time in it.
+func checkLittle(t *testing.T, name string, tm *Times) {
+	t.Helper()
+	l, lw := tm.MeanInSystem, tm.ArrivalRatePerS*tm.E2EMean
+	if math.Abs(l-lw) > 0.02*max(l, lw) {
+		t.Errorf("%s: Little's law: mean in system %.6f, arrival rate %.6f/s x mean E2E %.6fs = %.6f", name, l, tm.ArrivalRatePerS, tm.E2EMean, lw)
+	}
 }
 
 // TestReplayTinyScript checks a replay step by step against hand-computed

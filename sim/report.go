@@ -113,6 +113,9 @@ type Report struct {
 	// with a lease of its own.
 	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
 	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
+	// Times are the run's times, for a serve run with a clock
+	// (ServeConfig.Cost); nil otherwise.
+	*Times
 }
 
 // tally accumulates a Report's counts as a run goes.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sagellm/kvevict"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // DefaultTokenTime is how long a running sequence takes to decode one token
@@ -19,8 +20,9 @@ const MaxTokenTime = time.Minute
 // ServeConfig configures [Serve].
 type ServeConfig struct {
 	Config
-	// TokenTime is the time to decode one token; 0 means DefaultTokenTime.
-	// Prefill is instantaneous. From 0 to [MaxTokenTime].
+	// TokenTime is the time of a step without a clock (Cost nil), in which
+	// a running sequence decodes one token and a prefill takes no step; 0
+	// means DefaultTokenTime. From 0 to [MaxTokenTime].
 	TokenTime time.Duration
 	// Granularity is what one eviction candidate is; "" means
 	// DefaultGranularity. Block granularity needs a key strategy or Auto.
@@ -29,6 +31,32 @@ type ServeConfig struct {
 	// for other granularities. Report.Granularity is then Granularity as
 	// given.
 	Evictor Evictor
+
+	// Cost, when set, gives the engine a clock: each step's time is
+	// Cost.Step of what the step computes (its prefill chunks and one token
+	// per decoding sequence, over the KV cache of every running sequence),
+	// a prefill takes steps of its own, the last of which computes the
+	// first token, and the report carries the run's times (Report.Times).
+	// Its block tokens must be the workload's, and TokenTime must be 0.
+	// Without it every step takes TokenTime and a prefill takes none.
+	Cost *tier.Cost
+	// MaxBatch caps the sequences running at once (vLLM's max_num_seqs): a
+	// waiting request is admitted only below it. 0 means no cap; at most
+	// [MaxBatchLimit].
+	MaxBatch int
+	// TokenBudget caps the tokens of one step (vLLM's
+	// max_num_batched_tokens): the decoding sequences' one each, and the
+	// prefill chunks the rest allows, in admission order. 0 means no cap;
+	// at most [MaxTokenBudget]. It needs Cost: without a clock a prefill
+	// takes no step.
+	TokenBudget int
+	// Loop is how a session's turns arrive; "" means LoopClosed when
+	// groups are sessions, else LoopOpen.
+	Loop Loop
+	// SLO and TPOTSLO are the time to first token and the time per
+	// output token a request must keep to count in Times.Goodput; 0 sets
+	// no bound. They need Cost.
+	SLO, TPOTSLO time.Duration
 
 	// afterStep, if set, is called after every event: a test hook for the
 	// pool's invariant checker.
@@ -46,8 +74,12 @@ type ServeConfig struct {
 //     beyond that prefix are reused but computed, the others are allocated
 //     and prefilled;
 //   - a running sequence holds a reference on each of its blocks and decodes
-//     one token per TokenTime, allocating a new block whenever its last one
-//     fills;
+//     one token a step, allocating a new block whenever its last one fills;
+//     a step takes TokenTime, or with cfg.Cost the roofline time of the
+//     batch it runs in (engine.go), which then prefills each prompt in
+//     chunks of steps first, the last chunk's step giving the first token;
+//     below cfg.MaxBatch sequences, and within cfg.TokenBudget tokens a
+//     step;
 //   - a finished sequence releases its blocks: prompt blocks stay cached
 //     (evictable) until evicted, generated ones are freed; each later
 //     request that reuses any of them is one hit on that sequence, its
@@ -60,11 +92,12 @@ type ServeConfig struct {
 //     for it is finished early (Report.Truncated). A prompt that cannot fit the pool
 //     at all is rejected (Report.Rejected).
 //
-// When groups are sessions (w.GroupKind == "session"), arrivals are closed
-// loop, as a user or an agent sends its next turn only after reading the
+// When groups are sessions (w.GroupKind == "session") and cfg.Loop is not
+// LoopOpen, arrivals are closed loop, as a user or an agent sends its next turn only after reading the
 // previous answer: a request whose Timestamp is at least its session's
 // previous request's Timestamp plus that request's decode time
-// (OutputTokens x TokenTime) follows it, and arrives no earlier than its
+// (OutputTokens x TokenTime, DefaultTokenTime with a clock: the rate the
+// timestamps are read at) follows it, and arrives no earlier than its
 // pause after that request finished, the pause being what the timestamps
 // leave between the two once the decode is taken out:
 //
@@ -95,8 +128,8 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if err := cfg.validate(w); err != nil {
 		return Report{}, err
 	}
-	if cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime {
-		return Report{}, fmt.Errorf("sim: %w: token time must be 0 to %v, got %v", kvevict.ErrInvalidArgument, MaxTokenTime, cfg.TokenTime)
+	if err := cfg.checkEngine(w); err != nil {
+		return Report{}, err
 	}
 	g := cfg.Granularity
 	ev := cfg.Evictor
@@ -117,5 +150,58 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	rep := p.tally.report(string(s), "serve", cfg.Capacity)
 	rep.Granularity = string(g)
 	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated
+	if cfg.Cost != nil {
+		rep.Times = p.clock.times()
+	}
 	return rep, nil
+}
+
+// Loop is how the turns of a session arrive in [Serve].
+type Loop string
+
+const (
+	// LoopClosed sends a session's turn no earlier than its previous
+	// turn's finish plus its pause (see [Serve]).
+	LoopClosed Loop = "closed"
+	// LoopOpen sends every request at its Timestamp, whatever the engine
+	// did: the warm schedule a recorded trace keeps.
+	LoopOpen Loop = "open"
+)
+
+// MaxBatchLimit is the largest ServeConfig.MaxBatch, and MaxTokenBudget
+// the largest ServeConfig.TokenBudget: far above any engine's, and small
+// enough that a step's tokens cannot overflow.
+const (
+	MaxBatchLimit  = 1 << 20
+	MaxTokenBudget = 1 << 24
+)
+
+// checkEngine checks the fields that shape the engine in time.
+func (cfg *ServeConfig) checkEngine(w *Workload) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("sim: %w: "+format, append([]any{kvevict.ErrInvalidArgument}, args...)...)
+	}
+	switch {
+	case cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime:
+		return bad("token time must be 0 to %v, got %v", MaxTokenTime, cfg.TokenTime)
+	case cfg.Cost != nil && cfg.TokenTime != 0:
+		return bad("a token time with a cost model: the cost model times each step")
+	case cfg.Cost != nil && cfg.Cost.BlockTokens() != w.BlockTokens:
+		return bad("the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
+	case cfg.MaxBatch < 0 || cfg.MaxBatch > MaxBatchLimit:
+		return bad("max batch must be 0 (no cap) to %d sequences, got %d", MaxBatchLimit, cfg.MaxBatch)
+	case cfg.TokenBudget < 0 || cfg.TokenBudget > MaxTokenBudget:
+		return bad("token budget must be 0 (no cap) to %d tokens, got %d", MaxTokenBudget, cfg.TokenBudget)
+	case cfg.SLO < 0 || cfg.TPOTSLO < 0:
+		return bad("negative SLO: TTFT %v, TPOT %v", cfg.SLO, cfg.TPOTSLO)
+	case (cfg.SLO > 0 || cfg.TPOTSLO > 0) && cfg.Cost == nil:
+		return bad("an SLO needs a cost model: without a clock there are no times to keep")
+	case cfg.TokenBudget > 0 && cfg.Cost == nil:
+		return bad("a token budget needs a cost model: without a clock a prefill takes no step for it to bound")
+	case cfg.Loop != "" && cfg.Loop != LoopOpen && cfg.Loop != LoopClosed:
+		return bad("loop must be open or closed, got %q", cfg.Loop)
+	case cfg.Loop == LoopClosed && w.GroupKind != "session":
+		return bad("a closed loop needs sessions, and workload %q groups requests by %s", w.Name, w.GroupKind)
+	}
+	return nil
 }

@@ -123,6 +123,18 @@ func (m Model) PrefillFLOPs(cached, total int) float64 {
 	return 2*float64(m.Params)*n + m.attentionFLOPsPerKey()*keys
 }
 
+// DecodeFLOPs returns the floating-point operations of one decode step of
+// seqs sequences holding context tokens in all: each computes one token
+// at its position, as [Model.PrefillFLOPs] counts it, so that the step
+// costs 2 x Params per sequence plus the attention over context + seqs
+// keys. It returns 0 for no sequences. O(1).
+func (m Model) DecodeFLOPs(seqs int, context int64) float64 {
+	if seqs < 1 {
+		return 0
+	}
+	return 2*float64(m.Params)*float64(seqs) + m.attentionFLOPsPerKey()*(float64(max(context, 0))+float64(seqs))
+}
+
 // attentionFLOPsPerKey is the FLOPs one query token spends on one key
 // across all layers and heads: a multiply and an add per element of QK^T
 // and of AV.
@@ -146,19 +158,29 @@ var models = []Model{
 // LookupModel returns the preset named name, in any case, or an error that
 // lists the presets there are.
 func LookupModel(name string) (Model, error) {
-	for _, m := range models {
-		if strings.EqualFold(name, m.Name) {
-			return m, nil
-		}
-	}
-	return Model{}, fmt.Errorf("tier: unknown model %q (want %s)", name, strings.Join(ModelNames(), ", "))
+	return lookupPreset("model", models, name, func(m Model) string { return m.Name })
 }
 
 // ModelNames returns the names of the model presets, for help text.
-func ModelNames() []string {
-	names := make([]string, len(models))
-	for i, m := range models {
-		names[i] = m.Name
+func ModelNames() []string { return presetNames(models, func(m Model) string { return m.Name }) }
+
+// lookupPreset returns the preset of presets that nameOf names name, in
+// any case, or an error that names what was looked up and lists them.
+func lookupPreset[T any](what string, presets []T, name string, nameOf func(T) string) (T, error) {
+	for _, p := range presets {
+		if strings.EqualFold(name, nameOf(p)) {
+			return p, nil
+		}
+	}
+	var none T
+	return none, fmt.Errorf("tier: unknown %s %q (want %s)", what, name, strings.Join(presetNames(presets, nameOf), ", "))
+}
+
+// presetNames returns the names of presets, in order.
+func presetNames[T any](presets []T, nameOf func(T) string) []string {
+	names := make([]string, len(presets))
+	for i, p := range presets {
+		names[i] = nameOf(p)
 	}
 	return names
 }
@@ -196,11 +218,7 @@ func (l Link) String() string {
 
 // linkPresets are the named links; the first named for a medium is that
 // medium's default. The figures and their sources are in docs/tiers.md.
-var linkPresets = []struct {
-	name   string
-	medium Medium
-	link   Link
-}{
+var linkPresets = []linkPreset{
 	{"pcie5", CPU, Link{Bandwidth: 54e9, Latency: 10 * time.Microsecond}},
 	{"pcie4", CPU, Link{Bandwidth: 25e9, Latency: 10 * time.Microsecond}},
 	{"nvme", Storage, Link{Bandwidth: 7e9, Latency: 80 * time.Microsecond}},
@@ -211,22 +229,22 @@ var linkPresets = []struct {
 // memory over PCIe Gen5, the CPU's default), "pcie4", "nvme" (a local NVMe
 // drive, the storage default) or "s3" (an object store).
 func LookupLink(name string) (Link, error) {
-	for _, p := range linkPresets {
-		if strings.EqualFold(name, p.name) {
-			return p.link, nil
-		}
-	}
-	return Link{}, fmt.Errorf("tier: unknown link %q (want %s)", name, strings.Join(LinkNames(), ", "))
+	p, err := lookupPreset("link", linkPresets, name, linkPreset.nameOf)
+	return p.link, err
 }
 
 // LinkNames returns the names of the link presets, for help text.
-func LinkNames() []string {
-	names := make([]string, len(linkPresets))
-	for i, p := range linkPresets {
-		names[i] = p.name
-	}
-	return names
+func LinkNames() []string { return presetNames(linkPresets, linkPreset.nameOf) }
+
+// linkPreset is a named link, the default of its medium when first named
+// for it.
+type linkPreset struct {
+	name   string
+	medium Medium
+	link   Link
 }
+
+func (p linkPreset) nameOf() string { return p.name }
 
 // DefaultLink returns the link a cost model takes for m when given none:
 // "pcie5" for the CPU, "nvme" for storage. It reports false for the GPU,
@@ -394,12 +412,47 @@ func formatLatency(d time.Duration) string {
 	return strconv.FormatInt(int64(d), 10) + "ns"
 }
 
-// The default GPU: an H100 SXM's dense bf16 peak, at the share of it a
-// prefill is taken to reach (the sources are in docs/tiers.md).
-const (
-	h100FLOPS  = 989e12
-	defaultMFU = 0.5
-)
+// defaultMFU is the share of a GPU's peak a prefill is taken to reach (the
+// source is in docs/tiers.md).
+const defaultMFU = 0.5
+
+// GPUSpec is what the cost model needs of the GPU a model instance
+// runs on: its peak and its memory. The presets ([LookupGPU]) take their
+// figures from the vendor's datasheets, listed in docs/simulator.md.
+type GPUSpec struct {
+	// Name is the preset's name, or any label.
+	Name string
+	// FLOPS is the peak dense FLOPs per second at bf16.
+	FLOPS float64
+	// MemoryBandwidth is the bandwidth of its high-bandwidth memory, in
+	// bytes per second.
+	MemoryBandwidth float64
+	// MemoryBytes is the size of that memory.
+	MemoryBytes int64
+}
+
+// gpus are the presets, the first the default.
+var gpus = []GPUSpec{
+	{Name: "h100", FLOPS: 989e12, MemoryBandwidth: 3.35e12, MemoryBytes: 80e9},
+	{Name: "h200", FLOPS: 989e12, MemoryBandwidth: 4.8e12, MemoryBytes: 141e9},
+	{Name: "a100", FLOPS: 312e12, MemoryBandwidth: 2.039e12, MemoryBytes: 80e9},
+}
+
+// LookupGPU returns the GPU preset named name, in any case: "h100" (H100
+// SXM, the default), "h200" (H200 SXM) or "a100" (A100 SXM 80GB); or an
+// error that lists them.
+func LookupGPU(name string) (GPUSpec, error) {
+	return lookupPreset("GPU", gpus, name, func(g GPUSpec) string { return g.Name })
+}
+
+// GPUNames returns the names of the GPU presets, for help text.
+func GPUNames() []string { return presetNames(gpus, func(g GPUSpec) string { return g.Name }) }
+
+// Compute returns g's rate: its peak at the default MFU, and its memory
+// bandwidth.
+func (g GPUSpec) Compute() Compute {
+	return Compute{FLOPS: g.FLOPS, MFU: defaultMFU, MemoryBandwidth: g.MemoryBandwidth}
+}
 
 // Compute is the GPU's prefill rate: peak FLOPs per second times the model
 // FLOPs utilization (MFU) a prefill reaches, or a measured rate in tokens
@@ -415,11 +468,15 @@ type Compute struct {
 	// TokensPerSecond, when above 0, is a measured prefill rate that
 	// replaces FLOPS and MFU.
 	TokensPerSecond float64
+	// MemoryBandwidth is the bytes per second a step reads its weights and
+	// KV cache at ([Cost.Step]); 0 leaves reads out of a step's time.
+	MemoryBandwidth float64
 }
 
-// DefaultCompute returns one H100 SXM (989 TFLOPS dense bf16) at 50% MFU.
+// DefaultCompute returns one H100 SXM (989 TFLOPS dense bf16, 3.35 TB/s)
+// at 50% MFU: the "h100" preset's [GPUSpec.Compute].
 func DefaultCompute() Compute {
-	return Compute{FLOPS: h100FLOPS, MFU: defaultMFU}
+	return gpus[0].Compute()
 }
 
 // Validate reports a value that cannot be a rate (negative, infinite or not
@@ -432,6 +489,8 @@ func (c Compute) Validate() error {
 		return fmt.Errorf("tier: prefill rate of %v tokens/s, want 0 or more", c.TokensPerSecond)
 	case !finite(c.FLOPS):
 		return fmt.Errorf("tier: peak of %v FLOPS, want 0 or more", c.FLOPS)
+	case !finite(c.MemoryBandwidth):
+		return fmt.Errorf("tier: memory bandwidth of %v bytes/s, want 0 or more", c.MemoryBandwidth)
 	case !(c.MFU >= 0 && c.MFU <= 1):
 		return fmt.Errorf("tier: MFU %v, want a share in (0, 1]", c.MFU)
 	case c.TokensPerSecond == 0 && c.FLOPS == 0:
@@ -551,6 +610,40 @@ func (c *Cost) Prefill(cached, total int) time.Duration {
 		return duration(float64(total-cached) / tps)
 	}
 	return duration(c.model.PrefillFLOPs(cached, total) / (c.compute.FLOPS * c.compute.MFU))
+}
+
+// Step is the work of one step of an engine, as [Cost.Step] prices it: the
+// tokens it computes, their FLOPs, and the tokens of KV cache it reads.
+type Step struct {
+	// Tokens are the tokens the step computes: its prefill chunks' and one
+	// per decoding sequence.
+	Tokens int
+	// FLOPs are their floating-point operations: [Model.PrefillFLOPs] of
+	// each chunk plus [Model.DecodeFLOPs] of the decoding sequences.
+	FLOPs float64
+	// KVTokens are the tokens whose KV cache the step reads: every
+	// running sequence's.
+	KVTokens int64
+}
+
+// Step returns the time of one engine step that does s, as a roofline
+// gives it: the longer of its compute, s.FLOPs over peak x MFU (or its
+// tokens over a measured rate), and its memory reads, the model's weights
+// (Params x DtypeBytes) and s.KVTokens of KV cache once, over the memory
+// bandwidth (none when the bandwidth is 0). A decode step of few
+// sequences is bound by the reads, a long prefill chunk by the compute.
+// O(1).
+func (c *Cost) Step(s Step) time.Duration {
+	compute := s.FLOPs / (c.compute.FLOPS * c.compute.MFU)
+	if tps := c.compute.TokensPerSecond; tps > 0 {
+		compute = float64(s.Tokens) / tps
+	}
+	var memory float64
+	if bw := c.compute.MemoryBandwidth; bw > 0 {
+		bytes := float64(c.model.Params)*float64(c.model.DtypeBytes) + float64(max(s.KVTokens, 0))*float64(c.model.BytesPerToken())
+		memory = bytes / bw
+	}
+	return duration(max(compute, memory))
 }
 
 // Pays reports whether loading blocks blocks from m beats recomputing their

@@ -512,3 +512,53 @@ func TestDocsTable(t *testing.T) {
 		t.Errorf("docs/tiers.md does not show the cost model's table; it is now:\n%s", table)
 	}
 }
+
+// TestStepRoofline checks a step's time against the roofline worked out by
+// hand for llama-3-8b on the h100 preset (989 TFLOPS at 50% MFU, 3.35 TB/s).
+func TestStepRoofline(t *testing.T) {
+	gpu, err := tier.LookupGPU("H100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustCost(t, mustModel(t, "llama-3-8b"), 16, gpu.Compute(), nil)
+	m := c.Model()
+
+	// A decode-only step of 64 sequences of 1,000 tokens each:
+	//   reads:   weights 8,030,261,248 x 2 = 16,060,522,496 bytes
+	//            KV 64,000 tokens x 131,072 bytes = 8,388,608,000 bytes
+	//            24,449,130,496 bytes / 3.35e12 B/s = 7,298,247.9 ns
+	//   compute: 2 x 8,030,261,248 x 64 = 1,027,873,439,744
+	//            + 524,288 per key x (64,000 + 64) keys = 33,587,986,432
+	//            1,061,461,426,176 FLOPs / 494.5e12 = 2,146,534.7 ns
+	// Memory-bound: 7,298,248 ns.
+	decode := tier.Step{Tokens: 64, FLOPs: m.DecodeFLOPs(64, 64000), KVTokens: 64000}
+	if decode.FLOPs != 1061461426176 {
+		t.Errorf("DecodeFLOPs(64, 64000) = %.0f, want 1061461426176", decode.FLOPs)
+	}
+	if got := c.Step(decode); got != 7298248*time.Nanosecond {
+		t.Errorf("decode step = %v, want 7.298248ms", got)
+	}
+
+	// A prefill chunk of 8,192 tokens from the start of a prompt:
+	//   compute: 2 x 8,030,261,248 x 8,192 = 131,567,800,287,232
+	//            + 524,288 x (8,192 x 8,193 / 2) = 17,594,333,528,064
+	//            149,162,133,815,296 FLOPs / 494.5e12 = 301,642,333.3 ns
+	//   reads:   (16,060,522,496 + 8,192 x 131,072) / 3.35e12 = 5.1 ms
+	// Compute-bound: 301,642,333 ns.
+	prefill := tier.Step{Tokens: 8192, FLOPs: m.PrefillFLOPs(0, 8192), KVTokens: 8192}
+	if got := c.Step(prefill); got != 301642333*time.Nanosecond {
+		t.Errorf("prefill step = %v, want 301.642333ms", got)
+	}
+
+	// Without a memory bandwidth a step is its compute alone.
+	flopsOnly := mustCost(t, m, 16, tier.Compute{FLOPS: 989e12, MFU: 0.5}, nil)
+	if got := flopsOnly.Step(decode); got != 2146535*time.Nanosecond {
+		t.Errorf("decode step without reads = %v, want 2.146535ms", got)
+	}
+	if tier.DefaultCompute() != gpu.Compute() {
+		t.Errorf("DefaultCompute() = %+v, want the h100 preset's %+v", tier.DefaultCompute(), gpu.Compute())
+	}
+	if _, err := tier.LookupGPU("v100"); err == nil || !strings.Contains(err.Error(), "h100, h200, a100") {
+		t.Errorf("LookupGPU(v100) = %v, want an error listing the presets", err)
+	}
+}

@@ -91,6 +91,7 @@ const (
 	rankTTFT    = "ttft"    // lowest TTFT p99 first
 	rankHit     = "hit"     // highest hit ratio first
 	rankPrefill = "prefill" // compare -tier: least modelled prefill seconds first
+	rankGoodput = "goodput" // compare -mode serve in time: highest goodput first
 )
 
 // clusterOptions are cluster's parsed flags.

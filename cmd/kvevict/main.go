@@ -5,8 +5,10 @@
 //
 //	kvevict compare [-trace FILE | -workload NAME [-requests N] [-seed S]]
 //	                [-mode replay|serve] [-granularity sequence|tail|block]
-//	                [-token-time D] [-capacity LIST] [-strategies LIST]
-//	                [-sampling K] [-baseline STRATEGY] [-rank hit|prefill]
+//	                [-token-time D | -gpu NAME -model NAME [-token-budget N]]
+//	                [-max-batch N] [-loop open|closed] [-slo D] [-tpot-slo D]
+//	                [-capacity LIST] [-strategies LIST]
+//	                [-sampling K] [-baseline STRATEGY] [-rank hit|prefill|goodput]
 //	                [-format table|csv|json] [-wide] [-plot FILE.svg|.png]
 //	                [-tier MEDIUM:BLOCKS:STRATEGY ... [-write through|selective=N|back|vllm]
 //	                 [-inclusive|-exclusive] [-model NAME] [-link MEDIUM=BANDWIDTH,LATENCY ...]]
@@ -57,6 +59,14 @@
 // -exclusive keeps each block on one tier. Each row then shows the hits of
 // each tier and the prefill's modelled seconds (-model, -link), beside
 // Belady's MIN at the GPU's capacity and at every tier's together.
+//
+// In serve mode -gpu or -model gives the pool a clock (docs/simulator.md,
+// "Serve mode in time"): each step of the batch takes the cost model's
+// roofline time, prefill in chunks under -token-budget, at most -max-batch
+// sequences running (vLLM's defaults for the GPU), and the rows carry
+// TTFT, TPOT, E2E, throughput and goodput (-slo, -tpot-slo, -rank
+// goodput): modelled, not measured. -loop open sends a session's turns at
+// their timestamps rather than after the previous turn's finish.
 //
 // Every flag is checked before the run starts, every count against its
 // maximum (docs/simulator.md, Bounds), and a flag that does not
@@ -210,7 +220,24 @@ type options struct {
 	// it; both nil without -hints.
 	hints  []sim.HintSource
 	hinted []*sim.Workload
+	engine engineOptions
 }
+
+// engineOptions are serve mode's engine in time: a clock when -gpu or
+// -model gives one, the caps of its steps, and how sessions arrive.
+type engineOptions struct {
+	gpu         tier.GPUSpec
+	clock       bool // -gpu or -model given: the engine has a clock
+	maxBatch    int
+	tokenBudget int
+	loop        sim.Loop
+	slo         time.Duration // -slo: goodput's TTFT bound
+	tpotSLO     time.Duration // -tpot-slo: goodput's TPOT bound; 0 none
+	cost        *tier.Cost    // made once the workload's block size is known
+}
+
+// clocked reports whether the runs have a clock, and so times to report.
+func (o *options) clocked() bool { return o.engine.clock }
 
 // loadHinted loads the workload src names, as loadWorkload does, and
 // applies the hint sources to it: without any it returns the workload
@@ -254,11 +281,18 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling), at most "+strconv.Itoa(maxSampling)+"; 0 is exact; key strategies only, so all means those")
-	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode: time to decode one token, at most "+sim.MaxTokenTime.String())
+	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode without a clock (-gpu, -model): time to decode one token, at most "+sim.MaxTokenTime.String())
+	var gpu, loop string
+	fs.StringVar(&gpu, "gpu", "h100", "serve mode: the GPU whose peak FLOPs and memory bandwidth time each step (a clock, as -model gives; its seconds are modelled, not measured): "+strings.Join(tier.GPUNames(), ", "))
+	fs.IntVar(&o.engine.maxBatch, "max-batch", 0, "serve mode: most sequences running at once (vLLM's max_num_seqs); 0: none without a clock, vLLM's default for -gpu with one")
+	fs.IntVar(&o.engine.tokenBudget, "token-budget", 0, "serve mode with a clock: most tokens one step computes (vLLM's max_num_batched_tokens); 0: vLLM's default for -gpu")
+	fs.DurationVar(&o.engine.slo, "slo", defaultSLO, "serve mode with a clock: the TTFT a request must keep to count in goodput")
+	fs.DurationVar(&o.engine.tpotSLO, "tpot-slo", 0, "serve mode with a clock: the time per output token a request must keep to count in goodput; 0: no bound")
+	fs.StringVar(&loop, "loop", "", "serve mode: open (every request at its timestamp) or closed (a session's turn after its previous one's finish plus its pause); default closed where the requests are sessions")
 	tierFlags(fs, &o.tiers, &write, &inclusive, true)
-	costFlags(fs, &o.tiers, &model, "with -tier: the model whose KV bytes and prefill FLOPs price the seconds")
+	costFlags(fs, &o.tiers, &model, "with -tier, or in serve mode as a clock: the model whose KV bytes and FLOPs price the seconds")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
-	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio) or, with -tier, prefill (least modelled prefill seconds)")
+	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio), with -tier prefill (least modelled prefill seconds), or in serve mode with a clock goodput (the most requests within -slo and -tpot-slo)")
 	fs.StringVar(&hints, "hints", "", "comma-separated hint `sources`, a row per strategy each: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -327,13 +361,18 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	if err := checkTiers(o, set, write, model, inclusive); err != nil {
 		return nil, err
 	}
+	if err := checkEngine(o, set, gpu, model, loop); err != nil {
+		return nil, err
+	}
 	switch o.rank = strings.ToLower(strings.TrimSpace(o.rank)); {
 	case o.rank == rankTTFT:
-		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare has no queues: use hit, or prefill with -tier")
+		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare ranks by hit, by prefill with -tier, or by goodput in serve mode with a clock")
 	case o.rank == rankPrefill && len(o.tiers.specs) == 0:
 		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier")
-	case o.rank != rankHit && o.rank != rankPrefill:
-		return nil, usagef("-rank must be hit or, with -tier, prefill; got %q", o.rank)
+	case o.rank == rankGoodput && !o.engine.clock:
+		return nil, usagef("-rank goodput ranks by the share of requests within -slo and -tpot-slo, which serve mode gives with a clock (-gpu or -model)")
+	case o.rank != rankHit && o.rank != rankPrefill && o.rank != rankGoodput:
+		return nil, usagef("-rank must be hit, prefill (with -tier) or goodput (serve mode with a clock); got %q", o.rank)
 	}
 	if set["hints"] {
 		switch {
@@ -572,11 +611,19 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if w, o.hinted, err = loadHinted(o, o.hints, stdin); err != nil {
 		return err
 	}
+	if o.engine.loop == sim.LoopClosed && w.GroupKind != "session" {
+		return usagef("-loop closed needs sessions, and workload %s groups its requests by %s", w.Name, w.GroupKind)
+	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
 	if len(o.tiers.specs) > 0 {
 		defer signal.Stop(interrupt)
 		return compareTiers(o, w, stdout, stderr, interrupt, runtime.GOMAXPROCS(0))
+	}
+	if o.engine.clock {
+		if o.engine.cost, err = tier.NewCost(o.tiers.model, w.BlockTokens, o.engine.gpu.Compute(), nil); err != nil {
+			return err
+		}
 	}
 	// Each run only reads the workload: one per core at once.
 	reports, err := runAll(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)

@@ -204,7 +204,11 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-token-time", "5ms"}, 2, "-token-time needs -mode serve"},
 		{[]string{"compare", "-strategies", "lru,fifo", "-baseline", "arc"}, 2, "-baseline arc is not among -strategies"},
 		{[]string{"compare", "-baseline", "bogus"}, 2, `unknown strategy "bogus"`},
-		{[]string{"compare", "-rank", "ttft"}, 2, "compare has no queues"},
+		{[]string{"compare", "-rank", "ttft"}, 2, "compare ranks by hit, by prefill with -tier, or by goodput"},
+		{[]string{"compare", "-mode", "serve", "-rank", "goodput"}, 2, "-rank goodput ranks by the share of requests within -slo"},
+		{[]string{"compare", "-mode", "serve", "-slo", "1s"}, 2, "-slo and -tpot-slo bound times"},
+		{[]string{"compare", "-tpot-slo", "1s"}, 2, "-tpot-slo needs -mode serve"},
+		{[]string{"compare", "-mode", "serve", "-gpu", "h100", "-slo", "-1s"}, 2, "-slo and -tpot-slo must be 0 or more"},
 		{[]string{"compare", "-rank", "prefill"}, 2, "which compare gives with -tier"},
 		{[]string{"compare", "-rank", "best"}, 2, "-rank must be hit"},
 		{[]string{"compare", "-trace", excerpt, "-requests", "10"}, 2, "-requests sizes a synthetic workload"},
@@ -215,6 +219,17 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-capacity", "100000001"}, 2, `bad capacity "100000001"`},
 		{[]string{"compare", "-plot", "/does/not/exist/hits.png"}, 2, "-plot /does/not/exist/hits.png: cannot write there"},
 		{[]string{"compare", "-wide", "-format", "csv"}, 2, "-wide widens the table: -format csv carries every column already"},
+		{[]string{"compare", "-gpu", "h100"}, 2, "-gpu needs -mode serve"},
+		{[]string{"compare", "-max-batch", "8"}, 2, "-max-batch needs -mode serve"},
+		{[]string{"compare", "-token-budget", "8"}, 2, "-token-budget needs -mode serve"},
+		{[]string{"compare", "-loop", "open"}, 2, "-loop needs -mode serve"},
+		{[]string{"compare", "-mode", "serve", "-token-budget", "512"}, 2, "-token-budget needs a clock"},
+		{[]string{"compare", "-mode", "serve", "-gpu", "h100", "-token-time", "5ms"}, 2, "-token-time with -gpu or -model"},
+		{[]string{"compare", "-mode", "serve", "-gpu", "v100"}, 2, `unknown GPU "v100"`},
+		{[]string{"compare", "-mode", "serve", "-max-batch", "-1"}, 2, "-max-batch must be 0 or 1 to"},
+		{[]string{"compare", "-mode", "serve", "-gpu", "a100", "-token-budget", "100000000"}, 2, "-token-budget must be 0 or 1 to"},
+		{[]string{"compare", "-mode", "serve", "-loop", "half"}, 2, "-loop must be open or closed"},
+		{[]string{"compare", "-mode", "serve", "-workload", "tenants", "-loop", "closed"}, 2, "-loop closed needs sessions"},
 	} {
 		code, out, errOut := runArgs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) || !strings.HasPrefix(errOut, "kvevict: ") ||
@@ -582,7 +597,8 @@ func TestCompareColumnsExplained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"-mode", "replay"}, {"-mode", "serve"}, {"-mode", "replay", "-wide"}, {"-mode", "serve", "-wide"}} {
+	for _, args := range [][]string{{"-mode", "replay"}, {"-mode", "serve"}, {"-mode", "replay", "-wide"}, {"-mode", "serve", "-wide"},
+		{"-mode", "serve", "-wide", "-gpu", "h100"}} {
 		_, out, _ := runArgs(t, append([]string{"compare", "-requests", "50", "-capacity", "50", "-strategies", "lru"}, args...)...)
 		head, _, _ := tableRows(t, out)
 		for _, col := range head {

@@ -23,7 +23,8 @@ const columnHelp = `
 Table columns, in one block per capacity: each strategy's row, Belady's, then
 a line naming the best online strategy and its margin over the next. The
 default table shows capacity, strategy, hit ratio, token hits, extra prefill,
-and block re-prefill (replay) or preempt, rejected and truncated (serve);
+and block re-prefill (replay) or preempt, rejected and truncated (serve), with
+a clock also ttft p99 s and tpot p99 s (and goodput with -rank goodput);
 -wide shows them all:
   capacity           pool size in blocks
   strategy           the eviction strategy; belady is Belady's MIN, the fewest
@@ -66,6 +67,35 @@ and block re-prefill (replay) or preempt, rejected and truncated (serve);
                      -granularity block, or SelectVictims with -sampling; - for
                      Belady and for runs that never evicted
   evict p99 µs       its 99th percentile, likewise
+  ttft mean s        serve mode with a clock (-gpu, -model), modelled, not
+                     measured: mean time to first token in seconds, from a
+                     request's arrival to the end of its prefill
+  ttft p50 s         its median
+  ttft p90 s         its 90th percentile
+  ttft p99 s         its 99th percentile
+  tpot mean s        mean time per output token after the first: (finish -
+                     first token) / (output tokens - 1), over the requests of
+                     two tokens or more that finished whole
+  tpot p50 s         its median
+  tpot p90 s         its 90th percentile
+  tpot p99 s         its 99th percentile
+  e2e mean s         mean time from arrival to finish
+  e2e p50 s          its median
+  e2e p90 s          its 90th percentile
+  e2e p99 s          its 99th percentile
+  tokens/s           output tokens of the requests that finished whole, over
+                     the span from the first arrival to the last finish
+  arrivals/s         requests over that span
+  in system          requests arrived and not finished, averaged over the
+                     span as the engine counts them (by Little's law,
+                     arrivals/s x e2e mean s)
+  running            sequences running, averaged over the span
+  busiest util       the share of the span the engine ran a sequence
+  session p50 s      sessions: median time from a session's first arrival to
+                     its last finish
+  session p99 s      its 99th percentile
+  goodput            the share of requests within -slo (TTFT) and -tpot-slo
+                     (TPOT); with -rank goodput * marks the best here
 The header names what is constant: the workload, the mode and granularity,
 the sampling, with -wide the fairness groups, and in replay mode that nothing
 is preempted, rejected or truncated.
@@ -132,38 +162,79 @@ func (a *against) line() string {
 }
 
 // rows pairs each report with its workload and sampling and marks, per
-// capacity, the online strategies with the highest hit ratio.
-func rows(reports []sim.Report, workload string, sampling int) []row {
+// capacity, the online strategies with the highest score: the hit ratio,
+// or the goodput under -rank goodput.
+func rows(reports []sim.Report, workload string, sampling int, rank string) []row {
+	score := func(r *sim.Report) float64 { return r.HitRatio }
+	if rank == rankGoodput {
+		score = func(r *sim.Report) float64 { return r.Goodput }
+	}
 	best := map[int]float64{}
-	for _, r := range reports {
+	for i := range reports {
+		r := &reports[i]
 		if r.Strategy == sim.BeladyName {
 			continue
 		}
-		if b, ok := best[r.CapacityBlocks]; !ok || r.HitRatio > b {
-			best[r.CapacityBlocks] = r.HitRatio
+		if b, ok := best[r.CapacityBlocks]; !ok || score(r) > b {
+			best[r.CapacityBlocks] = score(r)
 		}
 	}
 	out := make([]row, len(reports))
-	for i, r := range reports {
-		out[i].Workload, out[i].Report = workload, r
+	for i := range reports {
+		r := &reports[i]
+		out[i].Workload, out[i].Report = workload, *r
 		if r.Strategy != sim.BeladyName {
 			out[i].Sampling = sampling
-			out[i].Best = r.HitRatio == best[r.CapacityBlocks]
+			out[i].Best = score(r) == best[r.CapacityBlocks]
 		}
 	}
 	return out
 }
 
+// goodputLine names capacity c's best online strategies by goodput (the
+// rows rows marked) and their margin over the next, with their hit ratio.
+func goodputLine(rs []row, c int) string {
+	var best []string
+	var top, next float64
+	var hit float64
+	others := false
+	for _, r := range rs {
+		if r.CapacityBlocks != c || r.Strategy == sim.BeladyName {
+			continue
+		}
+		if r.Best {
+			best, top, hit = append(best, r.name()), r.Goodput, r.HitRatio
+		} else if !others || r.Goodput > next {
+			next, others = r.Goodput, true
+		}
+	}
+	if len(best) == 0 {
+		return fmt.Sprintf("at %d blocks: no online strategy", c)
+	}
+	line := fmt.Sprintf("best goodput at %d blocks: %s %.4f (hit ratio %.4f)", c, tiedNames(best), top, hit)
+	if others {
+		line += fmt.Sprintf(", +%.4f over the next", top-next)
+	}
+	return line
+}
+
 // write prints the reports in -format o.format.
 func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) error {
-	rs := rows(reports, w.Name, o.sampling)
+	rs := rows(reports, w.Name, o.sampling, o.rank)
 	setAgainst(o.baseline, len(rs), func(i int) *sim.Report { return &rs[i].Report },
 		func(i int) int { return rs[i].CapacityBlocks }, func(i int) *against { return &rs[i].against })
 	if o.format == "table" {
 		return writeTable(out, o, w, rs)
 	}
-	if o.hints == nil && o.format == "csv" {
-		return writeCSV(out, rs, hintFields...)
+	if o.format == "csv" {
+		var omit []string
+		if o.hints == nil {
+			omit = hintFields
+		}
+		if !slices.ContainsFunc(rs, func(r row) bool { return r.Times != nil }) {
+			omit = append(slices.Clone(omit), timeFields()...) // no run had a clock
+		}
+		return writeCSV(out, rs, omit...)
 	}
 	return writeRecords(out, o.format, rs)
 }
@@ -171,6 +242,13 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 // hintFields are the fields that -hints adds to the csv (and json, where
 // they are omitted when empty).
 var hintFields = []string{"hints", "released_evicted_blocks", "leased_evicted_blocks", "leases_honoured", "leases_wasted"}
+
+// timeFields are the fields of a run in time (sim.Times), which the csv
+// carries only when the runs have a clock.
+func timeFields() []string {
+	names, _ := csvFields[sim.Times]()
+	return names
+}
 
 // writeRecords writes rs as a JSON array or as CSV, the formats that carry
 // every field.
@@ -192,7 +270,11 @@ func csvFields[T any]() (names []string, index [][]int) {
 			f := t.Field(i)
 			at := append(append([]int(nil), prefix...), i)
 			if f.Anonymous {
-				walk(f.Type, at)
+				t := f.Type
+				if t.Kind() == reflect.Pointer {
+					t = t.Elem() // its fields, empty where it is nil
+				}
+				walk(t, at)
 				continue
 			}
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -224,7 +306,12 @@ func writeCSV[T any](out io.Writer, rs []T, omit ...string) error {
 	for _, r := range rs {
 		v := reflect.ValueOf(r)
 		for i, at := range index {
-			rec[i] = csvValue(v.FieldByIndex(at))
+			f, err := v.FieldByIndexErr(at)
+			if err != nil { // a field of a nil embedded pointer, as JSON omits it
+				rec[i] = ""
+				continue
+			}
+			rec[i] = csvValue(f)
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -274,6 +361,7 @@ type tableFormat struct {
 	hitDecimals int // enough to tell each capacity's best from the rest
 	nameWidth   int // the longest strategy name: names align left
 	serve       bool
+	goodput     bool // -rank goodput: the best are marked by goodput
 }
 
 // columns are the table's columns, in order: the decisive ones first.
@@ -284,11 +372,7 @@ var columns = []column{
 	}},
 	{"hints", inBoth, inBoth, func(r *row, _ *tableFormat) string { return cmp.Or(r.Hints, "-") }},
 	{"hit ratio", inBoth, inBoth, func(r *row, t *tableFormat) string {
-		mark := " "
-		if r.Best {
-			mark = "*"
-		}
-		return strconv.FormatFloat(r.HitRatio, 'f', t.hitDecimals, 64) + mark
+		return strconv.FormatFloat(r.HitRatio, 'f', t.hitDecimals, 64) + bestMark(r, !t.goodput)
 	}},
 	{"token hits", inBoth, inBoth, func(r *row, _ *tableFormat) string { return ratioCell(r.TokenHitRatio) }},
 	{"block re-prefill", inBoth, inReplay, func(r *row, _ *tableFormat) string { return ratioCell(r.BlockRePrefillRate) }},
@@ -305,6 +389,65 @@ var columns = []column{
 	{"returning p99", inServe, 0, serveCell(func(r *row) string { return returningTokens(&r.Report, r.RePrefillTokensP99) })},
 	{"evict p50 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.EvictionP50) }},
 	{"evict p99 µs", inBoth, 0, func(r *row, _ *tableFormat) string { return micros(r.EvictionP99) }},
+}
+
+// timeColumns are the columns of the figures in time, after the others
+// when the runs have a clock.
+var timeColumns = []column{
+	timeColumn("ttft mean s", 0, func(t *sim.Times) float64 { return t.TTFTMean }),
+	timeColumn("ttft p50 s", 0, func(t *sim.Times) float64 { return t.TTFTP50 }),
+	timeColumn("ttft p90 s", 0, func(t *sim.Times) float64 { return t.TTFTP90 }),
+	timeColumn("ttft p99 s", inServe, func(t *sim.Times) float64 { return t.TTFTP99 }),
+	timeColumn("tpot mean s", 0, func(t *sim.Times) float64 { return t.TPOTMean }),
+	timeColumn("tpot p50 s", 0, func(t *sim.Times) float64 { return t.TPOTP50 }),
+	timeColumn("tpot p90 s", 0, func(t *sim.Times) float64 { return t.TPOTP90 }),
+	timeColumn("tpot p99 s", inServe, func(t *sim.Times) float64 { return t.TPOTP99 }),
+	timeColumn("e2e mean s", 0, func(t *sim.Times) float64 { return t.E2EMean }),
+	timeColumn("e2e p50 s", 0, func(t *sim.Times) float64 { return t.E2EP50 }),
+	timeColumn("e2e p90 s", 0, func(t *sim.Times) float64 { return t.E2EP90 }),
+	timeColumn("e2e p99 s", 0, func(t *sim.Times) float64 { return t.E2EP99 }),
+	timeColumn("tokens/s", 0, func(t *sim.Times) float64 { return t.ThroughputTokensPerS }),
+	timeColumn("arrivals/s", 0, func(t *sim.Times) float64 { return t.ArrivalRatePerS }),
+	timeColumn("in system", 0, func(t *sim.Times) float64 { return t.MeanInSystem }),
+	timeColumn("running", 0, func(t *sim.Times) float64 { return t.MeanRunning }),
+	timeColumn("busiest util", 0, func(t *sim.Times) float64 { return t.BusiestUtilization }),
+	timeColumn("session p50 s", 0, func(t *sim.Times) float64 { return t.SessionCompletionP50 }),
+	timeColumn("session p99 s", 0, func(t *sim.Times) float64 { return t.SessionCompletionP99 }),
+	{"goodput", inServe, 0, func(r *row, t *tableFormat) string {
+		if r.Times == nil {
+			return "-"
+		}
+		return ratioCell(r.Goodput) + bestMark(r, t.goodput)
+	}},
+}
+
+// capText is a cap of the engine's steps as the header names it: 0 is
+// none.
+func capText(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// bestMark is the * of a best row in the column that ranks, else a space.
+func bestMark(r *row, ranks bool) string {
+	if ranks && r.Best {
+		return "*"
+	}
+	return " "
+}
+
+// timeColumn is a serve-mode column of a figure in time, shown by the
+// default table when brief says so, to 4 decimals; "-" on a row without
+// times (Belady's, a replay).
+func timeColumn(name string, brief int, v func(t *sim.Times) float64) column {
+	return column{name: name, modes: inServe, brief: brief, cell: func(r *row, _ *tableFormat) string {
+		if r.Times == nil {
+			return "-"
+		}
+		return ratioCell(v(r.Times))
+	}}
 }
 
 // serveCell is a serve-mode column's cell: "-" on Belady's row, a replay.
@@ -339,8 +482,14 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 		fmt.Fprintf(out, "; hit fairness over %ss", w.GroupKind)
 	}
 	fmt.Fprintln(out)
-	if serve {
+	switch e := &o.engine; {
+	case serve && e.clock:
+		fmt.Fprintf(out, "mode serve, %s granularity, in time: %s on %s, max batch %s, token budget %s; seconds modelled, not measured\n",
+			o.granularity, o.tiers.model.Name, e.gpu.Name, capText(e.maxBatch), capText(e.tokenBudget))
+	case serve:
 		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token\n", o.granularity, o.tokenTime)
+	}
+	if serve {
 		fmt.Fprintln(out, "belady (bound) is Belady's MIN of a plain replay: a bound, not a peer")
 	} else {
 		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations")
@@ -353,16 +502,20 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	if serve {
 		mode = inServe
 	}
-	t := &tableFormat{hitDecimals: hitDecimals(rs), serve: serve, nameWidth: len("strategy")}
+	t := &tableFormat{hitDecimals: hitDecimals(rs), serve: serve, nameWidth: len("strategy"), goodput: o.rank == rankGoodput}
 	for i := range rs {
 		t.nameWidth = max(t.nameWidth, len(strategyLabel(rs[i].Strategy, serve)))
 	}
 	var cols []column
-	for _, c := range columns {
+	all := columns
+	if o.clocked() {
+		all = append(slices.Clone(columns), timeColumns...)
+	}
+	for _, c := range all {
 		if c.name == "hints" && o.hints == nil {
 			continue // a column of -hints
 		}
-		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0) {
+		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0 || c.name == "goodput" && t.goodput) {
 			cols = append(cols, c)
 		}
 	}
@@ -388,7 +541,12 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 		return err
 	}
 	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].CapacityBlocks == rs[i-1].CapacityBlocks },
-		func(i int) string { return bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals) })
+		func(i int) string {
+			if o.rank == rankGoodput {
+				return goodputLine(rs, rs[i].CapacityBlocks)
+			}
+			return bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals)
+		})
 	return nil
 }
 

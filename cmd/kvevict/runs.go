@@ -52,7 +52,12 @@ func (o *options) run(w *sim.Workload, j job, progress func(done, total int)) (s
 	var rep sim.Report
 	var err error
 	if o.mode == "serve" {
-		rep, err = sim.Serve(w, j.strategy, sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity})
+		sc := sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity,
+			MaxBatch: o.engine.maxBatch, TokenBudget: o.engine.tokenBudget, Loop: o.engine.loop}
+		if o.engine.cost != nil {
+			sc.TokenTime, sc.Cost, sc.SLO, sc.TPOTSLO = 0, o.engine.cost, o.engine.slo, o.engine.tpotSLO
+		}
+		rep, err = sim.Serve(w, j.strategy, sc)
 	} else {
 		rep, err = sim.Replay(w, j.strategy, cfg)
 	}

@@ -133,8 +133,8 @@ func costFlags(fs *flag.FlagSet, t *tierOptions, model *string, modelHelp string
 // compare's, given which were set.
 func checkTiers(o *options, set map[string]bool, write, model string, inclusive bool) error {
 	t := &o.tiers
-	if len(t.specs) == 0 && set["model"] {
-		return usagef("-model needs -tier: it shapes the tiers below the GPU")
+	if len(t.specs) == 0 && set["model"] && o.mode != "serve" {
+		return usagef("-model needs -tier or -mode serve: it shapes the tiers below the GPU, or times serve mode's engine")
 	}
 	if len(t.specs) == 0 {
 		return t.check(set, write, inclusive, o.capacities)

@@ -34,7 +34,7 @@ func TestCompareTiersErrors(t *testing.T) {
 		{[]string{"-write", "back"}, "-write needs -tier"},
 		{[]string{"-exclusive"}, "-exclusive needs -tier"},
 		{[]string{"-link", "cpu=pcie5"}, "-link needs -tier"},
-		{[]string{"-model", "llama-3-8b"}, "-model needs -tier"},
+		{[]string{"-model", "llama-3-8b"}, "-model needs -tier or -mode serve"},
 		{[]string{"-tier", "cpu:100:lru", "-write", "sideways"}, `unknown write policy "sideways"`},
 		{[]string{"-tier", "cpu:100:lru", "-write", "selective=0"}, "threshold must be a whole number"},
 		{[]string{"-tier", "cpu:100:lru", "-exclusive"}, "-exclusive needs -write back"},
