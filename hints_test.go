@@ -40,8 +40,8 @@ func checkSides(t testing.TB, x *Index) {
 	t.Helper()
 	below, above, hard := 0, 0, 0
 	for slot := range x.made {
-		c := x.ord.cand(slot)
-		if got, ok := x.ord.find(c.ID); !ok || got != slot || !c.evictable() {
+		c := x.cand(slot)
+		if got, ok := x.find(c.ID); !ok || got != slot || !c.evictable() {
 			continue
 		}
 		switch k, class := hintKey(c, x.now); {
@@ -209,8 +209,6 @@ func TestHintsSampled(t *testing.T) {
 	}
 }
 
-func (m *marks[G]) history() history { return m.h }
-
 // tracks reports whether history h keeps id: a node, resident or a ghost,
 // or Auto's ghost of its requests.
 func tracks(h history, id uint64) bool {
@@ -266,7 +264,7 @@ func TestHintsReleasedLeavesNoGhost(t *testing.T) {
 			if pv != xv || released && pv != 3 {
 				t.Fatalf("%s, released %v: victims %d (Policy) and %d (Index), want the same (3 if released)", s, released, pv, xv)
 			}
-			xh := x.ord.(interface{ history() history }).history()
+			xh := x.hist.h
 			for name, h := range map[string]history{"Policy": p.(*policy).history(), "Index": xh} {
 				// SIEVE keeps no ghosts: its victims are never tracked.
 				if got, want := tracks(h, pv), !released && s != SIEVE; got != want {
