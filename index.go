@@ -117,9 +117,10 @@ type Index struct {
 
 	// The hints' classes (see [Hints]): the candidates their hints set
 	// apart from the order, and the clock that ends leases.
-	now   int64      // the latest tick told
-	apart rank.Apart // the evictable candidates set apart, and the ends
-	hard  int        // blocks under live hard leases, not available
+	now    int64      // the latest tick told
+	params keyParams  // the strategy's keys, by which a key strategy orders each class
+	apart  rank.Apart // the evictable candidates set apart, and the ends
+	hard   int        // blocks under live hard leases, not available
 	// The eviction under way: how many blocks the order gives, and has
 	// given, and the order's victims among taken.
 	ordNeed, ordFreed int
@@ -177,6 +178,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		return nil, err
 	}
 	x := &Index{
+		params:   newKeyParams(info.Kind, &cfg),
 		now:      math.MinInt64,
 		strategy: Strategy(info.Name),
 		logger:   cfg.Logger,
@@ -194,7 +196,7 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		x.hist = newTracked(h, &x.slots)
 		x.ord, x.byHistory = &listOrder{lists: h, t: h.nodes(), st: &x.hist.st}, true
 	default:
-		o := newKeyOrder(newKeyParams(info.Kind, &cfg), &x.slots)
+		o := newKeyOrder(x.params, &x.slots)
 		x.ord, x.fix = o, o
 	}
 	if x.hist != nil {
@@ -593,9 +595,9 @@ func (x *Index) file(slot int32, c *Candidate) {
 		return
 	}
 	class := rank.ClassPlain
-	var k rank.Key
+	var r int64
 	if c.evictable() {
-		k, class = hintKey(c, x.now)
+		r, class = hintRank(c, x.now)
 	}
 	c.apart = class != rank.ClassPlain
 	n := len(c.Blocks)
@@ -606,7 +608,7 @@ func (x *Index) file(slot int32, c *Candidate) {
 		}
 	case rank.ClassApart:
 		x.available += n
-		x.apart.Push(rank.Entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(n)})
+		x.apart.Push(r, apartEntry(&x.params, c, r, slot))
 	case rank.ClassHeld:
 		x.hard += n
 	}
@@ -755,11 +757,13 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // The classes of [Hints] take the candidates set apart below the plain
 // class first, then the order's, then those above it.
 func (x *Index) next() (*Candidate, error) {
-	if x.apart.Len() > 0 && (x.apart.Min().Major < rank.PlainRank || x.ordFreed >= x.ordNeed) {
-		slot := x.apart.Min().Slot
-		x.apart.Remove(slot)
-		x.taken = append(x.taken, slot)
-		return x.cand(slot), nil
+	if x.apart.Len() > 0 {
+		if e, r := x.apart.Min(); r < rank.PlainRank || x.ordFreed >= x.ordNeed {
+			slot := e.Slot
+			x.apart.Remove(slot)
+			x.taken = append(x.taken, slot)
+			return x.cand(slot), nil
+		}
 	}
 	slot := x.ord.next()
 	c := x.cand(slot)
@@ -821,7 +825,8 @@ func (x *Index) rollback() {
 	}
 	for _, slot := range x.taken {
 		if c := x.cand(slot); c.apart {
-			x.apart.Push(rank.Entry{Key: hintKeyOf(c, x.now), ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(len(c.Blocks))})
+			r, _ := hintRank(c, x.now)
+			x.apart.Push(r, apartEntry(&x.params, c, r, slot))
 		}
 	}
 	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
