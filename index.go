@@ -144,7 +144,8 @@ type held struct {
 // calls next until the victims cover the need, then the Index removes
 // the victims or inserts them back. The costs are each implementation's.
 type order interface {
-	// insert ranks the candidate in slot, which the order does not hold.
+	// insert ranks the candidate in slot; one the order ranks already
+	// stays as it is.
 	insert(slot int32)
 	// remove takes the candidate in slot out of the order, if it is in it.
 	remove(slot int32)

@@ -95,10 +95,13 @@ func (o *keyOrder) afterRun(k rank.Key, id uint64) bool {
 	return b == dlist.None || before((*o.slots)[b].Val.key, o.cand(b).ID, k, id)
 }
 
-// insert files the ranked candidate in slot, which is in neither the run
+// insert files the ranked candidate in slot, if it is in neither the run
 // nor the heap: at the run's back if its key sorts after the back's, O(1),
 // else in the heap, O(log n).
 func (o *keyOrder) insert(slot int32) {
+	if o.place(slot) != outOfOrder {
+		return
+	}
 	c := o.cand(slot)
 	k := o.params.keyOf(c)
 	if o.afterRun(k, c.ID) {
