@@ -27,7 +27,7 @@ type Class uint8
 
 const (
 	ClassPlain Class = iota // no hint in force: the strategy's own order
-	ClassApart              // a class of its own, ranked by HintKey
+	ClassApart              // a class of its own: HintRank, then ApartKey
 	ClassHeld               // under a live hard lease: never taken
 )
 
