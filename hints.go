@@ -29,10 +29,12 @@ import (
 // A candidate under a live hard lease is never taken, as if Pinned. Within
 // the class of the candidates without hints (no live lease, the default
 // retention priority, not released) the strategy orders the candidates as it
-// always does. Within another class candidates rank by recency (LastAccess,
-// then ID) and leased ones by the end of their lease (then ID), whatever
-// the strategy, so that a [Policy] and an [Index] agree on them. Equal keys
-// break by ID, as everywhere.
+// always does. Within a class of another retention priority a key
+// strategy orders them by its key too, and the adaptive strategies (ARC,
+// S3-FIFO, SIEVE, Auto) and a key that reads the current tick
+// ([WithCostDecay]) by recency (LastAccess); released candidates go by
+// recency, leased ones by the end of their lease. Equal keys break by ID,
+// as everywhere.
 //
 // # Now
 //
@@ -84,20 +86,27 @@ const (
 	DefaultRetention = rank.DefaultRetention
 )
 
-// hintKey is rank.HintKey, the one place the order of the classes is
+// hintRank is rank.HintRank, the one place the order of the classes is
 // written, for candidate c at tick now.
-func hintKey(c *Candidate, now int64) (rank.Key, rank.Class) {
-	return rank.HintKey(c.rankHint(), c.LastAccess, now)
+func hintRank(c *Candidate, now int64) (int64, rank.Class) {
+	return rank.HintRank(c.rankHint(), now)
+}
+
+// apartEntry is the entry of candidate c, in slot, set apart at rank r:
+// rank.ApartKey's key within the class, the strategy's own order by kp's
+// key; or recency for an adaptive strategy, whose order is its history's
+// and no key of a candidate, and for a key that reads the current tick,
+// which a class kept between calls could not follow.
+func apartEntry(kp *keyParams, c *Candidate, r int64, slot int32) entry {
+	own := rank.LRUKey(c.LastAccess)
+	if !kp.usesNow && !kp.kind.Adaptive() {
+		own = kp.keyOf(c)
+	}
+	return newEntry(c, rank.ApartKey(c.rankHint(), r, c.LastAccess, own), slot)
 }
 
 // rankHint is c's hints as rank reads them: the same fields.
 func (c *Candidate) rankHint() *rank.Hint { return (*rank.Hint)(&c.Hints) }
-
-// hintKeyOf is hintKey's key alone, for a candidate known to be set apart.
-func hintKeyOf(c *Candidate, now int64) rank.Key {
-	k, _ := hintKey(c, now)
-	return k
-}
 
 // hinted reports whether c carries any hint.
 func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
@@ -134,7 +143,7 @@ var errHinted = errors.New("kvevict: a candidate carries hints")
 // calls.
 type classes struct {
 	view  []Candidate // the call's candidates as the strategy sees them
-	apart []entry     // the candidates set apart, by hintKey then ID
+	apart rank.Apart  // the candidates set apart
 	src   classSource
 }
 
@@ -150,7 +159,7 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 	}
 	now := maxLastAccess(cands)
 	cl := &p.classes
-	view, apart := cl.view[:0], cl.apart[:0]
+	view, apart := cl.view[:0], &cl.apart
 	below, plain, above, leased := 0, 0, 0, 0
 	for i := range cands {
 		c := &cands[i]
@@ -162,20 +171,20 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 			}
 			continue
 		}
-		k, class := hintKey(c, now)
+		r, class := hintRank(c, now)
 		n := len(c.Blocks)
 		switch class {
 		case rank.ClassPlain:
 			plain += n
 			continue
 		case rank.ClassApart:
-			apart = append(apart, newEntry(c, k, int32(i)))
-			if k.Major < rank.PlainRank {
+			apart.Push(r, apartEntry(&p.params, c, r, int32(i)))
+			if r < rank.PlainRank {
 				below += n
 			} else {
 				above += n
 			}
-			if k.Major == rank.LeasedRank {
+			if r == rank.LeasedRank {
 				leased += n
 			}
 		case rank.ClassHeld:
@@ -183,12 +192,14 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 		}
 		view[i].Pinned = true
 	}
-	cl.view, cl.apart = view, apart
-	defer func() { clear(cl.view) }() // drop the views of the caller's blocks
+	cl.view = view
+	defer func() { // drop the views of the caller's blocks
+		clear(cl.view)
+		apart.Clear()
+	}()
 	if below+plain+above < required {
 		return Result{}, &InsufficientBlocksError{Required: required, Available: below + plain + above}
 	}
-	sortEntries(apart)
 	src := &cl.src
 	*src = classSource{cands: cands, apart: apart, need: min(plain, max(0, required-below))}
 	if src.need > 0 {
@@ -233,12 +244,11 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 // apart below the plain class, then need blocks from the strategy's
 // source, then those set apart above it.
 type classSource struct {
-	cands     []Candidate
-	apart     []entry
-	nextApart int // apart's next
-	inner     source
-	need      int // blocks the strategy gives
-	freed     int // blocks it gave
+	cands []Candidate
+	apart *rank.Apart // the candidates set apart not taken yet
+	inner source
+	need  int // blocks the strategy gives
+	freed int // blocks it gave
 	// taken is each victim's index in cands if set apart, -1 if the
 	// strategy's; innerVictims the strategy's victims, for its commit.
 	taken        []int
@@ -246,11 +256,13 @@ type classSource struct {
 }
 
 func (s *classSource) next() (*Candidate, error) {
-	if s.nextApart < len(s.apart) && (s.apart[s.nextApart].Major < rank.PlainRank || s.freed >= s.need) {
-		i := s.apart[s.nextApart].Slot
-		s.nextApart++
-		s.taken = append(s.taken, int(i))
-		return &s.cands[i], nil
+	if s.apart.Len() > 0 {
+		if e, r := s.apart.Min(); r < rank.PlainRank || s.freed >= s.need {
+			i := e.Slot
+			s.apart.Remove(i)
+			s.taken = append(s.taken, int(i))
+			return &s.cands[i], nil
+		}
 	}
 	c, err := s.inner.next()
 	if err != nil {

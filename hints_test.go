@@ -11,10 +11,10 @@ import (
 
 // checkClass checks that the index files the candidate in slot as its hints
 // say at the index's clock: set apart or not, in the apart heap with its
-// hintKey, and in ends exactly when its class changes later.
+// rank and key, and in ends exactly when its class changes later.
 func checkClass(t testing.TB, x *Index, slot int32, c *Candidate) {
 	t.Helper()
-	k, class := hintKey(c, x.now)
+	r, class := hintRank(c, x.now)
 	if !c.evictable() {
 		class = rank.ClassPlain
 	}
@@ -27,8 +27,11 @@ func checkClass(t testing.TB, x *Index, slot int32, c *Candidate) {
 	if x.apart.Contains(slot) != (class == rank.ClassApart) {
 		t.Fatalf("ID %d: in the apart heap %v, class %d", c.ID, x.apart.Contains(slot), class)
 	}
-	if class == rank.ClassApart && x.apart.At(slot).Key != k {
-		t.Fatalf("ID %d: apart under %v, hintKey %v", c.ID, x.apart.At(slot).Key, k)
+	if class == rank.ClassApart {
+		want := apartEntry(&x.params, c, r, slot)
+		if e, er := x.apart.At(slot); e.Key != want.Key || er != r {
+			t.Fatalf("ID %d: apart under %v at rank %d, want %v at %d", c.ID, e.Key, er, want.Key, r)
+		}
 	}
 	if end := rank.HintEnd(c.rankHint(), x.now); x.apart.End(slot) != end {
 		t.Fatalf("ID %d: filed under end %d, next end %d", c.ID, x.apart.End(slot), end)
@@ -40,15 +43,15 @@ func checkSides(t testing.TB, x *Index) {
 	t.Helper()
 	below, above, hard := 0, 0, 0
 	for slot := range x.made {
-		c := x.ord.cand(slot)
-		if got, ok := x.ord.find(c.ID); !ok || got != slot || !c.evictable() {
+		c := x.cand(slot)
+		if got, ok := x.find(c.ID); !ok || got != slot || !c.evictable() {
 			continue
 		}
-		switch k, class := hintKey(c, x.now); {
+		switch r, class := hintRank(c, x.now); {
 		case !c.hinted():
 		case class == rank.ClassHeld:
 			hard += len(c.Blocks)
-		case class == rank.ClassApart && k.Major < rank.PlainRank:
+		case class == rank.ClassApart && r < rank.PlainRank:
 			below += len(c.Blocks)
 		case class == rank.ClassApart:
 			above += len(c.Blocks)
@@ -56,6 +59,9 @@ func checkSides(t testing.TB, x *Index) {
 	}
 	if below != x.apart.Below || above != x.apart.Above || hard != x.hard {
 		t.Fatalf("apart below %d, above %d, hard %d; index says %d, %d, %d", below, above, hard, x.apart.Below, x.apart.Above, x.hard)
+	}
+	if err := x.apart.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -148,6 +154,63 @@ func victimIDs(vs []Victim) []uint64 {
 // hints on: every Evict of an index must return exactly the victims
 // SelectVictims picks over the same candidates, for every strategy, as
 // leases and retention priorities start and end.
+// TestHintsOrderWithinPriority checks by hand that a class of retention
+// priority other than the default is taken in the strategy's own order, not
+// by recency: under FIFO the first created goes first, under LFU the least
+// requested, although the other one is the less recent of the two.
+func TestHintsOrderWithinPriority(t *testing.T) {
+	retain := Hints{Retention: 20, RetainUntil: 1000}
+	for _, tc := range []struct {
+		s     Strategy
+		cands []Candidate
+		want  []uint64
+	}{
+		{FIFO, []Candidate{
+			{ID: 1, CreatedAt: 1, LastAccess: 90, Hints: retain},
+			{ID: 2, CreatedAt: 2, LastAccess: 10, Hints: retain},
+			{ID: 3, CreatedAt: 0, LastAccess: 5}, // plain: after the class of priority 20
+		}, []uint64{1, 2, 3}},
+		{LFU, []Candidate{
+			{ID: 1, AccessCount: 9, LastAccess: 10, Hints: retain},
+			{ID: 2, AccessCount: 1, LastAccess: 90, Hints: retain},
+			{ID: 3, AccessCount: 0, LastAccess: 5},
+		}, []uint64{2, 1, 3}},
+	} {
+		cands := append(tc.cands, Candidate{ID: 4, LastAccess: 100, Pinned: true}) // the clock
+		for i := range cands {
+			if !cands[i].Pinned {
+				cands[i].Blocks = []int{int(cands[i].ID)}
+			}
+		}
+		for _, opts := range [][]Option{nil, {WithSampling(2)}} {
+			p, err := New(tc.s, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.SelectVictims(cands, len(tc.want))
+			if got := victimIDs(res.Victims); err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("%s Policy %v: victims %v (%v), want %v", tc.s, opts, got, err, tc.want)
+			}
+		}
+		x, err := NewIndex(tc.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cands {
+			if err := x.Add(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, id := range tc.want {
+			res, err := x.Evict(1)
+			if err != nil || res.Victims[0].ID != id {
+				t.Fatalf("%s Index: victim %d is %v (%v), want %d", tc.s, i, res.Victims, err, id)
+			}
+			checkIndex(t, x)
+		}
+	}
+}
+
 func TestHintsIndexMatchesSelectVictims(t *testing.T) { testMatchesSelectVictims(t, true) }
 
 // FuzzHintsIndex is FuzzIndex with hints on.
@@ -209,8 +272,6 @@ func TestHintsSampled(t *testing.T) {
 	}
 }
 
-func (m *marks[G]) history() history { return m.h }
-
 // tracks reports whether history h keeps id: a node, resident or a ghost,
 // or Auto's ghost of its requests.
 func tracks(h history, id uint64) bool {
@@ -266,7 +327,7 @@ func TestHintsReleasedLeavesNoGhost(t *testing.T) {
 			if pv != xv || released && pv != 3 {
 				t.Fatalf("%s, released %v: victims %d (Policy) and %d (Index), want the same (3 if released)", s, released, pv, xv)
 			}
-			xh := x.ord.(interface{ history() history }).history()
+			xh := x.hist.h
 			for name, h := range map[string]history{"Policy": p.(*policy).history(), "Index": xh} {
 				// SIEVE keeps no ghosts: its victims are never tracked.
 				if got, want := tracks(h, pv), !released && s != SIEVE; got != want {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
@@ -93,19 +94,33 @@ type Index struct {
 	// victim's must be its own.
 	listed idmap.Map[int32]
 
-	// ord holds the candidates by slot, finds them by ID and keeps the
-	// evictable ones in eviction order: by key (orderkey.go), by an
-	// adaptive strategy's lists (orderlist.go) or by Auto's groups
-	// (orderauto.go).
+	// slots holds the candidates by slot, each beside what its order
+	// keeps of it, and ids finds them by ID, but in an Index of ARC,
+	// S3-FIFO or SIEVE, whose history's table finds them (byHistory): one
+	// look-up finds a candidate and its history's node, where two tables
+	// would take two, each a cache miss in a large index.
+	slots     dlist.Nodes[held]
+	ids       idmap.Map[int32]
+	byHistory bool
+	// hist is an adaptive strategy's history and the links of its nodes to
+	// the slots (indexhistory.go); nil for a key strategy.
+	hist *tracked
+	// ord keeps the ranked candidates in eviction order: by key
+	// (orderkey.go), by an adaptive strategy's lists (orderlist.go) or by
+	// Auto's groups (orderauto.go). fix is ord's, if it has one; prep
+	// Auto's.
 	ord   order
+	fix   fixer
+	prep  *autoOrder
 	txn   transaction
 	taken []int32 // the slots of the victims of the transaction under way
 
 	// The hints' classes (see [Hints]): the candidates their hints set
 	// apart from the order, and the clock that ends leases.
-	now   int64      // the latest tick told
-	apart rank.Apart // the evictable candidates set apart, and the ends
-	hard  int        // blocks under live hard leases, not available
+	now    int64      // the latest tick told
+	params keyParams  // the strategy's keys, by which a key strategy orders each class
+	apart  rank.Apart // the evictable candidates set apart, and the ends
+	hard   int        // blocks under live hard leases, not available
 	// The eviction under way: how many blocks the order gives, and has
 	// given, and the order's victims among taken.
 	ordNeed, ordFreed int
@@ -114,62 +129,38 @@ type Index struct {
 	stats stats
 }
 
-// order holds the candidates of an Index by slot and keeps the evictable
-// ones in eviction order between evictions: one small interface, as
-// heap.Interface is, that the Index calls and that never calls it back.
-// An order holds the candidates so that it keeps what it needs of a slot
-// beside the slot's candidate, where one look at the candidate finds it,
-// and finds them by ID so that an order whose history keeps a table by ID
-// finds a candidate and its history in one look-up.
-// The Index calls add, update and remove as its candidates come, change
-// and go, access for every request, and for an eviction begin, then next
-// until the victims cover the need, then commit or rollback. The costs
-// are each implementation's.
+// held is a slot of an Index: its candidate, and beside it its key while
+// a key order keeps it in its run (orderkey.go).
+type held struct {
+	c   Candidate
+	key rank.Key
+}
+
+// order keeps the ranked candidates of an Index (evictable, not set apart
+// by their hints) in eviction order between evictions: one small interface,
+// as heap.Interface is, that the Index calls and that never calls it
+// back. The Index owns the slots and tells the order of a slot that
+// becomes ranked (insert) or stops being ranked (remove); an eviction
+// calls next until the victims cover the need, then the Index removes
+// the victims or inserts them back. The costs are each implementation's.
 type order interface {
-	// grow makes room for n more slots.
-	grow(n int)
-	// find returns the slot of the candidate of ID id, if held. O(1).
-	find(id uint64) (int32, bool)
-	// add puts c in slot, a free slot or the next one made, and files
-	// it under its ID and in the order, evictable or not.
-	add(slot int32, c Candidate)
-	// cand returns the candidate in slot, which the Index changes in
-	// place (then calling update) but for its ID.
-	cand(slot int32) *Candidate
-	// update files the candidate in slot again after it changed: its
-	// fields, its evictability, or its blocks after a partial eviction.
-	// tick is its LastAccess before the change.
-	update(slot int32, tick int64)
-	// remove forgets the candidate in slot, which leaves the index, and
-	// its ID: the slot holds the zero Candidate after, which keeps no
-	// Blocks alive. released says the candidate was a released victim:
-	// a history forgets its ID too (history.forget).
-	remove(slot int32, released bool)
-	// access records a request for id, held or not.
-	access(id uint64)
-	// accessHashes records a request for the blocks of hashes.
-	accessHashes(hashes []uint64)
-	// accepts returns an error matching ErrInvalidCandidate if the order
-	// cannot hold a candidate of ID id and HeadHash head in slot (-1: a
-	// new one) beside the others. It takes the fields, not the candidate,
-	// so that the candidate does not escape.
-	accepts(slot int32, id, head uint64) error
-	// begin starts an eviction of required > 0 blocks, which the
-	// evictable candidates, holding available blocks, cover.
-	begin(required, available int)
-	// next returns the slot of the next victim and its candidate, and
-	// takes it out of the possible victims.
-	next() (int32, *Candidate)
-	// commit ends the eviction: the victims taken by next, whose slots
-	// are taken in order, leave the order (the Index then removes them),
-	// but the last when trimmed, which keeps a head of its blocks (the
-	// Index then updates it). freed is the blocks the victims free.
-	commit(taken []int32, freed int, trimmed bool)
-	// rollback ends the eviction with the victims taken by next, whose
-	// slots are taken, back in the order, as they were.
-	rollback(taken []int32)
-	// check reports a broken invariant, for tests.
-	check() error
+	// insert ranks the candidate in slot; one the order ranks already
+	// stays as it is.
+	insert(slot int32)
+	// remove takes the candidate in slot out of the order, if it is in it.
+	remove(slot int32)
+	// next takes the next victim out of the order and returns its slot.
+	// The ranked candidates must hold blocks.
+	next() int32
+}
+
+// fixer is an order that a ranked candidate's fields move (a key order,
+// Auto's groups); the lists of ARC, S3-FIFO and SIEVE follow requests
+// alone.
+type fixer interface {
+	// fix files the ranked candidate in slot again after its fields
+	// changed, or, in Auto's order, its count of requests.
+	fix(slot int32)
 }
 
 // maxIndexLen bounds how many sequences an index holds, so slots and heap
@@ -187,8 +178,8 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := newKeyParams(info.Kind, &cfg)
 	x := &Index{
+		params:   newKeyParams(info.Kind, &cfg),
 		now:      math.MinInt64,
 		strategy: Strategy(info.Name),
 		logger:   cfg.Logger,
@@ -197,11 +188,20 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 	}
 	switch {
 	case info.Kind == rank.KindAuto:
-		x.ord = newAutoOrder(newAuto(&cfg))
+		a := newAuto(&cfg)
+		x.hist = newTracked(a, &x.slots)
+		x.prep = newAutoOrder(a, &x.slots, &x.hist.st)
+		x.ord, x.hist.fix = x.prep, x.prep
 	case info.Kind.Adaptive():
-		x.ord = newListOrder(newListHistory(info.Kind, &cfg))
+		h := newListHistory(info.Kind, &cfg)
+		x.hist = newTracked(h, &x.slots)
+		x.ord, x.byHistory = &listOrder{lists: h, t: h.nodes(), st: &x.hist.st}, true
 	default:
-		x.ord = newKeyOrder(params)
+		o := newKeyOrder(x.params, &x.slots)
+		x.ord, x.fix = o, o
+	}
+	if x.hist != nil {
+		x.hist.ord = x.ord
 	}
 	return x, nil
 }
@@ -242,7 +242,13 @@ func (x *Index) Grow(n int) {
 		return
 	}
 	n = min(n, maxIndexLen-x.held)
-	x.ord.grow(n)
+	x.slots = slices.Grow(x.slots, n)
+	if !x.byHistory {
+		x.ids.Reserve(n)
+	}
+	if x.hist != nil {
+		x.hist.grow(n)
+	}
 	x.listed.Reserve(n)
 }
 
@@ -256,11 +262,11 @@ func (x *Index) EvictableBlocks() int { return x.available }
 
 // Get returns the candidate with the given ID as the index holds it. O(1).
 func (x *Index) Get(id uint64) (Candidate, bool) {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return Candidate{}, false
 	}
-	c := *x.ord.cand(slot)
+	c := *x.cand(slot)
 	c.apart, c.leaseHit = false, false
 	return c, true
 }
@@ -279,7 +285,7 @@ func (x *Index) Add(c Candidate) error {
 	if err := x.check(-1, &c); err != nil {
 		return err
 	}
-	if _, dup := x.ord.find(c.ID); dup {
+	if _, dup := x.find(c.ID); dup {
 		return fmt.Errorf("%w: ID %d is already in the index", ErrInvalidCandidate, c.ID)
 	}
 	if x.held >= maxIndexLen {
@@ -296,15 +302,39 @@ func (x *Index) Add(c Candidate) error {
 	x.list(c.Blocks)
 	x.stats.evictions.Access(c.ID)
 	x.tell(c.LastAccess)
-	c.leaseHit = false
-	if c.hinted() {
-		x.file(slot, &c)
-	} else if c.evictable() { // file's case without hints, for a new slot
-		x.available += len(c.Blocks)
+	if int(slot) == len(x.slots) {
+		x.slots = append(x.slots, dlist.Node[held]{Prev: dlist.None, Next: dlist.None})
 	}
-	x.ord.add(slot, c)
+	x.slots[slot].Val.c = c // its key is set when a key order files it
+	p := x.cand(slot)
+	p.leaseHit = false
+	if p.hinted() {
+		x.file(slot, p)
+	} else if p.evictable() { // file's case without hints, for a new slot
+		x.available += len(p.Blocks)
+	}
+	if !x.byHistory {
+		x.ids.Put(c.ID, slot)
+	}
+	switch {
+	case x.hist != nil:
+		x.hist.add(slot)
+	case p.ranked():
+		x.ord.insert(slot)
+	}
 	return nil
 }
+
+// find returns the slot of the candidate of ID id, if held. O(1).
+func (x *Index) find(id uint64) (int32, bool) {
+	if x.byHistory {
+		return x.hist.find(id)
+	}
+	return x.ids.Get(id)
+}
+
+// cand returns the candidate in slot.
+func (x *Index) cand(slot int32) *Candidate { return &x.slots[slot].Val.c }
 
 // check reports a candidate the index cannot hold in slot (-1: a new
 // one): one with a negative field, or one the order refuses.
@@ -316,7 +346,10 @@ func (x *Index) check(slot int32, c *Candidate) error {
 	if err := checkHints(&c.Hints); err != nil {
 		return invalidHints(c, -1, err)
 	}
-	return x.ord.accepts(slot, c.ID, c.HeadHash)
+	if x.prep != nil {
+		return x.hist.accepts(slot, c)
+	}
+	return nil
 }
 
 // list counts blocks as listed by one more held candidate, unlist as by
@@ -358,7 +391,7 @@ func (x *Index) sharedBlock(victims []Victim) error {
 // candidates: it runs only on the refusal.
 func (x *Index) sharedError(id uint64, b int) error {
 	for slot := range x.made {
-		c := x.ord.cand(slot)
+		c := x.cand(slot)
 		if c.ID != id && slices.Contains(c.Blocks, b) {
 			return fmt.Errorf("%w: block %d, which ID %d would free, is listed by ID %d too", ErrInvalidCandidate, b, id, c.ID)
 		}
@@ -370,11 +403,11 @@ func (x *Index) sharedError(id uint64, b int) error {
 // allocator frees its blocks itself, and reports whether it was there. It
 // counts no eviction. O(log n).
 func (x *Index) Remove(id uint64) bool {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return false
 	}
-	x.unfile(slot, x.ord.cand(slot))
+	x.unfile(slot, x.cand(slot))
 	x.release(slot, false)
 	return true
 }
@@ -385,9 +418,17 @@ func (x *Index) release(slot int32, victim bool) {
 	if x.apart.Ending() {
 		x.apart.SetEnd(slot, 0, 0)
 	}
-	c := x.ord.cand(slot)
+	c := x.cand(slot)
 	x.unlist(c.Blocks)
-	x.ord.remove(slot, victim && c.Hints.Released)
+	if x.hist != nil {
+		x.hist.remove(slot, victim && c.Hints.Released)
+	} else {
+		x.ord.remove(slot)
+	}
+	if !x.byHistory {
+		x.ids.Del(c.ID)
+	}
+	x.slots[slot].Val.c = Candidate{} // drop the Blocks reference
 	x.held--
 	x.free = append(x.free, slot)
 }
@@ -399,7 +440,7 @@ func (x *Index) release(slot int32, victim bool) {
 // nothing. O(log n); O(1) when the new key sorts after every key in the run,
 // as every touch does under LRU with growing ticks (see Order structure).
 func (x *Index) Touch(id uint64, tick int64) error {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -407,7 +448,7 @@ func (x *Index) Touch(id uint64, tick int64) error {
 	// it since its last access: that Touch is a re-prefill.
 	x.stats.evictions.Access(id)
 	x.tell(tick)
-	c := x.ord.cand(slot)
+	c := x.cand(slot)
 	if c.Hints.LeaseUntil > x.now && !c.leaseHit {
 		c.leaseHit = true
 		x.stats.leaseHonoured(true)
@@ -416,9 +457,9 @@ func (x *Index) Touch(id uint64, tick int64) error {
 		x.change(slot, func(c *Candidate) { touch(c, tick) })
 		return nil
 	}
-	old := c.LastAccess
+	old, was := c.LastAccess, c.ranked()
 	touch(c, tick)
-	x.ord.update(slot, old)
+	x.refile(slot, was, old)
 	return nil
 }
 
@@ -439,7 +480,7 @@ func touch(c *Candidate, tick int64) {
 // (the pool took the candidate's head blocks) files it under the new head.
 // O(log n + b) for the b blocks of the old candidate and the new.
 func (x *Index) Update(c Candidate) error {
-	slot, ok := x.ord.find(c.ID)
+	slot, ok := x.find(c.ID)
 	if !ok {
 		if err := x.check(-1, &c); err != nil {
 			return err
@@ -450,7 +491,7 @@ func (x *Index) Update(c Candidate) error {
 		return err
 	}
 	x.tell(c.LastAccess)
-	x.unlist(x.ord.cand(slot).Blocks)
+	x.unlist(x.cand(slot).Blocks)
 	x.list(c.Blocks)
 	x.change(slot, func(old *Candidate) {
 		if c.Hints.LeaseUntil == old.Hints.LeaseUntil {
@@ -467,7 +508,7 @@ func (x *Index) Update(c Candidate) error {
 // error matching [ErrUnknownSequence] if the index does not hold id.
 // O(log n).
 func (x *Index) Pin(id uint64, pinned bool) error {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
@@ -480,11 +521,11 @@ func (x *Index) Pin(id uint64, pinned bool) error {
 // an error matching [ErrUnknownSequence] if the index does not hold id and
 // one matching [ErrInvalidArgument] if the count would overflow. O(log n).
 func (x *Index) Lock(id uint64) error {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.ord.cand(slot).RefCount == math.MaxInt {
+	if x.cand(slot).RefCount == math.MaxInt {
 		return fmt.Errorf("%w: reference count of ID %d would overflow", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount++ })
@@ -496,11 +537,11 @@ func (x *Index) Lock(id uint64) error {
 // [ErrUnknownSequence] if the index does not hold id and one matching
 // [ErrInvalidArgument] if id holds no reference. O(log n).
 func (x *Index) Unlock(id uint64) error {
-	slot, ok := x.ord.find(id)
+	slot, ok := x.find(id)
 	if !ok {
 		return unknownSequence(id)
 	}
-	if x.ord.cand(slot).RefCount == 0 {
+	if x.cand(slot).RefCount == 0 {
 		return fmt.Errorf("%w: ID %d holds no reference to release", ErrInvalidArgument, id)
 	}
 	x.change(slot, func(c *Candidate) { c.RefCount-- })
@@ -514,12 +555,29 @@ func unknownSequence(id uint64) error {
 // change applies f to the candidate in slot and has the order file it
 // again.
 func (x *Index) change(slot int32, f func(*Candidate)) {
-	c := x.ord.cand(slot)
+	c := x.cand(slot)
 	x.unfile(slot, c)
-	old := c.LastAccess
+	old, was := c.LastAccess, c.ranked()
 	f(c)
 	x.file(slot, c)
-	x.ord.update(slot, old)
+	x.refile(slot, was, old)
+}
+
+// refile has the order follow the candidate in slot after it changed:
+// was says it was ranked before, old is its LastAccess before.
+func (x *Index) refile(slot int32, was bool, old int64) {
+	if x.hist != nil {
+		x.hist.update(slot, old)
+		return
+	}
+	switch now := x.cand(slot).ranked(); {
+	case was && now:
+		x.fix.fix(slot)
+	case was:
+		x.ord.remove(slot)
+	case now:
+		x.ord.insert(slot)
+	}
 }
 
 // file counts the candidate c in slot, new or just changed, in its class
@@ -538,9 +596,9 @@ func (x *Index) file(slot int32, c *Candidate) {
 		return
 	}
 	class := rank.ClassPlain
-	var k rank.Key
+	var r int64
 	if c.evictable() {
-		k, class = hintKey(c, x.now)
+		r, class = hintRank(c, x.now)
 	}
 	c.apart = class != rank.ClassPlain
 	n := len(c.Blocks)
@@ -551,7 +609,7 @@ func (x *Index) file(slot int32, c *Candidate) {
 		}
 	case rank.ClassApart:
 		x.available += n
-		x.apart.Push(rank.Entry{Key: k, ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(n)})
+		x.apart.Push(r, apartEntry(&x.params, c, r, slot))
 	case rank.ClassHeld:
 		x.hard += n
 	}
@@ -597,7 +655,7 @@ func (x *Index) expire(before, tick int64) {
 		if !ok {
 			return
 		}
-		if c := x.ord.cand(slot); c.Hints.LeaseUntil > before && c.Hints.LeaseUntil <= tick && !c.leaseHit {
+		if c := x.cand(slot); c.Hints.LeaseUntil > before && c.Hints.LeaseUntil <= tick && !c.leaseHit {
 			x.stats.leaseHonoured(false)
 		}
 		x.change(slot, func(*Candidate) {})
@@ -612,13 +670,25 @@ func (x *Index) expire(before, tick int64) {
 // order follows the fields that Add, Touch and Update set. It costs what
 // Policy.UpdateAccess costs: O(1), and for Auto O(log s) when the request
 // falls in its miniature caches' sample of s ids.
-func (x *Index) UpdateAccess(id uint64) { x.ord.access(id) }
+func (x *Index) UpdateAccess(id uint64) {
+	if x.hist != nil {
+		x.hist.access(id)
+	}
+}
 
 // UpdateAccessHashes records a request for the blocks of hashes, as
 // [Policy.UpdateAccessHashes] does: [Auto] counts a request per block and
 // ranks a candidate that sets HeadHash by its head's count; the other
 // strategies ignore it. O(len(hashes)), each as UpdateAccess.
-func (x *Index) UpdateAccessHashes(hashes []uint64) { x.ord.accessHashes(hashes) }
+func (x *Index) UpdateAccessHashes(hashes []uint64) {
+	if x.prep == nil {
+		return
+	}
+	x.hist.auto.weights.Cautious = true // as auto.accessHashes
+	for _, h := range hashes {
+		x.hist.access(h)
+	}
+}
 
 // Evict frees at least requiredBlocks blocks and removes the victims from the
 // index, as [Index.EvictAppend] with a new slice. If the evictable blocks
@@ -661,8 +731,11 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 	first := len(dst)
 	ranked := x.available - x.apart.Below - x.apart.Above
 	x.ordNeed, x.ordFreed = min(ranked, max(0, requiredBlocks-x.apart.Below)), 0
-	if x.ordNeed > 0 {
-		x.ord.begin(x.ordNeed, ranked)
+	if x.ordNeed > 0 && x.hist != nil {
+		x.hist.begin()
+		if x.prep != nil {
+			x.prep.prepare(x.ordNeed, ranked, x.hist.now())
+		}
 	}
 	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
 	dst, freed, err := x.txn.cover(dst, requiredBlocks, x)
@@ -685,13 +758,16 @@ func (x *Index) EvictAppend(dst []Victim, requiredBlocks int) (Result, error) {
 // The classes of [Hints] take the candidates set apart below the plain
 // class first, then the order's, then those above it.
 func (x *Index) next() (*Candidate, error) {
-	if x.apart.Len() > 0 && (x.apart.Min().Major < rank.PlainRank || x.ordFreed >= x.ordNeed) {
-		slot := x.apart.Min().Slot
-		x.apart.Remove(slot)
-		x.taken = append(x.taken, slot)
-		return x.ord.cand(slot), nil
+	if x.apart.Len() > 0 {
+		if e, r := x.apart.Min(); r < rank.PlainRank || x.ordFreed >= x.ordNeed {
+			slot := e.Slot
+			x.apart.Remove(slot)
+			x.taken = append(x.taken, slot)
+			return x.cand(slot), nil
+		}
 	}
-	slot, c := x.ord.next()
+	slot := x.ord.next()
+	c := x.cand(slot)
 	x.ordTaken = append(x.ordTaken, slot)
 	x.ordFreed += len(c.Blocks)
 	x.taken = append(x.taken, slot)
@@ -703,17 +779,19 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 	if x.ordNeed > 0 {
 		freed, lastApart := 0, false
 		for i := range victims {
-			if !apart || !x.ord.cand(x.taken[i]).apart {
+			if !apart || !x.cand(x.taken[i]).apart {
 				freed += len(victims[i].Blocks)
 			}
 		}
 		if apart {
-			lastApart = x.ord.cand(x.taken[len(x.taken)-1]).apart
+			lastApart = x.cand(x.taken[len(x.taken)-1]).apart
 		}
-		x.ord.commit(x.ordTaken, freed, trimmed && !lastApart)
+		if x.hist != nil {
+			x.hist.commit(x.ordTaken, freed, trimmed && !lastApart)
+		}
 	}
 	for i, slot := range x.taken {
-		c := x.ord.cand(slot)
+		c := x.cand(slot)
 		if apart { // the order's victims are never released or leased
 			x.stats.hinted(c, x.now)
 		}
@@ -727,7 +805,7 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 				x.file(slot, c)
 			} else {
 				x.available += keep
-				x.ord.update(slot, c.LastAccess)
+				x.rank(slot)
 			}
 			continue
 		}
@@ -738,14 +816,31 @@ func (x *Index) commit(victims []Victim, trimmed bool) {
 
 func (x *Index) rollback() {
 	if x.ordNeed > 0 {
-		x.ord.rollback(x.ordTaken)
+		if x.hist != nil {
+			x.hist.rollback(x.ordTaken)
+		} else {
+			for _, slot := range x.ordTaken {
+				x.ord.insert(slot)
+			}
+		}
 	}
 	for _, slot := range x.taken {
-		if c := x.ord.cand(slot); c.apart {
-			x.apart.Push(rank.Entry{Key: hintKeyOf(c, x.now), ID: c.ID, Slot: slot, Blocks: rank.SaturatedBlocks(len(c.Blocks))})
+		if c := x.cand(slot); c.apart {
+			r, _ := hintRank(c, x.now)
+			x.apart.Push(r, apartEntry(&x.params, c, r, slot))
 		}
 	}
 	x.taken, x.ordTaken = x.taken[:0], x.ordTaken[:0]
+}
+
+// rank has the order rank again the victim in slot that a partial
+// eviction trimmed: it keeps a head of its blocks.
+func (x *Index) rank(slot int32) {
+	if x.hist != nil {
+		x.hist.markHeld(slot)
+		return
+	}
+	x.ord.insert(slot)
 }
 
 // Metrics returns a snapshot of the index's counters, the same fields as

@@ -21,8 +21,8 @@ func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
 	live, available := 0, 0
 	for slot := range x.made {
-		c := x.ord.cand(slot)
-		if got, ok := x.ord.find(c.ID); !ok || got != slot {
+		c := x.cand(slot)
+		if got, ok := x.find(c.ID); !ok || got != slot {
 			continue // a free slot
 		}
 		live++
@@ -38,7 +38,7 @@ func checkIndex(t testing.TB, x *Index) {
 		t.Fatalf("%d live + %d free slots != %d slots", live, len(x.free), x.made)
 	}
 	for _, slot := range x.free {
-		if c := x.ord.cand(slot); c.Blocks != nil || c.ID != 0 {
+		if c := x.cand(slot); c.Blocks != nil || c.ID != 0 {
 			t.Fatalf("free slot %d holds ID %d", slot, c.ID)
 		}
 	}
@@ -48,51 +48,55 @@ func checkIndex(t testing.TB, x *Index) {
 	if len(x.taken) != 0 {
 		t.Fatalf("%d victims taken outside an eviction", len(x.taken))
 	}
-	if err := x.ord.check(); err != nil {
+	if err := checkOrder(x); err != nil {
 		t.Fatal(err)
 	}
 	checkSides(t, x)
+}
+
+// checkOrder verifies the invariants of x's order and, in an adaptive
+// index, of its marks.
+func checkOrder(x *Index) error {
+	if x.hist == nil {
+		return x.ord.(*keyOrder).check()
+	}
+	marked, err := x.hist.check()
+	if err != nil || x.prep == nil {
+		return err
+	}
+	return x.prep.check(marked)
 }
 
 // tableCaps describes the capacities of x's tables: a table that grows
 // moves to a larger array, so its capacity changes.
 func tableCaps(x *Index) string {
 	caps := []int{slabCap(x), x.listed.Slots()}
-	switch o := x.ord.(type) {
-	case *keyOrder:
-		caps = append(caps, o.ids.Slots())
-	case *listOrder:
-		caps = append(caps, cap(o.waiting), o.t.index.Slots())
-	case *autoOrder:
-		caps = append(caps, o.ids.Slots(), cap(o.waiting), o.t.index.Slots(), cap(o.g.slots), cap(o.g.links), cap(o.a.info))
+	if !x.byHistory {
+		caps = append(caps, x.ids.Slots())
+	}
+	if h := x.hist; h != nil {
+		caps = append(caps, cap(h.waiting), h.t.index.Slots(), cap(h.st))
+		if h.auto != nil {
+			caps = append(caps, cap(h.auto.info))
+		}
 	}
 	return fmt.Sprint(caps)
 }
 
-// slabCap returns how many candidates x's order has room for.
-func slabCap(x *Index) int {
-	switch o := x.ord.(type) {
-	case *keyOrder:
-		return cap(o.slab)
-	case *listOrder:
-		return cap(o.slab)
-	case *autoOrder:
-		return cap(o.slab)
-	}
-	panic(fmt.Sprintf("unknown order %T", x.ord))
-}
+// slabCap returns how many candidates x's slots have room for.
+func slabCap(x *Index) int { return cap(x.slots) }
 
-// pending returns the lengths of the lists an adaptive order keeps until
+// pending returns the lengths of the lists an adaptive index keeps until
 // the next eviction: the slots waiting for admission and Auto's slots to
 // file again.
 func pending(x *Index) (waiting, refile int) {
-	switch o := x.ord.(type) {
-	case *listOrder:
-		return len(o.waiting), 0
-	case *autoOrder:
-		return len(o.waiting), len(o.g.refile)
+	if x.hist == nil {
+		return 0, 0
 	}
-	return 0, 0
+	if x.prep != nil {
+		refile = len(x.prep.refile)
+	}
+	return len(x.hist.waiting), refile
 }
 
 // indexConfigs are the strategies and options the differential tests cover:

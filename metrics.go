@@ -166,11 +166,11 @@ func (s *stats) hinted(c *Candidate, now int64) {
 	if !c.hinted() {
 		return
 	}
-	k, class := hintKey(c, now)
+	r, class := hintRank(c, now)
 	if class != rank.ClassApart {
 		return
 	}
-	switch k.Major {
+	switch r {
 	case rank.ReleasedRank:
 		s.releasesEvicted++
 	case rank.LeasedRank:

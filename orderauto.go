@@ -2,11 +2,8 @@ package kvevict
 
 import (
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
-	"github.com/sagellm/kvevict/internal/idmap"
 )
 
 // An Index of [Auto] ranks as Auto's Policy does, by score = LastAccess +
@@ -20,208 +17,35 @@ import (
 // selection over the same scores, offered O(groups + victims) entries
 // instead of every candidate.
 //
-// A candidate joins its group when it is marked, leaves when it is
-// unmarked, and moves when its fields change (LastAccess, a partial last
-// block) or the history counts a request for it. A move lands in its
+// A candidate joins its group when it is marked and leaves when it is
+// unmarked. When its fields change (LastAccess, a partial last block) or
+// the history counts a request for it, it leaves its group until the next
+// eviction files it again, because the allocator usually acquires or
+// touches a requested sequence more than once before then: acquiring
+// keeps it out, and each touch costs O(1). Filed again, it lands in its
 // place by a walk from the group's back: one step under a clock that only
-// grows, as a touch always lands last; a candidate added or updated with
-// an older LastAccess walks further. A request counted by UpdateAccess
-// takes the candidate out of its group until the next eviction files it
-// again, because the allocator usually acquires or touches a requested
-// sequence before then: acquiring keeps it out, and touching files it at
-// its group's back, one step.
+// grows, as a touched candidate lands last; a candidate added or updated
+// with an older LastAccess walks further.
 
-// autoOrder is the order of an Index of Auto: its history's marks, and
-// the groups that follow them.
+// autoOrder is the order of an Index of Auto: the groups of its marked
+// candidates.
 type autoOrder struct {
-	marks[*autoGroups]
-	// heads are the held candidates that set a HeadHash, by it: Auto
-	// knows them by it (the marks' heads); the others by their ID.
-	heads  idmap.Map[int32]
-	ids    idmap.Map[int32] // the held candidates, by ID: the marks' slots
 	a      *auto
-	g      *autoGroups // marks.follow
-	sel    selector    // the greedy selection over the groups' fronts
-	ranked []entry     // the victims of the eviction under way, smallest first
-	taken  int         // how many of ranked next handed out
+	t      *table                 // a's
+	slots  *dlist.Nodes[held]     // the Index's: the candidates, and the groups' links
+	st     *[]markState           // the Index's: each candidate's node and group
+	byKey  map[autoGroupKey]int32 // group of each (partial, log2r) held
+	groups []autoGroup            // by number; an empty one is free
+	live   []int32                // the groups that hold candidates
+	free   []int32                // numbers of empty groups, for reuse
+	refile []int32                // slots out of their group since they changed
+	sel    selector               // the greedy selection over the groups' fronts
+	ranked []entry                // the victims of the eviction under way, smallest first
+	taken  int                    // how many of ranked next handed out
 }
 
-func newAutoOrder(a *auto) *autoOrder {
-	g := &autoGroups{byKey: make(map[autoGroupKey]int32), maxTick: math.MinInt64, a: a}
-	o := &autoOrder{a: a, g: g}
-	o.marks = newMarks(a, &o.ids, &o.heads, g)
-	g.cands = &o.slab
-	o.t.observer = &o.marks
-	return o
-}
-
-func (o *autoOrder) grow(n int) {
-	o.marks.grow(n)
-	o.a.info = slices.Grow(o.a.info, n)
-	o.g.slots = slices.Grow(o.g.slots, n)
-	o.g.links = slices.Grow(o.g.links, n)
-}
-
-func (o *autoOrder) add(slot int32, c Candidate) {
-	g := o.g
-	if int(slot) == len(g.slots) {
-		g.slots = append(g.slots, autoSlot{})
-		g.links = append(g.links, dlist.Link{Prev: dlist.None, Next: dlist.None})
-	}
-	g.slots[slot] = autoSlot{held: true, id: historyID(&c)}
-	if c.HeadHash != 0 {
-		o.heads.Put(c.HeadHash, slot)
-	}
-	g.seen(math.MinInt64, c.LastAccess)
-	o.marks.add(slot, c)
-}
-
-// accepts refuses a candidate known to the history by the id of another
-// held one: two candidates sharing a head would share one node, and a
-// node marks one slot.
-func (o *autoOrder) accepts(slot int32, id, head uint64) error {
-	s, held := o.heads.Get(id) // a head equal to this ID; the Index refuses a held ID itself
-	if head != 0 {
-		s, held = o.slotOf(head)
-	}
-	if held && s != slot {
-		return fmt.Errorf("%w: ID %d is counted as %d, as ID %d in the index is (a HeadHash or an ID held twice)",
-			ErrInvalidCandidate, id, headOr(head, id), o.slab[s].c.ID)
-	}
-	return nil
-}
-
-// update files a candidate that stayed marked again: its group follows
-// LastAccess and a partial last block.
-func (o *autoOrder) update(slot int32, tick int64) {
-	o.g.seen(tick, o.slab[slot].c.LastAccess)
-	if id := historyID(&o.slab[slot].c); id != o.g.slots[slot].id {
-		o.rehead(slot, id)
-	}
-	if o.marks.update(slot) {
-		o.regroup(slot)
-	}
-}
-
-// rehead files the candidate in slot under id, its new head: a pool took
-// its head blocks, so Auto counts it by the next. The node of its old head
-// stays in the history, as a Policy's does for a candidate that changed.
-func (o *autoOrder) rehead(slot int32, id uint64) {
-	st := &o.g.slots[slot]
-	if n := o.slab[slot].st.node; n >= 0 {
-		o.clearMark(n)
-		o.unlink(slot)
-	}
-	o.dropHead(slot, st.id)
-	if h := o.slab[slot].c.HeadHash; h != 0 {
-		o.heads.Put(h, slot)
-	}
-	st.id = id
-	n := o.t.lookup(id)
-	if n >= 0 {
-		o.link(n, slot)
-	}
-	if n < 0 || !o.t.resident(n) {
-		o.wait(slot)
-	} else if o.slab[slot].st.evictable {
-		o.setMark(n, slot)
-	}
-}
-
-// dropHead forgets that the candidate in slot is known by head id, if it
-// was.
-func (o *autoOrder) dropHead(slot int32, id uint64) {
-	if s, ok := o.heads.Get(id); ok && s == slot {
-		o.heads.Del(id)
-	}
-}
-
-func (o *autoOrder) remove(slot int32, released bool) {
-	last := o.slab[slot].c.LastAccess
-	o.dropHead(slot, o.g.slots[slot].id)
-	o.marks.remove(slot, released)
-	o.g.gone(last)
-	o.g.slots[slot] = autoSlot{}
-}
-
-// access counts the request in the history, and takes id's candidate out
-// of its group until the next eviction files it again.
-func (o *autoOrder) access(id uint64) {
-	o.a.access(id)
-	o.requested(id)
-}
-
-// accessHashes counts a request for each block of hashes, as a Policy of
-// Auto does, taking each held candidate of those heads out of its group.
-func (o *autoOrder) accessHashes(hashes []uint64) {
-	o.a.weights.Cautious = true
-	for _, h := range hashes {
-		o.access(h)
-	}
-}
-
-// begin admits the waiting ids and ranks: the greedy selection by Auto's
-// key over the groups.
-func (o *autoOrder) begin(required, available int) {
-	o.admitWaiting()
-	o.ranked, o.taken = o.greedy(required, available), 0
-}
-
-func (o *autoOrder) next() (int32, *Candidate) {
-	if o.taken == len(o.ranked) {
-		panic("kvevict: the index's groups lost an evictable candidate")
-	}
-	o.taken++
-	slot := o.ranked[o.taken-1].Slot
-	return slot, &o.slab[slot].c
-}
-
-// commit evicts the victims taken wholly from the history; a trimmed one
-// keeps its head and is a possible victim of the next eviction again.
-func (o *autoOrder) commit(taken []int32, freed int, trimmed bool) {
-	a, cands := o.a, o.slab
-	a.evicted(freed)
-	for i, slot := range taken {
-		c := &cands[slot].c
-		n := o.slab[slot].st.node // marked when taken, so linked
-		o.clearMark(n)
-		if !trimmed || i < len(taken)-1 {
-			a.evict(n, lonePartial(c))
-		}
-	}
-	a.finish()
-	if trimmed {
-		o.markHeld(taken[len(taken)-1])
-	}
-}
-
-// rollback evicts nothing; the history's bounds hold again after the
-// admissions of begin.
-func (o *autoOrder) rollback([]int32) { o.a.finish() }
-
-// autoGroups are the groups of an Index of Auto.
-type autoGroups struct {
-	a       *auto
-	cands   *[]markSlot            // the order's candidates, by slot (marks.slab)
-	slots   []autoSlot             // by slot
-	byKey   map[autoGroupKey]int32 // group of each (partial, log2r) held
-	groups  []autoGroup            // by number; an empty one is free
-	live    []int32                // the groups that hold candidates
-	free    []int32                // numbers of empty groups, for reuse
-	links   dlist.Links            // the groups' lists, by slot
-	refile  []int32                // slots out of their group since a request was counted
-	maxTick int64                  // the largest LastAccess held, unless maxStale
-	// maxStale is set when the candidate holding maxTick left or went
-	// back in time: the next eviction finds the largest again.
-	maxStale bool
-}
-
-// autoSlot is what the groups keep of a slot.
-type autoSlot struct {
-	group  int32  // 1 + the group that holds the candidate, or 0
-	refile bool   // in autoGroups.refile
-	held   bool   // the slot holds a candidate
-	id     uint64 // the candidate's historyID, as filed in heads
+func newAutoOrder(a *auto, slots *dlist.Nodes[held], st *[]markState) *autoOrder {
+	return &autoOrder{a: a, t: &a.table, slots: slots, st: st, byKey: make(map[autoGroupKey]int32)}
 }
 
 type autoGroupKey struct {
@@ -242,204 +66,191 @@ type autoGroup struct {
 	last int32
 }
 
-// marked files the candidate in slot, marked as node n, in its group.
-func (g *autoGroups) marked(slot, n int32) {
-	st := &g.slots[slot]
+func (o *autoOrder) cand(slot int32) *Candidate { return &(*o.slots)[slot].Val.c }
+
+// insert marks the node of the candidate in slot and files the candidate
+// in its group, by a walk from the group's back or from the slot filed
+// last.
+func (o *autoOrder) insert(slot int32) {
+	st := &(*o.st)[slot]
+	n := st.node
+	o.t.mark(n, slot)
 	if st.group != 0 {
 		return
 	}
-	key := autoGroupKey{partial: lonePartial(&(*g.cands)[slot].c), log2r: g.a.info[n].log2Requests}
-	gi, ok := g.byKey[key]
+	key := autoGroupKey{partial: lonePartial(o.cand(slot)), log2r: o.a.info[n].log2Requests}
+	gi, ok := o.byKey[key]
 	if !ok {
-		gi = g.open(key)
+		gi = o.open(key)
 	}
-	grp := &g.groups[gi]
+	grp, links := &o.groups[gi], *o.slots
 	at := grp.list.Back
 	switch {
-	case at == dlist.None || g.sortsBefore(at, slot): // the newest: last
-	case !g.sortsBefore(grp.list.Front, slot): // the oldest: first
+	case at == dlist.None || o.sortsBefore(at, slot): // the newest: last
+	case !o.sortsBefore(grp.list.Front, slot): // the oldest: first
 		at = dlist.None
-	case grp.last != dlist.None && g.sortsBefore(grp.last, slot):
+	case grp.last != dlist.None && o.sortsBefore(grp.last, slot):
 		// Forward from the one filed last; the back ends the walk.
 		at = grp.last
-		for n := g.links.Next(at); g.sortsBefore(n, slot); n = g.links.Next(n) {
+		for n := links.Next(at); o.sortsBefore(n, slot); n = links.Next(n) {
 			at = n
 		}
 	default: // back from the back; the front ends the walk
-		for !g.sortsBefore(at, slot) {
-			at = g.links.Prev(at)
+		for !o.sortsBefore(at, slot) {
+			at = links.Prev(at)
 		}
 	}
-	g.links.InsertAfter(&grp.list, at, slot)
+	links.InsertAfter(&grp.list, at, slot)
 	grp.last = slot
 	st.group = gi + 1
 }
 
 // sortsBefore reports whether the candidate in slot a sorts before the one
 // in slot b within a group: by LastAccess, then ID.
-func (g *autoGroups) sortsBefore(a, b int32) bool {
-	return byRecency(&(*g.cands)[a].c, &(*g.cands)[b].c) < 0
+func (o *autoOrder) sortsBefore(a, b int32) bool { return byRecency(o.cand(a), o.cand(b)) < 0 }
+
+// remove unmarks the node of the candidate in slot, if it has one, and
+// takes the candidate out of its group, if it is in one.
+func (o *autoOrder) remove(slot int32) {
+	if n := (*o.st)[slot].node; n >= 0 {
+		o.t.unmark(n)
+	}
+	o.ungroup(slot)
 }
 
-// unmarked takes the candidate in slot out of its group, if it is in one.
-func (g *autoGroups) unmarked(slot int32) {
-	st := &g.slots[slot]
+// ungroup takes the candidate in slot out of its group, if it is in one.
+func (o *autoOrder) ungroup(slot int32) {
+	st := &(*o.st)[slot]
 	if st.group == 0 {
 		return
 	}
 	gi := st.group - 1
-	if g.groups[gi].last == slot {
-		g.groups[gi].last = g.links.Prev(slot)
+	if o.groups[gi].last == slot {
+		o.groups[gi].last = o.slots.Prev(slot)
 	}
-	g.links.Remove(&g.groups[gi].list, slot)
+	o.slots.Remove(&o.groups[gi].list, slot)
 	st.group = 0
-	if g.groups[gi].list.Len == 0 {
-		g.close(gi)
+	if o.groups[gi].list.Len == 0 {
+		o.close(gi)
+	}
+}
+
+// fix takes the marked candidate in slot, whose fields or count of
+// requests changed, out of its group until the next eviction files it
+// again. O(1).
+func (o *autoOrder) fix(slot int32) {
+	st := &(*o.st)[slot]
+	if st.group == 0 {
+		return // out of its group already
+	}
+	o.ungroup(slot)
+	if !st.refile { // once per slot between evictions
+		st.refile = true
+		o.refile = listSlot(o.refile, slot, len(*o.st), func(s int32) *bool { return &(*o.st)[s].refile })
 	}
 }
 
 // open starts a group of key and returns its number.
-func (g *autoGroups) open(key autoGroupKey) int32 {
+func (o *autoOrder) open(key autoGroupKey) int32 {
 	var gi int32
-	if n := len(g.free); n > 0 {
-		gi = g.free[n-1]
-		g.free = g.free[:n-1]
+	if n := len(o.free); n > 0 {
+		gi = o.free[n-1]
+		o.free = o.free[:n-1]
 	} else {
-		gi = int32(len(g.groups))
-		g.groups = append(g.groups, autoGroup{})
+		gi = int32(len(o.groups))
+		o.groups = append(o.groups, autoGroup{})
 	}
-	g.groups[gi] = autoGroup{key: key, list: dlist.Empty(), at: int32(len(g.live)), last: dlist.None}
-	g.live = append(g.live, gi)
-	g.byKey[key] = gi
+	o.groups[gi] = autoGroup{key: key, list: dlist.Empty(), at: int32(len(o.live)), last: dlist.None}
+	o.live = append(o.live, gi)
+	o.byKey[key] = gi
 	return gi
 }
 
 // close frees empty group gi, so that an eviction walks only the groups
 // that hold candidates.
-func (g *autoGroups) close(gi int32) {
-	at, last := g.groups[gi].at, g.live[len(g.live)-1]
-	g.live[at] = last
-	g.groups[last].at = at
-	g.live = g.live[:len(g.live)-1]
-	delete(g.byKey, g.groups[gi].key)
-	g.free = append(g.free, gi)
+func (o *autoOrder) close(gi int32) {
+	at, last := o.groups[gi].at, o.live[len(o.live)-1]
+	o.live[at] = last
+	o.groups[last].at = at
+	o.live = o.live[:len(o.live)-1]
+	delete(o.byKey, o.groups[gi].key)
+	o.free = append(o.free, gi)
 }
 
-// regroup files a marked candidate again after its fields changed.
-func (o *autoOrder) regroup(slot int32) {
-	o.g.unmarked(slot)
-	if n := o.slab[slot].st.node; n >= 0 && o.t.marked(n) {
-		o.g.marked(slot, n)
-	}
-}
-
-// requested takes id's candidate out of its group after the history
-// counted a request for it, until the next eviction files it again.
-func (o *autoOrder) requested(id uint64) {
-	g := o.g
-	slot, ok := o.slotOf(id)
-	if !ok || g.slots[slot].group == 0 {
-		return
-	}
-	g.unmarked(slot)
-	if !g.slots[slot].refile { // once per slot between evictions
-		g.slots[slot].refile = true
-		g.refile = listSlot(g.refile, slot, len(g.slots), func(s int32) *bool { return &g.slots[s].refile })
-	}
-}
-
-// seen notes LastAccess of a candidate added or changed, and old, its
-// LastAccess before the change (math.MinInt64 for none).
-func (g *autoGroups) seen(old, now int64) {
-	if now >= g.maxTick {
-		g.maxTick = now
-	} else if old == g.maxTick {
-		g.maxStale = true
-	}
-}
-
-// gone notes that a candidate of LastAccess last left the index.
-func (g *autoGroups) gone(last int64) {
-	if last == g.maxTick {
-		g.maxStale = true
-	}
-}
-
-// now returns the largest LastAccess of the held candidates, as a Policy
-// finds it over its slice. O(1), or O(n) after the candidate that held it
-// left.
-func (g *autoGroups) now() int64 {
-	if g.maxStale {
-		g.maxTick, g.maxStale = math.MinInt64, false
-		for slot := range g.slots {
-			if g.slots[slot].held {
-				g.maxTick = max(g.maxTick, (*g.cands)[slot].c.LastAccess)
-			}
+// prepare ranks for an eviction of required blocks among candidates
+// holding available, at now, the largest LastAccess held: the candidates
+// out of their group are filed again, then each group offers its front to
+// Auto's greedy selection while the score stays below the bound of the
+// victims chosen so far.
+func (o *autoOrder) prepare(required, available int, now int64) {
+	for _, slot := range o.refile {
+		st := &(*o.st)[slot]
+		if !st.refile {
+			continue // released since
+		}
+		st.refile = false
+		if n := st.node; n >= 0 && o.t.marked(n) {
+			o.ungroup(slot)
+			o.insert(slot)
 		}
 	}
-	return g.maxTick
-}
-
-// greedy is Auto's selection for an index: the candidates out of their
-// group are filed again, then each group offers its front to the
-// selection while the score stays below the bound of the victims chosen
-// so far. It returns the victims, smallest first (Slot: the index's slot),
-// valid until the next selection.
-func (o *autoOrder) greedy(required, available int) []entry {
-	g, a, cands := o.g, o.a, o.slab
-	for _, slot := range g.refile {
-		if g.slots[slot].refile { // not released since
-			g.slots[slot].refile = false
-			o.regroup(slot)
-		}
-	}
-	g.refile = g.refile[:0]
-	a.begin(g.now(), available)
-	o.sel.begin(required, o.ids.Len())
+	o.refile = o.refile[:0]
+	o.a.begin(now, available)
+	o.sel.begin(required, len(*o.st))
 	bounded := false
 	var bound entry
-	for _, gi := range g.live {
-		for slot := g.groups[gi].list.Front; slot != dlist.None; slot = g.links.Next(slot) {
-			c := &cands[slot].c
-			e := newEntry(c, a.keyOf(c), slot)
+	links := *o.slots
+	for _, gi := range o.live {
+		for slot := o.groups[gi].list.Front; slot != dlist.None; slot = links.Next(slot) {
+			c := o.cand(slot)
+			e := newEntry(c, o.a.keyOf(c), slot)
 			if bounded && !less(&e, &bound) {
 				break // the rest of the group scores higher still
 			}
 			bounded = o.sel.offer(e, &bound)
 		}
 	}
-	return o.sel.victims()
+	o.ranked, o.taken = o.sel.victims(), 0
 }
 
-// check verifies the marks and the groups: each live group holds
-// candidates of its key in ascending (LastAccess, ID), every candidate in
-// a group is marked, and every marked one is in a group or waits to be
-// filed again.
-func (o *autoOrder) check() error {
-	marked, err := o.marks.check()
-	if err != nil {
-		return err
+// next hands out the victims prepare ranked, in order, each taken out of
+// the order.
+func (o *autoOrder) next() int32 {
+	if o.taken == len(o.ranked) {
+		panic("kvevict: the index's groups lost an evictable candidate")
 	}
-	g, a, cands := o.g, o.a, o.slab
+	o.taken++
+	slot := o.ranked[o.taken-1].Slot
+	o.remove(slot)
+	return slot
+}
+
+// check verifies the groups: each live group holds candidates of its key
+// in ascending (LastAccess, ID), every candidate in a group is marked, and
+// every marked one, marked of them, is in a group or waits to be filed
+// again.
+func (o *autoOrder) check(marked int) error {
 	grouped := 0
-	for i, gi := range g.live {
-		grp := &g.groups[gi]
-		if grp.at != int32(i) || grp.list.Len == 0 || g.byKey[grp.key] != gi {
-			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, grp.list.Len, g.byKey[grp.key])
+	links := *o.slots
+	for i, gi := range o.live {
+		grp := &o.groups[gi]
+		if grp.at != int32(i) || grp.list.Len == 0 || o.byKey[grp.key] != gi {
+			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, grp.list.Len, o.byKey[grp.key])
 		}
 		prev := dlist.None
-		err := g.links.Check(&grp.list, func(slot int32) error {
-			c := &cands[slot].c
-			n := o.t.lookup(o.id(slot))
+		err := links.Check(&grp.list, func(slot int32) error {
+			c := o.cand(slot)
+			st := &(*o.st)[slot]
+			n := st.node
 			switch {
-			case g.slots[slot].group != gi+1:
-				return fmt.Errorf("ID %d in group %d says %d", c.ID, gi+1, g.slots[slot].group)
+			case st.group != gi+1:
+				return fmt.Errorf("ID %d in group %d says %d", c.ID, gi+1, st.group)
 			case n < 0 || !o.t.marked(n):
 				return fmt.Errorf("ID %d in a group is not marked", c.ID)
-			case (autoGroupKey{lonePartial(c), a.info[n].log2Requests}) != grp.key:
+			case (autoGroupKey{lonePartial(c), o.a.info[n].log2Requests}) != grp.key:
 				return fmt.Errorf("ID %d in group %+v belongs elsewhere", c.ID, grp.key)
-			case prev != dlist.None && !g.sortsBefore(prev, slot):
-				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, c.ID, cands[prev].c.ID)
+			case prev != dlist.None && !o.sortsBefore(prev, slot):
+				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, c.ID, o.cand(prev).ID)
 			}
 			prev = slot
 			return nil
@@ -449,11 +260,11 @@ func (o *autoOrder) check() error {
 		}
 		grouped += grp.list.Len
 	}
-	if len(g.byKey) != len(g.live) {
-		return fmt.Errorf("%d group keys, %d live groups", len(g.byKey), len(g.live))
+	if len(o.byKey) != len(o.live) {
+		return fmt.Errorf("%d group keys, %d live groups", len(o.byKey), len(o.live))
 	}
-	for _, slot := range g.refile {
-		if g.slots[slot].held && g.slots[slot].group == 0 {
+	for _, slot := range o.refile {
+		if st := &(*o.st)[slot]; st.held && st.refile && st.group == 0 {
 			grouped++ // counted once: filed again at the next eviction
 		}
 	}

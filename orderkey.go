@@ -2,10 +2,8 @@ package kvevict
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
-	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -13,24 +11,16 @@ import (
 // candidates split between the run, a doubly linked list through the
 // slots ascending by (key, ID), to which a candidate whose key sorts after
 // every key in it is appended in O(1), as every touch under LRU is, and an
-// indexed heap of the others (see Order structure on [Index]).
+// indexed heap of the others (see Order structure in docs/index.md). A
+// candidate's key while in the run and its run links live in its slot,
+// beside the candidate: a touch that moves a candidate to the run's back
+// reads and writes them where it reads the candidate, not in arrays of
+// their own.
 type keyOrder struct {
 	params keyParams
-	ids    idmap.Map[int32] // the held candidates, by ID
-	// slab holds, by slot, the candidate and beside it its key while in
-	// the run and its run links, one element: a touch that moves a candidate
-	// to the run's back reads and writes them where it reads the
-	// candidate, not in arrays of their own.
-	slab dlist.Nodes[keySlot]
-	run  dlist.List
-	heap rank.Heap
-}
-
-// keySlot is a slot of a keyOrder: its candidate, and its key while in
-// the run.
-type keySlot struct {
-	c   Candidate
-	key rank.Key
+	slots  *dlist.Nodes[held] // the Index's
+	run    dlist.List
+	heap   rank.Heap
 }
 
 // keyPlace is where a keyOrder keeps a slot's candidate. The slot's links
@@ -40,7 +30,7 @@ type keySlot struct {
 type keyPlace uint8
 
 const (
-	outOfOrder keyPlace = iota // not evictable, taken as a victim, or a free slot
+	outOfOrder keyPlace = iota // not ranked, taken as a victim, or a free slot
 	inRun
 	inHeap
 )
@@ -50,7 +40,7 @@ const inHeapLink = dlist.None - 1
 
 // place returns where the candidate in slot is kept. O(1).
 func (o *keyOrder) place(slot int32) keyPlace {
-	switch n := &o.slab[slot]; {
+	switch n := &(*o.slots)[slot]; {
 	case n.Prev == inHeapLink:
 		return inHeap
 	case n.Prev != dlist.None || o.run.Front == slot:
@@ -59,80 +49,26 @@ func (o *keyOrder) place(slot int32) keyPlace {
 	return outOfOrder
 }
 
-func newKeyOrder(params keyParams) *keyOrder {
-	return &keyOrder{params: params, run: dlist.Empty()}
+func newKeyOrder(params keyParams, slots *dlist.Nodes[held]) *keyOrder {
+	return &keyOrder{params: params, slots: slots, run: dlist.Empty()}
 }
 
-func (o *keyOrder) grow(n int) {
-	o.slab = slices.Grow(o.slab, n)
-	o.ids.Reserve(n)
-}
+func (o *keyOrder) cand(slot int32) *Candidate { return &(*o.slots)[slot].Val.c }
 
-func (o *keyOrder) find(id uint64) (int32, bool) { return o.ids.Get(id) }
-
-// add files a new candidate: O(1) in the run, else O(log n).
-func (o *keyOrder) add(slot int32, c Candidate) {
-	if int(slot) == len(o.slab) {
-		o.slab = append(o.slab, dlist.Node[keySlot]{Prev: dlist.None, Next: dlist.None})
-	}
-	o.slab[slot].Val.c = c // its key is set when it goes to the run
-	o.ids.Put(c.ID, slot)
-	if c.ranked() {
-		o.insert(slot)
-	}
-}
-
-func (o *keyOrder) cand(slot int32) *Candidate { return &o.slab[slot].Val.c }
-
-// update moves the candidate in slot into, out of or within the order as
-// its evictability and key require: O(1) when it stays in the run or
-// moves to its back, else O(log n).
-func (o *keyOrder) update(slot int32, _ int64) {
-	was, now := o.place(slot) != outOfOrder, o.cand(slot).ranked()
-	switch {
-	case was && now:
-		o.refile(slot)
-	case was:
-		o.detach(slot)
-	case now:
-		o.insert(slot)
-	}
-}
-
-func (o *keyOrder) remove(slot int32, _ bool) {
+// remove takes the candidate in slot out of the run or the heap, if it is
+// in either. O(1) from the run, O(log n) from the heap.
+func (o *keyOrder) remove(slot int32) {
 	if o.place(slot) != outOfOrder {
 		o.detach(slot)
 	}
-	o.ids.Del(o.slab[slot].Val.c.ID)
-	o.slab[slot].Val.c = Candidate{} // drop the Blocks reference
 }
-
-// access: a key strategy ranks by the candidates' fields alone.
-func (o *keyOrder) access(uint64) {}
-
-// begin: the run and the heap are ready for an eviction at any time.
-// accessHashes: a key strategy ranks by the candidates' fields.
-func (o *keyOrder) accessHashes([]uint64) {}
-
-func (o *keyOrder) accepts(int32, uint64, uint64) error { return nil }
-
-func (o *keyOrder) begin(int, int) {}
 
 // next takes the smaller of the run's front and the heap's root. O(1) from
 // the run, O(log n) from the heap.
-func (o *keyOrder) next() (int32, *Candidate) {
+func (o *keyOrder) next() int32 {
 	slot := o.first()
 	o.detach(slot)
-	return slot, o.cand(slot)
-}
-
-// commit: the victims are out of the run and the heap already.
-func (o *keyOrder) commit([]int32, int, bool) {}
-
-func (o *keyOrder) rollback(taken []int32) {
-	for _, slot := range taken {
-		o.insert(slot)
-	}
+	return slot
 }
 
 // first returns the slot of the next victim: the smaller of the run's
@@ -146,7 +82,7 @@ func (o *keyOrder) first() int32 {
 	if h == dlist.None {
 		return root.Slot
 	}
-	if before(o.slab[h].Val.key, o.cand(h).ID, root.Key, root.ID) {
+	if before((*o.slots)[h].Val.key, o.cand(h).ID, root.Key, root.ID) {
 		return h
 	}
 	return root.Slot
@@ -156,13 +92,16 @@ func (o *keyOrder) first() int32 {
 // may be appended; true for an empty run. O(1).
 func (o *keyOrder) afterRun(k rank.Key, id uint64) bool {
 	b := o.run.Back
-	return b == dlist.None || before(o.slab[b].Val.key, o.cand(b).ID, k, id)
+	return b == dlist.None || before((*o.slots)[b].Val.key, o.cand(b).ID, k, id)
 }
 
-// insert files the evictable candidate in slot, which is in neither the run
+// insert files the ranked candidate in slot, if it is in neither the run
 // nor the heap: at the run's back if its key sorts after the back's, O(1),
 // else in the heap, O(log n).
 func (o *keyOrder) insert(slot int32) {
+	if o.place(slot) != outOfOrder {
+		return
+	}
 	c := o.cand(slot)
 	k := o.params.keyOf(c)
 	if o.afterRun(k, c.ID) {
@@ -172,11 +111,11 @@ func (o *keyOrder) insert(slot int32) {
 	o.push(slot, k)
 }
 
-// refile restores the order after the evictable candidate in slot changed
-// (its key may have). A candidate whose new key sorts after the run's back
+// fix restores the order after the ranked candidate in slot changed (its
+// key may have). A candidate whose new key sorts after the run's back
 // moves there, in O(1) plus, from the heap, O(log n); one still between its
 // run neighbours stays; the rest go to the heap, O(log n).
-func (o *keyOrder) refile(slot int32) {
+func (o *keyOrder) fix(slot int32) {
 	c := o.cand(slot)
 	k, id := o.params.keyOf(c), c.ID
 	if o.place(slot) == inHeap {
@@ -196,25 +135,25 @@ func (o *keyOrder) refile(slot int32) {
 		o.appendRun(slot, k)
 		return
 	}
-	link := &o.slab[slot]
-	if p := link.Prev; p != dlist.None && !before(o.slab[p].Val.key, o.cand(p).ID, k, id) {
+	link := &(*o.slots)[slot]
+	if p := link.Prev; p != dlist.None && !before((*o.slots)[p].Val.key, o.cand(p).ID, k, id) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	if q := link.Next; q != dlist.None && !before(k, id, o.slab[q].Val.key, o.cand(q).ID) {
+	if q := link.Next; q != dlist.None && !before(k, id, (*o.slots)[q].Val.key, o.cand(q).ID) {
 		o.unlink(slot)
 		o.push(slot, k)
 		return
 	}
-	o.slab[slot].Val.key = k
+	(*o.slots)[slot].Val.key = k
 }
 
 // detach takes the evictable candidate in slot out of the run or the heap.
 func (o *keyOrder) detach(slot int32) {
 	if o.place(slot) == inHeap {
 		o.heap.Remove(slot)
-		o.slab[slot].Prev = dlist.None
+		(*o.slots)[slot].Prev = dlist.None
 		return
 	}
 	o.unlink(slot)
@@ -222,30 +161,27 @@ func (o *keyOrder) detach(slot int32) {
 
 // appendRun adds the candidate in slot, of key k, at the run's back. O(1).
 func (o *keyOrder) appendRun(slot int32, k rank.Key) {
-	o.slab[slot].Val.key = k
-	o.slab.PushBack(&o.run, slot)
+	(*o.slots)[slot].Val.key = k
+	(*o.slots).PushBack(&o.run, slot)
 }
 
 // unlink takes the candidate in slot out of the run, leaving its links
 // None: out of the order. O(1).
-func (o *keyOrder) unlink(slot int32) { o.slab.Remove(&o.run, slot) }
+func (o *keyOrder) unlink(slot int32) { (*o.slots).Remove(&o.run, slot) }
 
 // push adds the candidate in slot, of key k, to the heap. O(log n).
 func (o *keyOrder) push(slot int32, k rank.Key) {
 	o.heap.Push(newEntry(o.cand(slot), k, slot))
-	o.slab[slot].Prev = inHeapLink
+	(*o.slots)[slot].Prev = inHeapLink
 }
 
 // check verifies that the run and the heap hold exactly the evictable
 // candidates, with current keys, the run strictly ascending and the heap
 // in heap order.
 func (o *keyOrder) check() error {
-	if err := o.ids.Check(); err != nil {
-		return err
-	}
 	inRunCount, inHeapCount := 0, 0
-	for slot := range o.slab {
-		c, at := &o.slab[slot].Val.c, o.place(int32(slot))
+	for slot := range *o.slots {
+		c, at := &(*o.slots)[slot].Val.c, o.place(int32(slot))
 		if o.heap.Contains(int32(slot)) != (at == inHeap) {
 			return fmt.Errorf("ID %d: kept at %d, in the heap %v", c.ID, at, o.heap.Contains(int32(slot)))
 		}
@@ -270,8 +206,8 @@ func (o *keyOrder) check() error {
 		return err
 	}
 	prev := dlist.None
-	err := o.slab.Check(&o.run, func(slot int32) error {
-		st := &o.slab[slot].Val
+	err := (*o.slots).Check(&o.run, func(slot int32) error {
+		st := &(*o.slots)[slot].Val
 		c := &st.c
 		if at := o.place(slot); at != inRun {
 			return fmt.Errorf("run slot %d: kept at %d", slot, at)
@@ -279,7 +215,7 @@ func (o *keyOrder) check() error {
 		if k := o.params.keyOf(c); st.key != k {
 			return fmt.Errorf("run ID %d: key %+v is stale, want %+v", c.ID, st.key, k)
 		}
-		if prev != dlist.None && !before(o.slab[prev].Val.key, o.cand(prev).ID, st.key, c.ID) {
+		if prev != dlist.None && !before((*o.slots)[prev].Val.key, o.cand(prev).ID, st.key, c.ID) {
 			return fmt.Errorf("run order broken between IDs %d and %d", o.cand(prev).ID, c.ID)
 		}
 		prev = slot

@@ -16,7 +16,7 @@ type node struct {
 	// cand is the candidate the node stands for: in a Policy's selection
 	// the index of the call's candidate, valid when mark is the call's
 	// epoch; in an Index the slot of the held candidate the history knows
-	// by id, or -1, always (see ordermarks.go).
+	// by id, or -1, always (see indexhistory.go).
 	cand int32
 	mark uint32
 	list uint8
@@ -56,37 +56,67 @@ type table struct {
 	chosen []int32
 	taken  [maxLists]int
 
-	// observer, if set, hears of every node made, linked into a list and
-	// forgotten: an [Index] keeps its marks across selections by it,
+	// moves, once journal is set, lists the nodes made, linked into a
+	// list and forgotten, in order: an [Index] reads them after each call
+	// into the history (moved) to keep its marks across selections,
 	// where a Policy marks anew at every call.
-	observer tableObserver
+	moves   []move
+	journal bool
 }
 
 // tableEntry is what the table's index keeps of an id: its node, and, in
-// the table of an Index of a list strategy (ARC, S3-FIFO, SIEVE), which
-// finds its candidates by ID there too, the slot of the Index's candidate
-// of that ID: one look-up finds both, where two tables would take two,
-// each a cache miss in a large index.
+// the table of an Index, the slot of the Index's candidate the history
+// knows by that id (its ID; Auto's, its historyID): a node made for the
+// id finds its candidate at once, and an Index of ARC, S3-FIFO or SIEVE
+// finds its candidates by ID here, so that one look-up finds both, where
+// two tables would take two, each a cache miss in a large index.
 type tableEntry struct {
 	node int32 // -1: the history does not track the id
-	held int32 // 1 + the slot of the Index's candidate of this ID; 0: none
+	held int32 // 1 + the slot of the Index's candidate of this id; 0: none
 }
 
-// tableObserver follows the nodes of a table as its history moves them.
-type tableObserver interface {
-	// made is called when node n was made for an id, before it is linked.
-	made(n int32)
-	// linked is called when node n was linked at the head of a list.
-	linked(n int32)
-	// dropped is called when node n was unlinked and its id forgotten,
-	// before the node is freed.
-	dropped(n int32)
+// move is one change a history made to a node of its table: what an
+// Index reads to keep its marks true.
+type move struct {
+	n    int32 // the node
+	slot int32 // made, dropped: the slot of the Index's candidate of the node's id, or -1
+	kind moveKind
 }
+
+type moveKind uint8
+
+const (
+	nodeMade    moveKind = iota // made for an id, then linked
+	nodeLinked                  // linked at the head of a list
+	nodeDropped                 // unlinked, its id forgotten, the node freed
+)
 
 // admitShrinkAbove is the scratch size above which a selection much smaller
 // than the scratch frees it, so that one huge call does not pin its memory
 // forever.
 const admitShrinkAbove = 1 << 16
+
+// listSlot appends slot to list, a list of slots whose flag is set, and
+// keeps the list within a constant factor of the n slots: released slots
+// leave stale entries behind, which a compaction drops, with the repeats
+// of a slot reused since.
+func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
+	list = append(list, slot)
+	if len(list) <= 2*n+16 {
+		return list
+	}
+	live := list[:0]
+	for _, s := range list {
+		if f := flag(s); *f {
+			*f = false // so a repeat is dropped
+			live = append(live, s)
+		}
+	}
+	for _, s := range live {
+		*flag(s) = true
+	}
+	return live
+}
 
 func newTable(residentLists ...uint8) table {
 	var t table
@@ -114,8 +144,8 @@ func (t *table) lookup(id uint64) int32 {
 	return -1
 }
 
-// hold notes that an Index holds its candidate of ID id in slot, and
-// returns id's node, or -1. O(1).
+// hold notes that an Index holds in slot the candidate the history knows
+// as id, and returns id's node, or -1. O(1).
 func (t *table) hold(id uint64, slot int32) int32 {
 	if e := t.index.Ref(id); e != nil {
 		e.held = slot + 1
@@ -126,7 +156,8 @@ func (t *table) hold(id uint64, slot int32) int32 {
 	return -1
 }
 
-// unhold notes that the Index no longer holds ID id. O(1).
+// unhold notes that the Index no longer holds a candidate known as id.
+// O(1).
 func (t *table) unhold(id uint64) {
 	e := t.index.Ref(id)
 	if e.node >= 0 {
@@ -137,8 +168,8 @@ func (t *table) unhold(id uint64) {
 	t.onlyHeld--
 }
 
-// heldSlot returns the slot in which the Index holds its candidate of ID
-// id. O(1).
+// heldSlot returns the slot in which the Index holds the candidate known
+// as id. O(1).
 func (t *table) heldSlot(id uint64) (int32, bool) {
 	if e := t.index.Ref(id); e != nil && e.held != 0 {
 		return e.held - 1, true
@@ -174,8 +205,9 @@ func (t *table) alloc(id uint64) int32 {
 		t.onlyHeld-- // an id held, untracked until now
 	}
 	e.node = n
-	if t.observer != nil {
-		t.observer.made(n)
+	if t.journal {
+		t.slab[n].cand = e.held - 1 // an Index's node stands for the candidate held under its id
+		t.moves = append(t.moves, move{n: n, slot: e.held - 1, kind: nodeMade})
 	}
 	return n
 }
@@ -190,10 +222,10 @@ func (t *table) drop(n int32) {
 	} else {
 		t.index.Del(id)
 	}
-	if t.observer != nil {
-		t.observer.dropped(n)
+	if t.journal {
+		t.moves = append(t.moves, move{n: n, slot: t.slab[n].cand, kind: nodeDropped})
 	}
-	t.slab[n] = node{}
+	t.slab[n] = node{cand: -1}
 	t.links.Free(n)
 }
 
@@ -205,8 +237,8 @@ func (t *table) pushHead(l uint8, n int32) {
 	if t.marked(n) {
 		ls.marked++
 	}
-	if t.observer != nil {
-		t.observer.linked(n)
+	if t.journal {
+		t.moves = append(t.moves, move{n: n, kind: nodeLinked})
 	}
 }
 
@@ -223,6 +255,14 @@ func (t *table) unlink(n int32) {
 func (t *table) moveHead(l uint8, n int32) {
 	t.unlink(n)
 	t.pushHead(l, n)
+}
+
+// moved returns the moves since the last call, in order, and forgets
+// them: valid until the history moves a node again. O(1).
+func (t *table) moved() []move {
+	m := t.moves
+	t.moves = m[:0]
+	return m
 }
 
 // size returns the length of list l.

@@ -67,9 +67,13 @@ func check(tb testing.TB, t *Tree) {
 			tb.Fatalf("node %d (ref %d, %d children, hints %+v at %d): in heap %v, set apart %v", n.id, n.ref, n.children, nh, t.now, inHeap, inApart)
 		}
 		if inApart {
-			k, _ := rank.HintKey(&nh.hint, n.lastAccess, t.now)
-			if e := t.apart.At(n.slot); e.Key != k || e.ID != n.id {
-				tb.Fatalf("node %d: set apart as %+v, want key %+v", n.id, *e, k)
+			r, class := rank.HintRank(&nh.hint, t.now)
+			if class == rank.ClassHeld {
+				r = rank.LeasedRank
+			}
+			k := rank.ApartKey(&nh.hint, r, n.lastAccess, t.ownKey(n))
+			if e, er := t.apart.At(n.slot); e.Key != k || e.ID != n.id || er != r {
+				tb.Fatalf("node %d: set apart as %+v at rank %d, want key %+v at %d", n.id, *e, er, k, r)
 			}
 		}
 		if t.meas != nil && n.requests < 1 {

@@ -567,9 +567,13 @@ func (t *Tree) Evict(blocks int) ([]uint64, error) {
 	removed := make([]uint64, blocks)
 	for i := range removed {
 		var n *node
+		apart, r := (*rank.Entry)(nil), int64(0)
+		if t.apart.Len() > 0 {
+			apart, r = t.apart.Min()
+		}
 		switch {
-		case t.apart.Len() > 0 && (t.apart.Min().Major < rank.PlainRank || h.Len() == 0):
-			n = t.bySlot[t.apart.Min().Slot]
+		case apart != nil && (r < rank.PlainRank || h.Len() == 0):
+			n = t.bySlot[apart.Slot]
 		case h.Len() > 0:
 			n = t.bySlot[h.Min().Slot]
 		default:
@@ -662,7 +666,7 @@ func (t *Tree) plain(n *node) bool {
 	if !ok {
 		return true
 	}
-	_, class := rank.HintKey(&nh.hint, n.lastAccess, t.now)
+	_, class := rank.HintRank(&nh.hint, t.now)
 	return class == rank.ClassPlain
 }
 
@@ -747,21 +751,31 @@ func entry(n *node, k rank.Key) rank.Entry {
 // the tick its class changes. O(log n) for each.
 func (t *Tree) push(n *node) {
 	if nh, ok := t.hints[n]; ok {
-		k, class := rank.HintKey(&nh.hint, n.lastAccess, t.now)
+		r, class := rank.HintRank(&nh.hint, t.now)
 		if class == rank.ClassHeld {
-			k, class = rank.Key{Major: rank.LeasedRank, Minor: nh.hint.LeaseUntil}, rank.ClassApart
+			r, class = rank.LeasedRank, rank.ClassApart
 		}
 		if nh.hardUntil == 0 {
 			t.apart.SetEnd(n.slot, n.id, rank.HintEnd(&nh.hint, t.now))
 		}
 		if class == rank.ClassApart {
-			t.apart.Push(entry(n, k))
+			t.apart.Push(r, entry(n, rank.ApartKey(&nh.hint, r, n.lastAccess, t.ownKey(n))))
 			return
 		}
 	}
 	for i, k := range t.keys(n) {
 		t.heaps[i].Push(entry(n, k))
 	}
+}
+
+// ownKey is n's key in the strategy's own order within a class of hints:
+// a key strategy's key, or recency for Auto and for a key that reads the
+// current tick, as kvevict's Policy orders them.
+func (t *Tree) ownKey(n *node) rank.Key {
+	if t.meas != nil || t.usesNow {
+		return rank.LRUKey(n.lastAccess)
+	}
+	return t.keys(n)[0]
 }
 
 // unlockAndDeliver releases the tree's lock and delivers the pending events

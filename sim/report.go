@@ -224,11 +224,11 @@ func (t *tally) leaseHonoured(read bool) {
 // hinted counts an evicted block of a sequence whose hints are h, at tick
 // now.
 func (t *tally) hinted(h *kvevict.Hints, now int64) {
-	k, class := rank.HintKey((*rank.Hint)(h), 0, now)
+	r, class := rank.HintRank((*rank.Hint)(h), now)
 	if class != rank.ClassApart {
 		return
 	}
-	switch k.Major {
+	switch r {
 	case rank.ReleasedRank:
 		t.releasedEvicted++
 	case rank.LeasedRank:

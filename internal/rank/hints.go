@@ -1,6 +1,9 @@
 package rank
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // Hint is kvevict.Hints as the structures that honour hints read it: the
 // same fields, so that a Hints converts to it without a copy.
@@ -24,11 +27,11 @@ type Class uint8
 
 const (
 	ClassPlain Class = iota // no hint in force: the strategy's own order
-	ClassApart              // a class of its own, ranked by HintKey
+	ClassApart              // a class of its own: HintRank, then ApartKey
 	ClassHeld               // under a live hard lease: never taken
 )
 
-// The Major of HintKey for each class: released first, then the retention
+// HintRank's rank of each class: released first, then the retention
 // priorities, the default one standing for the plain class between them,
 // then the soft leases.
 const (
@@ -37,26 +40,39 @@ const (
 	LeasedRank   = 1 + MaxRetention + 1
 )
 
-// HintKey is the one place the order of the classes of kvevict.Hints is
-// written. It returns the class of an evictable candidate with hints h and
-// LastAccess last at tick now and, for ClassApart, its key among the
-// candidates set apart: the class's rank, then recency or the lease's end.
-// Every structure orders the candidates set apart by it (then ID), takes
-// those below PlainRank before the strategy's own order and those above
-// it after.
-func HintKey(h *Hint, last, now int64) (Key, Class) {
+// HintRank is the one place the order of the classes of kvevict.Hints is
+// written, with ApartKey. It returns the class of an evictable candidate
+// with hints h at tick now and, for ClassApart, the class's rank: every
+// structure takes the candidates set apart by rank, those below PlainRank
+// before the strategy's own order and those above it after.
+func HintRank(h *Hint, now int64) (int64, Class) {
 	leased := h.LeaseUntil != 0 && now < h.LeaseUntil
 	switch {
 	case leased && h.HardLease:
-		return Key{}, ClassHeld
+		return 0, ClassHeld
 	case h.Released:
-		return Key{Major: ReleasedRank, Minor: last}, ClassApart
+		return ReleasedRank, ClassApart
 	case leased:
-		return Key{Major: LeasedRank, Minor: h.LeaseUntil}, ClassApart
+		return LeasedRank, ClassApart
 	case h.RetainUntil != 0 && now < h.RetainUntil && h.Retention != DefaultRetention:
-		return Key{Major: 1 + int64(h.Retention), Minor: last}, ClassApart
+		return 1 + int64(h.Retention), ClassApart
 	}
-	return Key{}, ClassPlain
+	return 0, ClassPlain
+}
+
+// ApartKey returns the key within its class of a candidate set apart at
+// rank r (HintRank's) with hints h and LastAccess last, whose key in the
+// strategy's own order is own: the soft leases by the end of their lease,
+// the released by recency, the retention priorities by the strategy's
+// order. Ties break by ID, as everywhere.
+func ApartKey(h *Hint, r, last int64, own Key) Key {
+	switch r {
+	case LeasedRank:
+		return Key{Major: h.LeaseUntil}
+	case ReleasedRank:
+		return LRUKey(last)
+	}
+	return own
 }
 
 // HintEnd returns the next tick after now at which the class of a
@@ -73,52 +89,105 @@ func HintEnd(h *Hint, now int64) int64 {
 }
 
 // Apart keeps the evictable candidates that hints set apart from a
-// structure's order, by HintKey then ID, with the blocks they hold on each
-// side of the plain class, and the ends: every candidate whose class
-// changes at a later tick, by that tick, so that a lease that ends costs
-// O(log n) once. kvevict's Index and package prefix's tree keep one. The
-// zero value is empty.
+// structure's order, by rank (HintRank's), then by key (ApartKey's), then
+// ID, with the blocks they hold on each side of the plain class, and the
+// ends: every candidate whose class changes at a later tick, by that tick,
+// so that a lease that ends costs O(log n) once. kvevict's Index, its
+// Policy and package prefix's tree keep one. The zero value is empty.
 type Apart struct {
-	heap Heap
-	ends Heap
+	// ranks holds a heap per rank, made at the first Push; the heaps
+	// share one array of positions, since a slot is in one heap at most.
+	ranks []Heap
+	pos   []int32   // each slot's position in its rank's heap, or -1
+	rank  []uint8   // 1 + each slot's rank, or 0
+	live  [2]uint64 // bit r: ranks[r] holds candidates
+	n     int
+	ends  Heap
 	// Below and Above are the blocks of the candidates set apart below
 	// and above the plain class; Soft those of Above under soft leases.
 	Below, Above, Soft int
 }
 
 // Len returns how many candidates are set apart. O(1).
-func (a *Apart) Len() int { return a.heap.Len() }
+func (a *Apart) Len() int { return a.n }
 
-// Min returns the candidate set apart that goes first; there must be one.
-// O(1).
-func (a *Apart) Min() *Entry { return a.heap.Min() }
+// first returns the lowest rank that holds candidates; there must be one.
+func (a *Apart) first() int {
+	if a.live[0] != 0 {
+		return bits.TrailingZeros64(a.live[0])
+	}
+	return 64 + bits.TrailingZeros64(a.live[1])
+}
+
+// Min returns the candidate set apart that goes first and its rank; there
+// must be one. O(1).
+func (a *Apart) Min() (*Entry, int64) {
+	r := a.first()
+	return a.ranks[r].Min(), int64(r)
+}
 
 // Contains reports whether slot's candidate is set apart. O(1).
-func (a *Apart) Contains(slot int32) bool { return a.heap.Contains(slot) }
+func (a *Apart) Contains(slot int32) bool {
+	return slot >= 0 && int(slot) < len(a.rank) && a.rank[slot] != 0
+}
 
-// At returns slot's entry, which must be set apart. O(1).
-func (a *Apart) At(slot int32) *Entry { return a.heap.At(slot) }
+// At returns slot's entry and rank; slot must be set apart. O(1).
+func (a *Apart) At(slot int32) (*Entry, int64) {
+	r := a.rank[slot] - 1
+	return a.ranks[r].At(slot), int64(r)
+}
 
-// Push sets e's candidate apart. O(log n).
-func (a *Apart) Push(e Entry) {
-	a.heap.Push(e)
-	a.count(e.Key, int(e.Blocks))
+// Push sets e's candidate apart at rank r, at most LeasedRank. O(log n).
+func (a *Apart) Push(r int64, e Entry) {
+	if a.ranks == nil {
+		a.ranks = make([]Heap, LeasedRank+1)
+	}
+	if int(e.Slot) >= len(a.pos) {
+		n := max(2*len(a.pos), int(e.Slot)+1, 16)
+		a.pos = append(a.pos, make([]int32, n-len(a.pos))...)
+		for i := len(a.rank); i < len(a.pos); i++ {
+			a.pos[i] = -1
+		}
+		a.rank = append(a.rank, make([]uint8, len(a.pos)-len(a.rank))...)
+		for i := range a.ranks {
+			a.ranks[i].pos = a.pos
+		}
+	}
+	a.ranks[r].Push(e)
+	a.rank[e.Slot] = uint8(r) + 1
+	a.live[r/64] |= 1 << (r % 64)
+	a.n++
+	a.count(r, int(e.Blocks))
 }
 
 // Remove takes slot's candidate out of those set apart. O(log n).
 func (a *Apart) Remove(slot int32) {
-	e := a.heap.At(slot)
-	a.count(e.Key, -int(e.Blocks))
-	a.heap.Remove(slot)
+	e, r := a.At(slot)
+	a.count(r, -int(e.Blocks))
+	h := &a.ranks[r]
+	h.Remove(slot)
+	if h.Len() == 0 {
+		a.live[r/64] &^= 1 << (r % 64)
+	}
+	a.rank[slot] = 0
+	a.n--
 }
 
-func (a *Apart) count(k Key, n int) {
-	if k.Major < PlainRank {
+// Clear sets apart no candidate, keeping the ends and the memory. O(n).
+func (a *Apart) Clear() {
+	for a.n > 0 {
+		e, _ := a.Min()
+		a.Remove(e.Slot)
+	}
+}
+
+func (a *Apart) count(r int64, n int) {
+	if r < PlainRank {
 		a.Below += n
 		return
 	}
 	a.Above += n
-	if k.Major == LeasedRank {
+	if r == LeasedRank {
 		a.Soft += n
 	}
 }
@@ -156,6 +225,41 @@ func (a *Apart) End(slot int32) int64 {
 		return 0
 	}
 	return a.ends.At(slot).Major
+}
+
+// Check verifies each rank's heap, the positions and the sums of blocks,
+// for tests.
+func (a *Apart) Check() error {
+	n, below, above, soft := 0, 0, 0, 0
+	for r := range a.ranks {
+		h := &a.ranks[r]
+		if (h.Len() > 0) != (a.live[r/64]&(1<<(r%64)) != 0) {
+			return fmt.Errorf("rank.Apart: rank %d holds %d, marked live %v", r, h.Len(), h.Len() == 0)
+		}
+		for j := range h.entries {
+			e := &h.entries[j]
+			if j > 0 && Less(e, &h.entries[(j-1)/arity]) {
+				return fmt.Errorf("rank.Apart: rank %d: entry %d (ID %d) sorts before its parent", r, j, e.ID)
+			}
+			if a.pos[e.Slot] != int32(j) || a.rank[e.Slot] != uint8(r)+1 {
+				return fmt.Errorf("rank.Apart: slot %d filed at %d, rank %d; found at %d, rank %d", e.Slot, a.pos[e.Slot], a.rank[e.Slot], j, r+1)
+			}
+			switch b := int(e.Blocks); {
+			case int64(r) < PlainRank:
+				below += b
+			case int64(r) == LeasedRank:
+				soft += b
+				above += b
+			default:
+				above += b
+			}
+		}
+		n += h.Len()
+	}
+	if n != a.n || below != a.Below || above != a.Above || soft != a.Soft {
+		return fmt.Errorf("rank.Apart: %d set apart (%d, %d, %d blocks), counted %d (%d, %d, %d)", n, below, above, soft, a.n, a.Below, a.Above, a.Soft)
+	}
+	return a.ends.Check()
 }
 
 // CheckHint reports hints no class can hold: a retention priority out of
