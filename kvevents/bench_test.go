@@ -80,9 +80,12 @@ func benchBatch(blocks int) EventBatch {
 	}}
 }
 
-// floorSink keeps what BenchmarkCodec's floor allocates, so that the
+// floorSink and floorMore keep what BenchmarkCodec's floor allocates, so that the
 // compiler cannot leave the allocations out.
-var floorSink []Event
+var (
+	floorSink []Event
+	floorMore *storedMore
+)
 
 // allocLike allocates the memory Decode gives a batch of the shape of
 // got: its events' slice, a box per event and its lists. No decoder that
@@ -95,6 +98,9 @@ func allocLike(got *EventBatch) []Event {
 			s := new(storedBox)
 			s.ev.BlockHashes = make([]Hash, len(e.BlockHashes))
 			s.ev.TokenIDs = make([]int64, len(e.TokenIDs))
+			if e.LoRAID != nil || e.GroupIdx != nil || e.KVCacheSpecSlidingWindow != nil || e.LoRAName != nil || e.KVCacheSpecKind != nil {
+				floorMore = new(storedMore)
+			}
 			evs = append(evs, &s.ev)
 		case *BlockRemoved:
 			r := new(removedBox)
