@@ -88,8 +88,9 @@ var (
 )
 
 // allocLike allocates the memory Decode gives a batch of the shape of
-// got: its events' slice, a box per event and its lists. No decoder that
-// returns a batch a caller may keep goes below it.
+// got, of the same types: its events' slice, a box per event and its
+// lists. The API's types fix most of these bytes, so a decoder whose batch
+// a caller may keep allocates about as much at least.
 func allocLike(got *EventBatch) []Event {
 	evs := make([]Event, 0, len(got.Events))
 	for _, ev := range got.Events {
