@@ -127,6 +127,7 @@ func decode(payload []byte, mem *Decoder, limit int) (b EventBatch, skipped Skip
 type Decoder struct {
 	events  []Event
 	stored  []storedBox
+	more    []storedMore
 	removed []removedBox
 	hashes  []Hash
 	tokens  []int64
@@ -155,6 +156,7 @@ func (d *Decoder) Decode(payload []byte) (EventBatch, Skipped, error) {
 	// its own.
 	clear(d.events)
 	clear(d.stored)
+	clear(d.more)
 	clear(d.removed)
 	if d.pins {
 		clear(d.hashes)
@@ -162,6 +164,7 @@ func (d *Decoder) Decode(payload []byte) (EventBatch, Skipped, error) {
 	}
 	d.events = kept(d.events[:0])
 	d.stored = kept(d.stored[:0])
+	d.more = kept(d.more[:0])
 	d.removed = kept(d.removed[:0])
 	d.hashes = kept(d.hashes[:0])
 	d.tokens = kept(d.tokens[:0])
@@ -846,15 +849,22 @@ func (x *decoder) tag() (eventKind, error) {
 	return lookupTag(b), nil
 }
 
-// storedBox is a BlockStored with room for the values its optional fields
-// point to, and removedBox likewise a BlockRemoved: an event is one
-// allocation, its hashes another.
+// storedBox is a BlockStored with room for the values of the optional
+// fields vLLM sets on every event, its parent and its medium, and
+// removedBox likewise a BlockRemoved: an event is one allocation, its
+// hashes another. The values of the fields vLLM leaves out unless a model
+// or an adapter needs them are in a storedMore, allocated only for an
+// event that sets one, so that the box Decode allocates for each of
+// vLLM's usual events holds nothing it leaves unset.
 type (
 	storedBox struct {
-		ev                         BlockStored
-		parent                     Hash
-		loraID, groupIdx, window   int64
-		medium, loraName, specKind string
+		ev     BlockStored
+		parent Hash
+		medium string
+	}
+	storedMore struct {
+		loraID, groupIdx, window int64
+		loraName, specKind       string
 	}
 	removedBox struct {
 		ev       BlockRemoved
@@ -866,20 +876,22 @@ type (
 // Which optional fields of a union are set (not None).
 const (
 	hasParent = 1 << iota
+	hasMedium
 	hasLoRAID
 	hasGroupIdx
 	hasWindow
-	hasMedium
 	hasLoRAName
 	hasSpecKind
+	hasMore = hasLoRAID | hasGroupIdx | hasWindow | hasLoRAName | hasSpecKind // the values of a storedMore
 )
 
 // union holds the fields of any event while it is read; a map event may
 // name its type after its fields.
 type union struct {
 	kind      eventKind
-	s         storedBox // the values; its event's pointers are set by build
-	has       uint8     // the optional fields set, as has* bits
+	s         storedBox  // the values; its event's pointers are set by build
+	more      storedMore // the values of the optional fields that are rarely set
+	has       uint8      // the optional fields set, as has* bits
 	hasHashes bool
 }
 
@@ -913,7 +925,7 @@ func (x *decoder) build(u *union) (Event, error) {
 		} else {
 			r = new(removedBox)
 		}
-		*r = removedBox{ev: BlockRemoved{BlockHashes: u.s.ev.BlockHashes}, groupIdx: u.s.groupIdx, medium: u.s.medium}
+		*r = removedBox{ev: BlockRemoved{BlockHashes: u.s.ev.BlockHashes}, groupIdx: u.more.groupIdx, medium: u.s.medium}
 		if u.has&hasMedium != 0 {
 			r.ev.Medium = &r.medium
 		}
@@ -933,23 +945,33 @@ func (x *decoder) build(u *union) (Event, error) {
 	if u.has&hasParent != 0 {
 		e.ParentBlockHash = &s.parent
 	}
-	if u.has&hasLoRAID != 0 {
-		e.LoRAID = &s.loraID
-	}
-	if u.has&hasGroupIdx != 0 {
-		e.GroupIdx = &s.groupIdx
-	}
-	if u.has&hasWindow != 0 {
-		e.KVCacheSpecSlidingWindow = &s.window
-	}
 	if u.has&hasMedium != 0 {
 		e.Medium = &s.medium
 	}
+	if u.has&hasMore == 0 {
+		return e, nil
+	}
+	var m *storedMore
+	if x.mem != nil {
+		m = &take(&x.mem.more, 1)[0]
+	} else {
+		m = new(storedMore)
+	}
+	*m = u.more
+	if u.has&hasLoRAID != 0 {
+		e.LoRAID = &m.loraID
+	}
+	if u.has&hasGroupIdx != 0 {
+		e.GroupIdx = &m.groupIdx
+	}
+	if u.has&hasWindow != 0 {
+		e.KVCacheSpecSlidingWindow = &m.window
+	}
 	if u.has&hasLoRAName != 0 {
-		e.LoRAName = &s.loraName
+		e.LoRAName = &m.loraName
 	}
 	if u.has&hasSpecKind != 0 {
-		e.KVCacheSpecKind = &s.specKind
+		e.KVCacheSpecKind = &m.specKind
 	}
 	return e, nil
 }
@@ -965,7 +987,7 @@ func (x *decoder) missing(what, field string) error {
 // field reads the value of the event field id into u; unknown fields are
 // skipped.
 func (x *decoder) field(id fieldID, u *union) error {
-	s := &u.s
+	s, m := &u.s, &u.more
 	switch id {
 	case fidHashes:
 		u.hasHashes = true
@@ -994,11 +1016,11 @@ func (x *decoder) field(id fieldID, u *union) error {
 		}
 		return optionalValue(x, fieldParent, x.hash, &s.parent, &u.has, hasParent)
 	case fidLoRAID:
-		return optionalValue(x, fieldLoRAID, x.int64, &s.loraID, &u.has, hasLoRAID)
+		return optionalValue(x, fieldLoRAID, x.int64, &m.loraID, &u.has, hasLoRAID)
 	case fidGroupIdx:
-		return optionalValue(x, fieldGroupIdx, x.int64, &s.groupIdx, &u.has, hasGroupIdx)
+		return optionalValue(x, fieldGroupIdx, x.int64, &m.groupIdx, &u.has, hasGroupIdx)
 	case fidSpecWindow:
-		return optionalValue(x, fieldSpecWindow, x.int64, &s.window, &u.has, hasWindow)
+		return optionalValue(x, fieldSpecWindow, x.int64, &m.window, &u.has, hasWindow)
 	case fidMedium:
 		if p, i := x.p, x.i; i+4 <= len(p) && string(p[i:i+4]) == "\xa3"+MediumGPU { // the fixstr "GPU"
 			s.medium = MediumGPU
@@ -1008,9 +1030,9 @@ func (x *decoder) field(id fieldID, u *union) error {
 		}
 		return optionalValue(x, fieldMedium, x.string, &s.medium, &u.has, hasMedium)
 	case fidLoRAName:
-		return optionalValue(x, fieldLoRAName, x.string, &s.loraName, &u.has, hasLoRAName)
+		return optionalValue(x, fieldLoRAName, x.string, &m.loraName, &u.has, hasLoRAName)
 	case fidSpecKind:
-		return optionalValue(x, fieldSpecKind, x.string, &s.specKind, &u.has, hasSpecKind)
+		return optionalValue(x, fieldSpecKind, x.string, &m.specKind, &u.has, hasSpecKind)
 	case fidExtraKeys:
 		if null, err := x.isNil(); null || err != nil {
 			return err
