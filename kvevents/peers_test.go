@@ -144,6 +144,11 @@ func TestMaxPeersPerAddress(t *testing.T) {
 	}
 	defer p.Close()
 	stuckSubscriber(ctx, t, "tcp://"+p.Addr().String()) // holds its address's one place
+	// Its subscription counts once its handshake has: before, the second
+	// could finish first and take the place.
+	if err := p.pub.WaitSubscribers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	second, err := zmtp.Dial(ctx, "tcp://"+p.Addr().String(), "SUB", nil, zmtp.Limits{}, nil)
 	if err == nil {
 		_, err = second.ReadMsg() // closed once its handshake is done

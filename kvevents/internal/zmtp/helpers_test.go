@@ -148,6 +148,25 @@ func (r *raw) read() ([][]byte, string, []byte) {
 	return m, cmd, data
 }
 
+// waitPeers waits until s counts n peers past their handshake. A peer is
+// counted just after its handshake, which a raw peer's hello sees end:
+// a test that fills a limit waits for the count before the peer that
+// must be refused, or that one could take a place first.
+func waitPeers(t *testing.T, s *socket, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		peers := s.peers
+		s.mu.Unlock()
+		if peers == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d peers counted, want %d", peers, n)
+		}
+	}
+}
+
 // closed reports whether our side closed the connection within d.
 func (r *raw) closed(d time.Duration) bool {
 	r.nc.SetReadDeadline(time.Now().Add(d))

@@ -182,6 +182,7 @@ func TestPeersPerSource(t *testing.T) {
 	for range 2 {
 		dialFrom(t, s.Addr(), a).hello("PUB", 0)
 	}
+	waitPeers(t, s.s, 2)
 	third := dialFrom(t, s.Addr(), a)
 	third.hello("PUB", 0)
 	if !third.closed(10 * time.Second) {

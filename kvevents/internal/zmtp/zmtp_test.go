@@ -193,19 +193,7 @@ func TestHandshakeDeadlineAndMaxPeers(t *testing.T) {
 	a, b := dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
 	a.hello("PUB", 0)
 	b.hello("XPUB", 1)
-	// A peer is counted just after its handshake, which hello sees end:
-	// wait for both, or c could take a slot before b is counted.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.s.mu.Lock()
-		peers := s.s.peers
-		s.s.mu.Unlock()
-		if peers == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d peers counted, want 2", peers)
-		}
-	}
+	waitPeers(t, s.s, 2) // or c could take a slot before b is counted
 	c := dialRaw(t, s.Addr())
 	c.write(rawGreeting(0), rawReady("PUB"))
 	if !c.closed(2 * time.Second) {
