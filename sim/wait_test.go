@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,64 @@ func TestTraceReaderWaitErrors(t *testing.T) {
 				t.Errorf("err = %v, want prefix %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// serveArrivals runs w through a pool of capacity blocks without a clock
+// and returns when each request arrived, in ticks (microseconds).
+func serveArrivals(t *testing.T, w *Workload, capacity int) []int64 {
+	t.Helper()
+	arrival := make([]int64, len(w.Requests))
+	for i := range arrival {
+		arrival[i] = -1
+	}
+	cfg := ServeConfig{Config: Config{Capacity: capacity}, afterStep: func(p *pool) {
+		for _, r := range p.waiting {
+			if arrival[r] < 0 {
+				arrival[r] = p.now
+			}
+		}
+		for _, s := range p.running {
+			if arrival[s.req] < 0 {
+				arrival[s.req] = p.now
+			}
+		}
+		checkClosedLoop(t, p)
+	}}
+	if _, err := Serve(w, kvevict.LRU, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return arrival
+}
+
+// TestServeWait: a pool that admits every request at once finishes each
+// at its arrival plus OutputTokens x 20 ms (DefaultTokenTime), so by hand:
+// a1 and b1 arrive at 0 and finish at 100 and 200 ms; a's next turn, with
+// a delay of 250 ms, arrives 250 ms after a1's finish, at 350 ms, though
+// its timestamp says 900 (DynoSim's delay replaces the timestamp); c's,
+// waiting for a1 and b1 with 20 + 30.5 ms, 50.5 ms after the later of
+// them, at 250.5 ms; and e's, waiting for b1 alone with no pause, when b1
+// finishes, at 200 ms. Open loop, all arrive at their timestamps.
+func TestServeWait(t *testing.T) {
+	in := `{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 11], "session_id": "a", "request_id": "a1"}
+{"timestamp": 0, "input_length": 600, "output_length": 10, "hash_ids": [2, 12], "session_id": "b", "request_id": "b1"}
+{"timestamp": 900, "input_length": 700, "output_length": 1, "hash_ids": [1, 11], "session_id": "a", "delay": 250}
+{"timestamp": 900, "input_length": 4, "output_length": 1, "hash_ids": [4], "session_id": "c", "wait_for": ["a1", "b1"], "delay_ms": 20, "tool_wait_ms": 30.5}
+{"timestamp": 900, "input_length": 4, "output_length": 1, "hash_ids": [5], "session_id": "e", "wait_for": ["b1"]}
+`
+	w, err := ReadWorkload(strings.NewReader(in), "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := serveArrivals(t, w, 100), []int64{0, 0, 350_000, 250_500, 200_000}; !slices.Equal(got, want) {
+		t.Errorf("closed loop: arrivals %v µs, want %v", got, want)
+	}
+	// A pool of three blocks holds one of the two-block prompts of a1
+	// and b1 at a time: b1 waits for a1 to finish (100 ms) and finishes
+	// at 300 ms, which moves c's turn to 350.5 ms and e's to 300 ms; a's
+	// next turn still follows a1.
+	if got, want := serveArrivals(t, w, 3), []int64{0, 0, 350_000, 350_500, 300_000}; !slices.Equal(got, want) {
+		t.Errorf("three blocks: arrivals %v µs, want %v", got, want)
 	}
 }
 
