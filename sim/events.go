@@ -51,7 +51,7 @@ func (p *pool) linkSessions() {
 				link(f, i)
 			}
 			l.pause[i] = int64(wait.Pause / time.Microsecond)
-		case !ok:
+		case !ok: // a session's first request: sent on its timestamp
 		case wait != nil:
 			link(prev, i)
 			l.pause[i] = int64(wait.Pause / time.Microsecond)
@@ -68,8 +68,9 @@ func (p *pool) linkSessions() {
 	p.links = l
 }
 
-// releaseFollowers counts request r finished for each request that follows it,
-// and sends those whose last wait it was. O(r's followers x log n).
+// releaseFollowers counts request r finished for each request that
+// follows it, and sends those whose last wait it was. O(r's followers x
+// log n).
 func (p *pool) releaseFollowers(r int) {
 	l := p.links
 	for e := l.head[r]; e >= 0; e = l.next[e] {

@@ -98,8 +98,9 @@ const MaxLineBytes = 4 << 20
 // delay_ms, one or the other) and tool_wait_ms, in milliseconds (0 to
 // [MaxHintMs] in all), its pause after them, or after its session's
 // previous request without wait_for; a pause on a session's first request
-// without wait_for is refused, as DynoSim refuses it. Unknown fields are ignored and blank lines skipped. Every error names the
-// line it found. Memory is bounded by [MaxLineBytes] per line.
+// without wait_for is refused, as DynoSim refuses it. Unknown fields are
+// ignored and blank lines skipped. Every error names the line it found.
+// Memory is bounded by [MaxLineBytes] per line.
 type TraceReader struct {
 	sc      *bufio.Scanner
 	line    int                  // lines read so far
