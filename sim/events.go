@@ -2,35 +2,85 @@ package sim
 
 import (
 	"slices"
+	"time"
 
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
-// linkSessions finds, for every session request, whether it follows the
-// session's previous request: whether its Timestamp leaves that request
-// time to decode (see [Serve]). O(n) time and memory.
-func (p *pool) linkSessions() {
-	reqs := p.w.Requests
-	p.follower = make([]int, len(reqs))
-	p.follows = make([]bool, len(reqs))
-	last := make(map[uint64]int)
-	for i := range reqs {
-		p.follower[i] = -1
-		if prev, ok := last[reqs[i].Group]; ok && p.pause(prev, i) >= 0 {
-			p.follower[prev] = i
-			p.follows[i] = true
-		}
-		last[reqs[i].Group] = i
-	}
+// links is the closed loop's graph ([Serve]): the requests each request
+// waits for, and when it is sent once they all finished.
+type links struct {
+	// Each request's followers, as a list of edges: head[r] is r's first
+	// edge or -1, to[e] an edge's follower, next[e] r's next edge or -1.
+	head, to, next []int
+	follows        []bool  // the request waits for others; not sent on its timestamp
+	left           []int   // how many of them have yet to finish
+	ready          []int64 // the latest finish among them so far, in ticks
+	// A follower is sent at max(floor, ready + pause): with a pause the
+	// trace gives, that pause after the last finish (floor 0); else the
+	// pause its timestamps leave, and never before its Timestamp.
+	pause, floor []int64
 }
 
-// pause is how long after request prev finished request r of the same
-// session comes: the gap between their timestamps less prev's decode time,
-// in ticks; negative when r was sent before prev could have finished.
-func (p *pool) pause(prev, r int) int64 {
-	a, b := &p.w.Requests[prev], &p.w.Requests[r]
-	return (b.Timestamp-a.Timestamp)*1000 - int64(a.OutputTokens)*p.tokenTime
+// linkSessions builds the closed loop's graph. A request whose Wait names
+// requests follows those; any other session request follows its
+// session's previous request when its Wait gives a pause, or when its
+// Timestamp leaves that request time to decode (see [Serve]). O(n +
+// edges) time and memory.
+func (p *pool) linkSessions() {
+	reqs := p.w.Requests
+	n := len(reqs)
+	l := &links{head: make([]int, n), follows: make([]bool, n), left: make([]int, n),
+		ready: make([]int64, n), pause: make([]int64, n), floor: make([]int64, n)}
+	link := func(prev, r int) {
+		l.to = append(l.to, r)
+		l.next = append(l.next, l.head[prev])
+		l.head[prev] = len(l.to) - 1
+		l.follows[r] = true
+		l.left[r]++
+	}
+	last := make(map[uint64]int)
+	for i := range reqs {
+		l.head[i] = -1
+		prev, ok := last[reqs[i].Group]
+		last[reqs[i].Group] = i
+		switch wait := reqs[i].Wait; {
+		case wait != nil && len(wait.For) > 0:
+			for _, f := range wait.For {
+				link(f, i)
+			}
+			l.pause[i] = int64(wait.Pause / time.Microsecond)
+		case !ok: // a session's first request: sent on its timestamp
+		case wait != nil:
+			link(prev, i)
+			l.pause[i] = int64(wait.Pause / time.Microsecond)
+		default:
+			// The pause is what the timestamps leave once prev's decode is
+			// taken out; negative, r was sent before prev could finish.
+			pause := (reqs[i].Timestamp-reqs[prev].Timestamp)*1000 - int64(reqs[prev].OutputTokens)*p.tokenTime
+			if pause >= 0 {
+				link(prev, i)
+				l.pause[i], l.floor[i] = pause, reqs[i].Timestamp*1000
+			}
+		}
+	}
+	p.links = l
+}
+
+// releaseFollowers counts request r finished for each request that
+// follows it, and sends those whose last wait it was. O(r's followers x
+// log n).
+func (p *pool) releaseFollowers(r int) {
+	l := p.links
+	for e := l.head[r]; e >= 0; e = l.next[e] {
+		f := l.to[e]
+		l.ready[f] = max(l.ready[f], p.now)
+		l.left[f]--
+		if l.left[f] == 0 {
+			p.timed.push(event{at: max(l.floor[f], l.ready[f]+l.pause[f]), req: f})
+		}
+	}
 }
 
 // wake is the req of the event that wakes an idle pool whose waiting
@@ -106,7 +156,7 @@ func (e event) before(o event) bool {
 // event, and whether there is one. It skips followers: their
 // predecessor's finish releases them as events.
 func (p *pool) nextArrival() (event, bool) {
-	for p.next < len(p.w.Requests) && p.follows != nil && p.follows[p.next] {
+	for p.next < len(p.w.Requests) && p.links != nil && p.links.follows[p.next] {
 		p.next++
 	}
 	if p.next == len(p.w.Requests) {
@@ -299,18 +349,15 @@ func (p *pool) finish(s *sequence) {
 }
 
 // finishRequest counts request r finished (for good: a preempted request
-// finishes after its recomputation) or rejected, and releases the request
-// of its session that waits for it, to arrive its pause from now.
+// finishes after its recomputation) or rejected, and releases the
+// requests that wait for it.
 func (p *pool) finishRequest(r int) {
 	p.done++
 	p.clock.done(r, p.now)
 	p.cfg.progress(p.done, len(p.w.Requests))
-	if p.follower == nil || p.follower[r] < 0 {
-		return
+	if p.links != nil {
+		p.releaseFollowers(r)
 	}
-	f := p.follower[r]
-	at := max(p.w.Requests[f].Timestamp*1000, p.now+p.pause(r, f))
-	p.timed.push(event{at: at, req: f})
 }
 
 // preempt stops s and queues its request first, to be recomputed.

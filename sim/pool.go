@@ -113,11 +113,9 @@ type pool struct {
 	// requests that follow their session's previous one are skipped there
 	// and arrive as events, once their predecessor finished.
 	next int
-	// follower[r] is the request of r's session that waits for r to
-	// finish, or -1; follows[r] says r is such a request. Both are nil
-	// unless groups are sessions.
-	follower []int
-	follows  []bool
+	// links are the closed loop's: which requests wait for which to
+	// finish. nil in an open loop.
+	links    *links
 	nextID   uint64
 	admitted []bool // first admission done
 	// lastOfGroup is each session's latest request admitted, when groups

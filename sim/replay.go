@@ -42,7 +42,11 @@ func (c *Config) validate(w *Workload) error {
 		return fmt.Errorf("sim: workload %q: block size must be at least 1 token, got %d", w.Name, w.BlockTokens)
 	}
 	for i := range w.Requests {
-		if err := checkRequest(&w.Requests[i]); err != nil {
+		err := checkRequest(&w.Requests[i])
+		if wait := w.Requests[i].Wait; err == nil && wait != nil {
+			err = wait.check(i)
+		}
+		if err != nil {
 			return fmt.Errorf("sim: workload %q, request %d: %w", w.Name, i, err)
 		}
 	}

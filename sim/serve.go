@@ -115,6 +115,14 @@ type ServeConfig struct {
 // wait for it and arrives at its Timestamp, as do requests of tenants and
 // a session's first request.
 //
+// A request whose Wait (DynoSim's fields in a trace) gives a pause follows
+// its session's previous request whatever the timestamps, and one whose
+// Wait names requests follows those instead; either arrives its pause
+// after the last of them finished, its Timestamp aside, as DynoSim sends
+// it:
+//
+//	arrival = max(finish(r) for each r it follows) + Wait.Pause
+//
 // Hits, prefill and fairness count each request's first admission (a
 // rejected request counts as all misses). Re-prefill tokens are the prompt
 // tokens computed again because of evictions: at a first admission, those

@@ -127,12 +127,13 @@ func checkSequenceEvictor(t *testing.T, p *pool, e *SequenceEvictor) {
 	}
 }
 
-// checkClosedLoop verifies that no request that follows its session's
-// previous one is waiting or running before that one finished for good:
-// first admitted (or rejected) and neither waiting nor running since.
+// checkClosedLoop verifies that no request that waits for another (its
+// session's previous one, or those its Wait names) is waiting or running
+// before that one finished for good: first admitted (or rejected) and
+// neither waiting nor running since.
 func checkClosedLoop(t *testing.T, p *pool) {
 	t.Helper()
-	if p.follower == nil {
+	if p.links == nil {
 		return
 	}
 	inFlight := map[int]bool{}
@@ -142,9 +143,11 @@ func checkClosedLoop(t *testing.T, p *pool) {
 	for _, s := range p.running {
 		inFlight[s.req] = true
 	}
-	for prev, f := range p.follower {
-		if f >= 0 && inFlight[f] && (!p.admitted[prev] || inFlight[prev]) {
-			t.Fatalf("request %d arrived before request %d of its session finished", f, prev)
+	for prev, e := range p.links.head {
+		for ; e >= 0; e = p.links.next[e] {
+			if f := p.links.to[e]; inFlight[f] && (!p.admitted[prev] || inFlight[prev]) {
+				t.Fatalf("request %d arrived before request %d it waits for finished", f, prev)
+			}
 		}
 	}
 }

@@ -28,6 +28,10 @@ type Request struct {
 	Priority int8 // QoS class, as kvevict.Priority
 	// Hints is what the front end knows of the request's future.
 	Hints RequestHints
+	// Wait, when the trace gives one, is what a closed loop sends the
+	// request after; nil: its session's previous request and the pause
+	// the timestamps leave ([Serve]).
+	Wait *Wait
 }
 
 // The largest values a [Request] may hold, which [TraceReader] refuses
@@ -84,20 +88,33 @@ const MaxLineBytes = 4 << 20
 // Four optional fields carry hints ([RequestHints], docs/hints.md):
 // "final" (true or false), "ttl_ms" (0 to [MaxHintMs]), and
 // "retention_priority" (0 to 100) with "retention_ms" (0 to [MaxHintMs]),
-// both or neither. Unknown fields are ignored and blank lines skipped. Every error names the
-// line it found. Memory is bounded by [MaxLineBytes] per line.
+// both or neither. Four optional fields of DynoSim's traces say when a
+// closed loop sends the request ([Wait], docs/simulator.md):
+//
+//	{"timestamp": 27900, "input_length": 900, "output_length": 60, "hash_ids": [46, 47, 49, 62], "session_id": "user-17", "request_id": "r2", "wait_for": ["r1"], "delay": 120, "tool_wait_ms": 800.5}
+//
+// request_id names the request (a non-empty string, once in a trace),
+// wait_for the earlier lines' request_ids it waits for, and delay (or
+// delay_ms, one or the other) and tool_wait_ms, in milliseconds (0 to
+// [MaxHintMs] in all), its pause after them, or after its session's
+// previous request without wait_for; a pause on a session's first request
+// without wait_for is refused, as DynoSim refuses it. Unknown fields are
+// ignored and blank lines skipped. Every error names the line it found.
+// Memory is bounded by [MaxLineBytes] per line.
 type TraceReader struct {
 	sc      *bufio.Scanner
 	line    int                  // lines read so far
 	derived map[[2]uint64]uint64 // first two hashes -> Group; see Next
 	named   map[string]uint64    // session_id -> Group
+	ids     map[string]int       // request_id -> the request's index
+	n       int                  // requests returned so far
 }
 
 // NewTraceReader returns a reader of the JSONL trace in r.
 func NewTraceReader(r io.Reader) *TraceReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
-	return &TraceReader{sc: sc, derived: make(map[[2]uint64]uint64), named: make(map[string]uint64)}
+	return &TraceReader{sc: sc, derived: make(map[[2]uint64]uint64), named: make(map[string]uint64), ids: make(map[string]int)}
 }
 
 // traceLine is the JSON shape of one line. Pointers tell a missing field
@@ -114,6 +131,20 @@ type traceLine struct {
 	RetentionMs  *int64   `json:"retention_ms"`
 	// SessionID is raw so that it may be a string or an integer.
 	SessionID json.RawMessage `json:"session_id"`
+	RequestID *string         `json:"request_id"`
+	WaitFor   []string        `json:"wait_for"`
+	// DynoSim writes its pauses as numbers that need not be whole.
+	Delay      *float64 `json:"delay"`
+	DelayMs    *float64 `json:"delay_ms"`
+	ToolWaitMs *float64 `json:"tool_wait_ms"`
+}
+
+// lineKeys are the names a line gives, which the reader resolves against
+// the lines before it.
+type lineKeys struct {
+	session string   // session_id, "" when absent
+	id      string   // request_id, "" when absent
+	waitFor []string // wait_for's request_ids
 }
 
 // Next returns the next request, or io.EOF after the last one. A malformed
@@ -133,7 +164,10 @@ func (t *TraceReader) Next() (Request, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		req, session, err := parseLine(raw)
+		req, keys, err := parseLine(raw)
+		if err == nil {
+			err = t.link(&req, keys)
+		}
 		if err != nil {
 			if rerr := t.sc.Err(); rerr != nil {
 				// A read that failed cut the line short: the failure, not
@@ -142,7 +176,6 @@ func (t *TraceReader) Next() (Request, error) {
 			}
 			return Request{}, fmt.Errorf("trace line %d: %w", t.line, err)
 		}
-		req.Group = t.group(req.HashIDs, session)
 		return req, nil
 	}
 	if err := t.sc.Err(); err != nil {
@@ -152,6 +185,34 @@ func (t *TraceReader) Next() (Request, error) {
 		return Request{}, fmt.Errorf("trace line %d: %w", t.line+1, err)
 	}
 	return Request{}, io.EOF
+}
+
+// link resolves the names of a request's line: its Group, its request_id
+// and the earlier requests its wait_for names.
+func (t *TraceReader) link(req *Request, k lineKeys) error {
+	newGroup := uint64(len(t.derived) + len(t.named))
+	req.Group = t.group(req.HashIDs, k.session)
+	if _, dup := t.ids[k.id]; dup && k.id != "" {
+		return fmt.Errorf(`"request_id" %q is an earlier line's`, k.id)
+	}
+	if req.Wait != nil && len(k.waitFor) == 0 && req.Wait.Pause != 0 && req.Group == newGroup {
+		return errors.New(`a pause ("delay", "tool_wait_ms") on its session's first request without "wait_for": no request before it to follow`)
+	}
+	if len(k.waitFor) > 0 {
+		req.Wait.For = make([]int, len(k.waitFor))
+		for i, id := range k.waitFor {
+			r, ok := t.ids[id]
+			if !ok {
+				return fmt.Errorf(`"wait_for" names %q, the request_id of no earlier line`, id)
+			}
+			req.Wait.For[i] = r
+		}
+	}
+	if k.id != "" {
+		t.ids[k.id] = t.n
+	}
+	t.n++
+	return nil
 }
 
 // group returns the Group of a request with the given hashes and session
@@ -176,37 +237,43 @@ func (t *TraceReader) group(hashes []uint64, session string) uint64 {
 	return g
 }
 
-// parseLine decodes one line into a request and its session id ("" when
-// the line has none).
-func parseLine(raw []byte) (Request, string, error) {
+// parseLine decodes one line into a request and the names it gives.
+func parseLine(raw []byte) (Request, lineKeys, error) {
 	var l traceLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&l); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field == "" {
-			return Request{}, "", fmt.Errorf("the line is a JSON %s, not an object", typeErr.Value)
+			return Request{}, lineKeys{}, fmt.Errorf("the line is a JSON %s, not an object", typeErr.Value)
 		}
 		if errors.As(err, &typeErr) {
-			return Request{}, "", fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
+			return Request{}, lineKeys{}, fmt.Errorf("%q must be %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Field), typeErr.Value)
 		}
-		return Request{}, "", fmt.Errorf("invalid JSON: %w", err)
+		return Request{}, lineKeys{}, fmt.Errorf("invalid JSON: %w", err)
 	}
 	if dec.More() {
-		return Request{}, "", errors.New("more than one JSON value on the line")
+		return Request{}, lineKeys{}, errors.New("more than one JSON value on the line")
 	}
 	switch {
 	case l.Timestamp == nil:
-		return Request{}, "", errors.New(`missing "timestamp"`)
+		return Request{}, lineKeys{}, errors.New(`missing "timestamp"`)
 	case l.InputLength == nil:
-		return Request{}, "", errors.New(`missing "input_length"`)
+		return Request{}, lineKeys{}, errors.New(`missing "input_length"`)
 	case l.OutputLength == nil:
-		return Request{}, "", errors.New(`missing "output_length"`)
+		return Request{}, lineKeys{}, errors.New(`missing "output_length"`)
 	case l.HashIDs == nil:
-		return Request{}, "", errors.New(`missing "hash_ids"`)
+		return Request{}, lineKeys{}, errors.New(`missing "hash_ids"`)
 	}
 	session, err := sessionID(l.SessionID)
 	if err != nil {
-		return Request{}, "", err
+		return Request{}, lineKeys{}, err
+	}
+	keys := lineKeys{session: session, waitFor: l.WaitFor}
+	if l.RequestID != nil {
+		if *l.RequestID == "" {
+			return Request{}, lineKeys{}, errors.New(`"request_id" must not be empty`)
+		}
+		keys.id = *l.RequestID
 	}
 	req := Request{
 		Timestamp:    *l.Timestamp,
@@ -218,12 +285,19 @@ func parseLine(raw []byte) (Request, string, error) {
 		req.Priority = *l.Priority
 	}
 	if err := readHints(&l, &req.Hints); err != nil {
-		return Request{}, "", err
+		return Request{}, lineKeys{}, err
+	}
+	pause, paused, err := readPause(&l)
+	if err != nil {
+		return Request{}, lineKeys{}, err
+	}
+	if paused || len(l.WaitFor) > 0 {
+		req.Wait = &Wait{Pause: pause}
 	}
 	if err := checkRequest(&req); err != nil {
-		return Request{}, "", err
+		return Request{}, lineKeys{}, err
 	}
-	return req, session, nil
+	return req, keys, nil
 }
 
 // readHints reads the optional hint fields of l into h, refusing a
@@ -278,6 +352,12 @@ func jsonKind(field string) string {
 		return "an integer from -128 to 127"
 	case field == "final":
 		return "true or false"
+	case field == "request_id":
+		return "a string"
+	case strings.HasPrefix(field, "wait_for"):
+		return "an array of request_id strings"
+	case field == "delay" || field == "delay_ms" || field == "tool_wait_ms":
+		return "a number of milliseconds"
 	}
 	return "an integer"
 }

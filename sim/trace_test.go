@@ -135,6 +135,10 @@ func FuzzTraceReader(f *testing.F) {
 	f.Add([]byte("\xff\x00\n{}"))
 	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "priority": 2, "session_id": "a"}` + "\n" +
 		`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "session_id": 9}`))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [4], "session_id": "a", "request_id": "r1"}` + "\n" +
+		`{"timestamp": 9, "input_length": 1, "output_length": 1, "hash_ids": [4], "session_id": "a", "delay": 2.5}` + "\n" +
+		`{"timestamp": 9, "input_length": 1, "output_length": 1, "hash_ids": [5], "request_id": "r3", "wait_for": ["r1"], "delay_ms": 0, "tool_wait_ms": 1e3}` + "\n" +
+		`{"timestamp": 9, "input_length": 1, "output_length": 1, "hash_ids": [6], "wait_for": ["r3", "r1", "r9"], "delay": 2592000000}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines := 1 + strings.Count(string(data), "\n")
 		whole, err := readTraceFuzz(t, strings.NewReader(string(data)), lines)
@@ -167,6 +171,11 @@ func readTraceFuzz(t *testing.T, r io.Reader, lines int) ([]Request, error) {
 		}
 		if req.Timestamp < 0 || req.InputTokens < 0 || req.OutputTokens < 0 || req.HashIDs == nil {
 			t.Fatalf("invalid request accepted: %+v", req)
+		}
+		if req.Wait != nil {
+			if err := req.Wait.check(len(reqs)); err != nil {
+				t.Fatalf("request %d: invalid wait accepted: %v", len(reqs), err)
+			}
 		}
 		// Groups are numbered densely in order of first appearance.
 		if !groups[req.Group] && req.Group != uint64(len(groups)) {

@@ -29,6 +29,10 @@ func FuzzTraceRuns(f *testing.F) {
 		bytes.Join(lines[1:20], nil)...), uint8(0))
 	f.Add([]byte(`{"timestamp": 5, "input_length": 0, "output_length": 0, "hash_ids": [7, 7, 7], "session_id": 3}`+"\n"+
 		`{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [], "priority": -128}`), uint8(1))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2], "session_id": "a", "request_id": "a1"}`+"\n"+
+		`{"timestamp": 0, "input_length": 4, "output_length": 16777216, "hash_ids": [3], "session_id": "b", "request_id": "b1"}`+"\n"+
+		`{"timestamp": 1, "input_length": 700, "output_length": 1, "hash_ids": [1, 2], "session_id": "a", "delay": 2592000000}`+"\n"+
+		`{"timestamp": 1, "input_length": 4, "output_length": 1, "hash_ids": [4], "wait_for": ["a1", "b1"], "delay_ms": 0.5, "tool_wait_ms": 800}`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, capacity uint8) {
 		w, err := ReadWorkload(bytes.NewReader(data), "fuzz")
 		if err != nil || len(w.Requests) > 64 {
