@@ -161,14 +161,25 @@ func (a *against) line() string {
 	return fmt.Sprintf("; vs %s: hit ratio %+.4f, prefill %+.1f%%", a.Baseline, *a.HitRatioChange, 100**a.PrefillChange)
 }
 
-// rows pairs each report with its workload and sampling and marks, per
-// capacity, the online strategies with the highest score: the hit ratio,
-// or the goodput under -rank goodput.
-func rows(reports []sim.Report, workload string, sampling int, rank string) []row {
-	score := func(r *sim.Report) float64 { return r.HitRatio }
+// score is what names a capacity's best rows: the hit ratio, or the
+// goodput under -rank goodput.
+type score func(*sim.Report) float64
+
+func byHit(r *sim.Report) float64     { return r.HitRatio }
+func byGoodput(r *sim.Report) float64 { return r.Goodput }
+
+// scoreOf returns the score -rank names: goodput, or the hit ratio.
+func scoreOf(rank string) score {
 	if rank == rankGoodput {
-		score = func(r *sim.Report) float64 { return r.Goodput }
+		return byGoodput
 	}
+	return byHit
+}
+
+// rows pairs each report with its workload and sampling and marks, per
+// capacity, the online strategies with the highest score rank names.
+func rows(reports []sim.Report, workload string, sampling int, rank string) []row {
+	score := scoreOf(rank)
 	best := map[int]float64{}
 	for i := range reports {
 		r := &reports[i]
@@ -189,33 +200,6 @@ func rows(reports []sim.Report, workload string, sampling int, rank string) []ro
 		}
 	}
 	return out
-}
-
-// goodputLine names capacity c's best online strategies by goodput (the
-// rows rows marked) and their margin over the next, with their hit ratio.
-func goodputLine(rs []row, c int) string {
-	var best []string
-	var top, next float64
-	var hit float64
-	others := false
-	for _, r := range rs {
-		if r.CapacityBlocks != c || r.Strategy == sim.BeladyName {
-			continue
-		}
-		if r.Best {
-			best, top, hit = append(best, r.name()), r.Goodput, r.HitRatio
-		} else if !others || r.Goodput > next {
-			next, others = r.Goodput, true
-		}
-	}
-	if len(best) == 0 {
-		return fmt.Sprintf("at %d blocks: no online strategy", c)
-	}
-	line := fmt.Sprintf("best goodput at %d blocks: %s %.4f (hit ratio %.4f)", c, tiedNames(best), top, hit)
-	if others {
-		line += fmt.Sprintf(", +%.4f over the next", top-next)
-	}
-	return line
 }
 
 // write prints the reports in -format o.format.
@@ -541,12 +525,7 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 		return err
 	}
 	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].CapacityBlocks == rs[i-1].CapacityBlocks },
-		func(i int) string {
-			if o.rank == rankGoodput {
-				return goodputLine(rs, rs[i].CapacityBlocks)
-			}
-			return bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals)
-		})
+		func(i int) string { return bestLine(rs, rs[i].CapacityBlocks, t.hitDecimals, o.rank) })
 	return nil
 }
 
@@ -570,39 +549,43 @@ func writeBlocks(out io.Writer, grid string, rows int, same func(i int) bool, cl
 }
 
 // onlineAt returns the rows of the online strategies at capacity c, best
-// hit ratio first (ties in the order run).
-func onlineAt(rs []row, c int) []row {
+// by score first (ties in the order run).
+func onlineAt(rs []row, c int, score score) []row {
 	var out []row
 	for _, r := range rs {
 		if r.CapacityBlocks == c && r.Strategy != sim.BeladyName {
 			out = append(out, r)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.HitRatio, a.HitRatio) })
+	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(score(&b.Report), score(&a.Report)) })
 	return out
 }
 
 // bestLine names capacity c's best online strategies (those tied for the
-// highest hit ratio) and their margin over the next.
-func bestLine(rs []row, c, decimals int) string {
-	online := onlineAt(rs, c)
+// highest score rank names) and their margin over the next.
+func bestLine(rs []row, c, decimals int, rank string) string {
+	score, head := scoreOf(rank), fmt.Sprintf("best at %d blocks", c)
+	if rank == rankGoodput {
+		head = fmt.Sprintf("best goodput at %d blocks", c)
+	}
+	online := onlineAt(rs, c, score)
 	if len(online) == 0 {
 		return fmt.Sprintf("at %d blocks: no online strategy", c)
 	}
-	return bestOf(online, fmt.Sprintf("best at %d blocks", c), decimals, withoutHints(rs, c, online[0], decimals))
+	return bestOf(online, head, decimals, withoutHints(rs, c, online[0], decimals, score), score)
 }
 
-// bestOf is a best line over online, best hit ratio first: head, the
+// bestOf is a best line over online, best by score first: head, the
 // strategies tied for the best (counted, past four, so that the line fits
-// 100 columns) and their ratio, their margin over the next (or that all
+// 100 columns) and their score, their margin over the next (or that all
 // tie, or that no other ran), note, and the first's change against the
 // baseline.
-func bestOf(online []row, head string, decimals int, note string) string {
+func bestOf(online []row, head string, decimals int, note string, score score) string {
 	first, run := online[0], len(online)
-	// tied takes the leading strategies with the first's hit ratio off online.
+	// tied takes the leading strategies with the first's score off online.
 	tied := func() (names []string, ratio float64) {
-		ratio = online[0].HitRatio
-		for len(online) > 0 && online[0].HitRatio == ratio {
+		ratio = score(&online[0].Report)
+		for len(online) > 0 && score(&online[0].Report) == ratio {
 			names, online = append(names, online[0].name()), online[1:]
 		}
 		return names, ratio
@@ -649,13 +632,13 @@ func (r *row) name() string {
 // withoutHints is the best line's clause naming capacity c's best row
 // without hints (hint source none) when the best, first, has some; empty
 // otherwise.
-func withoutHints(rs []row, c int, first row, decimals int) string {
+func withoutHints(rs []row, c int, first row, decimals int, score score) string {
 	if first.Hints == "" || first.Hints == "none" {
 		return ""
 	}
-	for _, r := range onlineAt(rs, c) {
+	for _, r := range onlineAt(rs, c, score) {
 		if r.Hints == "none" {
-			return fmt.Sprintf("; without hints: %s %.*f", r.Strategy, decimals, r.HitRatio)
+			return fmt.Sprintf("; without hints: %s %.*f", r.Strategy, decimals, score(&r.Report))
 		}
 	}
 	return ""
@@ -673,7 +656,7 @@ func hitDecimals(rs []row) int {
 			if i > 0 && rs[i-1].CapacityBlocks == r.CapacityBlocks {
 				continue // rows come in blocks per capacity
 			}
-			online := onlineAt(rs, r.CapacityBlocks)
+			online := onlineAt(rs, r.CapacityBlocks, byHit)
 			for _, o := range online[1:] {
 				if o.HitRatio == online[0].HitRatio {
 					continue

@@ -459,11 +459,11 @@ func tierOnline(rs []tierRow) []row {
 // baseline; online are the online rows (tierOnline).
 func tierBestLine(rs []tierRow, online []row, gpu int, rank string, decimals int) string {
 	if rank != rankPrefill {
-		at := onlineAt(online, gpu)
+		at := onlineAt(online, gpu, byHit)
 		if len(at) == 0 {
 			return fmt.Sprintf("at %d GPU blocks: no online strategy", gpu)
 		}
-		return bestOf(at, fmt.Sprintf("best at %d GPU blocks", gpu), decimals, " (hits on any tier)"+withoutHints(online, gpu, at[0], decimals))
+		return bestOf(at, fmt.Sprintf("best at %d GPU blocks", gpu), decimals, " (hits on any tier)"+withoutHints(online, gpu, at[0], decimals, byHit), byHit)
 	}
 	var names []string
 	var first *tierRow

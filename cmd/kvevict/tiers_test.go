@@ -254,7 +254,7 @@ func TestBestLineTies(t *testing.T) {
 		{[]row{r("lru", 0.5)}, "best at 100 blocks: lru 0.5000, no other online strategy run"},
 		{[]row{r("lru", 0.5), r("fifo", 0.5), r("arc", 0.25)}, "best at 100 blocks: lru, fifo (tied) 0.5000, +0.2500 over arc"},
 	} {
-		if got := bestLine(tc.rows, 100, 4); got != tc.want {
+		if got := bestLine(tc.rows, 100, 4, rankHit); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
 	}
