@@ -7,6 +7,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/prefix"
 )
 
 // admitWaiting admits waiting requests in order while they fit.
@@ -41,7 +42,7 @@ func (p *pool) wakeAtLeaseEnd() {
 	}
 	if end != math.MaxInt64 {
 		p.woken = true
-		p.timed.push(event{at: end, req: wake})
+		p.f.timed.push(event{at: end, req: wake, eng: p.eng})
 	}
 }
 
@@ -140,7 +141,7 @@ func (p *pool) hardHeld() int {
 // preemption, what it prefills again.
 func (p *pool) countAdmission(r int, first bool) (hit int) {
 	req := &p.w.Requests[r]
-	hit = prefixHits(req.HashIDs, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
+	hit = p.resident(req.HashIDs)
 	if !first {
 		// What a preempted request prefills again is re-prefill, on top
 		// of what its first admission computed.
@@ -296,15 +297,37 @@ func (p *pool) allocatePrompt(prompt []uint64, blocks []int, missing int) error 
 	if !ok {
 		return errors.New("internal: admission checked the space but allocation failed")
 	}
+	run := -1 // the first block of the run of new blocks under way
 	for i, h := range prompt {
-		if blocks[i] < 0 {
-			b := p.take()
-			p.blocks[b].hashed, p.blocks[b].hash = true, h
-			p.byHash[h] = b
-			blocks[i] = b
+		if blocks[i] >= 0 {
+			p.stored(prompt, run, i)
+			run = -1
+			continue
+		}
+		b := p.take()
+		p.blocks[b].hashed, p.blocks[b].hash = true, h
+		p.byHash[h] = b
+		blocks[i] = b
+		if run < 0 {
+			run = i
 		}
 	}
+	p.stored(prompt, run, len(prompt))
 	return nil
+}
+
+// stored emits the KV event of prompt's new blocks from to to, a chain
+// under the block before them; none if from is negative or nothing takes
+// the pool's events.
+func (p *pool) stored(prompt []uint64, from, to int) {
+	if p.onEvent == nil || from < 0 {
+		return
+	}
+	e := prefix.Event{Kind: prefix.Stored, Hashes: slices.Clone(prompt[from:to]), PrefixLen: from}
+	if from > 0 {
+		e.Parent, e.HasParent = prompt[from-1], true
+	}
+	p.onEvent(e)
 }
 
 // start runs s on blocks, the first n of them its prompt's, the first hit

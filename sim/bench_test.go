@@ -67,7 +67,7 @@ func BenchmarkServe(b *testing.B) {
 			cost := clockCost(b, w.BlockTokens)
 			var rep Report
 			for b.Loop() {
-				if rep, err = Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: n}, Cost: cost, MaxBatch: 1024, TokenBudget: 8192}); err != nil {
+				if rep, err = Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: n}, EngineConfig: EngineConfig{Cost: cost, MaxBatch: 1024, TokenBudget: 8192}}); err != nil {
 					b.Fatal(err)
 				}
 			}

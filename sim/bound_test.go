@@ -95,7 +95,7 @@ func TestPooledBoundIsABound(t *testing.T) {
 						} else {
 							r = newRouter(t, router, engines, 0.7)
 						}
-						rep, err := Cluster(w, s, r, ClusterConfig{Config: Config{Capacity: capacity}, Engines: engines, Cost: cost})
+						rep, err := Cluster(w, s, r, ClusterConfig{Config: Config{Capacity: capacity}, Engines: engines, EngineConfig: EngineConfig{Cost: cost}})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -26,21 +26,29 @@ type ClusterConfig struct {
 	Config
 	// Engines is how many engines the cluster has. Must be >= 1.
 	Engines int
-	// Cost, when set, runs the cluster in time: requests arrive at their
-	// Timestamp divided by Speedup, each engine prefills them one at a
-	// time in arrival order, a request's prefill taking what Cost gives
-	// for the prompt tokens past its hits, and its time to first token is
-	// its wait in the engine's queue plus its prefill. Its block tokens
-	// must be the workload's. Without it the report's times are 0 and
-	// [Engine.Wait] is always 0.
-	Cost *tier.Cost
+	// EngineConfig's Cost, when set, runs the cluster in time: requests
+	// arrive at their Timestamp divided by Speedup and, without Decode,
+	// each engine prefills them one at a time in arrival order, a
+	// request's prefill taking what Cost gives for the prompt tokens past
+	// its hits, and its time to first token is its wait in the engine's
+	// queue plus its prefill. Its block tokens must be the workload's.
+	// Without it the report's times are 0 and [Engine.Wait] is always 0.
+	// Its SLO is the time to first token the report's WithinSLO and
+	// Goodput count requests within. Its other fields shape the engines
+	// with Decode, and are refused without.
+	EngineConfig
+	// Decode makes each engine [Serve]'s pool in time, stepped by Cost,
+	// which it needs: requests are admitted first come first served while
+	// blocks and EngineConfig's caps allow, prefilled in chunks and
+	// decoded in batches, preempted when blocks run out, and sessions'
+	// turns arrive closed loop (EngineConfig.Loop) across the cluster.
+	// Each pool evicts at block granularity ([BlockEvictor]). Below is
+	// refused with it: the pool has no tiers.
+	Decode bool
 	// Speedup divides every arrival time, to study the cluster under more
 	// load: 2 serves the workload in half its span. 0 means 1. A speedup
 	// below 1 that puts an arrival past [MaxTimestamp] is refused.
 	Speedup float64
-	// SLO is the time to first token the report's WithinSLO counts
-	// requests within.
-	SLO time.Duration
 	// Below are the tiers under each engine's pool, top first, each
 	// engine's own (the engine is a [tier.Tree]: its prefix tree, its GPU,
 	// over a [tier.Hierarchy]); Write, Threshold and Exclusive configure them as a
@@ -82,19 +90,19 @@ type ClusterReport struct {
 	// their capacities are all the engines' together.
 	Tiers []TierStats `json:"tiers,omitempty"`
 	// The times of a cluster run in time (ClusterConfig.Cost), all
-	// modelled, in seconds. TTFT* are the nearest-rank percentiles of the
-	// requests' time to first token: the wait in their engine's queue plus
-	// their prefill. WithinSLO is the share of requests whose TTFT is at
-	// most ClusterConfig.SLO. PrefillSeconds is every engine's prefill
-	// time summed. BusiestUtilization is the most prefill time an engine
-	// spent over the run's span, from the first arrival to the last
-	// prefill's end.
-	TTFTP50            float64 `json:"ttft_p50_s"`
-	TTFTP90            float64 `json:"ttft_p90_s"`
-	TTFTP99            float64 `json:"ttft_p99_s"`
-	WithinSLO          float64 `json:"within_slo"`
-	PrefillSeconds     float64 `json:"prefill_seconds"`
-	BusiestUtilization float64 `json:"busiest_utilization"`
+	// modelled, in seconds, as [Serve]'s with Decode. Without it a
+	// request's TTFT is its wait in its engine's queue plus its prefill,
+	// and it finishes at its first token: E2E is TTFT, there is no TPOT
+	// nor output, and an engine runs one request at a time.
+	Times
+	// WithinSLO is the share of requests whose TTFT is at most
+	// ClusterConfig.SLO. PrefillSeconds is every engine's prefill time
+	// summed, without Decode: with it the prefill shares its steps with
+	// decode, and it is 0.
+	WithinSLO      float64 `json:"within_slo"`
+	PrefillSeconds float64 `json:"prefill_seconds"`
+	// Preemptions are the pools' with Decode.
+	Preemptions int `json:"preemptions"`
 }
 
 // An Engine is one engine of a [Cluster] as a [Router] reads it: its pool,
@@ -102,6 +110,7 @@ type ClusterReport struct {
 type Engine struct {
 	tree     *prefix.Tree // the pool, without ClusterConfig.Below
 	tiers    *tier.Tree   // the pool and the tiers below it, with ClusterConfig.Below
+	pool     *pool        // the pool in time, with ClusterConfig.Decode
 	capacity int
 	events   []prefix.Event // since the router's previous Route
 	// tierEvents are the tiers' below the tree since the router's
@@ -121,8 +130,11 @@ type Engine struct {
 // not read the engine directly knows it from the engine's [Engine.Events].
 // O(len(hashes)).
 func (e *Engine) CachedPrefix(hashes []uint64) int {
-	if e.tiers != nil {
+	switch {
+	case e.tiers != nil:
 		return e.tiers.Peek(hashes)
+	case e.pool != nil:
+		return e.pool.resident(hashes)
 	}
 	return e.tree.Peek(hashes)
 }
@@ -133,8 +145,17 @@ func (e *Engine) Load() int { return e.load }
 
 // Wait returns how long a request arriving now would wait before the
 // engine starts its prefill: the prefills queued on it that have not
-// ended. It is 0 for a cluster not run in time (ClusterConfig.Cost). O(1).
-func (e *Engine) Wait() time.Duration { return max(e.free-*e.now, 0) }
+// ended. With ClusterConfig.Decode, whose engine prefills in batches, it
+// is an estimate: the prefill time the cost model gives each request the
+// engine holds without a first token yet, alone, past the prefix the
+// engine held when it arrived. It is 0 for a cluster not run in time
+// (ClusterConfig.Cost). O(1).
+func (e *Engine) Wait() time.Duration {
+	if e.pool != nil {
+		return e.pool.queue.total
+	}
+	return max(e.free-*e.now, 0)
+}
 
 // TierEvents returns the events of the tiers below the engine's pool
 // (ClusterConfig.Below) since the router's previous Route, in order, as
@@ -149,7 +170,8 @@ func (e *Engine) Capacity() int { return e.capacity }
 // Events returns the KV events the engine's pool emitted since the
 // router's previous Route, in order: the blocks it stored and removed
 // serving the previous request, if that request was routed to it, else
-// none. A router that mirrors the engines reads them at every Route. The
+// none; with ClusterConfig.Decode, whatever its pool did since, which
+// admits, decodes and evicts in time. A router that mirrors the engines reads them at every Route. The
 // slice is valid until Route returns; the events' Hashes are the caller's
 // to keep.
 func (e *Engine) Events() []prefix.Event { return e.events }
@@ -210,18 +232,56 @@ func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (Clus
 			}
 		}
 	}
+	if err := cfg.checkDecode(w); err != nil {
+		return ClusterReport{}, err
+	}
 	c, err := newCluster(w, s, cfg)
 	if err != nil {
 		return ClusterReport{}, err
 	}
-	for i := range w.Requests {
-		if err := c.serve(i, r); err != nil {
-			return ClusterReport{}, fmt.Errorf("sim: %d engines of %d blocks, %s, request %d: %w",
-				cfg.Engines, cfg.Capacity, s, i, err)
-		}
-		cfg.progress(i+1, len(w.Requests))
+	if err := c.run(r, &cfg); err != nil {
+		return ClusterReport{}, fmt.Errorf("sim: %d engines of %d blocks, %s, %w", cfg.Engines, cfg.Capacity, s, err)
 	}
 	return c.report(), nil
+}
+
+// run serves every request, routed by r.
+func (c *cluster) run(r Router, cfg *ClusterConfig) error {
+	if c.fleet != nil {
+		c.fleet.route = func(i int, now int64) (int, error) {
+			c.now = time.Duration(now) * time.Microsecond
+			k, _, err := c.route(i, r)
+			if err != nil {
+				return 0, fmt.Errorf("request %d: %w", i, err)
+			}
+			return k, nil
+		}
+		return c.fleet.run()
+	}
+	for i := range c.w.Requests {
+		if err := c.serve(i, r); err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		cfg.progress(i+1, len(c.w.Requests))
+	}
+	return nil
+}
+
+// checkDecode checks the fields that shape the engines with Decode, and
+// that they are unset without.
+func (cfg *ClusterConfig) checkDecode(w *Workload) error {
+	e := &cfg.EngineConfig
+	switch {
+	case !cfg.Decode && (e.MaxBatch != 0 || e.TokenBudget != 0 || e.Loop != "" || e.TPOTSLO != 0):
+		return invalid("a batch cap, a token budget, a loop and a TPOT SLO shape engines that decode: set Decode")
+	case !cfg.Decode:
+		return nil
+	case e.Cost == nil:
+		return invalid("engines that decode run in time: set Cost")
+	case len(cfg.Below) > 0:
+		return invalid("engines that decode are serve mode's pools, which have no tiers below")
+	}
+	return e.check(w)
 }
 
 // cluster is the state of one [Cluster] run.
@@ -230,7 +290,6 @@ type cluster struct {
 	strategy kvevict.Strategy
 	capacity int
 	engines  []*Engine
-	last     *Engine         // the engine of the previous request, nil before the first
 	recent   [LoadWindow]int // the engines of the latest requests, a ring
 	next     int             // recent's oldest entry once it is full, and the next to write
 	counted  int             // requests in recent, at most LoadWindow
@@ -246,11 +305,16 @@ type cluster struct {
 	now     time.Duration
 	first   time.Duration
 	ttft    []time.Duration
+	// arrivals and finishes are each request's, in request order.
+	arrivals, finishes []time.Duration
 
 	// With hints: the latest arrival in microseconds and the latest tick
 	// (see access).
 	hinted           bool
 	arrived, clocked int64
+
+	// fleet runs the engines' pools with Decode; nil without.
+	fleet *fleet
 }
 
 // access is request i's access to an engine's tree: its tick, the
@@ -277,10 +341,28 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 	if len(cfg.Below) > 0 {
 		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s, Options: cfg.Options}}, cfg.Below...)
 	}
+	if cfg.Decode {
+		c.fleet = newFleet(w, &cfg.EngineConfig, tokenTicks(&ServeConfig{}), c.speedup, cfg.Config.progress)
+	}
+	var ceil *ceiling
 	for range cfg.Engines {
 		e := &Engine{capacity: cfg.Capacity, now: &c.now}
 		onEvent := func(ev prefix.Event) { e.events = append(e.events, ev) }
 		var err error
+		if c.fleet != nil {
+			ev, err := newEvictor(GranularityBlock, s, cfg.Capacity, cfg.Options, cfg.contract)
+			if err != nil {
+				return nil, err
+			}
+			if ceil == nil {
+				ceil = computeCeiling(w)
+			}
+			e.pool = newPool(c.fleet, ServeConfig{Config: cfg.Config, EngineConfig: cfg.EngineConfig}, ev, ceil)
+			e.pool.onEvent = onEvent
+			e.pool.queue = &prefillQueue{cost: cfg.Cost, each: make([]time.Duration, len(w.Requests))}
+			c.engines = append(c.engines, e)
+			continue
+		}
 		if c.levels != nil {
 			e.tiers, err = tier.NewTree(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive,
 				Events: func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }}, onEvent)
@@ -305,18 +387,11 @@ func (c *cluster) serve(i int, r Router) error {
 			c.first = c.now
 		}
 	}
-	choice, err := r.Route(req, c.engines)
+	k, predicted, err := c.route(i, r)
 	if err != nil {
 		return err
 	}
-	if choice.Engine < 0 || choice.Engine >= len(c.engines) || choice.Predicted < 0 {
-		return fmt.Errorf("the router chose engine %d of %d, counting on %d blocks", choice.Engine, len(c.engines), choice.Predicted)
-	}
-	if c.last != nil {
-		c.last.events = c.last.events[:0] // the router had them
-		c.last.tierEvents = c.last.tierEvents[:0]
-	}
-	e := c.engines[choice.Engine]
+	e := c.engines[k]
 	var m *tier.Match
 	var gpu int
 	if e.tiers != nil {
@@ -344,8 +419,33 @@ func (c *cluster) serve(i int, r Router) error {
 		e.free = max(e.free, c.now) + service
 		e.busy += service
 		c.ttft = append(c.ttft, e.free-c.now)
+		c.arrivals, c.finishes = append(c.arrivals, c.now), append(c.finishes, e.free)
 	}
-	c.mispredicted += int64(max(choice.Predicted-gpu, 0))
+	c.mispredicted += int64(max(predicted-gpu, 0))
+	return nil
+}
+
+// route routes request i with r, counts it in the engine's load, and
+// returns the engine and the blocks r counted on there. With Decode the
+// blocks the router counted on that the engine does not hold now are
+// mispredicted; without, the request's own admission counts them (serve).
+func (c *cluster) route(i int, r Router) (k, predicted int, err error) {
+	req := &c.w.Requests[i]
+	choice, err := r.Route(req, c.engines)
+	if err != nil {
+		return 0, 0, err
+	}
+	if choice.Engine < 0 || choice.Engine >= len(c.engines) || choice.Predicted < 0 {
+		return 0, 0, fmt.Errorf("the router chose engine %d of %d, counting on %d blocks", choice.Engine, len(c.engines), choice.Predicted)
+	}
+	for _, e := range c.engines {
+		e.events = e.events[:0] // the router had them
+		e.tierEvents = e.tierEvents[:0]
+	}
+	e := c.engines[choice.Engine]
+	if e.pool != nil {
+		c.mispredicted += int64(max(choice.Predicted-e.pool.resident(req.HashIDs), 0))
+	}
 	if c.counted == LoadWindow {
 		c.engines[c.recent[c.next]].load--
 	} else {
@@ -355,11 +455,17 @@ func (c *cluster) serve(i int, r Router) error {
 	c.next = (c.next + 1) % LoadWindow
 	e.load++
 	e.received++
-	c.last = e
-	return nil
+	return choice.Engine, choice.Predicted, nil
 }
 
 func (c *cluster) report() ClusterReport {
+	var preemptions int
+	for _, e := range c.engines {
+		if p := e.pool; p != nil {
+			c.hits, c.refs, c.prefill = c.hits+p.tally.hits, c.refs+p.tally.refs, c.prefill+p.tally.prefill
+			preemptions += p.preemptions
+		}
+	}
 	var sum, sumSq float64
 	most := 0
 	for _, e := range c.engines {
@@ -371,7 +477,7 @@ func (c *cluster) report() ClusterReport {
 	rep := ClusterReport{
 		Engines: len(c.engines), CapacityBlocks: c.capacity, Strategy: string(c.strategy),
 		BlockHits: c.hits, BlockRefs: c.refs, PrefillTokens: c.prefill,
-		Jain: stat.Jain(sum, sumSq, len(c.engines)),
+		Jain: stat.Jain(sum, sumSq, len(c.engines)), Preemptions: preemptions,
 	}
 	if c.refs > 0 {
 		rep.HitRatio = float64(c.hits) / float64(c.refs)
@@ -393,18 +499,118 @@ func (c *cluster) report() ClusterReport {
 
 // timeReport fills in rep's times.
 func (c *cluster) timeReport(rep *ClusterReport) {
+	if c.fleet != nil {
+		clocks := make([]*engineClock, len(c.engines))
+		for i, e := range c.engines {
+			clocks[i] = e.pool.clock
+		}
+		rec := c.fleet.rec
+		rep.Times = *rec.times(clocks)
+		within, n := 0, 0
+		for r := range rec.arrival {
+			if rec.first[r] >= 0 {
+				n++
+				if rec.first[r]-rec.arrival[r] <= int64(c.slo/time.Microsecond) {
+					within++
+				}
+			}
+		}
+		if n > 0 {
+			rep.WithinSLO = float64(within) / float64(n)
+		}
+		return
+	}
+	// Without Decode a request finishes at its first token, and an engine
+	// runs one request at a time.
 	var end, busiest, busy time.Duration
 	for _, e := range c.engines {
 		end, busiest, busy = max(end, e.free), max(busiest, e.busy), busy+e.busy
 	}
 	rep.PrefillSeconds = busy.Seconds()
+	t := &rep.Times
 	if span := end - c.first; span > 0 {
-		rep.BusiestUtilization = float64(busiest) / float64(span)
+		t.BusiestUtilization = float64(busiest) / float64(span)
+		t.MeanRunning = float64(busy) / float64(span)
+		t.MeanInSystem = inSystem(c.arrivals, c.finishes) / span.Seconds()
+		t.ArrivalRatePerS = float64(len(c.ttft)) / span.Seconds()
 	}
+	var sum time.Duration
+	for _, d := range c.ttft {
+		sum += d
+	}
+	t.TTFTMean = sum.Seconds() / float64(len(c.ttft))
 	slices.Sort(c.ttft)
-	rep.TTFTP50 = stat.Percentile(c.ttft, 50).Seconds()
-	rep.TTFTP90 = stat.Percentile(c.ttft, 90).Seconds()
-	rep.TTFTP99 = stat.Percentile(c.ttft, 99).Seconds()
+	t.TTFTP50 = stat.Percentile(c.ttft, 50).Seconds()
+	t.TTFTP90 = stat.Percentile(c.ttft, 90).Seconds()
+	t.TTFTP99 = stat.Percentile(c.ttft, 99).Seconds()
+	t.E2EMean, t.E2EP50, t.E2EP90, t.E2EP99 = t.TTFTMean, t.TTFTP50, t.TTFTP90, t.TTFTP99
 	within, _ := slices.BinarySearch(c.ttft, c.slo+1)
 	rep.WithinSLO = float64(within) / float64(len(c.ttft))
+	t.Goodput = rep.WithinSLO
+	if c.w.GroupKind == "session" {
+		micro := func(ds []time.Duration) []int64 {
+			out := make([]int64, len(ds))
+			for i, d := range ds {
+				out[i] = int64(d / time.Microsecond)
+			}
+			return out
+		}
+		t.SessionCompletionP50, t.SessionCompletionP99 = sessionCompletion(c.w, micro(c.arrivals), micro(c.finishes))
+	}
+}
+
+// inSystem is the time integral, in seconds, of the count of requests
+// arrived and not finished, from each request's arrival and finish (any
+// order, the same request at the same index). It sorts both.
+func inSystem(arrivals, finishes []time.Duration) float64 {
+	slices.Sort(arrivals)
+	slices.Sort(finishes)
+	var area float64
+	n, i, j := 0, 0, 0
+	var at time.Duration
+	for j < len(finishes) {
+		next := finishes[j]
+		if i < len(arrivals) && arrivals[i] <= next {
+			next = arrivals[i]
+		}
+		area += float64(n) * (next - at).Seconds()
+		at = next
+		if i < len(arrivals) && arrivals[i] == next {
+			n++
+			i++
+		} else {
+			n--
+			j++
+		}
+	}
+	return area
+}
+
+// prefillQueue is what a cluster's pool with Decode has yet to prefill, as
+// [Engine.Wait] estimates it: each request without a first token, priced
+// alone by the cost model past the prefix the pool held at its arrival.
+type prefillQueue struct {
+	cost  *tier.Cost
+	each  []time.Duration // by request, while counted
+	total time.Duration
+}
+
+// arrive counts request r, arriving at p.
+func (q *prefillQueue) arrive(p *pool, r int) {
+	req := &p.w.Requests[r]
+	d := q.cost.Prefill(tokensBefore(req, p.resident(req.HashIDs), p.w.BlockTokens), req.InputTokens)
+	q.each[r] = d
+	q.total += d
+}
+
+// started stops counting request r: its prefill ended, or it was refused.
+func (q *prefillQueue) started(r int) {
+	q.total -= q.each[r]
+	q.each[r] = 0
+}
+
+// resident returns how many leading blocks of hashes p holds, computed or
+// being computed. O(len(hashes)).
+func (p *pool) resident(hashes []uint64) int {
+	return prefixHits(hashes, func(h uint64) bool { _, ok := p.byHash[h]; return ok })
 }

@@ -63,7 +63,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 func TestClusterTimeByHand(t *testing.T) {
 	w, cost := handTimed(t)
 	r := &timingRouter{Router: NewRoundRobin()}
-	rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, SLO: 30 * time.Millisecond})
+	rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, EngineConfig: EngineConfig{Cost: cost, SLO: 30 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestClusterTimeByHand(t *testing.T) {
 		}
 	}
 
-	rep, err = Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, Speedup: 2, SLO: 30 * time.Millisecond})
+	rep, err = Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Speedup: 2, EngineConfig: EngineConfig{Cost: cost, SLO: 30 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestTTFTRouterByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recordingRouter{Router: r}
-	rep, err := Cluster(w, kvevict.LRU, rec, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, Cost: cost, SLO: 30 * time.Millisecond})
+	rep, err := Cluster(w, kvevict.LRU, rec, ClusterConfig{Config: Config{Capacity: 10}, Engines: 2, EngineConfig: EngineConfig{Cost: cost, SLO: 30 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +150,11 @@ func TestClusterTimeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, cfg := range map[string]ClusterConfig{
-		"block size": {Cost: other},
-		"speedup":    {Cost: cost, Speedup: -1},
-		"inf":        {Cost: cost, Speedup: math.Inf(1)},
-		"nan":        {Cost: cost, Speedup: math.NaN()},
-		"slo":        {Cost: cost, SLO: -time.Second},
+		"block size": {EngineConfig: EngineConfig{Cost: other}},
+		"speedup":    {EngineConfig: EngineConfig{Cost: cost}, Speedup: -1},
+		"inf":        {EngineConfig: EngineConfig{Cost: cost}, Speedup: math.Inf(1)},
+		"nan":        {EngineConfig: EngineConfig{Cost: cost}, Speedup: math.NaN()},
+		"slo":        {EngineConfig: EngineConfig{Cost: cost, SLO: -time.Second}},
 	} {
 		cfg.Config, cfg.Engines = Config{Capacity: 10}, 2
 		if _, err := Cluster(w, kvevict.LRU, NewRoundRobin(), cfg); err == nil {
@@ -190,7 +190,7 @@ func TestTTFTRouterConversation(t *testing.T) {
 		speedup float64
 	}{{4, 1.7}, {8, 3.2}} {
 		run := func(r Router) ClusterReport {
-			rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 2500}, Engines: tc.engines, Cost: cost, Speedup: tc.speedup})
+			rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 2500}, Engines: tc.engines, Speedup: tc.speedup, EngineConfig: EngineConfig{Cost: cost}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,8 +237,7 @@ func TestClusterTiersByHand(t *testing.T) {
 		{Timestamp: 100, InputTokens: 32, HashIDs: []uint64{3, 4}},
 		{Timestamp: 200, InputTokens: 32, HashIDs: []uint64{1, 2}},
 	}}
-	rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Cost: cost,
-		Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}})
+	rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}, EngineConfig: EngineConfig{Cost: cost}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,8 +458,7 @@ func TestTierRoutersOnTiers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range []Router{tiered, ttft} {
-				rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 100}, Engines: 3, Cost: cost, Write: write,
-					Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}})
+				rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 100}, Engines: 3, Write: write, Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}, EngineConfig: EngineConfig{Cost: cost}})
 				if err != nil {
 					t.Fatalf("%s, %v: %v", name, write, err)
 				}

@@ -22,7 +22,7 @@ import (
 // since the start, unit to a step.
 
 // engineClock is the engine's progress, the batch the step time depends on,
-// and the times of each request.
+// and the time integrals of its requests and sequences.
 type engineClock struct {
 	cost        *tier.Cost // nil: every step takes unit ticks
 	unit        int64      // progress per step, and ticks per step without cost
@@ -40,33 +40,44 @@ type engineClock struct {
 	prefDone, chunkTokens int64
 	chunkFLOPs            float64
 
-	// Each request's arrival, first token and finish, in ticks (-1 before),
-	// and the time integrals of the requests in the system and the
-	// sequences running, from the first arrival.
+	// The time integrals of the requests in the engine (arrived and not
+	// finished) and of the sequences running, and the time it ran one.
+	inSystem              int
+	areaIn, areaRun, busy float64
+	rec                   *record // the run's, shared by its engines
+}
+
+// record is each request's arrival, first token and finish, in ticks (-1
+// before), over every engine of a run.
+type record struct {
 	arrival, first, finish []int64
 	cut                    []bool // finished short (truncated)
-	inSystem               int
-	areaIn, areaRun, busy  float64
 	started                bool
-	start                  int64
+	start                  int64 // the first arrival
 	outTokens              int64
 	w                      *Workload
 	sessions               bool
 	slo, tpotSLO           int64 // ticks; 0: no bound
 }
 
-func newEngineClock(w *Workload, cfg *ServeConfig, tokenTime int64) *engineClock {
-	c := &engineClock{cost: cfg.Cost, unit: tokenTime, maxBatch: cfg.MaxBatch, tokenBudget: cfg.TokenBudget,
-		stepTicks: float64(tokenTime), w: w, sessions: w.GroupKind == "session",
+// newRecord returns the record of w's requests, kept only with a cost
+// model: without one a run has no times.
+func newRecord(w *Workload, cfg *EngineConfig) *record {
+	r := &record{w: w, sessions: w.GroupKind == "session",
 		slo: int64(cfg.SLO / time.Microsecond), tpotSLO: int64(cfg.TPOTSLO / time.Microsecond)}
-	if c.cost != nil {
+	if cfg.Cost != nil {
 		n := len(w.Requests)
-		c.arrival, c.first, c.finish, c.cut = make([]int64, n), make([]int64, n), make([]int64, n), make([]bool, n)
+		r.arrival, r.first, r.finish, r.cut = make([]int64, n), make([]int64, n), make([]int64, n), make([]bool, n)
 		for i := range n {
-			c.arrival[i], c.first[i], c.finish[i] = -1, -1, -1
+			r.arrival[i], r.first[i], r.finish[i] = -1, -1, -1
 		}
 	}
-	return c
+	return r
+}
+
+func newEngineClock(cfg *EngineConfig, tokenTime int64, rec *record) *engineClock {
+	return &engineClock{cost: cfg.Cost, unit: tokenTime, maxBatch: cfg.MaxBatch, tokenBudget: cfg.TokenBudget,
+		stepTicks: float64(tokenTime), rec: rec}
 }
 
 // at returns when progress v comes, from now: v is at least c.v. With the
@@ -91,12 +102,10 @@ func (c *engineClock) advance(now, t int64, running int) {
 	} else {
 		c.v += int64(float64(dt) * float64(c.unit) / c.stepTicks)
 	}
-	if c.started {
-		c.areaIn += float64(c.inSystem) * float64(dt)
-		c.areaRun += float64(running) * float64(dt)
-		if running > 0 {
-			c.busy += float64(dt)
-		}
+	c.areaIn += float64(c.inSystem) * float64(dt)
+	c.areaRun += float64(running) * float64(dt)
+	if running > 0 {
+		c.busy += float64(dt)
 	}
 }
 
@@ -168,27 +177,28 @@ func (c *engineClock) endChunk(s *sequence) {
 
 // arrive counts request r arrived at now.
 func (c *engineClock) arrive(r int, now int64) {
-	if !c.started {
-		c.started, c.start = true, now
-	}
 	c.inSystem++
-	if c.arrival != nil {
-		c.arrival[r] = now
+	rec := c.rec
+	if !rec.started {
+		rec.started, rec.start = true, now
+	}
+	if rec.arrival != nil {
+		rec.arrival[r] = now
 	}
 }
 
 // done counts request r finished for good at now.
 func (c *engineClock) done(r int, now int64) {
 	c.inSystem--
-	if c.finish != nil {
-		c.finish[r] = now
+	if c.rec.finish != nil {
+		c.rec.finish[r] = now
 	}
 }
 
 // firstToken records request r's first token at now, the first time only.
 func (c *engineClock) firstToken(r int, now int64) {
-	if c.first != nil && c.first[r] < 0 {
-		c.first[r] = now
+	if rec := c.rec; rec.first != nil && rec.first[r] < 0 {
+		rec.first[r] = now
 	}
 }
 
@@ -240,8 +250,9 @@ type Times struct {
 	Goodput float64 `json:"goodput"`
 }
 
-// times sums the run's times up. O(n log n) for n requests.
-func (c *engineClock) times() *Times {
+// times sums the run's times up over its engines' clocks. O(n log n) for
+// n requests.
+func (c *record) times(clocks []*engineClock) *Times {
 	t := &Times{}
 	var ttft, tpot, e2e []int64
 	end := c.start
@@ -275,31 +286,34 @@ func (c *engineClock) times() *Times {
 	if span := float64(end - c.start); span > 0 {
 		t.ThroughputTokensPerS = float64(c.outTokens) / (span / 1e6)
 		t.ArrivalRatePerS = float64(len(e2e)) / (span / 1e6)
-		t.MeanInSystem = c.areaIn / span
-		t.MeanRunning = c.areaRun / span
-		t.BusiestUtilization = c.busy / span
+		for _, k := range clocks {
+			t.MeanInSystem += k.areaIn / span
+			t.MeanRunning += k.areaRun / span
+			t.BusiestUtilization = max(t.BusiestUtilization, k.busy/span)
+		}
 	}
 	if c.sessions {
-		t.SessionCompletionP50, t.SessionCompletionP99 = c.sessionCompletion()
+		t.SessionCompletionP50, t.SessionCompletionP99 = sessionCompletion(c.w, c.arrival, c.finish)
 	}
 	return t
 }
 
 // sessionCompletion is the median and 99th percentile of the sessions'
-// completion times, in seconds.
-func (c *engineClock) sessionCompletion() (p50, p99 float64) {
+// completion times of w, in seconds, from each request's arrival and
+// finish in ticks (-1: none).
+func sessionCompletion(w *Workload, arrival, finish []int64) (p50, p99 float64) {
 	type span struct{ first, last int64 }
 	by := map[uint64]span{}
-	for r := range c.arrival {
-		if c.arrival[r] < 0 || c.finish[r] < 0 {
+	for r := range arrival {
+		if arrival[r] < 0 || finish[r] < 0 {
 			continue
 		}
-		g := c.w.Requests[r].Group
+		g := w.Requests[r].Group
 		s, ok := by[g]
 		if !ok {
-			s = span{c.arrival[r], c.finish[r]}
+			s = span{arrival[r], finish[r]}
 		}
-		s.first, s.last = min(s.first, c.arrival[r]), max(s.last, c.finish[r])
+		s.first, s.last = min(s.first, arrival[r]), max(s.last, finish[r])
 		by[g] = s
 	}
 	all := make([]int64, 0, len(by))

@@ -59,7 +59,7 @@ func TestServeMD1(t *testing.T) {
 				w.Requests = append(w.Requests, Request{Timestamp: int64(math.Round(at * 1000)),
 					InputTokens: prompt, OutputTokens: 1, HashIDs: ids, Group: uint64(i)})
 			}
-			rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 64}, Cost: cost, MaxBatch: 1})
+			rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 64}, EngineConfig: EngineConfig{Cost: cost, MaxBatch: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,13 +93,12 @@ func TestServeClockInvariants(t *testing.T) {
 		}
 		cost := clockCost(t, w.BlockTokens)
 		for _, caps := range []struct{ batch, budget int }{{0, 0}, {4, 512}, {256, 8192}} {
-			cfg := ServeConfig{Config: Config{Capacity: capacity}, Cost: cost, MaxBatch: caps.batch, TokenBudget: caps.budget,
-				afterStep: func(p *pool) {
-					checkPool(t, p)
-					if p.clock.maxBatch > 0 && len(p.running) > p.clock.maxBatch {
-						t.Fatalf("%d running, max batch %d", len(p.running), p.clock.maxBatch)
-					}
-				}}
+			cfg := ServeConfig{Config: Config{Capacity: capacity}, afterStep: func(p *pool) {
+				checkPool(t, p)
+				if p.clock.maxBatch > 0 && len(p.running) > p.clock.maxBatch {
+					t.Fatalf("%d running, max batch %d", len(p.running), p.clock.maxBatch)
+				}
+			}, EngineConfig: EngineConfig{Cost: cost, MaxBatch: caps.batch, TokenBudget: caps.budget}}
 			rep, err := Serve(w, kvevict.LRU, cfg)
 			if err != nil {
 				t.Fatalf("%s %+v: %v", name, caps, err)
@@ -128,11 +127,11 @@ func TestServeClockBatchCap(t *testing.T) {
 		{InputTokens: 32, OutputTokens: 50, HashIDs: []uint64{1, 2}, Group: 1},
 		{InputTokens: 32, OutputTokens: 50, HashIDs: []uint64{3, 4}, Group: 2},
 	}}
-	one, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, Cost: cost, MaxBatch: 1})
+	one, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, EngineConfig: EngineConfig{Cost: cost, MaxBatch: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, Cost: cost})
+	both, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, EngineConfig: EngineConfig{Cost: cost}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +156,7 @@ func TestServeClockBatchCap(t *testing.T) {
 		batch int
 		want  float64
 	}{{1, 0.5}, {0, 1}} {
-		rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, Cost: cost, MaxBatch: c.batch, SLO: 100 * time.Millisecond})
+		rep, err := Serve(w, kvevict.LRU, ServeConfig{Config: Config{Capacity: 20}, EngineConfig: EngineConfig{Cost: cost, MaxBatch: c.batch, SLO: 100 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,16 +175,16 @@ func TestServeEngineRefusals(t *testing.T) {
 		w    *Workload
 		cfg  ServeConfig
 	}{
-		{"token time with cost", w, ServeConfig{Cost: cost, TokenTime: time.Millisecond}},
-		{"blocks of another size", w, ServeConfig{Cost: clockCost(t, w.BlockTokens+1)}},
-		{"negative max batch", w, ServeConfig{MaxBatch: -1}},
-		{"max batch too large", w, ServeConfig{MaxBatch: MaxBatchLimit + 1}},
-		{"negative budget", w, ServeConfig{Cost: cost, TokenBudget: -1}},
-		{"budget without a clock", w, ServeConfig{TokenBudget: 100}},
-		{"unknown loop", w, ServeConfig{Loop: "half"}},
-		{"closed loop without sessions", tenants, ServeConfig{Loop: LoopClosed}},
-		{"negative SLO", w, ServeConfig{Cost: cost, SLO: -1}},
-		{"SLO without a clock", w, ServeConfig{TPOTSLO: time.Second}},
+		{"token time with cost", w, ServeConfig{TokenTime: time.Millisecond, EngineConfig: EngineConfig{Cost: cost}}},
+		{"blocks of another size", w, ServeConfig{EngineConfig: EngineConfig{Cost: clockCost(t, w.BlockTokens+1)}}},
+		{"negative max batch", w, ServeConfig{EngineConfig: EngineConfig{MaxBatch: -1}}},
+		{"max batch too large", w, ServeConfig{EngineConfig: EngineConfig{MaxBatch: MaxBatchLimit + 1}}},
+		{"negative budget", w, ServeConfig{EngineConfig: EngineConfig{Cost: cost, TokenBudget: -1}}},
+		{"budget without a clock", w, ServeConfig{EngineConfig: EngineConfig{TokenBudget: 100}}},
+		{"unknown loop", w, ServeConfig{EngineConfig: EngineConfig{Loop: "half"}}},
+		{"closed loop without sessions", tenants, ServeConfig{EngineConfig: EngineConfig{Loop: LoopClosed}}},
+		{"negative SLO", w, ServeConfig{EngineConfig: EngineConfig{Cost: cost, SLO: -1}}},
+		{"SLO without a clock", w, ServeConfig{EngineConfig: EngineConfig{TPOTSLO: time.Second}}},
 	} {
 		c.cfg.Capacity = 100
 		if _, err := Serve(c.w, kvevict.LRU, c.cfg); !errors.Is(err, kvevict.ErrInvalidArgument) {
@@ -207,8 +206,7 @@ func TestServeLoop(t *testing.T) {
 	late := map[Loop]int{}
 	for _, loop := range []Loop{LoopOpen, ""} {
 		var arrival []int64
-		cfg := ServeConfig{Config: Config{Capacity: 400}, Cost: cost, MaxBatch: 2, Loop: loop,
-			afterStep: func(p *pool) { arrival = p.clock.arrival }}
+		cfg := ServeConfig{Config: Config{Capacity: 400}, afterStep: func(p *pool) { arrival = p.clock.rec.arrival }, EngineConfig: EngineConfig{Cost: cost, MaxBatch: 2, Loop: loop}}
 		rep, err := Serve(w, kvevict.LRU, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -28,8 +28,8 @@ type links struct {
 // session's previous request when its Wait gives a pause, or when its
 // Timestamp leaves that request time to decode (see [Serve]). O(n +
 // edges) time and memory.
-func (p *pool) linkSessions() {
-	reqs := p.w.Requests
+func (f *fleet) linkSessions() {
+	reqs := f.w.Requests
 	n := len(reqs)
 	l := &links{head: make([]int, n), follows: make([]bool, n), left: make([]int, n),
 		ready: make([]int64, n), pause: make([]int64, n), floor: make([]int64, n)}
@@ -58,33 +58,34 @@ func (p *pool) linkSessions() {
 		default:
 			// The pause is what the timestamps leave once prev's decode is
 			// taken out; negative, r was sent before prev could finish.
-			pause := (reqs[i].Timestamp-reqs[prev].Timestamp)*1000 - int64(reqs[prev].OutputTokens)*p.tokenTime
+			pause := f.sent(i) - f.sent(prev) - int64(reqs[prev].OutputTokens)*f.tokenTime
 			if pause >= 0 {
 				link(prev, i)
-				l.pause[i], l.floor[i] = pause, reqs[i].Timestamp*1000
+				l.pause[i], l.floor[i] = pause, f.sent(i)
 			}
 		}
 	}
-	p.links = l
+	f.links = l
 }
 
-// releaseFollowers counts request r finished for each request that
+// releaseFollowers counts request r finished at now for each request that
 // follows it, and sends those whose last wait it was. O(r's followers x
 // log n).
-func (p *pool) releaseFollowers(r int) {
-	l := p.links
+func (f *fleet) releaseFollowers(r int, now int64) {
+	l := f.links
 	for e := l.head[r]; e >= 0; e = l.next[e] {
-		f := l.to[e]
-		l.ready[f] = max(l.ready[f], p.now)
-		l.left[f]--
-		if l.left[f] == 0 {
-			p.timed.push(event{at: max(l.floor[f], l.ready[f]+l.pause[f]), req: f})
+		to := l.to[e]
+		l.ready[to] = max(l.ready[to], now)
+		l.left[to]--
+		if l.left[to] == 0 {
+			f.timed.push(event{at: max(l.floor[to], l.ready[to]+l.pause[to]), req: to})
 		}
 	}
 }
 
 // wake is the req of the event that wakes an idle pool whose waiting
-// request hard leases keep out, when the first of them ends.
+// request hard leases keep out, when the first of them ends; its eng is
+// the pool's.
 const wake = -1
 
 // event is a running sequence's next milestone (its last block is full, so
@@ -96,6 +97,7 @@ type event struct {
 	at  int64
 	seq *sequence
 	req int
+	eng int // a wake's pool, in its fleet
 }
 
 // eventQueue holds the pending events in the order of before, on the
@@ -152,67 +154,134 @@ func (e event) before(o event) bool {
 	}
 }
 
+// fleet is the engines of one run on one clock: [Serve]'s pool, or the
+// pools of a [Cluster] run with ClusterConfig.Decode. Arrivals, in the
+// timestamp order or released by a finish in a closed loop, go to the pool
+// route names at their time; the pools' milestones interleave with them in
+// time, each pool's at its own progress.
+type fleet struct {
+	w     *Workload
+	pools []*pool
+	// route names the pool request r goes to, arriving at now.
+	route func(r int, now int64) (int, error)
+	// speedup divides the timestamps (1 in Serve); tokenTime is the rate
+	// the timestamps are read at, in ticks a token.
+	speedup   float64
+	tokenTime int64
+	// next is the first request of the timestamp order not yet arrived;
+	// requests that follow their session's previous one are skipped there
+	// and arrive as events, once their predecessor finished.
+	next int
+	// links are the closed loop's: which requests wait for which to
+	// finish. nil in an open loop.
+	links *links
+	// timed are the arrivals released by a finish and the pools' wakes,
+	// at their time.
+	timed    eventQueue
+	rec      *record
+	done     int // requests finished or rejected
+	progress func(done, total int)
+}
+
+// newFleet returns the fleet of w's run over pools, as cfg configures
+// them, reading the timestamps sped up by speedup at tokenTime ticks a
+// token. The pools join it with join.
+func newFleet(w *Workload, cfg *EngineConfig, tokenTime int64, speedup float64, progress func(done, total int)) *fleet {
+	f := &fleet{w: w, speedup: speedup, tokenTime: tokenTime, rec: newRecord(w, cfg), progress: progress}
+	if cfg.Loop == LoopClosed || cfg.Loop == "" && w.GroupKind == "session" {
+		f.linkSessions()
+	}
+	return f
+}
+
+// join adds p to the fleet.
+func (f *fleet) join(p *pool) {
+	p.f, p.eng = f, len(f.pools)
+	f.pools = append(f.pools, p)
+}
+
+// sent is when request r is sent by its timestamp, in ticks: its
+// Timestamp in microseconds over the speedup.
+func (f *fleet) sent(r int) int64 {
+	ms := f.w.Requests[r].Timestamp
+	if f.speedup == 1 {
+		return ms * 1000
+	}
+	return int64(float64(ms) * 1000 / f.speedup)
+}
+
 // nextArrival returns the next arrival of the timestamp order, as an
 // event, and whether there is one. It skips followers: their
 // predecessor's finish releases them as events.
-func (p *pool) nextArrival() (event, bool) {
-	for p.next < len(p.w.Requests) && p.links != nil && p.links.follows[p.next] {
-		p.next++
+func (f *fleet) nextArrival() (event, bool) {
+	for f.next < len(f.w.Requests) && f.links != nil && f.links.follows[f.next] {
+		f.next++
 	}
-	if p.next == len(p.w.Requests) {
+	if f.next == len(f.w.Requests) {
 		return event{}, false
 	}
-	return event{at: p.w.Requests[p.next].Timestamp * 1000, req: p.next}, true
+	return event{at: f.sent(f.next), req: f.next}, true
 }
 
-// run processes arrivals and sequence events in time order; at equal times
-// sequence events go first, so finishing sequences free their blocks. A
-// sequence's event is due when the engine's progress reaches it, at the
-// step time of the batch as it is.
-func (p *pool) run() error {
+// earliest returns the earliest milestone of the pools, in time, with its
+// progress and its pool; -1 for none. A tie goes to the first pool.
+// O(pools).
+func (f *fleet) earliest() (e event, v int64, k int) {
+	k = -1
+	for i, p := range f.pools {
+		if p.events.len() == 0 {
+			continue
+		}
+		m := p.events.min()
+		if at := p.clock.at(p.now, m.at); k < 0 || at < e.at {
+			e, v, k = m, m.at, i
+			e.at = at
+		}
+	}
+	return e, v, k
+}
+
+// run processes arrivals and the pools' events in time order; at equal
+// times sequence events go first, so finishing sequences free their
+// blocks. A sequence's event is due when its pool's progress reaches it,
+// at the step time of the batch as it is.
+func (f *fleet) run() error {
 	for {
-		a, arriving := p.nextArrival()
-		timed := p.timed.len() > 0 && (!arriving || !a.before(p.timed.min()))
+		a, arriving := f.nextArrival()
+		timed := f.timed.len() > 0 && (!arriving || !a.before(f.timed.min()))
 		if timed {
-			a, arriving = p.timed.min(), true
+			a, arriving = f.timed.min(), true
 		}
-		var e event
-		var v int64 // a milestone's progress
-		milestone := p.events.len() > 0
-		if milestone {
-			e = p.events.min()
-			v, e.at = e.at, p.clock.at(p.now, e.at)
-		}
+		e, v, k := f.earliest()
+		var p *pool
 		switch {
-		case milestone && (!arriving || !a.before(e)):
+		case k >= 0 && (!arriving || !a.before(e)):
+			p = f.pools[k]
 			p.events.pop()
 			if !e.seq.alive {
 				continue // preempted since
 			}
-		case timed:
-			e, v = p.timed.pop(), 0
-		case arriving:
-			e, v = a, 0
-			p.next++
-		default:
-			return nil
-		}
-		p.clock.advance(p.now, e.at, len(p.running))
-		p.clock.v = max(p.clock.v, v)
-		p.now = max(p.now, e.at)
-		switch {
-		case e.req == wake:
-			p.woken = false // a hard lease ended: the waiting try again
-		case e.seq == nil:
-			if p.arrived != nil {
-				p.arrived[e.req] = p.now
-			}
-			p.clock.arrive(e.req, p.now)
-			p.waiting = append(p.waiting, e.req)
-		default:
+			p.advance(e.at, v)
 			if err := p.step(e.seq); err != nil {
 				return err
 			}
+		case timed && f.timed.min().req == wake:
+			e = f.timed.pop()
+			p = f.pools[e.eng]
+			p.advance(e.at, 0)
+			p.woken = false // a hard lease ended: the waiting try again
+		case timed || arriving:
+			if timed {
+				f.timed.pop()
+			} else {
+				f.next++
+			}
+			var err error
+			if p, err = f.deliver(a); err != nil {
+				return err
+			}
+		default:
+			return nil
 		}
 		if err := p.admitWaiting(); err != nil {
 			return err
@@ -222,6 +291,49 @@ func (p *pool) run() error {
 		if p.afterStep != nil {
 			p.afterStep(p)
 		}
+	}
+}
+
+// deliver hands arrival a to the pool its route names.
+func (f *fleet) deliver(a event) (*pool, error) {
+	k, err := f.route(a.req, a.at)
+	if err != nil {
+		return nil, err
+	}
+	p := f.pools[k]
+	p.advance(a.at, 0)
+	p.arrive(a.req)
+	return p, nil
+}
+
+// finished counts request r finished for good (or rejected) at now, and
+// releases the requests that wait for it.
+func (f *fleet) finished(r int, now int64) {
+	f.done++
+	if f.progress != nil {
+		f.progress(f.done, len(f.w.Requests))
+	}
+	if f.links != nil {
+		f.releaseFollowers(r, now)
+	}
+}
+
+// advance moves p's clock to t, its progress to at least v.
+func (p *pool) advance(t, v int64) {
+	p.clock.advance(p.now, t, len(p.running))
+	p.clock.v = max(p.clock.v, v)
+	p.now = max(p.now, t)
+}
+
+// arrive takes request r into p's queue, now.
+func (p *pool) arrive(r int) {
+	if p.arrived != nil {
+		p.arrived[r] = p.now
+	}
+	p.clock.arrive(r, p.now)
+	p.waiting = append(p.waiting, r)
+	if p.queue != nil {
+		p.queue.arrive(p, r)
 	}
 }
 
@@ -276,6 +388,9 @@ func (p *pool) prefilled(s *sequence) error {
 	}
 	c.prefDone -= int64(req.InputTokens)
 	c.firstToken(s.req, p.now)
+	if p.queue != nil {
+		p.queue.started(s.req)
+	}
 	s.decoding, s.vAt = true, c.v
 	c.addDecoder(s)
 	if s.outLeft == 0 {
@@ -331,8 +446,8 @@ func (p *pool) addBlock(s *sequence) error {
 			continue
 		}
 		p.truncated++ // alone, and the pool cannot hold it
-		if p.clock.cut != nil {
-			p.clock.cut[s.req] = true
+		if rec := p.clock.rec; rec.cut != nil {
+			rec.cut[s.req] = true
 		}
 		p.finish(s)
 	}
@@ -341,7 +456,7 @@ func (p *pool) addBlock(s *sequence) error {
 
 func (p *pool) finish(s *sequence) {
 	if s.outLeft == 0 {
-		p.clock.outTokens += int64(p.w.Requests[s.req].OutputTokens)
+		p.clock.rec.outTokens += int64(p.w.Requests[s.req].OutputTokens)
 	}
 	p.drop(s)
 	p.paused = false
@@ -352,12 +467,11 @@ func (p *pool) finish(s *sequence) {
 // finishes after its recomputation) or rejected, and releases the
 // requests that wait for it.
 func (p *pool) finishRequest(r int) {
-	p.done++
 	p.clock.done(r, p.now)
-	p.cfg.progress(p.done, len(p.w.Requests))
-	if p.links != nil {
-		p.releaseFollowers(r)
+	if p.queue != nil {
+		p.queue.started(r) // a rejected request starts nothing
 	}
+	p.f.finished(r, p.now)
 }
 
 // preempt stops s and queues its request first, to be recomputed.

@@ -85,13 +85,12 @@ func FuzzPool(f *testing.F) {
 			// In time, under caps the bytes choose: the accounting holds,
 			// the cap is kept, and Little's law (checkReport).
 			batch, budget := 1+int(data[0]%4), 1+int(data[len(data)-1])*8
-			srv, err := Serve(w, s, ServeConfig{Config: cfg, Cost: clockCost(t, w.BlockTokens), MaxBatch: batch, TokenBudget: budget,
-				afterStep: func(p *pool) {
-					checkPool(t, p)
-					if len(p.running) > batch {
-						t.Fatalf("%d running, max batch %d", len(p.running), batch)
-					}
-				}})
+			srv, err := Serve(w, s, ServeConfig{Config: cfg, afterStep: func(p *pool) {
+				checkPool(t, p)
+				if len(p.running) > batch {
+					t.Fatalf("%d running, max batch %d", len(p.running), batch)
+				}
+			}, EngineConfig: EngineConfig{Cost: clockCost(t, w.BlockTokens), MaxBatch: batch, TokenBudget: budget}})
 			if err != nil {
 				t.Fatalf("serve %s in time: %v", s, err)
 			}

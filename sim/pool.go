@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/prefix"
 )
 
 // blockState is where a physical block is.
@@ -85,9 +87,7 @@ func (o *owner) held(dst []int) []int {
 type pool struct {
 	w         *Workload
 	capacity  int
-	tokenTime int64 // ticks per token
 	ev        Evictor
-	cfg       *ServeConfig
 	afterStep func(*pool)
 
 	// blocks grows on demand up to capacity, so that memory follows the
@@ -103,19 +103,18 @@ type pool struct {
 	running []*sequence // admission order
 	waiting []int       // request indices, first come first served
 	// events are the running sequences' milestones, at the engine's
-	// progress (engineClock.v); timed the arrivals released by a finish and
-	// the wakes, at their time.
+	// progress (engineClock.v).
 	events eventQueue
-	timed  eventQueue
 	clock  *engineClock
 	now    int64
-	// next is the first request of the timestamp order not yet arrived;
-	// requests that follow their session's previous one are skipped there
-	// and arrive as events, once their predecessor finished.
-	next int
-	// links are the closed loop's: which requests wait for which to
-	// finish. nil in an open loop.
-	links    *links
+	// f is the fleet the pool runs in, eng its index there.
+	f   *fleet
+	eng int
+	// queue, in a cluster's pool, estimates the wait the ttft router reads
+	// (Engine.Wait); onEvent takes the KV events the pool emits, nil
+	// without a cluster.
+	queue    *prefillQueue
+	onEvent  func(prefix.Event)
 	nextID   uint64
 	admitted []bool // first admission done
 	// lastOfGroup is each session's latest request admitted, when groups
@@ -125,7 +124,6 @@ type pool struct {
 	// so that a preempted request is not readmitted into the same shortage
 	// and the oldest running sequence always makes progress.
 	paused bool
-	done   int // requests finished or rejected
 	// arrived is each request's arrival tick, the clock of its hints; nil
 	// when no request carries hints.
 	arrived []int64
@@ -160,35 +158,36 @@ type reusedOwner struct {
 	o  *owner
 }
 
-func newPool(w *Workload, cfg ServeConfig, ev Evictor) *pool {
-	tt := cfg.TokenTime
-	if tt == 0 {
-		tt = DefaultTokenTime
-	}
+// newPool returns a pool of cfg.Capacity blocks evicting with ev, which
+// joins fleet f; ceil is w's ceiling, shared by the pools of a run.
+func newPool(f *fleet, cfg ServeConfig, ev Evictor, ceil *ceiling) *pool {
+	w := f.w
 	p := &pool{
 		w:           w,
 		capacity:    cfg.Capacity,
-		tokenTime:   max(int64(tt/time.Microsecond), 1),
 		ev:          ev,
-		cfg:         &cfg,
 		afterStep:   cfg.afterStep,
 		byHash:      make(map[uint64]int),
 		owners:      make(map[uint64]*owner),
 		admitted:    make([]bool, len(w.Requests)),
 		lastOfGroup: make(map[uint64]int),
-		tally:       newTally(w, computeCeiling(w)),
+		tally:       newTally(w, ceil),
 		accessed:    make(map[uint64]bool),
 		found:       make(map[uint64]bool),
 	}
-	p.clock = newEngineClock(w, &cfg, p.tokenTime)
+	p.clock = newEngineClock(&cfg.EngineConfig, f.tokenTime, f.rec)
 	p.state.lookup = p.lookupCached
 	if w.hinted() {
 		p.arrived, p.hardOwners, p.renewing = make([]int64, len(w.Requests)), make(map[uint64]bool), make(map[uint64]bool)
 	}
-	if cfg.Loop == LoopClosed || cfg.Loop == "" && w.GroupKind == "session" {
-		p.linkSessions()
-	}
+	f.join(p)
 	return p
+}
+
+// tokenTicks is cfg's step time without a clock, in ticks: the rate the
+// closed loop reads the timestamps at.
+func tokenTicks(cfg *ServeConfig) int64 {
+	return max(int64(cmp.Or(cfg.TokenTime, DefaultTokenTime)/time.Microsecond), 1)
 }
 
 // lookupCached returns the cached block holding hash, if any.
@@ -359,6 +358,9 @@ func (p *pool) release(b int) {
 	}
 	if blk.hashed && p.byHash[blk.hash] == b {
 		delete(p.byHash, blk.hash)
+		if p.onEvent != nil {
+			p.onEvent(prefix.Event{Kind: prefix.Removed, Hashes: []uint64{blk.hash}})
+		}
 	}
 	p.blocks[b] = poolBlock{}
 	p.free = append(p.free, b)

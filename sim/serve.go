@@ -32,7 +32,21 @@ type ServeConfig struct {
 	// given.
 	Evictor Evictor
 
-	// Cost, when set, gives the engine a clock: each step's time is
+	// EngineConfig gives the engine a clock (Cost), caps its batch and
+	// says how sessions' turns arrive.
+	EngineConfig
+
+	// afterStep, if set, is called after every event: a test hook for the
+	// pool's invariant checker.
+	afterStep func(*pool)
+}
+
+// EngineConfig is what shapes an engine in time: its cost model, its
+// batch caps, how sessions' turns arrive and the SLOs its goodput counts.
+// [ServeConfig] and [ClusterConfig] embed it; a cluster's engines each
+// take it whole.
+type EngineConfig struct {
+	// Cost, when set, gives each engine a clock: each step's time is
 	// Cost.Step of what the step computes (its prefill chunks and one token
 	// per decoding sequence, over the KV cache of every running sequence),
 	// a prefill takes steps of its own, the last of which computes the
@@ -57,10 +71,6 @@ type ServeConfig struct {
 	// output token a request must keep to count in Times.Goodput; 0 sets
 	// no bound. They need Cost.
 	SLO, TPOTSLO time.Duration
-
-	// afterStep, if set, is called after every event: a test hook for the
-	// pool's invariant checker.
-	afterStep func(*pool)
 }
 
 // Serve runs w through a paged KV pool of cfg.Capacity blocks with prefix
@@ -150,8 +160,10 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 			return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 		}
 	}
-	p := newPool(w, cfg, ev)
-	if err := p.run(); err != nil {
+	f := newFleet(w, &cfg.EngineConfig, tokenTicks(&cfg), 1, cfg.Config.progress)
+	f.route = func(int, int64) (int, error) { return 0, nil }
+	p := newPool(f, cfg, ev, computeCeiling(w))
+	if err := f.run(); err != nil {
 		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 	}
 	p.settleLeases()
@@ -159,7 +171,7 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	rep.Granularity = string(g)
 	rep.Preemptions, rep.Rejected, rep.Truncated = p.preemptions, p.rejected, p.truncated
 	if cfg.Cost != nil {
-		rep.Times = p.clock.times()
+		rep.Times = f.rec.times([]*engineClock{p.clock})
 	}
 	return rep, nil
 }
@@ -186,30 +198,39 @@ const (
 
 // checkEngine checks the fields that shape the engine in time.
 func (cfg *ServeConfig) checkEngine(w *Workload) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("sim: %w: "+format, append([]any{kvevict.ErrInvalidArgument}, args...)...)
-	}
 	switch {
 	case cfg.TokenTime < 0 || cfg.TokenTime > MaxTokenTime:
-		return bad("token time must be 0 to %v, got %v", MaxTokenTime, cfg.TokenTime)
+		return invalid("token time must be 0 to %v, got %v", MaxTokenTime, cfg.TokenTime)
 	case cfg.Cost != nil && cfg.TokenTime != 0:
-		return bad("a token time with a cost model: the cost model times each step")
+		return invalid("a token time with a cost model: the cost model times each step")
+	}
+	return cfg.EngineConfig.check(w)
+}
+
+// check checks cfg for w.
+func (cfg *EngineConfig) check(w *Workload) error {
+	switch {
 	case cfg.Cost != nil && cfg.Cost.BlockTokens() != w.BlockTokens:
-		return bad("the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
+		return invalid("the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
 	case cfg.MaxBatch < 0 || cfg.MaxBatch > MaxBatchLimit:
-		return bad("max batch must be 0 (no cap) to %d sequences, got %d", MaxBatchLimit, cfg.MaxBatch)
+		return invalid("max batch must be 0 (no cap) to %d sequences, got %d", MaxBatchLimit, cfg.MaxBatch)
 	case cfg.TokenBudget < 0 || cfg.TokenBudget > MaxTokenBudget:
-		return bad("token budget must be 0 (no cap) to %d tokens, got %d", MaxTokenBudget, cfg.TokenBudget)
+		return invalid("token budget must be 0 (no cap) to %d tokens, got %d", MaxTokenBudget, cfg.TokenBudget)
 	case cfg.SLO < 0 || cfg.TPOTSLO < 0:
-		return bad("negative SLO: TTFT %v, TPOT %v", cfg.SLO, cfg.TPOTSLO)
+		return invalid("negative SLO: TTFT %v, TPOT %v", cfg.SLO, cfg.TPOTSLO)
 	case (cfg.SLO > 0 || cfg.TPOTSLO > 0) && cfg.Cost == nil:
-		return bad("an SLO needs a cost model: without a clock there are no times to keep")
+		return invalid("an SLO needs a cost model: without a clock there are no times to keep")
 	case cfg.TokenBudget > 0 && cfg.Cost == nil:
-		return bad("a token budget needs a cost model: without a clock a prefill takes no step for it to bound")
+		return invalid("a token budget needs a cost model: without a clock a prefill takes no step for it to bound")
 	case cfg.Loop != "" && cfg.Loop != LoopOpen && cfg.Loop != LoopClosed:
-		return bad("loop must be open or closed, got %q", cfg.Loop)
+		return invalid("loop must be open or closed, got %q", cfg.Loop)
 	case cfg.Loop == LoopClosed && w.GroupKind != "session":
-		return bad("a closed loop needs sessions, and workload %q groups requests by %s", w.Name, w.GroupKind)
+		return invalid("a closed loop needs sessions, and workload %q groups requests by %s", w.Name, w.GroupKind)
 	}
 	return nil
+}
+
+// invalid is an error matching kvevict.ErrInvalidArgument.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("sim: %w: "+format, append([]any{kvevict.ErrInvalidArgument}, args...)...)
 }

@@ -133,7 +133,7 @@ func checkSequenceEvictor(t *testing.T, p *pool, e *SequenceEvictor) {
 // neither waiting nor running since.
 func checkClosedLoop(t *testing.T, p *pool) {
 	t.Helper()
-	if p.links == nil {
+	if p.f.links == nil {
 		return
 	}
 	inFlight := map[int]bool{}
@@ -143,9 +143,9 @@ func checkClosedLoop(t *testing.T, p *pool) {
 	for _, s := range p.running {
 		inFlight[s.req] = true
 	}
-	for prev, e := range p.links.head {
-		for ; e >= 0; e = p.links.next[e] {
-			if f := p.links.to[e]; inFlight[f] && (!p.admitted[prev] || inFlight[prev]) {
+	for prev, e := range p.f.links.head {
+		for ; e >= 0; e = p.f.links.next[e] {
+			if f := p.f.links.to[e]; inFlight[f] && (!p.admitted[prev] || inFlight[prev]) {
 				t.Fatalf("request %d arrived before request %d it waits for finished", f, prev)
 			}
 		}
@@ -257,8 +257,8 @@ func TestServePreemption(t *testing.T) {
 	if rep.Preemptions != 1 || rep.Truncated != 0 || rep.Rejected != 0 {
 		t.Errorf("preemptions/truncated/rejected = %d/%d/%d, want 1/0/0", rep.Preemptions, rep.Truncated, rep.Rejected)
 	}
-	if last.done != 2 || last.used != 0 || len(last.running) != 0 {
-		t.Errorf("at the end: %d done, %d in use, %d running", last.done, last.used, len(last.running))
+	if last.f.done != 2 || last.used != 0 || len(last.running) != 0 {
+		t.Errorf("at the end: %d done, %d in use, %d running", last.f.done, last.used, len(last.running))
 	}
 	// The first sequence filled the pool, evicting the preempted one's
 	// cached prompt, so that prompt (2 tokens) was computed twice; then the

@@ -56,7 +56,7 @@ func FuzzTraceRuns(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ccfg := ClusterConfig{Config: cfg, Engines: 2, Cost: cost, Below: below}
+		ccfg := ClusterConfig{Config: cfg, Engines: 2, EngineConfig: EngineConfig{Cost: cost}, Below: below}
 		if _, err := Cluster(w, kvevict.Auto, r, ccfg); err != nil {
 			t.Fatalf("cluster: %v", err)
 		}

@@ -91,7 +91,7 @@ const (
 	rankTTFT    = "ttft"    // lowest TTFT p99 first
 	rankHit     = "hit"     // highest hit ratio first
 	rankPrefill = "prefill" // compare -tier: least modelled prefill seconds first
-	rankGoodput = "goodput" // compare -mode serve in time: highest goodput first
+	rankGoodput = "goodput" // compare -mode serve in time, cluster: highest goodput first
 )
 
 // clusterOptions are cluster's parsed flags.
@@ -107,19 +107,24 @@ type clusterOptions struct {
 	tiers       tierOptions // -tier, -write, -inclusive, -exclusive, -link: as compare reads them
 	speedup     float64
 	slo         time.Duration
-	baseline    clusterRun // its router and strategy
-	rank        string
-	format      string
-	plot        string
-	wide        bool
-	notes       []string // what stderr says before the run: old flag names used
+	// decode makes each engine serve mode's pool in time, shaped by
+	// engine (-max-batch, -token-budget, -loop, -tpot-slo); engine.gpu
+	// times the engines with or without it.
+	decode   bool
+	engine   engineOptions
+	baseline clusterRun // its router and strategy
+	rank     string
+	format   string
+	plot     string
+	wide     bool
+	notes    []string // what stderr says before the run: old flag names used
 	// hints are -hints' sources, and hinted the workload as each gives
 	// it; both nil without -hints.
 	hints  []sim.HintSource
 	hinted []*sim.Workload
 }
 
-const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-tier MEDIUM:BLOCKS:STRATEGY ... [-write W] [-inclusive|-exclusive] [-link L]] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit] [-hints LIST] [-format table|csv|json] [-wide] [-plot FILE]"
+const clusterUsage = "kvevict cluster [-trace FILE | -workload NAME [-requests N] [-seed S]] [-engines LIST] [-capacity LIST] [-strategies LIST] [-routers LIST] [-guess F] [-load-weight LIST] [-model NAME] [-tier MEDIUM:BLOCKS:STRATEGY ... [-write W] [-inclusive|-exclusive] [-link L]] [-gpu NAME] [-decode [-max-batch N] [-token-budget N] [-loop open|closed] [-tpot-slo DURATION]] [-speedup F] [-slo DURATION] [-baseline ROUTER/STRATEGY] [-rank ttft|hit|goodput] [-hints LIST] [-format table|csv|json] [-wide] [-plot FILE]"
 
 // clusterHelp explains cluster's output; -h prints it after the flags.
 const clusterHelp = `
@@ -204,10 +209,17 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	var inclusive bool
 	tierFlags(fs, &o.tiers, &write, &inclusive, false)
 	costFlags(fs, &o.tiers, &model, "the model whose prefill FLOPs and KV bytes price the times")
+	var gpu, loop string
+	fs.StringVar(&gpu, "gpu", "h100", "the GPU whose peak FLOPs (and with -decode memory bandwidth) time the engines: "+strings.Join(tier.GPUNames(), ", "))
+	fs.BoolVar(&o.decode, "decode", false, "each engine is serve mode's pool in time: it batches, prefills in chunks, decodes each request's output and preempts (docs/cluster.md); without it an engine prefills one request at a time, whole")
+	fs.IntVar(&o.engine.maxBatch, "max-batch", 0, "-decode: most sequences an engine runs at once (vLLM's max_num_seqs); 0: vLLM's default for -gpu")
+	fs.IntVar(&o.engine.tokenBudget, "token-budget", 0, "-decode: most tokens one step of an engine computes (vLLM's max_num_batched_tokens); 0: vLLM's default for -gpu")
+	fs.StringVar(&loop, "loop", "", "-decode: open (every request at its timestamp) or closed (a session's turn after its previous one's finish plus its pause); default closed where the requests are sessions")
+	fs.DurationVar(&o.engine.tpotSLO, "tpot-slo", 0, "-decode: the time per output token a request must keep to count in goodput; 0: no bound")
 	fs.Float64Var(&o.speedup, "speedup", 1, "divide every arrival time by `F`, to study the cluster under more load")
 	fs.DurationVar(&o.slo, "slo", defaultSLO, "the TTFT target the in slo column counts requests within")
 	fs.StringVar(&baseline, "baseline", defaultBaseline, "the `ROUTER/STRATEGY` each row is set against (run if -routers or -strategies leave it out)")
-	fs.StringVar(&o.rank, "rank", rankTTFT, "what names a block's best row: ttft (lowest TTFT p99) or hit (highest hit ratio)")
+	fs.StringVar(&o.rank, "rank", rankTTFT, "what names a block's best row: ttft (lowest TTFT p99), hit (highest hit ratio) or goodput (the highest share of requests within -slo and -tpot-slo)")
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: add the columns -h lists under -wide")
 	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against engines to `file`.svg or .png")
@@ -251,8 +263,19 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 		return nil, usagef("-speedup must be above 0 and at most %g, got %v", float64(maxSpeedup), o.speedup)
 	case o.slo <= 0:
 		return nil, usagef("-slo must be a positive duration such as 2s or 500ms, got %v", o.slo)
-	case o.rank != rankTTFT && o.rank != rankHit:
-		return nil, usagef("-rank must be ttft or hit, got %q", o.rank)
+	case o.rank != rankTTFT && o.rank != rankHit && o.rank != rankGoodput:
+		return nil, usagef("-rank must be ttft, hit or goodput, got %q", o.rank)
+	}
+	if !o.decode {
+		for _, name := range []string{"max-batch", "token-budget", "loop", "tpot-slo"} {
+			if set[name] {
+				return nil, usagef("-%s shapes engines that decode: add -decode", name)
+			}
+		}
+	}
+	o.engine.clock, o.engine.slo = true, o.slo // a cluster runs in time
+	if err := o.engine.check(set, gpu, loop); err != nil {
+		return nil, err
 	}
 	if err := checkPlotPath(o.plot); err != nil {
 		return nil, err
@@ -276,6 +299,9 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	}
 	if err := o.tiers.check(set, write, inclusive, o.capacities); err != nil {
 		return nil, err
+	}
+	if o.decode && len(o.tiers.specs) > 0 {
+		return nil, usagef("-decode makes each engine serve mode's pool, which has no tiers below it: drop -tier or -decode")
 	}
 	if o.tiers.write == tier.WriteVLLM {
 		return nil, usagef("-write vllm replays vLLM's own GPU pool, and a cluster's engines are prefix trees: use through, selective=N or back")
@@ -545,7 +571,7 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 // finds it. Ctrl-C stops the command with nothing written: a cluster's
 // rows make sense beside their bound and their peers.
 func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers int, interrupt <-chan os.Signal) ([]clusterRow, error) {
-	cost, err := tier.NewCost(o.model, w.BlockTokens, tier.DefaultCompute(), o.tiers.links)
+	cost, err := tier.NewCost(o.model, w.BlockTokens, o.engine.gpu.Compute(), o.tiers.links)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -563,7 +589,12 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 			return clusterRow{}, err
 		}
 		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines,
-			Cost: cost, Speedup: o.speedup, SLO: o.slo, Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}
+			EngineConfig: sim.EngineConfig{Cost: cost, SLO: o.slo}, Speedup: o.speedup, Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}
+		if o.decode {
+			e := &o.engine
+			cfg.Decode = true
+			cfg.MaxBatch, cfg.TokenBudget, cfg.Loop, cfg.TPOTSLO = e.maxBatch, e.tokenBudget, e.loop, e.tpotSLO
+		}
 		for _, s := range o.tiers.specs {
 			cfg.Below = append(cfg.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(run.capacity), Strategy: s.strategy})
 		}
@@ -635,8 +666,11 @@ func change(v, base float64) float64 {
 // for the baseline included.
 func (o *clusterOptions) best(block []clusterRow) []int {
 	key := func(r *clusterRow) float64 { return r.TTFTP99 }
-	if o.rank == rankHit {
+	switch o.rank {
+	case rankHit:
 		key = func(r *clusterRow) float64 { return -r.HitRatio }
+	case rankGoodput:
+		key = func(r *clusterRow) float64 { return -r.Goodput }
 	}
 	var out []int
 	for k := range block {
@@ -655,8 +689,22 @@ func (o *clusterOptions) best(block []clusterRow) []int {
 // the pooled bound.
 func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []clusterRow) error {
 	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks\n", w.Name, len(w.Requests), w.BlockTokens)
-	fmt.Fprintf(out, "modelled times (docs/cluster.md): %s on one H100 at 50%% MFU, arrivals sped up %gx, slo %v\n",
-		o.model.Name, o.speedup, o.slo)
+	fmt.Fprintf(out, "modelled times (docs/cluster.md): %s on one %s at 50%% MFU, arrivals sped up %gx, slo %v\n",
+		o.model.Name, strings.ToUpper(o.engine.gpu.Name), o.speedup, o.slo)
+	if e := &o.engine; o.decode {
+		loop := string(e.loop)
+		if loop == "" {
+			loop = string(sim.LoopOpen)
+			if w.GroupKind == "session" {
+				loop = string(sim.LoopClosed)
+			}
+		}
+		tpot := "none"
+		if e.tpotSLO > 0 {
+			tpot = e.tpotSLO.String()
+		}
+		fmt.Fprintf(out, "engines decode: at most %d sequences and %d tokens a step, %s loop, tpot slo %s\n", e.maxBatch, e.tokenBudget, loop, tpot)
+	}
 	if t := &o.tiers; len(t.specs) > 0 {
 		var below []string
 		for _, sp := range t.specs {
@@ -698,7 +746,14 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 	if o.wide {
 		head += "ttft p50 s\tttft p90 s\t"
 	}
-	head += "ttft p99 s\tΔp99\tin slo\tbusiest\timbalance\t"
+	head += "ttft p99 s\tΔp99\tin slo\t"
+	if o.decode {
+		head += "tpot p99 s\tgoodput\t"
+		if o.wide {
+			head += "e2e p99 s\tpreempted\t"
+		}
+	}
+	head += "busiest\timbalance\t"
 	if o.wide {
 		head += "jain\tmispredicted\t"
 	}
@@ -713,7 +768,14 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 		if o.wide {
 			line += fmt.Sprintf("%.3f\t%.3f\t", r.TTFTP50, r.TTFTP90)
 		}
-		line += fmt.Sprintf("%.3f\t%+.1f%%\t%.3f\t%.3f\t%.3f\t", r.TTFTP99, 100*r.TTFTP99Change, r.WithinSLO, r.BusiestUtilization, r.LoadImbalance)
+		line += fmt.Sprintf("%.3f\t%+.1f%%\t%.3f\t", r.TTFTP99, 100*r.TTFTP99Change, r.WithinSLO)
+		if o.decode {
+			line += fmt.Sprintf("%.4f\t%.3f\t", r.TPOTP99, r.Goodput)
+			if o.wide {
+				line += fmt.Sprintf("%.3f\t%d\t", r.E2EP99, r.Preemptions)
+			}
+		}
+		line += fmt.Sprintf("%.3f\t%.3f\t", r.BusiestUtilization, r.LoadImbalance)
 		if o.wide {
 			line += fmt.Sprintf("%.3f\t%.2f\t", r.Jain, r.MispredictedPerRequest)
 		}
@@ -754,9 +816,12 @@ func (o *clusterOptions) verdict(rs []clusterRow, n, c int) string {
 		names[i] = o.routerName(r) + " " + r.Strategy
 	}
 	b := best[0]
-	by, value, ignored := "TTFT p99", fmt.Sprintf("%.3f s", b.TTFTP99), "hit ratio, balance"
-	if o.rank == rankHit {
-		by, value, ignored = "hit ratio", fmt.Sprintf("%.4f", b.HitRatio), "time, balance"
+	by, value, ignored := "TTFT p99", o.score(b), "hit ratio, balance"
+	switch o.rank {
+	case rankHit:
+		by, ignored = "hit ratio", "time, balance"
+	case rankGoodput:
+		by, ignored = "goodput", "hit ratio, balance"
 	}
 	return fmt.Sprintf("best by %s: %s %s%s\n  vs %s: hit ratio %+.4f, prefill %+.1f%%, TTFT p99 %+.1f%%\n  not weighed: %s; pooled belady (the hit ratio bound) %.4f",
 		by, strings.Join(names, ", "), value, o.withoutHints(rs, b), o.baselineName(b),
@@ -790,11 +855,18 @@ func (o *clusterOptions) withoutHints(rs []clusterRow, best *clusterRow) string 
 		return ""
 	}
 	r := &none[o.best(none)[0]]
-	value := fmt.Sprintf("%.3f s", r.TTFTP99)
-	if o.rank == rankHit {
-		value = fmt.Sprintf("%.4f", r.HitRatio)
+	return fmt.Sprintf("; without hints: %s %s %s", o.routerName(r), r.Strategy, o.score(r))
+}
+
+// score is r's figure that -rank ranks by, as the verdict prints it.
+func (o *clusterOptions) score(r *clusterRow) string {
+	switch o.rank {
+	case rankHit:
+		return fmt.Sprintf("%.4f", r.HitRatio)
+	case rankGoodput:
+		return fmt.Sprintf("goodput %.3f", r.Goodput)
 	}
-	return fmt.Sprintf("; without hints: %s %s %s", o.routerName(r), r.Strategy, value)
+	return fmt.Sprintf("%.3f s", r.TTFTP99)
 }
 
 // newRouter returns a new router for run, as o configures it, cost

@@ -26,16 +26,34 @@ func checkEngine(o *options, set map[string]bool, gpu, model, loop string) error
 	}
 	e.clock = set["gpu"] || set["model"]
 	switch {
-	case e.maxBatch < 0 || e.maxBatch > sim.MaxBatchLimit:
-		return usagef("-max-batch must be 0 or 1 to %d sequences, got %d", sim.MaxBatchLimit, e.maxBatch)
-	case e.tokenBudget < 0 || e.tokenBudget > sim.MaxTokenBudget:
-		return usagef("-token-budget must be 0 or 1 to %d tokens, got %d", sim.MaxTokenBudget, e.tokenBudget)
 	case set["token-budget"] && !e.clock:
 		return usagef("-token-budget needs a clock (-gpu or -model): without one a prefill takes no step for it to bound")
 	case set["token-time"] && e.clock:
 		return usagef("-token-time with -gpu or -model: the cost model times every step")
 	case (set["slo"] || set["tpot-slo"]) && !e.clock:
 		return usagef("-slo and -tpot-slo bound times, which serve mode has with a clock (-gpu or -model)")
+	}
+	if err := e.check(set, gpu, loop); err != nil {
+		return err
+	}
+	if e.clock && len(o.tiers.specs) == 0 {
+		var err error
+		if o.tiers.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
+			return usagef("-model: %v", err)
+		}
+	}
+	return nil
+}
+
+// check reads the engine's flags that compare and cluster share, given
+// which were set: the caps, the SLOs, the loop and, with a clock, the GPU,
+// whose vLLM defaults set the caps not given.
+func (e *engineOptions) check(set map[string]bool, gpu, loop string) error {
+	switch {
+	case e.maxBatch < 0 || e.maxBatch > sim.MaxBatchLimit:
+		return usagef("-max-batch must be 0 or 1 to %d sequences, got %d", sim.MaxBatchLimit, e.maxBatch)
+	case e.tokenBudget < 0 || e.tokenBudget > sim.MaxTokenBudget:
+		return usagef("-token-budget must be 0 or 1 to %d tokens, got %d", sim.MaxTokenBudget, e.tokenBudget)
 	case e.slo < 0 || e.tpotSLO < 0:
 		return usagef("-slo and -tpot-slo must be 0 or more, got %v and %v", e.slo, e.tpotSLO)
 	}
@@ -51,11 +69,6 @@ func checkEngine(o *options, set map[string]bool, gpu, model, loop string) error
 	var err error
 	if e.gpu, err = tier.LookupGPU(strings.TrimSpace(gpu)); err != nil {
 		return usagef("-gpu: %v", err)
-	}
-	if len(o.tiers.specs) == 0 {
-		if o.tiers.model, err = tier.LookupModel(strings.TrimSpace(model)); err != nil {
-			return usagef("-model: %v", err)
-		}
 	}
 	batch, budget := sim.VLLMSchedulerDefaults(e.gpu)
 	if !set["max-batch"] {

@@ -53,7 +53,7 @@ func (o *options) run(w *sim.Workload, j job, progress func(done, total int)) (s
 	var err error
 	if o.mode == "serve" {
 		sc := sim.ServeConfig{Config: cfg, TokenTime: o.tokenTime, Granularity: o.granularity,
-			MaxBatch: o.engine.maxBatch, TokenBudget: o.engine.tokenBudget, Loop: o.engine.loop}
+			EngineConfig: sim.EngineConfig{MaxBatch: o.engine.maxBatch, TokenBudget: o.engine.tokenBudget, Loop: o.engine.loop}}
 		if o.engine.cost != nil {
 			sc.TokenTime, sc.Cost, sc.SLO, sc.TPOTSLO = 0, o.engine.cost, o.engine.slo, o.engine.tpotSLO
 		}
