@@ -2,7 +2,9 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -203,5 +205,76 @@ func TestClusterDecodeRefuses(t *testing.T) {
 	}
 	if _, err := Cluster(w, kvevict.LRU, NewRoundRobin(), good); err != nil {
 		t.Errorf("the good configuration: %v", err)
+	}
+}
+
+// TestClusterTodaysConfiguration checks that the engine model holds the
+// cluster's prefill-only figures as one configuration: engines that decode
+// with one request at a time, a token budget of the longest prompt, the
+// open loop and prompts that ask for no output give the hit ratio and the
+// TTFT percentiles of engines that prefill one request at a time, to 4
+// decimals, on the conversation trace at the loads docs/cluster.md
+// reports, under the routers that do not read when an engine computed a
+// block. Those that do (direct, reading the prefix an engine holds, and
+// ttft, its queue) differ: a prefix tree takes a request's blocks when it
+// is routed, a pool when it is admitted. docs/cluster.md gives their
+// figures, which this test logs.
+func TestClusterTodaysConfiguration(t *testing.T) {
+	skipUnderRace(t)
+	w := loadConversation(t)
+	quiet := *w
+	quiet.Requests = slices.Clone(w.Requests)
+	longest := 0
+	for i := range quiet.Requests {
+		quiet.Requests[i].OutputTokens = 0
+		longest = max(longest, quiet.Requests[i].InputTokens)
+	}
+	roofline := clockCost(t, w.BlockTokens)
+	flops := roofline.Compute()
+	flops.MemoryBandwidth = 0 // the prefill-only engines price FLOPs alone
+	cost, err := tier.NewCost(roofline.Model(), w.BlockTokens, flops, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := 0 // the mirror's, set before each run
+	routers := map[string]func() Router{
+		"round-robin":  NewRoundRobin,
+		"least-loaded": NewLeastLoaded,
+		"approx":       func() Router { r, _ := NewApproxRouter(1, 0.5); return r },
+		"direct":       func() Router { r, _ := NewDirectRouter(0.5); return r },
+		"ttft":         func() Router { r, _ := NewTTFTRouter(newExactMirror(engines), cost); return r },
+	}
+	exact := map[string]bool{"round-robin": true, "least-loaded": true, "approx": true}
+	for _, load := range []struct {
+		engines int
+		speedup float64
+	}{{4, 1.7}, {8, 3.2}} {
+		engines = load.engines
+		for _, name := range []string{"round-robin", "least-loaded", "approx", "direct", "ttft"} {
+			tree := ClusterConfig{Config: Config{Capacity: 2500}, Engines: load.engines, Speedup: load.speedup,
+				EngineConfig: EngineConfig{Cost: cost, SLO: 2e9}}
+			pool := tree
+			pool.Decode = true
+			pool.MaxBatch, pool.TokenBudget, pool.Loop = 1, longest, LoopOpen
+			a, err := Cluster(&quiet, kvevict.LRU, routers[name](), tree)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Cluster(&quiet, kvevict.LRU, routers[name](), pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLittle(t, name, &a.Times)
+			checkLittle(t, name, &b.Times)
+			t.Logf("%d engines at %gx, %s: prefill only: hit %.4f TTFT p50 %.4f p90 %.4f p99 %.4f; decoding engines: %.4f %.4f %.4f %.4f",
+				load.engines, load.speedup, name, a.HitRatio, a.TTFTP50, a.TTFTP90, a.TTFTP99, b.HitRatio, b.TTFTP50, b.TTFTP90, b.TTFTP99)
+			// Within 0.0001: the pool's clock counts whole microseconds, and
+			// a prompt found whole computes its last token.
+			near := func(x, y float64) bool { return math.Abs(x-y) < 1e-4 }
+			if exact[name] && !(near(a.HitRatio, b.HitRatio) && near(a.TTFTP50, b.TTFTP50) && near(a.TTFTP90, b.TTFTP90) && near(a.TTFTP99, b.TTFTP99)) {
+				t.Errorf("%d engines, %s: the prefill-only configuration of the engine model differs from the prefill-only engines: TTFT p50 %+.6f p90 %+.6f p99 %+.6f s, hit ratio %+.6f",
+					load.engines, name, b.TTFTP50-a.TTFTP50, b.TTFTP90-a.TTFTP90, b.TTFTP99-a.TTFTP99, b.HitRatio-a.HitRatio)
+			}
+		}
 	}
 }

@@ -29,14 +29,16 @@ type engineClock struct {
 	maxBatch    int
 	tokenBudget int
 
-	v         int64   // progress at now
+	v         int64   // progress at now, whole units
+	frac      float64 // and its fraction of a unit, from 0 to 1
 	stepTicks float64 // the current step's time, in ticks
 
 	// The batch: the decoding sequences, their tokens when their vAt was
 	// set and the sum of those vAt; the prefilling sequences' tokens
 	// computed, and their chunks in flight.
 	decoders              int
-	decTokens, decVAt     int64
+	decTokens             int64
+	decVAt                float64 // a sum of progress: as an int64 it could overflow
 	prefDone, chunkTokens int64
 	chunkFLOPs            float64
 
@@ -76,31 +78,45 @@ func newRecord(w *Workload, cfg *EngineConfig) *record {
 }
 
 func newEngineClock(cfg *EngineConfig, tokenTime int64, rec *record) *engineClock {
-	return &engineClock{cost: cfg.Cost, unit: tokenTime, maxBatch: cfg.MaxBatch, tokenBudget: cfg.TokenBudget,
+	c := &engineClock{cost: cfg.Cost, unit: tokenTime, maxBatch: cfg.MaxBatch, tokenBudget: cfg.TokenBudget,
 		stepTicks: float64(tokenTime), rec: rec}
+	if c.cost != nil {
+		c.unit = clockedUnit
+	}
+	return c
 }
+
+// clockedUnit is the progress of a step with a cost model: fine enough
+// that a sequence's milestone, kept in whole units, comes within a tick of
+// its time for steps up to seconds long.
+const clockedUnit = 1 << 20
 
 // at returns when progress v comes, from now: v is at least c.v. With the
 // step time a whole unit, as without a clock, exactly now + v - c.v.
 func (c *engineClock) at(now, v int64) int64 {
 	d := v - c.v
-	if c.stepTicks == float64(c.unit) {
+	if c.stepTicks == float64(c.unit) && c.frac == 0 {
 		return now + d
 	}
-	return now + int64(math.Ceil(float64(d)*c.stepTicks/float64(c.unit)))
+	return now + int64(math.Round((float64(d)-c.frac)*c.stepTicks/float64(c.unit)))
 }
 
 // advance moves the clock from now to t, with running sequences running,
-// and counts the time in the integrals.
+// and counts the time in the integrals. The progress's fraction is
+// carried, not dropped: a long step, of many ticks a unit of progress,
+// interrupted by many arrivals would otherwise lose a unit at each.
 func (c *engineClock) advance(now, t int64, running int) {
 	if t <= now {
 		return
 	}
 	dt := t - now
-	if c.stepTicks == float64(c.unit) {
+	if c.stepTicks == float64(c.unit) && c.frac == 0 {
 		c.v += dt
 	} else {
-		c.v += int64(float64(dt) * float64(c.unit) / c.stepTicks)
+		x := float64(dt)*float64(c.unit)/c.stepTicks + c.frac
+		n := math.Floor(x)
+		c.v += int64(n)
+		c.frac = x - n
 	}
 	c.areaIn += float64(c.inSystem) * float64(dt)
 	c.areaRun += float64(running) * float64(dt)
@@ -112,7 +128,7 @@ func (c *engineClock) advance(now, t int64, running int) {
 // decodingTokens is the decoding sequences' tokens at progress c.v: each
 // has made a token a step since its vAt.
 func (c *engineClock) decodingTokens() int64 {
-	return c.decTokens + (int64(c.decoders)*c.v-c.decVAt)/c.unit
+	return c.decTokens + int64((float64(c.decoders)*float64(c.v)-c.decVAt)/float64(c.unit))
 }
 
 // retime sets the step time from the batch as it is: without a cost model
@@ -146,13 +162,13 @@ func (c *engineClock) budgetLeft() int {
 func (c *engineClock) addDecoder(s *sequence) {
 	c.decoders++
 	c.decTokens += int64(s.tokens)
-	c.decVAt += s.vAt
+	c.decVAt += float64(s.vAt)
 }
 
 func (c *engineClock) dropDecoder(s *sequence) {
 	c.decoders--
 	c.decTokens -= int64(s.tokens)
-	c.decVAt -= s.vAt
+	c.decVAt -= float64(s.vAt)
 }
 
 // beginChunk starts s's next prefill chunk: as much of its prompt left as

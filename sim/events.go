@@ -321,7 +321,9 @@ func (f *fleet) finished(r int, now int64) {
 // advance moves p's clock to t, its progress to at least v.
 func (p *pool) advance(t, v int64) {
 	p.clock.advance(p.now, t, len(p.running))
-	p.clock.v = max(p.clock.v, v)
+	if v > p.clock.v || v == p.clock.v && p.clock.frac > 0 {
+		p.clock.v, p.clock.frac = v, 0 // a milestone comes at its progress
+	}
 	p.now = max(p.now, t)
 }
 

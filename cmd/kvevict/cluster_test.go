@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -209,6 +210,15 @@ func TestClusterFlags(t *testing.T) {
 		{"-plot", "x.pdf"},
 		{"-trace", excerpt, "-requests", "10"},
 		{"-trace", excerpt, "-workload", "chat"},
+		{"-max-batch", "8"},
+		{"-token-budget", "512"},
+		{"-loop", "open"},
+		{"-tpot-slo", "50ms"},
+		{"-decode", "-max-batch", "-1"},
+		{"-decode", "-loop", "half"},
+		{"-decode", "-tpot-slo", "-1s"},
+		{"-decode", "-tier", "cpu:4x:lru"},
+		{"-gpu", "tpu"},
 		{"extra"},
 	} {
 		code, out, errOut := runArgs(t, append([]string{"cluster"}, args...)...)
@@ -254,5 +264,44 @@ func TestClusterPlotColours(t *testing.T) {
 	}
 	if len(colours) != len(palette) || len(palette) < series {
 		t.Errorf("the palette holds %d distinct colours of %d, for %d series", len(colours), len(palette), series)
+	}
+}
+
+// TestClusterDecodeIsServe checks the one engine model from the command
+// line, as issue 48 words it: a cluster of one engine that decodes, behind
+// round robin, and compare's serve mode at block granularity on the same
+// GPU, model and caps give the same hit ratio, TTFT p99 and TPOT p99.
+func TestClusterDecodeIsServe(t *testing.T) {
+	caps := []string{"-capacity", "400", "-max-batch", "16", "-token-budget", "1024"}
+	code, out, errOut := runArgs(t, append([]string{"cluster", "-workload", "agentic", "-requests", "300", "-engines", "1",
+		"-routers", "round-robin", "-decode", "-format", "json"}, caps...)...)
+	if code != 0 {
+		t.Fatalf("cluster: exit %d: %s", code, errOut)
+	}
+	var cluster []map[string]any
+	if err := json.Unmarshal([]byte(out), &cluster); err != nil || len(cluster) != 1 {
+		t.Fatalf("cluster: %d rows, %v", len(cluster), err)
+	}
+	code, out, errOut = runArgs(t, append([]string{"compare", "-workload", "agentic", "-requests", "300", "-mode", "serve",
+		"-granularity", "block", "-strategies", "lru", "-gpu", "h100", "-format", "json"}, caps...)...)
+	if code != 0 {
+		t.Fatalf("compare: exit %d: %s", code, errOut)
+	}
+	var serve []map[string]any
+	if err := json.Unmarshal([]byte(out), &serve); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(serve, func(r map[string]any) bool { return r["strategy"] == "lru" })
+	if i < 0 {
+		t.Fatalf("compare has no lru row: %v", serve)
+	}
+	for _, f := range []string{"hit_ratio", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "mean_in_system"} {
+		c, s := cluster[0][f], serve[i][f]
+		if c == nil || c != s {
+			t.Errorf("%s: cluster %v, compare -mode serve %v", f, c, s)
+		}
+	}
+	if p, ok := cluster[0]["preemptions"].(float64); !ok || p == 0 {
+		t.Errorf("preemptions %v: the pool is too large to test the model under pressure", cluster[0]["preemptions"])
 	}
 }
