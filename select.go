@@ -131,9 +131,11 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 		// The common case, a plain candidate skipped under the bound, in
 		// a loop of its own: the state the rare cases below need is saved
 		// when it ends, not at every candidate.
+		plain := true // evictable, without hints: key is its key
 		for {
 			order = order.see(c.ID)
 			if !c.evictable() || c.hinted() {
+				plain = false
 				break
 			}
 			// keyOf's dispatch, written out so that the simple keys and the
@@ -176,7 +178,11 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 			}
 			c = &cands[i]
 		}
-		if !c.evictable() {
+		if !plain {
+			if c.evictable() {
+				hinted = true // the pass goes on to validate every candidate
+				continue
+			}
 			if !valid(c) {
 				return nil, invalidField(c, i)
 			}
@@ -184,10 +190,6 @@ func (s *selector) greedy(cands []Candidate, required int, kp *keyParams) ([]ent
 				kp.auto.see(c) // Auto learns of every candidate that holds blocks
 			}
 			hinted = hinted || c.hinted() // for checkHints
-			continue
-		}
-		if c.hinted() {
-			hinted = true // the pass goes on to validate every candidate
 			continue
 		}
 		if !valid(c) {
