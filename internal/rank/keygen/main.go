@@ -78,19 +78,29 @@ const (
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("keygen: ")
-	root, err := moduleRoot()
-	if err != nil {
+	if err := write(); err != nil {
 		log.Fatal(err)
 	}
-	files, err := generate(root)
-	if err != nil {
-		log.Fatal(err)
-	}
+}
+
+// write writes every file keygen writes.
+func write() error {
+	root, files, err := generated()
 	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(root, name), src, 0o644); err != nil {
-			log.Fatal(err)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(root, name), src, 0o644)
 		}
 	}
+	return err
+}
+
+// generated returns the module's root and what keygen writes there, by
+// file name from the root.
+func generated() (root string, files map[string][]byte, err error) {
+	if root, err = moduleRoot(); err == nil {
+		files, err = generate(root)
+	}
+	return root, files, err
 }
 
 // moduleRoot returns the nearest directory at or above the working one

@@ -10,21 +10,13 @@ import (
 // TestGeneratedIsCurrent fails while a file keygen writes differs from
 // what it would write now: run go generate from the module's root.
 func TestGeneratedIsCurrent(t *testing.T) {
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := generate(root)
+	root, files, err := generated()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range files {
-		got, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s is stale: run go generate ./... from the module's root", name)
+		if got, err := os.ReadFile(filepath.Join(root, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is stale (%v): run go generate ./... from the module's root", name, err)
 		}
 	}
 }
