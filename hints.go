@@ -109,7 +109,12 @@ func apartEntry(kp *keyParams, c *Candidate, r int64, slot int32) entry {
 func (c *Candidate) rankHint() *rank.Hint { return (*rank.Hint)(&c.Hints) }
 
 // hinted reports whether c carries any hint.
-func (c *Candidate) hinted() bool { return c.Hints != Hints{} }
+func (c *Candidate) hinted() bool {
+	// Written out: the struct's comparison loads each field's zero from
+	// memory, and every candidate of a selection pays for it.
+	h := &c.Hints
+	return h.LeaseUntil|h.RetainUntil != 0 || h.Retention != 0 || h.HardLease || h.Released
+}
 
 // checkHints reports hints no class can hold: rank.CheckHint.
 func checkHints(h *Hints) error { return rank.CheckHint((*rank.Hint)(h)) }

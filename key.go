@@ -1,5 +1,7 @@
 package kvevict
 
+//go:generate go run ./internal/rank/keygen
+
 import (
 	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
@@ -7,8 +9,9 @@ import (
 
 // keyParams are a key strategy's parameters and the current call's tick,
 // by which a Policy and an Index rank candidates. The keys themselves are
-// package rank's, which package prefix's tree ranks its blocks by too; the
-// functions below hand them a candidate's fields.
+// package rank's, which package prefix's tree ranks its blocks by too;
+// keyOf and fieldsOf (key_gen.go, which keygen writes) hand them a
+// candidate's fields.
 type keyParams struct {
 	p       rank.Params
 	kind    rank.Kind
@@ -33,16 +36,6 @@ func (kp *keyParams) begin(cands []Candidate) {
 	}
 }
 
-// keyOf returns the strategy's key for an evictable candidate: a function
-// of the candidate and the parameters, and for Auto of its history as the
-// selection began. O(1).
-func (kp *keyParams) keyOf(c *Candidate) rank.Key {
-	if kp.kind == rank.KindLRU {
-		return rank.LRUKey(c.LastAccess) // inlined: the most used strategy pays no call
-	}
-	return kp.otherKey(c)
-}
-
 // otherKey is keyOf through rank's one dispatch over the strategies, or
 // Auto's history.
 func (kp *keyParams) otherKey(c *Candidate) rank.Key {
@@ -51,20 +44,6 @@ func (kp *keyParams) otherKey(c *Candidate) rank.Key {
 	}
 	f := fieldsOf(c)
 	return kp.p.Key(&f, kp.now)
-}
-
-// fieldsOf returns what a key reads of c.
-func fieldsOf(c *Candidate) rank.Fields {
-	return rank.Fields{
-		LastAccess:        c.LastAccess,
-		CreatedAt:         c.CreatedAt,
-		AccessCount:       c.AccessCount,
-		Priority:          int8(c.Priority),
-		Blocks:            len(c.Blocks),
-		EstimatedLifetime: c.EstimatedLifetime,
-		SeqLen:            c.SeqLen,
-		MaxLen:            c.MaxLen,
-	}
 }
 
 // evictableBlocks returns the blocks of the evictable candidates of cands,

@@ -78,32 +78,6 @@ func (p *Params) Kind() Kind { return p.kind }
 // re-rank as time passes.
 func (p *Params) UsesNow() bool { return p.usesNow }
 
-// Key returns the key of a candidate with fields f at tick now, which only
-// a key that UsesNow reads. It is a pure function of f, now and p: the
-// selection, the Index and the prefix tree all rank through it. O(1).
-func (p *Params) Key(f *Fields, now int64) Key {
-	switch p.kind {
-	case KindLRU:
-		return LRUKey(f.LastAccess)
-	case KindMRU:
-		return MRUKey(f.LastAccess)
-	case KindFIFO:
-		return FIFOKey(f.CreatedAt)
-	case KindFILO:
-		return FILOKey(f.CreatedAt)
-	case KindLFU:
-		return LFUKey(f.AccessCount, f.LastAccess, p)
-	case KindSLRU:
-		return SLRUKey(f.AccessCount, f.LastAccess, p)
-	case KindQoS:
-		return QoSKey(f.Priority, f.LastAccess)
-	case KindPredictive:
-		return PredictiveKey(f.LastAccess, f.EstimatedLifetime, f.SeqLen, f.MaxLen, p)
-	default:
-		return CostKey(f.AccessCount, f.Blocks, f.LastAccess, now, p)
-	}
-}
-
 // saturatingTicks converts a tick count to int64, saturating instead of
 // overflowing.
 func saturatingTicks(t float64) int64 {
