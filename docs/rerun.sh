@@ -39,6 +39,9 @@ same() {
 "$k" cluster -trace "$trace" -engines 4 -strategies all -routers round-robin,prefix,approx -wide | same cluster_strategies.txt
 "$k" cluster -trace "$trace" -engines 4 -speedup 1.7 -load-weight 0,0.25,0.5,1,2,4,8,16,32,64,128 | same cluster_time4.txt
 "$k" cluster -trace "$trace" -engines 8 -speedup 3.2 -load-weight 0,0.25,0.5,1,2,4,8,16,32,64,128 | same cluster_time8.txt
+"$k" cluster -trace "$trace" -engines 4,8 -decode -wide | same cluster_decode.txt
+"$k" cluster -trace "$trace" -engines 4 -speedup 1.7 -decode -wide | same cluster_decode_time4.txt
+"$k" cluster -trace "$trace" -engines 8 -speedup 3.2 -decode -wide | same cluster_decode_time8.txt
 hs=none,hindsight
 for p in 0.5 0.6 0.7 0.8 0.9; do hs=$hs,hindsight:precision=$p:recall=$p:seed=1; done
 "$k" compare -trace "$trace" -mode serve -hints "$hs" -format json | python3 docs/scripts/closure.py | same hints_trace_tail.txt

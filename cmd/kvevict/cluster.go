@@ -131,16 +131,21 @@ const clusterHelp = `
 kvevict cluster replays the requests over N engines, each a pool of -capacity
 blocks (a prefix tree evicting leaves first by -strategies), in time: requests
 arrive at their timestamps over -speedup, each engine prefills them one at a
-time in arrival order (batching and chunked prefill are not modelled), a
-prefill takes what the cost model gives for the prompt tokens past its hits
-(-model on one H100 at 50% MFU; docs/tiers.md), and a request's time to first
-token (TTFT) is its wait in the queue plus its prefill. Every time is
-modelled, not measured. -tier puts tiers below each engine's pool as compare
--tier does (with -write through|selective=N|back, -inclusive or -exclusive,
--link): a hit is then a block found on any tier, and the blocks found below
-are loaded over their link before the rest is prefilled; the mirror of prefix
-and ttft takes every tier's events, the other routers see the pools only. Each
-request is routed by each router of -routers:
+time in arrival order, a prefill takes what the cost model gives for the
+prompt tokens past its hits (-model on one -gpu at 50% MFU; docs/tiers.md),
+and a request's time to first token (TTFT) is its wait in the queue plus its
+prefill. With -decode each engine is serve mode's pool in time instead
+(docs/cluster.md): it admits while blocks and -max-batch allow, prefills in
+chunks under -token-budget beside the decode of the running sequences, each
+step timed by the roofline of -model on -gpu, preempts when blocks run out
+and evicts single blocks leaf-first; sessions' turns arrive closed loop across
+the cluster (-loop). Every time is modelled, not measured. -tier puts tiers
+below each engine's pool as compare -tier does (with -write
+through|selective=N|back, -inclusive or -exclusive, -link): a hit is then a
+block found on any tier, and the blocks found below are loaded over their
+link before the rest is prefilled; the mirror of prefix and ttft takes every
+tier's events, the other routers see the pools only. Each request is routed
+by each router of -routers:
   round-robin    request r to engine r mod N
   least-loaded   the engine with the fewest of the last 64 requests
   prefix         the longest resident prefix per engine on an exact mirror,
@@ -177,18 +182,23 @@ naming the best row by -rank and its change against -baseline:
   ttft p99 s     the 99th percentile of TTFT, in seconds
   Δp99           TTFT p99 over the baseline's, as a change in percent
   in slo         share of requests whose TTFT is at most -slo
-  busiest        the most prefill time an engine spent / the run's span
+  tpot p99 s     -decode: the 99th percentile of the time per output token
+  goodput        -decode: share of requests within -slo and -tpot-slo
+  busiest        the most prefill time an engine spent / the run's span; with
+                 -decode, the most time an engine ran a sequence / the span
   imbalance      most requests an engine received / the mean
 -wide adds:
   prefill Mtok   prompt tokens the engines computed, in millions
   ttft p50 s     the median TTFT; ttft p90 s, the 90th percentile
+  e2e p99 s      -decode: the 99th percentile of arrival to last token
+  preempted      -decode: the sequences preempted, over every engine
   jain           Jain's index of the requests per engine (1: even)
   mispredicted   blocks per request a router counted on, on the engine it
                  chose, that the engine did not hold
 The verdict's pooled belady is Belady's MIN on one cache of engines x blocks
-(and every tier's blocks, with -tier),
-counting every block of a request found (not only a prefix) and free not to
-cache a block: the bound on hit ratio, which no row passes (sim.PooledBound).
+(and every tier's blocks, with -tier), counting every block of a request
+found (not only a prefix) and free not to cache a block: the bound on hit
+ratio, which no row passes (sim.PooledBound).
 -format csv and json carry every field, and every flag that shapes a row.
 `
 
