@@ -99,6 +99,7 @@ func TestPooledBoundIsABound(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						checkLittle(t, "cluster", &rep.Times)
 						if rep.HitRatio > bound {
 							t.Errorf("%s, %s, %s at %d x %d: hit ratio %v above the bound %v", name, s, router, engines, capacity, rep.HitRatio, bound)
 						}

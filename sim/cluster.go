@@ -101,6 +101,9 @@ type ClusterReport struct {
 	// decode, and it is 0.
 	WithinSLO      float64 `json:"within_slo"`
 	PrefillSeconds float64 `json:"prefill_seconds"`
+	// LoadSeconds are the loads from the tiers below (ClusterConfig.Below)
+	// in PrefillSeconds, every engine's summed: 0 without tiers.
+	LoadSeconds float64 `json:"load_seconds"`
 	// Preemptions are the pools' with Decode.
 	Preemptions int `json:"preemptions"`
 }
@@ -305,6 +308,8 @@ type cluster struct {
 	now     time.Duration
 	first   time.Duration
 	ttft    []time.Duration
+	// load is the time spent loading from the tiers below.
+	load time.Duration
 	// arrivals and finishes are each request's, in request order.
 	arrivals, finishes []time.Duration
 
@@ -415,6 +420,7 @@ func (c *cluster) serve(i int, r Router) error {
 		if m != nil {
 			load, compute, _ := price(c.cost, c.levels, req, m, c.w.BlockTokens)
 			service = load + compute
+			c.load += load
 		}
 		e.free = max(e.free, c.now) + service
 		e.busy += service
@@ -526,7 +532,7 @@ func (c *cluster) timeReport(rep *ClusterReport) {
 	for _, e := range c.engines {
 		end, busiest, busy = max(end, e.free), max(busiest, e.busy), busy+e.busy
 	}
-	rep.PrefillSeconds = busy.Seconds()
+	rep.PrefillSeconds, rep.LoadSeconds = busy.Seconds(), c.load.Seconds()
 	t := &rep.Times
 	if span := end - c.first; span > 0 {
 		t.BusiestUtilization = float64(busiest) / float64(span)

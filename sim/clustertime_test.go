@@ -67,6 +67,7 @@ func TestClusterTimeByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLittle(t, "cluster", &rep.Times)
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -93,6 +94,7 @@ func TestClusterTimeByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLittle(t, "cluster", &rep.Times)
 	// Sorted 19, 32, 38, 48.
 	if !near(rep.TTFTP50, 0.032) || !near(rep.TTFTP99, 0.048) || !near(rep.WithinSLO, 0.25) {
 		t.Errorf("speedup 2: p50 %v p99 %v within %v, want 0.032, 0.048, 0.25", rep.TTFTP50, rep.TTFTP99, rep.WithinSLO)
@@ -118,6 +120,7 @@ func TestTTFTRouterByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkLittle(t, "cluster", &rep.Times)
 	if want := []int{0, 0, 0, 1}; !equalInts(rec.engines, want) {
 		t.Errorf("engines %v, want %v", rec.engines, want)
 	}
@@ -194,6 +197,7 @@ func TestTTFTRouterConversation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkLittle(t, "cluster", &rep.Times)
 			return rep
 		}
 		if u := run(NewRoundRobin()).BusiestUtilization; u < 0.75 || u > 0.85 {
@@ -241,9 +245,10 @@ func TestClusterTiersByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.BlockHits != 2 || rep.BlockRefs != 6 || !near(rep.PrefillSeconds, 0.067) || !near(rep.TTFTP50, 0.032) {
-		t.Errorf("hits %d of %d, prefill %v s, p50 %v s; want 2 of 6, 0.067, 0.032", rep.BlockHits, rep.BlockRefs, rep.PrefillSeconds, rep.TTFTP50)
+	if rep.BlockHits != 2 || rep.BlockRefs != 6 || !near(rep.PrefillSeconds, 0.067) || !near(rep.LoadSeconds, 0.003) || !near(rep.TTFTP50, 0.032) {
+		t.Errorf("hits %d of %d, prefill %v s, load %v s, p50 %v s; want 2 of 6, 0.067, 0.003, 0.032", rep.BlockHits, rep.BlockRefs, rep.PrefillSeconds, rep.LoadSeconds, rep.TTFTP50)
 	}
+	checkLittle(t, "tiers by hand", &rep.Times)
 	if len(rep.Tiers) != 2 {
 		t.Fatalf("tiers %+v", rep.Tiers)
 	}
@@ -462,6 +467,7 @@ func TestTierRoutersOnTiers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s, %v: %v", name, write, err)
 				}
+				checkLittle(t, "cluster", &rep.Times)
 				if rep.HitRatio > bound || rep.MispredictedPerRequest != 0 {
 					t.Errorf("%s, %v: hit ratio %v (bound %v), %v mispredicted", name, write, rep.HitRatio, bound, rep.MispredictedPerRequest)
 				}
