@@ -310,6 +310,9 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	if err := o.tiers.check(set, write, inclusive, o.capacities); err != nil {
 		return nil, err
 	}
+	if o.format == "csv" && len(o.tiers.specs) > 0 {
+		return nil, usagef("-format csv has no place for each tier's counts: use -format json or the table")
+	}
 	if o.decode && len(o.tiers.specs) > 0 {
 		return nil, usagef("-decode makes each engine serve mode's pool, which has no tiers below it: drop -tier or -decode")
 	}
@@ -563,8 +566,10 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	switch {
 	case o.format == "table":
 		err = writeClusterTable(stdout, o, w, reports)
-	case o.hints == nil && o.format == "csv":
-		err = writeCSV(stdout, reports, "hints")
+	case o.format == "csv" && o.hints == nil:
+		err = writeCSV(stdout, reports, "hints", "tiers") // tiers: refused with -tier, empty without
+	case o.format == "csv":
+		err = writeCSV(stdout, reports, "tiers")
 	default:
 		err = writeRecords(stdout, o.format, reports)
 	}
