@@ -181,12 +181,14 @@ naming the best row by -rank and its change against -baseline:
                  percent
   ttft p99 s     the 99th percentile of TTFT, in seconds
   Δp99           TTFT p99 over the baseline's, as a change in percent
-  in slo         share of requests whose TTFT is at most -slo
-  tpot p99 s     -decode: the 99th percentile of the time per output token
-  goodput        -decode: share of requests within -slo and -tpot-slo
+  in slo         share of requests whose TTFT is at most -slo (-wide with
+                 -decode)
   busiest        the most prefill time an engine spent / the run's span; with
-                 -decode, the most time an engine ran a sequence / the span
-  imbalance      most requests an engine received / the mean
+                 -decode (and -wide), the most time an engine ran a sequence
+  goodput        -decode: share of requests within -slo and -tpot-slo
+  tpot p99 s     -decode: the 99th percentile of the time per output token
+  imbalance      most requests an engine received / the mean (-wide with
+                 -decode)
 -wide adds:
   prefill Mtok   prompt tokens the engines computed, in millions
   ttft p50 s     the median TTFT; ttft p90 s, the 90th percentile
@@ -761,14 +763,18 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 	if o.wide {
 		head += "ttft p50 s\tttft p90 s\t"
 	}
-	head += "ttft p99 s\tΔp99\tin slo\t"
+	head += "ttft p99 s\tΔp99\t"
 	if o.decode {
-		head += "tpot p99 s\tgoodput\t"
+		// goodput, which is in slo with a TPOT bound, and TPOT take the
+		// place of in slo, busiest and imbalance, which -wide shows: the
+		// table keeps to 100 columns.
+		head += "goodput\ttpot p99 s\t"
 		if o.wide {
-			head += "e2e p99 s\tpreempted\t"
+			head += "in slo\tbusiest\timbalance\te2e p99 s\tpreempted\t"
 		}
+	} else {
+		head += "in slo\tbusiest\timbalance\t"
 	}
-	head += "busiest\timbalance\t"
 	if o.wide {
 		head += "jain\tmispredicted\t"
 	}
@@ -783,14 +789,15 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 		if o.wide {
 			line += fmt.Sprintf("%.3f\t%.3f\t", r.TTFTP50, r.TTFTP90)
 		}
-		line += fmt.Sprintf("%.3f\t%+.1f%%\t%.3f\t", r.TTFTP99, 100*r.TTFTP99Change, r.WithinSLO)
+		line += fmt.Sprintf("%.3f\t%+.1f%%\t", r.TTFTP99, 100*r.TTFTP99Change)
 		if o.decode {
-			line += fmt.Sprintf("%.4f\t%.3f\t", r.TPOTP99, r.Goodput)
+			line += fmt.Sprintf("%.3f\t%.4f\t", r.Goodput, r.TPOTP99)
 			if o.wide {
-				line += fmt.Sprintf("%.3f\t%d\t", r.E2EP99, r.Preemptions)
+				line += fmt.Sprintf("%.3f\t%.3f\t%.3f\t%.3f\t%d\t", r.WithinSLO, r.BusiestUtilization, r.LoadImbalance, r.E2EP99, r.Preemptions)
 			}
+		} else {
+			line += fmt.Sprintf("%.3f\t%.3f\t%.3f\t", r.WithinSLO, r.BusiestUtilization, r.LoadImbalance)
 		}
-		line += fmt.Sprintf("%.3f\t%.3f\t", r.BusiestUtilization, r.LoadImbalance)
 		if o.wide {
 			line += fmt.Sprintf("%.3f\t%.2f\t", r.Jain, r.MispredictedPerRequest)
 		}

@@ -128,10 +128,12 @@ func TestClusterOutput(t *testing.T) {
 	if header, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.HasPrefix(header, "workload,router,engines,capacity_blocks,strategy,hit_ratio") {
 		t.Errorf("exit %d, CSV header %q", code, header)
 	}
-	code, out, _ = runArgs(t, "cluster", "-trace", excerpt, "-engines", "2,16", "-capacity", "300", "-strategies", "frequency_cost,lru")
-	for _, line := range strings.Split(out, "\n") {
-		if n := len([]rune(line)); code != 0 || n > 100 {
-			t.Errorf("exit %d, a line of %d columns: %q", code, n, line)
+	for _, decode := range [][]string{nil, {"-decode"}} {
+		code, out, _ = runArgs(t, append([]string{"cluster", "-trace", excerpt, "-engines", "2,16", "-capacity", "300", "-strategies", "frequency_cost,lru"}, decode...)...)
+		for _, line := range strings.Split(out, "\n") {
+			if n := len([]rune(line)); code != 0 || n > 100 {
+				t.Errorf("%v: exit %d, a line of %d columns: %q", decode, code, n, line)
+			}
 		}
 	}
 }
