@@ -64,5 +64,20 @@ func FuzzTraceRuns(f *testing.F) {
 		if _, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ccfg); err != nil && !errors.Is(err, kvevict.ErrInvalidArgument) {
 			t.Fatalf("cluster slowed down: %v", err)
 		}
+		// Engines that decode, routed on a mirror of their events: a
+		// small batch and budget, so that requests queue, chunk and are
+		// preempted.
+		m, err := NewMirrorRouter(newExactMirror(2), 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dcfg := ClusterConfig{Config: cfg, Engines: 2, Decode: true, EngineConfig: EngineConfig{Cost: cost, MaxBatch: 2, TokenBudget: 64}}
+		rep, err := Cluster(w, kvevict.LRU, m, dcfg)
+		if err != nil {
+			t.Fatalf("cluster that decodes: %v", err)
+		}
+		if rep.MispredictedPerRequest != 0 {
+			t.Fatalf("a mirror of every event mispredicted %v blocks a request", rep.MispredictedPerRequest)
+		}
 	})
 }
