@@ -558,6 +558,9 @@ func clusterCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 		return err
 	}
 	o.hinted = hinted
+	if err := o.engine.checkLoop(w); err != nil {
+		return err
+	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
 	reports, err := runCluster(o, w, stderr, runtime.GOMAXPROCS(0), interrupt)

@@ -220,6 +220,7 @@ func TestClusterFlags(t *testing.T) {
 		{"-decode", "-loop", "half"},
 		{"-decode", "-tpot-slo", "-1s"},
 		{"-decode", "-tier", "cpu:4x:lru"},
+		{"-decode", "-loop", "closed", "-workload", "tenants"},
 		{"-tier", "cpu:4x:lru", "-format", "csv"},
 		{"-gpu", "tpu"},
 		{"extra"},

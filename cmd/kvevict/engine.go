@@ -79,3 +79,12 @@ func (e *engineOptions) check(set map[string]bool, gpu, loop string) error {
 	}
 	return nil
 }
+
+// checkLoop refuses a closed loop on a workload without sessions, once the
+// workload is read.
+func (e *engineOptions) checkLoop(w *sim.Workload) error {
+	if e.loop == sim.LoopClosed && w.GroupKind != "session" {
+		return usagef("-loop closed needs sessions, and workload %s groups its requests by %s", w.Name, w.GroupKind)
+	}
+	return nil
+}

@@ -611,8 +611,8 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if w, o.hinted, err = loadHinted(o, o.hints, stdin); err != nil {
 		return err
 	}
-	if o.engine.loop == sim.LoopClosed && w.GroupKind != "session" {
-		return usagef("-loop closed needs sessions, and workload %s groups its requests by %s", w.Name, w.GroupKind)
+	if err := o.engine.checkLoop(w); err != nil {
+		return err
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
