@@ -220,13 +220,8 @@ func Cluster(w *Workload, s kvevict.Strategy, r Router, cfg ClusterConfig) (Clus
 	if r == nil {
 		return ClusterReport{}, fmt.Errorf("sim: nil router")
 	}
-	switch {
-	case cfg.Cost != nil && cfg.Cost.BlockTokens() != w.BlockTokens:
-		return ClusterReport{}, fmt.Errorf("sim: the cost model's blocks are %d tokens, the workload's %d", cfg.Cost.BlockTokens(), w.BlockTokens)
-	case !(cfg.Speedup >= 0) || math.IsInf(cfg.Speedup, 1):
+	if !(cfg.Speedup >= 0) || math.IsInf(cfg.Speedup, 1) {
 		return ClusterReport{}, fmt.Errorf("sim: %w: speedup must be a finite number above 0 (or 0 for 1), got %v", kvevict.ErrInvalidArgument, cfg.Speedup)
-	case cfg.SLO < 0:
-		return ClusterReport{}, fmt.Errorf("sim: %w: negative SLO %v", kvevict.ErrInvalidArgument, cfg.SLO)
 	}
 	if speedup := cmp.Or(cfg.Speedup, 1); speedup < 1 {
 		for i := range w.Requests {
@@ -270,18 +265,16 @@ func (c *cluster) run(r Router, cfg *ClusterConfig) error {
 	return nil
 }
 
-// checkDecode checks the fields that shape the engines with Decode, and
-// that they are unset without.
+// checkDecode checks the engines' configuration: what shapes engines that
+// decode is unset without Decode, and what Decode needs is there.
 func (cfg *ClusterConfig) checkDecode(w *Workload) error {
 	e := &cfg.EngineConfig
 	switch {
 	case !cfg.Decode && (e.MaxBatch != 0 || e.TokenBudget != 0 || e.Loop != "" || e.TPOTSLO != 0):
 		return invalid("a batch cap, a token budget, a loop and a TPOT SLO shape engines that decode: set Decode")
-	case !cfg.Decode:
-		return nil
-	case e.Cost == nil:
+	case cfg.Decode && e.Cost == nil:
 		return invalid("engines that decode run in time: set Cost")
-	case len(cfg.Below) > 0:
+	case cfg.Decode && len(cfg.Below) > 0:
 		return invalid("engines that decode are serve mode's pools, which have no tiers below")
 	}
 	return e.check(w)

@@ -261,14 +261,15 @@ func (f *fleet) run() error {
 			if !e.seq.alive {
 				continue // preempted since
 			}
-			p.advance(e.at, v)
+			p.advance(e.at)
+			p.reach(v)
 			if err := p.step(e.seq); err != nil {
 				return err
 			}
 		case timed && f.timed.min().req == wake:
 			e = f.timed.pop()
 			p = f.pools[e.eng]
-			p.advance(e.at, 0)
+			p.advance(e.at)
 			p.woken = false // a hard lease ended: the waiting try again
 		case timed || arriving:
 			if timed {
@@ -301,7 +302,7 @@ func (f *fleet) deliver(a event) (*pool, error) {
 		return nil, err
 	}
 	p := f.pools[k]
-	p.advance(a.at, 0)
+	p.advance(a.at)
 	p.arrive(a.req)
 	return p, nil
 }
@@ -318,13 +319,18 @@ func (f *fleet) finished(r int, now int64) {
 	}
 }
 
-// advance moves p's clock to t, its progress to at least v.
-func (p *pool) advance(t, v int64) {
+// advance moves p's clock to t.
+func (p *pool) advance(t int64) {
 	p.clock.advance(p.now, t, len(p.running))
-	if v > p.clock.v || v == p.clock.v && p.clock.frac > 0 {
-		p.clock.v, p.clock.frac = v, 0 // a milestone comes at its progress
-	}
 	p.now = max(p.now, t)
+}
+
+// reach sets p's progress to v, a milestone's, when the clock's rounding
+// to whole ticks left it short of v: the milestone comes at its progress.
+func (p *pool) reach(v int64) {
+	if c := p.clock; v > c.v {
+		c.v, c.frac = v, 0
+	}
 }
 
 // arrive takes request r into p's queue, now.
