@@ -76,18 +76,17 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 	if err := s.validate(cands, required); err != nil {
 		return Result{}, err
 	}
-	beginAdaptive(cands, h, src)
-	t := h.nodes()
-	victims, freed, err := txn.cover(t.victims[:0], required, src)
+	s.beginAdaptive(cands, h, src)
+	victims, freed, err := txn.cover(s.listVictims[:0], required, src)
 	*src = listSource{} // drop the view of the caller's slice
 	var res Result
 	if err == nil {
 		res = Result{Victims: slices.Clone(victims), FreedBlocks: freed}
 	}
 	clear(victims) // drop the references to the caller's blocks
-	t.victims = victims[:0]
-	if cap(t.victims) > admitShrinkAbove && cap(t.victims) > 8*len(cands) {
-		t.victims = nil
+	s.listVictims = victims[:0]
+	if cap(s.listVictims) > admitShrinkAbove && cap(s.listVictims) > 8*len(cands) {
+		s.listVictims = nil
 	}
 	return res, err
 }
@@ -95,7 +94,7 @@ func (s *selector) selectAdaptive(cands []Candidate, required int, h listHistory
 // beginAdaptive readies h to choose victims among cands, which a
 // selection validated, and src to hand them out: the pending request
 // placed, the candidates admitted and the evictable ones marked.
-func beginAdaptive(cands []Candidate, h listHistory, src *listSource) {
+func (s *selector) beginAdaptive(cands []Candidate, h listHistory, src *listSource) {
 	// A pending request that already holds blocks is resident: place it
 	// before the others are admitted, so that nothing admitted is pushed out.
 	if id, ok := h.pendingID(); ok {
@@ -107,7 +106,7 @@ func beginAdaptive(cands []Candidate, h listHistory, src *listSource) {
 		}
 	}
 	h.nodes().nextEpoch()
-	admitCandidates(h, cands)
+	s.admitCandidates(h, cands)
 	*src = listSource{h: h, cands: cands}
 }
 
@@ -172,9 +171,9 @@ func restoreChosen(h listHistory) {
 // adaptive strategy learns of the sequences a pool holds, and marks each
 // evictable candidate, resident before or admitted, as a possible victim
 // of this selection. O(n + a log a) for a admitted.
-func admitCandidates(h listHistory, cands []Candidate) {
+func (s *selector) admitCandidates(h listHistory, cands []Candidate) {
 	t := h.nodes()
-	admit := t.admit[:0]
+	admit := s.admitting[:0]
 	for i := range cands {
 		c := &cands[i]
 		if len(c.Blocks) == 0 {
@@ -197,8 +196,8 @@ func admitCandidates(h listHistory, cands []Candidate) {
 			t.mark(t.lookup(c.ID), i)
 		}
 	}
-	t.admit = admit[:0]
-	if cap(t.admit) > admitShrinkAbove && cap(t.admit) > 8*len(cands) {
-		t.admit = nil
+	s.admitting = admit[:0]
+	if cap(s.admitting) > admitShrinkAbove && cap(s.admitting) > 8*len(cands) {
+		s.admitting = nil
 	}
 }

@@ -210,7 +210,7 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 	if src.need > 0 {
 		switch {
 		case p.lists != nil:
-			beginAdaptive(view, p.lists, &p.listSrc)
+			p.sel.beginAdaptive(view, p.lists, &p.listSrc)
 			src.inner = &p.listSrc
 		default:
 			victims, err := p.sel.greedy(view, src.need, &p.params)

@@ -356,6 +356,28 @@ func (tr *tracked) wait(slot int32) {
 	tr.waiting = listSlot(tr.waiting, slot, len(tr.st), func(s int32) *bool { return &tr.st[s].waiting })
 }
 
+// listSlot appends slot to list, a list of slots whose flag is set, and
+// keeps the list within a constant factor of the n slots: released slots
+// leave stale entries behind, which a compaction drops, with the repeats
+// of a slot reused since.
+func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
+	list = append(list, slot)
+	if len(list) <= 2*n+16 {
+		return list
+	}
+	live := list[:0]
+	for _, s := range list {
+		if f := flag(s); *f {
+			*f = false // so a repeat is dropped
+			live = append(live, s)
+		}
+	}
+	for _, s := range live {
+		*flag(s) = true
+	}
+	return live
+}
+
 // markHeld notes the candidate in slot as ranked: marked if the history
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (tr *tracked) markHeld(slot int32) {

@@ -68,6 +68,10 @@ type selector struct {
 	compactAt   int     // buffer phase: the length at which buf is compacted next
 	appendBelow int     // buffer phase: offer appends in place while len(buf) is below it; 0 in the heap phase
 	heapBudget  int     // sift levels the heap phase may still spend
+
+	// The scratches of a selection over a history's lists (adaptive.go).
+	admitting   []int32  // indices of the candidates the selection admits
+	listVictims []Victim // the victims, copied into the Result
 }
 
 // maxCandidates bounds a call's candidate count so indices fit an int32.

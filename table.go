@@ -45,8 +45,6 @@ type table struct {
 	lists         [maxLists]nodeList
 	residentLists uint8 // bit l set: list l holds resident ids
 	epoch         uint32
-	admit         []int32  // scratch: indices of the candidates a selection admits
-	victims       []Victim // scratch: a selection's victims, copied into its Result
 
 	// A selection evicts its victims from the history only once their
 	// blocks are known to be distinct, so that one refused evicts nothing.
@@ -95,28 +93,6 @@ const (
 // than the scratch frees it, so that one huge call does not pin its memory
 // forever.
 const admitShrinkAbove = 1 << 16
-
-// listSlot appends slot to list, a list of slots whose flag is set, and
-// keeps the list within a constant factor of the n slots: released slots
-// leave stale entries behind, which a compaction drops, with the repeats
-// of a slot reused since.
-func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
-	list = append(list, slot)
-	if len(list) <= 2*n+16 {
-		return list
-	}
-	live := list[:0]
-	for _, s := range list {
-		if f := flag(s); *f {
-			*f = false // so a repeat is dropped
-			live = append(live, s)
-		}
-	}
-	for _, s := range live {
-		*flag(s) = true
-	}
-	return live
-}
 
 func newTable(residentLists ...uint8) table {
 	var t table
