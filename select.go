@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -252,7 +253,7 @@ func (r *ranked) rollback() {}
 // begin starts a selection of required blocks among n candidates, to be
 // offered one by one.
 func (s *selector) begin(required, n int) {
-	if cap(s.buf) > admitShrinkAbove && cap(s.buf) > 8*n {
+	if cap(s.buf) > lists.ShrinkAbove && cap(s.buf) > 8*n {
 		s.buf = nil // one huge call does not pin its buffer forever
 	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required
