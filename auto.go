@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/ghost"
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
@@ -26,10 +27,10 @@ import (
 // blocks, ends (selected for a Policy, or evicting, evict and finish for
 // an Index). UpdateAccess costs O(1).
 type auto struct {
-	table               // the resident ids
-	info   []autoInfo   // per slab node
-	ghosts ghost.Counts // the others
-	c      int          // most resident ids remembered
+	lists.Table              // the resident ids
+	info        []autoInfo   // per slab node
+	ghosts      ghost.Counts // the others
+	c           int          // most resident ids remembered
 
 	// turnover counts the blocks of the victims, the policy's own clock,
 	// their rate measured from the first selection that evicted.
@@ -75,23 +76,23 @@ const autoResident uint8 = 0
 
 func newAuto(cfg *options.Config) *auto {
 	return &auto{
-		table:   newTable(autoResident),
+		Table:   lists.NewTable(autoResident),
 		ghosts:  ghost.New(cfg.GhostCap),
 		c:       cfg.Capacity,
 		weights: rank.NewWeights(cfg.Capacity, cfg.Below),
 	}
 }
 
-func (a *auto) nodes() *table { return &a.table }
+func (a *auto) Nodes() *lists.Table { return &a.Table }
 
-// access counts a request for id: a resident id moves to the head of its
+// Access counts a request for id: a resident id moves to the head of its
 // list; another is remembered as a ghost, to become resident when it
 // first appears as a candidate. O(1).
-func (a *auto) access(id uint64) {
-	if n := a.lookup(id); n >= 0 {
+func (a *auto) Access(id uint64) {
+	if n := a.Lookup(id); n >= 0 {
 		a.reuses++
 		a.decayReuse()
-		a.moveHead(autoResident, n)
+		a.MoveHead(autoResident, n)
 		x := &a.info[n]
 		x.requests = rank.AddRequest(x.requests)
 		x.log2Requests = rank.Log2Requests(x.requests)
@@ -117,7 +118,7 @@ func (a *auto) access(id uint64) {
 func (a *auto) accessHashes(hashes []uint64) {
 	a.weights.Cautious = true
 	for _, h := range hashes {
-		a.access(h)
+		a.Access(h)
 	}
 }
 
@@ -134,23 +135,23 @@ func (a *auto) decayReuse() {
 	}
 }
 
-// admit makes id resident, with the requests counted while it was a ghost
+// Admit makes id resident, with the requests counted while it was a ghost
 // (a victim the pool did not free, or an id requested before it held
 // blocks). The count is set before the node is linked: an Index files a
 // linked node by it.
-func (a *auto) admit(id uint64) {
+func (a *auto) Admit(id uint64) {
 	g, _ := a.ghosts.Take(id)
-	n := a.alloc(id)
+	n := a.Alloc(id)
 	if int(n) == len(a.info) {
 		a.info = append(a.info, autoInfo{})
 	}
 	a.info[n] = autoInfo{requests: g.Requests, log2Requests: rank.Log2Requests(g.Requests)}
-	a.pushHead(autoResident, n)
+	a.PushHead(autoResident, n)
 }
 
-func (a *auto) forget(id uint64) {
-	if n := a.lookup(id); n >= 0 {
-		a.drop(n)
+func (a *auto) Forget(id uint64) {
+	if n := a.Lookup(id); n >= 0 {
+		a.Drop(n)
 	}
 	a.ghosts.Take(id)
 }
@@ -158,8 +159,8 @@ func (a *auto) forget(id uint64) {
 // toGhost forgets resident node n, remembering its requests as a ghost's
 // with tag.
 func (a *auto) toGhost(n int32, tag uint8) {
-	id, requests := a.slab[n].id, a.info[n].requests
-	a.drop(n)
+	id, requests := a.Slab[n].ID, a.info[n].requests
+	a.Drop(n)
 	a.ghosts.Put(id, ghost.Count{Requests: requests, Tag: tag})
 }
 
@@ -198,7 +199,7 @@ func (a *auto) keyOfSeen(c *Candidate) rank.Key {
 // it holds blocks and is not resident, it is admitted once the selection
 // succeeds, as the evictable ones are.
 func (a *auto) see(c *Candidate) {
-	if len(c.Blocks) > 0 && a.lookup(historyID(c)) < 0 {
+	if len(c.Blocks) > 0 && a.Lookup(historyID(c)) < 0 {
 		a.admitting = append(a.admitting, c)
 	}
 }
@@ -206,7 +207,7 @@ func (a *auto) see(c *Candidate) {
 // log2Requests returns log2 of the requests counted for id (0 for an id
 // never requested) and whether it is resident. O(1).
 func (a *auto) log2Requests(id uint64) (log2r float32, resident bool) {
-	if n := a.lookup(id); n >= 0 {
+	if n := a.Lookup(id); n >= 0 {
 		return a.info[n].log2Requests, true
 	}
 	if g, ok := a.ghosts.Get(id); ok {
@@ -220,7 +221,7 @@ func (a *auto) log2Requests(id uint64) (log2r float32, resident bool) {
 func (a *auto) forgetSeen() {
 	clear(a.admitting)
 	a.admitting = a.admitting[:0]
-	if cap(a.admitting) > admitShrinkAbove {
+	if cap(a.admitting) > lists.ShrinkAbove {
 		a.admitting = nil
 	}
 }
@@ -242,19 +243,19 @@ func (a *auto) selected(cands []Candidate, ranked []entry, victims []Victim) {
 	a.evicted(freed)
 	slices.SortFunc(a.admitting, byRecency)
 	for _, c := range a.admitting {
-		if id := historyID(c); a.lookup(id) < 0 { // two candidates may share a head
-			a.admit(id)
+		if id := historyID(c); a.Lookup(id) < 0 { // two candidates may share a head
+			a.Admit(id)
 		}
 	}
 	for i := range ranked {
 		c := &cands[ranked[i].Slot]
 		if len(victims[i].Blocks) == len(c.Blocks) {
-			if n := a.lookup(historyID(c)); n >= 0 { // evicted with another of its head
+			if n := a.Lookup(historyID(c)); n >= 0 { // evicted with another of its head
 				a.evict(n, lonePartial(c))
 			}
 		}
 	}
-	a.finish()
+	a.Finish()
 }
 
 // partialFirstNow reports whether lone partial blocks go first: unless
@@ -293,19 +294,19 @@ func (a *auto) evict(n int32, lonePartial bool) {
 	a.toGhost(n, uint8(1+k))
 }
 
-// finish restores the bound on resident ids, making the least recently
+// Finish restores the bound on resident ids, making the least recently
 // used ghosts.
-func (a *auto) finish() {
-	for a.size(autoResident) > a.c {
-		a.toGhost(a.tail(autoResident), 0)
+func (a *auto) Finish() {
+	for a.Size(autoResident) > a.c {
+		a.toGhost(a.Tail(autoResident), 0)
 	}
 }
 
-func (a *auto) check() error {
-	if err := a.checkTable(); err != nil {
+func (a *auto) Check() error {
+	if err := a.CheckTable(); err != nil {
 		return err
 	}
-	if r := a.size(autoResident); r > a.c {
+	if r := a.Size(autoResident); r > a.c {
 		return fmt.Errorf("auto: |resident| = %d > c = %d", r, a.c)
 	}
 	if err := a.ghosts.Check(); err != nil {
@@ -314,12 +315,12 @@ func (a *auto) check() error {
 	if err := a.weights.Check(); err != nil {
 		return err
 	}
-	if len(a.info) != len(a.slab) {
-		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.slab))
+	if len(a.info) != len(a.Slab) {
+		return fmt.Errorf("auto: %d infos for %d nodes", len(a.info), len(a.Slab))
 	}
-	for n := a.tail(autoResident); n >= 0; n = a.newer(n) {
-		if _, ok := a.ghosts.Get(a.slab[n].id); ok {
-			return fmt.Errorf("auto: resident %d is a ghost too", a.slab[n].id)
+	for n := a.Tail(autoResident); n >= 0; n = a.Newer(n) {
+		if _, ok := a.ghosts.Get(a.Slab[n].ID); ok {
+			return fmt.Errorf("auto: resident %d is a ghost too", a.Slab[n].ID)
 		}
 	}
 	if !(a.reuses >= 0 && a.reuses <= float64(max(a.ghosts.Cap(), a.c))) {

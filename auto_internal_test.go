@@ -29,13 +29,13 @@ func TestAutoBoundedGhosts(t *testing.T) {
 		}
 	}
 	h := p.(*policy).history()
-	if err := h.check(); err != nil {
+	if err := h.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.nodes().tracked(); n > c+ghosts {
+	if n := h.Nodes().Tracked(); n > c+ghosts {
 		t.Errorf("%d ids tracked, bound c + history cap = %d", n, c+ghosts)
 	}
-	if n := len(h.nodes().slab); n > c+ghosts+1 {
+	if n := len(h.Nodes().Slab); n > c+ghosts+1 {
 		t.Errorf("slab of %d nodes, bound %d", n, c+ghosts+1)
 	}
 }

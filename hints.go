@@ -210,7 +210,7 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 	if src.need > 0 {
 		switch {
 		case p.lists != nil:
-			beginAdaptive(view, p.lists, &p.listSrc)
+			p.sel.beginAdaptive(view, p.lists, &p.listSrc)
 			src.inner = &p.listSrc
 		default:
 			victims, err := p.sel.greedy(view, src.need, &p.params)
@@ -236,7 +236,7 @@ func (p *policy) selectClasses(cands []Candidate, required int) (Result, error) 
 			// be requested again. One known by its head hash stays, as
 			// in an Index: other sequences may share that block.
 			if h := p.history(); h != nil && c.Hints.Released && c.HeadHash == 0 && len(res.Victims[j].Blocks) == len(c.Blocks) {
-				h.forget(c.ID)
+				h.Forget(c.ID)
 			}
 		}
 		p.stats.leasedBlocks = leased

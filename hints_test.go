@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -274,8 +275,8 @@ func TestHintsSampled(t *testing.T) {
 
 // tracks reports whether history h keeps id: a node, resident or a ghost,
 // or Auto's ghost of its requests.
-func tracks(h history, id uint64) bool {
-	if h.nodes().lookup(id) >= 0 {
+func tracks(h lists.History, id uint64) bool {
+	if h.Nodes().Lookup(id) >= 0 {
 		return true
 	}
 	if a, ok := h.(*auto); ok {
@@ -328,7 +329,7 @@ func TestHintsReleasedLeavesNoGhost(t *testing.T) {
 				t.Fatalf("%s, released %v: victims %d (Policy) and %d (Index), want the same (3 if released)", s, released, pv, xv)
 			}
 			xh := x.hist.h
-			for name, h := range map[string]history{"Policy": p.(*policy).history(), "Index": xh} {
+			for name, h := range map[string]lists.History{"Policy": p.(*policy).history(), "Index": xh} {
 				// SIEVE keeps no ghosts: its victims are never tracked.
 				if got, want := tracks(h, pv), !released && s != SIEVE; got != want {
 					t.Errorf("%s %s, released %v: the history tracks victim %d: %v", s, name, released, pv, got)

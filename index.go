@@ -9,6 +9,7 @@ import (
 
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
@@ -193,9 +194,9 @@ func NewIndex(s Strategy, opts ...Option) (*Index, error) {
 		x.prep = newAutoOrder(a, &x.slots, &x.hist.st)
 		x.ord, x.hist.fix = x.prep, x.prep
 	case info.Kind.Adaptive():
-		h := newListHistory(info.Kind, &cfg)
+		h := lists.New(info.Kind, &cfg.Config)
 		x.hist = newTracked(h, &x.slots)
-		x.ord, x.byHistory = &listOrder{lists: h, t: h.nodes(), st: &x.hist.st}, true
+		x.ord, x.byHistory = &listOrder{lists: h, t: h.Nodes(), st: &x.hist.st}, true
 	default:
 		o := newKeyOrder(x.params, &x.slots)
 		x.ord, x.fix = o, o

@@ -75,7 +75,7 @@ func tableCaps(x *Index) string {
 		caps = append(caps, x.ids.Slots())
 	}
 	if h := x.hist; h != nil {
-		caps = append(caps, cap(h.waiting), h.t.index.Slots(), cap(h.st))
+		caps = append(caps, cap(h.waiting), h.t.Slots(), cap(h.st))
 		if h.auto != nil {
 			caps = append(caps, cap(h.auto.info))
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/lists"
 )
 
 // An Index of an adaptive strategy (ARC, S3-FIFO, SIEVE, Auto) keeps the
@@ -19,27 +20,27 @@ import (
 // as resident and the index ranks its candidate (evictable, not set apart
 // by its hints). The index sets and clears them as candidates change and,
 // after each call into the history, reads the nodes the history moved
-// (table.moved): into a ghost list, out of the table, or into the cache by
-// a request. A held id that the history does not hold as resident waits, as
+// (lists.Table.Moved): into a ghost list, out of the table, or into the
+// cache by a request. A held id that the history does not hold as resident waits, as
 // a Policy's candidate would, to be admitted at the next eviction, oldest
 // LastAccess first.
 //
 // The index links each held candidate and the history's node for its id
 // both ways, so that neither is looked up by id while both live: the node's
-// cand is the candidate's slot (-1 for an id the index does not hold), and
+// Cand is the candidate's slot (-1 for an id the index does not hold), and
 // the slot's markState.node is the node (-1 for an id the history does not
 // track). The history's table files each held candidate under the id the
-// history knows it by (tableEntry.held), so that a node made for an id
+// history knows it by (lists.Table.Hold), so that a node made for an id
 // finds its candidate without a look-up of its own.
 
 // tracked is the history of an adaptive Index and what the Index keeps of
 // each slot's node. Its order ranks the marked candidates: the history's
 // lists (orderlist.go) or Auto's groups (orderauto.go).
 type tracked struct {
-	h       history
-	lists   listHistory // ARC, S3-FIFO, SIEVE; nil for Auto
-	auto    *auto       // Auto; nil for the lists
-	t       *table
+	h       lists.History
+	lists   lists.ListHistory // ARC, S3-FIFO, SIEVE; nil for Auto
+	auto    *auto             // Auto; nil for the lists
+	t       *lists.Table
 	slots   *dlist.Nodes[held] // the Index's slots
 	st      []markState        // by slot
 	ord     order
@@ -68,15 +69,15 @@ type markState struct {
 // unlinked is the markState of a slot whose id the history does not track.
 var unlinked = markState{node: -1}
 
-func newTracked(h history, slots *dlist.Nodes[held]) *tracked {
-	tr := &tracked{h: h, t: h.nodes(), slots: slots, maxTick: math.MinInt64}
+func newTracked(h lists.History, slots *dlist.Nodes[held]) *tracked {
+	tr := &tracked{h: h, t: h.Nodes(), slots: slots, maxTick: math.MinInt64}
 	if a, ok := h.(*auto); ok {
 		tr.auto = a
 	} else {
-		tr.lists = h.(listHistory)
+		tr.lists = h.(lists.ListHistory)
 	}
-	tr.t.journal = true
-	tr.t.nextEpoch() // the one epoch of the index's marks
+	tr.t.Journal()
+	tr.t.NextEpoch() // the one epoch of the index's marks
 	return tr
 }
 
@@ -85,7 +86,7 @@ func (tr *tracked) cand(slot int32) *Candidate { return &(*tr.slots)[slot].Val.c
 func (tr *tracked) grow(n int) {
 	tr.st = slices.Grow(tr.st, n)
 	tr.waiting = slices.Grow(tr.waiting, n)
-	tr.t.reserve(n)
+	tr.t.Reserve(n)
 	if tr.auto != nil {
 		tr.auto.info = slices.Grow(tr.auto.info, n)
 	}
@@ -102,7 +103,7 @@ func (tr *tracked) idOf(c *Candidate) uint64 {
 
 // find returns the slot of the held candidate the history knows as id.
 // O(1).
-func (tr *tracked) find(id uint64) (int32, bool) { return tr.t.heldSlot(id) }
+func (tr *tracked) find(id uint64) (int32, bool) { return tr.t.HeldSlot(id) }
 
 // accepts refuses a candidate of Auto known to the history by the id of
 // another held one: two candidates sharing a head would share one node,
@@ -125,7 +126,7 @@ func (tr *tracked) add(slot int32) {
 	}
 	c := tr.cand(slot)
 	tr.st[slot] = markState{id: tr.idOf(c), node: -1, held: true}
-	n := tr.t.hold(tr.st[slot].id, slot)
+	n := tr.t.Hold(tr.st[slot].id, slot)
 	if n >= 0 {
 		tr.link(n, slot)
 	}
@@ -133,21 +134,21 @@ func (tr *tracked) add(slot int32) {
 	if c.ranked() {
 		tr.markHeld(slot)
 	}
-	if n < 0 || !tr.t.resident(n) {
+	if n < 0 || !tr.t.Resident(n) {
 		tr.wait(slot)
 	}
 }
 
 // link notes that node n stands for the candidate in slot.
 func (tr *tracked) link(n, slot int32) {
-	tr.t.slab[n].cand = slot
+	tr.t.Slab[n].Cand = slot
 	tr.st[slot].node = n
 }
 
 // unlink cuts the link of the candidate in slot to its node, if any.
 func (tr *tracked) unlink(slot int32) {
 	if n := tr.st[slot].node; n >= 0 {
-		tr.t.slab[n].cand = -1
+		tr.t.Slab[n].Cand = -1
 		tr.st[slot].node = -1
 	}
 }
@@ -164,7 +165,7 @@ func (tr *tracked) update(slot int32, old int64) {
 	st := &tr.st[slot]
 	switch was, now := st.ranked, c.ranked(); {
 	case was && now:
-		if tr.fix != nil && st.node >= 0 && tr.t.marked(st.node) {
+		if tr.fix != nil && st.node >= 0 && tr.t.Marked(st.node) {
 			tr.fix.fix(slot)
 		}
 	case was:
@@ -183,13 +184,13 @@ func (tr *tracked) rehead(slot int32) {
 		tr.clearMark(n)
 		tr.unlink(slot)
 	}
-	tr.t.unhold(st.id)
+	tr.t.Unhold(st.id)
 	st.id = historyID(tr.cand(slot))
-	n := tr.t.hold(st.id, slot)
+	n := tr.t.Hold(st.id, slot)
 	if n >= 0 {
 		tr.link(n, slot)
 	}
-	if n < 0 || !tr.t.resident(n) {
+	if n < 0 || !tr.t.Resident(n) {
 		tr.wait(slot)
 	} else if st.ranked {
 		tr.ord.insert(slot)
@@ -205,10 +206,10 @@ func (tr *tracked) remove(slot int32, released bool) {
 		tr.unmarkHeld(slot)
 	}
 	tr.unlink(slot)
-	tr.t.unhold(st.id)
+	tr.t.Unhold(st.id)
 	c := tr.cand(slot)
 	if released && c.HeadHash == 0 {
-		tr.h.forget(c.ID)
+		tr.h.Forget(c.ID)
 		tr.sync()
 	}
 	tr.gone(c.LastAccess)
@@ -218,12 +219,12 @@ func (tr *tracked) remove(slot int32, released bool) {
 // access records a request for id in the history; Auto's candidate of id,
 // whose count changed, is ranked again.
 func (tr *tracked) access(id uint64) {
-	tr.h.access(id)
+	tr.h.Access(id)
 	tr.sync()
 	if tr.fix == nil {
 		return
 	}
-	if slot, ok := tr.find(id); ok && tr.st[slot].node >= 0 && tr.t.marked(tr.st[slot].node) {
+	if slot, ok := tr.find(id); ok && tr.st[slot].node >= 0 && tr.t.Marked(tr.st[slot].node) {
 		tr.fix.fix(slot)
 	}
 }
@@ -233,9 +234,9 @@ func (tr *tracked) access(id uint64) {
 // admitted, as a Policy does; then the waiting ids are admitted.
 func (tr *tracked) begin() {
 	if tr.lists != nil {
-		if id, ok := tr.lists.pendingID(); ok {
+		if id, ok := tr.lists.PendingID(); ok {
 			if _, held := tr.find(id); held {
-				tr.lists.commit()
+				tr.lists.Commit()
 				tr.sync()
 			}
 		}
@@ -256,7 +257,7 @@ func (tr *tracked) commit(taken []int32, freed int, trimmed bool) {
 				a.evict(tr.st[slot].node, lonePartial(tr.cand(slot)))
 			}
 		}
-		a.finish()
+		a.Finish()
 	}
 	tr.sync()
 }
@@ -269,7 +270,7 @@ func (tr *tracked) rollback(taken []int32) {
 		for _, slot := range taken {
 			tr.ord.insert(slot)
 		}
-		tr.auto.finish()
+		tr.auto.Finish()
 	}
 	tr.sync()
 }
@@ -279,19 +280,19 @@ func (tr *tracked) rollback(taken []int32) {
 // for another id within one call: each move acts on what the node and
 // the slots hold once the call returned.
 func (tr *tracked) sync() {
-	for _, m := range tr.t.moved() {
-		switch m.kind {
-		case nodeMade:
-			if m.slot >= 0 {
-				tr.st[m.slot].node = m.n
+	for _, m := range tr.t.Moved() {
+		switch m.Kind {
+		case lists.NodeMade:
+			if m.Slot >= 0 {
+				tr.st[m.Slot].node = m.N
 			}
-		case nodeLinked:
-			tr.linked(m.n)
-		case nodeDropped:
-			if m.slot >= 0 {
-				tr.st[m.slot].node = -1
-				tr.ord.remove(m.slot) // its mark went with the node
-				tr.wait(m.slot)
+		case lists.NodeLinked:
+			tr.linked(m.N)
+		case lists.NodeDropped:
+			if m.Slot >= 0 {
+				tr.st[m.Slot].node = -1
+				tr.ord.remove(m.Slot) // its mark went with the node
+				tr.wait(m.Slot)
 			}
 		}
 	}
@@ -299,11 +300,11 @@ func (tr *tracked) sync() {
 
 // linked keeps node n's mark true to the rule after the history moved it.
 func (tr *tracked) linked(n int32) {
-	slot := tr.t.slab[n].cand
+	slot := tr.t.Slab[n].Cand
 	if slot < 0 || tr.st[slot].node != n {
 		return // freed since, or not yet linked to its slot: a later move says
 	}
-	if tr.t.resident(n) {
+	if tr.t.Resident(n) {
 		if tr.st[slot].ranked {
 			tr.ord.insert(slot)
 		}
@@ -334,14 +335,14 @@ func (tr *tracked) admitWaiting() {
 			continue
 		}
 		st.waiting = false
-		if k := st.node; k >= 0 && tr.t.resident(k) {
+		if k := st.node; k >= 0 && tr.t.Resident(k) {
 			continue
 		}
 		keep = append(keep, slot)
 	}
 	slices.SortFunc(keep, func(a, b int32) int { return byRecency(tr.cand(a), tr.cand(b)) })
 	for _, slot := range keep {
-		tr.h.admit(tr.st[slot].id)
+		tr.h.Admit(tr.st[slot].id)
 	}
 	tr.sync() // marks the admitted
 	tr.spare = keep[:0]
@@ -356,11 +357,33 @@ func (tr *tracked) wait(slot int32) {
 	tr.waiting = listSlot(tr.waiting, slot, len(tr.st), func(s int32) *bool { return &tr.st[s].waiting })
 }
 
+// listSlot appends slot to list, a list of slots whose flag is set, and
+// keeps the list within a constant factor of the n slots: released slots
+// leave stale entries behind, which a compaction drops, with the repeats
+// of a slot reused since.
+func listSlot(list []int32, slot int32, n int, flag func(int32) *bool) []int32 {
+	list = append(list, slot)
+	if len(list) <= 2*n+16 {
+		return list
+	}
+	live := list[:0]
+	for _, s := range list {
+		if f := flag(s); *f {
+			*f = false // so a repeat is dropped
+			live = append(live, s)
+		}
+	}
+	for _, s := range live {
+		*flag(s) = true
+	}
+	return live
+}
+
 // markHeld notes the candidate in slot as ranked: marked if the history
 // holds it as resident; otherwise it waits for admission, which marks it.
 func (tr *tracked) markHeld(slot int32) {
 	tr.st[slot].ranked = true
-	if n := tr.st[slot].node; n >= 0 && tr.t.resident(n) {
+	if n := tr.st[slot].node; n >= 0 && tr.t.Resident(n) {
 		tr.ord.insert(slot)
 	}
 }
@@ -376,8 +399,8 @@ func (tr *tracked) unmarkHeld(slot int32) {
 // clearMark takes node n out of the possible victims, and its candidate
 // out of the order.
 func (tr *tracked) clearMark(n int32) {
-	if tr.t.marked(n) {
-		tr.ord.remove(tr.t.slab[n].cand)
+	if tr.t.Marked(n) {
+		tr.ord.remove(tr.t.Slab[n].Cand)
 	}
 }
 
@@ -418,7 +441,7 @@ func (tr *tracked) now() int64 {
 // resident and it is ranked; a held id that the history does not hold as
 // resident waits for admission. It returns the number of nodes marked.
 func (tr *tracked) check() (marked int, err error) {
-	if err := tr.h.check(); err != nil {
+	if err := tr.h.Check(); err != nil {
 		return 0, err
 	}
 	t := tr.t
@@ -436,13 +459,13 @@ func (tr *tracked) check() (marked int, err error) {
 		if st.ranked != c.ranked() {
 			return 0, fmt.Errorf("ID %d: ranked %v, noted %v", c.ID, c.ranked(), st.ranked)
 		}
-		k := t.lookup(st.id)
-		if st.node != k || k >= 0 && t.slab[k].cand != int32(slot) {
+		k := t.Lookup(st.id)
+		if st.node != k || k >= 0 && t.Slab[k].Cand != int32(slot) {
 			return 0, fmt.Errorf("ID %d in slot %d: linked to node %d, its node is %d", c.ID, slot, st.node, k)
 		}
-		resident := k >= 0 && t.resident(k)
-		if k >= 0 && t.marked(k) != (resident && c.ranked()) {
-			return 0, fmt.Errorf("ID %d: marked %v, resident %v, ranked %v", c.ID, t.marked(k), resident, c.ranked())
+		resident := k >= 0 && t.Resident(k)
+		if k >= 0 && t.Marked(k) != (resident && c.ranked()) {
+			return 0, fmt.Errorf("ID %d: marked %v, resident %v, ranked %v", c.ID, t.Marked(k), resident, c.ranked())
 		}
 		if !resident && !st.waiting {
 			return 0, fmt.Errorf("ID %d: not resident in the history and not waiting for admission", c.ID)
@@ -451,39 +474,27 @@ func (tr *tracked) check() (marked int, err error) {
 			return 0, fmt.Errorf("ID %d: waiting but not listed", c.ID)
 		}
 	}
-	if held != t.onlyHeld+heldNodes(t) {
-		return 0, fmt.Errorf("%d candidates held, %d filed in the table", held, t.onlyHeld+heldNodes(t))
+	if held != t.Held() {
+		return 0, fmt.Errorf("%d candidates held, %d filed in the table", held, t.Held())
 	}
-	for n := range t.slab {
-		x := &t.slab[n]
-		if e, ok := t.index.Get(x.id); !ok || e.node != int32(n) {
+	for n := range t.Slab {
+		x := &t.Slab[n]
+		if !t.Live(int32(n)) {
 			continue // a free node
 		}
-		slot, ok := tr.find(x.id)
+		slot, ok := tr.find(x.ID)
 		if !ok {
 			slot = -1
 		}
-		if x.cand != slot || ok && tr.st[slot].node != int32(n) {
-			return 0, fmt.Errorf("node %d (id %d): linked to slot %d, its slot is %d", n, x.id, x.cand, slot)
+		if x.Cand != slot || ok && tr.st[slot].node != int32(n) {
+			return 0, fmt.Errorf("node %d (id %d): linked to slot %d, its slot is %d", n, x.ID, x.Cand, slot)
 		}
-		if t.marked(int32(n)) {
+		if t.Marked(int32(n)) {
 			marked++
 		}
 	}
-	if len(t.moves) != 0 {
-		return 0, fmt.Errorf("%d moves of the history not read", len(t.moves))
+	if t.Unread() != 0 {
+		return 0, fmt.Errorf("%d moves of the history not read", t.Unread())
 	}
 	return marked, nil
-}
-
-// heldNodes counts the nodes of t whose id a candidate is held under.
-func heldNodes(t *table) int {
-	n := 0
-	for n2 := range t.slab {
-		x := &t.slab[n2]
-		if e, ok := t.index.Get(x.id); ok && e.node == int32(n2) && e.held != 0 {
-			n++
-		}
-	}
-	return n
 }

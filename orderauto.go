@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sagellm/kvevict/internal/dlist"
+	"github.com/sagellm/kvevict/internal/lists"
 )
 
 // An Index of [Auto] ranks as Auto's Policy does, by score = LastAccess +
@@ -31,7 +32,7 @@ import (
 // candidates.
 type autoOrder struct {
 	a      *auto
-	t      *table                 // a's
+	t      *lists.Table           // a's
 	slots  *dlist.Nodes[held]     // the Index's: the candidates, and the groups' links
 	st     *[]markState           // the Index's: each candidate's node and group
 	byKey  map[autoGroupKey]int32 // group of each (partial, log2r) held
@@ -45,7 +46,7 @@ type autoOrder struct {
 }
 
 func newAutoOrder(a *auto, slots *dlist.Nodes[held], st *[]markState) *autoOrder {
-	return &autoOrder{a: a, t: &a.table, slots: slots, st: st, byKey: make(map[autoGroupKey]int32)}
+	return &autoOrder{a: a, t: &a.Table, slots: slots, st: st, byKey: make(map[autoGroupKey]int32)}
 }
 
 type autoGroupKey struct {
@@ -74,7 +75,7 @@ func (o *autoOrder) cand(slot int32) *Candidate { return &(*o.slots)[slot].Val.c
 func (o *autoOrder) insert(slot int32) {
 	st := &(*o.st)[slot]
 	n := st.node
-	o.t.mark(n, slot)
+	o.t.Mark(n, slot)
 	if st.group != 0 {
 		return
 	}
@@ -113,7 +114,7 @@ func (o *autoOrder) sortsBefore(a, b int32) bool { return byRecency(o.cand(a), o
 // takes the candidate out of its group, if it is in one.
 func (o *autoOrder) remove(slot int32) {
 	if n := (*o.st)[slot].node; n >= 0 {
-		o.t.unmark(n)
+		o.t.Unmark(n)
 	}
 	o.ungroup(slot)
 }
@@ -189,7 +190,7 @@ func (o *autoOrder) prepare(required, available int, now int64) {
 			continue // released since
 		}
 		st.refile = false
-		if n := st.node; n >= 0 && o.t.marked(n) {
+		if n := st.node; n >= 0 && o.t.Marked(n) {
 			o.ungroup(slot)
 			o.insert(slot)
 		}
@@ -245,7 +246,7 @@ func (o *autoOrder) check(marked int) error {
 			switch {
 			case st.group != gi+1:
 				return fmt.Errorf("ID %d in group %d says %d", c.ID, gi+1, st.group)
-			case n < 0 || !o.t.marked(n):
+			case n < 0 || !o.t.Marked(n):
 				return fmt.Errorf("ID %d in a group is not marked", c.ID)
 			case (autoGroupKey{lonePartial(c), o.a.info[n].log2Requests}) != grp.key:
 				return fmt.Errorf("ID %d in group %+v belongs elsewhere", c.ID, grp.key)

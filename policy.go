@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/options"
 	"github.com/sagellm/kvevict/internal/rank"
 )
@@ -79,7 +80,7 @@ func New(s Strategy, opts ...Option) (Policy, error) {
 	case info.Kind == rank.KindAuto:
 		p.params.auto = newAuto(&cfg)
 	case info.Kind.Adaptive():
-		p.lists = newListHistory(info.Kind, &cfg)
+		p.lists = lists.New(info.Kind, &cfg.Config)
 	case cfg.Sampling > 0:
 		p.sampler = newSampler(cfg.Sampling)
 	}
@@ -99,7 +100,7 @@ type policy struct {
 	// An adaptive strategy's history is lists (ARC's, S3-FIFO's or
 	// SIEVE's) or params.auto (Auto's), the other nil; both are nil for a
 	// key strategy.
-	lists listHistory
+	lists lists.ListHistory
 	sel   selector
 	txn   transaction
 	// The sources of the transaction, kept here so that a selection
@@ -187,14 +188,14 @@ func (p *policy) UpdateAccess(id uint64) {
 	p.mu.Lock()
 	p.stats.evictions.Access(id)
 	if h := p.history(); h != nil {
-		h.access(id)
+		h.Access(id)
 	}
 	p.mu.Unlock()
 }
 
 // history returns the adaptive strategy's history, lists or Auto's, or
 // nil for a key strategy.
-func (p *policy) history() history {
+func (p *policy) history() lists.History {
 	switch {
 	case p.lists != nil:
 		return p.lists

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sagellm/kvevict/internal/idmap"
+	"github.com/sagellm/kvevict/internal/lists"
 	"github.com/sagellm/kvevict/internal/rank"
 )
 
@@ -68,6 +69,10 @@ type selector struct {
 	compactAt   int     // buffer phase: the length at which buf is compacted next
 	appendBelow int     // buffer phase: offer appends in place while len(buf) is below it; 0 in the heap phase
 	heapBudget  int     // sift levels the heap phase may still spend
+
+	// The scratches of a selection over a history's lists (adaptive.go).
+	admitting   []int32  // indices of the candidates the selection admits
+	listVictims []Victim // the victims, copied into the Result
 }
 
 // maxCandidates bounds a call's candidate count so indices fit an int32.
@@ -248,7 +253,7 @@ func (r *ranked) rollback() {}
 // begin starts a selection of required blocks among n candidates, to be
 // offered one by one.
 func (s *selector) begin(required, n int) {
-	if cap(s.buf) > admitShrinkAbove && cap(s.buf) > 8*n {
+	if cap(s.buf) > lists.ShrinkAbove && cap(s.buf) > 8*n {
 		s.buf = nil // one huge call does not pin its buffer forever
 	}
 	s.buf, s.sum, s.required = s.buf[:0], 0, required

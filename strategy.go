@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/sagellm/kvevict/internal/options"
-	"github.com/sagellm/kvevict/internal/rank"
 )
 
 // Strategy names an eviction strategy. Its string form is the name used in
@@ -80,19 +79,6 @@ const (
 // miniature caches of s ids when the request is in their sample, else
 // O(1). See docs/auto.md for the reasons and the measurements.
 const Auto Strategy = "auto"
-
-// newListHistory returns the history of strategy k, one whose lists order
-// the victims: ARC, S3-FIFO or SIEVE.
-func newListHistory(k rank.Kind, cfg *options.Config) listHistory {
-	switch k {
-	case rank.KindARC:
-		return newARC(&cfg.Config)
-	case rank.KindS3FIFO:
-		return newS3FIFO(&cfg.Config)
-	default:
-		return newSIEVE(&cfg.Config)
-	}
-}
 
 // Adaptive reports whether s learns from a history of accesses it keeps
 // (ARC, S3-FIFO, SIEVE, Auto), sized by [WithCapacity] and [WithGhostCap],

@@ -1,4 +1,4 @@
-package kvevict
+package lists
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ import (
 // that are not this call's evictable candidates; if REPLACE's list has none,
 // the other list gives the victim.
 type arc struct {
-	table
+	Table
 	c        int     // cache size in sequences
 	p        float64 // target size of t1, in [0, c]
 	ghostCap int     // most ids b1 and b2 hold together
@@ -55,30 +55,30 @@ const (
 	arcB2              // ghosts evicted from t2
 )
 
-func newARC(cfg *rank.Config) listHistory {
+func newARC(cfg *rank.Config) ListHistory {
 	return &arc{
-		table:    newTable(arcT1, arcT2),
+		Table:    NewTable(arcT1, arcT2),
 		c:        cfg.Capacity,
 		ghostCap: cfg.GhostCap,
 		cursor:   [2]int32{-1, -1},
 	}
 }
 
-func (a *arc) nodes() *table { return &a.table }
+func (a *arc) Nodes() *Table { return &a.Table }
 
-func (a *arc) pendingID() (uint64, bool) { return a.pending, a.hasPend }
+func (a *arc) PendingID() (uint64, bool) { return a.pending, a.hasPend }
 
-func (a *arc) access(id uint64) {
-	a.commit()
-	n := a.lookup(id)
+func (a *arc) Access(id uint64) {
+	a.Commit()
+	n := a.Lookup(id)
 	if n < 0 {
 		a.pending, a.hasPend, a.pendingT2, a.b2Hit = id, true, false, false
 		return
 	}
-	b1, b2 := a.size(arcB1), a.size(arcB2)
-	switch a.slab[n].list {
+	b1, b2 := a.Size(arcB1), a.Size(arcB2)
+	switch a.Slab[n].List {
 	case arcT1, arcT2: // case I: a hit
-		a.moveHead(arcT2, n)
+		a.MoveHead(arcT2, n)
 		return
 	case arcB1: // case II
 		a.p = min(float64(a.c), a.p+max(1, float64(b2)/float64(b1)))
@@ -87,16 +87,16 @@ func (a *arc) access(id uint64) {
 		a.p = max(0, a.p-max(1, float64(b1)/float64(b2)))
 		a.b2Hit = true
 	}
-	a.drop(n)
+	a.Drop(n)
 	a.pending, a.hasPend, a.pendingT2 = id, true, true
 }
 
-func (a *arc) commit() {
+func (a *arc) Commit() {
 	if !a.hasPend {
 		return
 	}
 	a.hasPend = false
-	t1, t2, b1, b2 := a.size(arcT1), a.size(arcT2), a.size(arcB1), a.size(arcB2)
+	t1, t2, b1, b2 := a.Size(arcT1), a.Size(arcT2), a.Size(arcB1), a.Size(arcB2)
 	if a.pendingT2 { // cases II and III
 		if t1+t2 >= a.c {
 			a.replace()
@@ -106,16 +106,16 @@ func (a *arc) commit() {
 		switch {
 		case t1+b1 >= a.c: // A: L1 is full
 			if t1 < a.c {
-				a.drop(a.tail(arcB1))
+				a.Drop(a.Tail(arcB1))
 				if t1+t2 >= a.c {
 					a.replace()
 				}
 			} else {
-				a.drop(a.tail(arcT1))
+				a.Drop(a.Tail(arcT1))
 			}
 		case t1+t2+b1+b2 >= a.c: // B: L1 has room, the directory does not
 			if t1+t2+b1+b2 >= 2*a.c {
-				a.drop(a.tail(arcB2))
+				a.Drop(a.Tail(arcB2))
 			}
 			if t1+t2 >= a.c {
 				a.replace()
@@ -138,48 +138,48 @@ func (a *arc) replacesT1(t1 int) bool {
 // t2 becomes a ghost, whether or not it is a candidate. Only a full cache
 // with no selection to make room calls it.
 func (a *arc) replace() {
-	t1 := a.size(arcT1)
-	if t1 > 0 && a.replacesT1(t1) || a.size(arcT2) == 0 {
-		a.moveHead(arcB1, a.tail(arcT1))
+	t1 := a.Size(arcT1)
+	if t1 > 0 && a.replacesT1(t1) || a.Size(arcT2) == 0 {
+		a.MoveHead(arcB1, a.Tail(arcT1))
 	} else {
-		a.moveHead(arcB2, a.tail(arcT2))
+		a.MoveHead(arcB2, a.Tail(arcT2))
 	}
 }
 
 // normalize restores the bounds after candidates were admitted beyond the
 // capacity or the history cap is below the paper's ghost bound.
 func (a *arc) normalize() {
-	for a.size(arcT1)+a.size(arcT2) > a.c {
+	for a.Size(arcT1)+a.Size(arcT2) > a.c {
 		a.replace()
 	}
-	for a.size(arcT1)+a.size(arcB1) > a.c {
-		a.drop(a.tail(arcB1))
+	for a.Size(arcT1)+a.Size(arcB1) > a.c {
+		a.Drop(a.Tail(arcB1))
 	}
-	for a.size(arcT1)+a.size(arcT2)+a.size(arcB1)+a.size(arcB2) > 2*a.c {
+	for a.Size(arcT1)+a.Size(arcT2)+a.Size(arcB1)+a.Size(arcB2) > 2*a.c {
 		a.dropGhost()
 	}
-	for a.size(arcB1)+a.size(arcB2) > a.ghostCap {
+	for a.Size(arcB1)+a.Size(arcB2) > a.ghostCap {
 		a.dropGhost()
 	}
 }
 
 // dropGhost forgets the oldest ghost of the longer ghost list, b2 on a tie.
 func (a *arc) dropGhost() {
-	if a.size(arcB1) > a.size(arcB2) {
-		a.drop(a.tail(arcB1))
+	if a.Size(arcB1) > a.Size(arcB2) {
+		a.Drop(a.Tail(arcB1))
 	} else {
-		a.drop(a.tail(arcB2))
+		a.Drop(a.Tail(arcB2))
 	}
 }
 
-func (a *arc) admit(id uint64) {
-	if n := a.lookup(id); n >= 0 {
-		a.drop(n) // a ghost that still holds blocks
+func (a *arc) Admit(id uint64) {
+	if n := a.Lookup(id); n >= 0 {
+		a.Drop(n) // a ghost that still holds blocks
 	}
 	a.add(id, arcT1)
 }
 
-func (a *arc) victim() int32 {
+func (a *arc) Victim() int32 {
 	first, second := arcT2, arcT1
 	if t1 := a.live(arcT1); t1 > 0 && a.replacesT1(t1) {
 		first, second = arcT1, arcT2
@@ -189,8 +189,8 @@ func (a *arc) victim() int32 {
 			continue
 		}
 		from := a.cursor[l]
-		if from < 0 || a.slab[from].list != l {
-			from = a.tail(l)
+		if from < 0 || a.Slab[from].List != l {
+			from = a.Tail(l)
 		}
 		if n := a.scan(from); n >= 0 {
 			a.cursor[l] = n
@@ -200,31 +200,36 @@ func (a *arc) victim() int32 {
 	return -1
 }
 
-func (a *arc) evict(n int32) {
-	if a.slab[n].list == arcT1 {
-		a.moveHead(arcB1, n)
+func (a *arc) Evict(n int32) {
+	if a.Slab[n].List == arcT1 {
+		a.MoveHead(arcB1, n)
 	} else {
-		a.moveHead(arcB2, n)
+		a.MoveHead(arcB2, n)
 	}
 }
 
-func (a *arc) forget(id uint64) {
-	if n := a.lookup(id); n >= 0 {
-		a.drop(n)
+func (a *arc) Forget(id uint64) {
+	if n := a.Lookup(id); n >= 0 {
+		a.Drop(n)
 	}
 }
 
-func (a *arc) finish() {
+func (a *arc) Finish() {
 	a.cursor = [2]int32{-1, -1}
-	a.commit()
+	a.Commit()
 	a.normalize()
 }
 
-func (a *arc) check() error {
-	if err := a.checkTable(); err != nil {
+// String describes the lists and the adaptation, for tests.
+func (a *arc) String() string {
+	return fmt.Sprintf("%vpending %d %v p %v t2 %v b2 %v", &a.Table, a.pending, a.hasPend, a.p, a.pendingT2, a.b2Hit)
+}
+
+func (a *arc) Check() error {
+	if err := a.CheckTable(); err != nil {
 		return err
 	}
-	t1, t2, b1, b2 := a.size(arcT1), a.size(arcT2), a.size(arcB1), a.size(arcB2)
+	t1, t2, b1, b2 := a.Size(arcT1), a.Size(arcT2), a.Size(arcB1), a.Size(arcB2)
 	switch {
 	case t1+t2 > a.c:
 		return fmt.Errorf("arc: |t1|+|t2| = %d+%d > c = %d", t1, t2, a.c)
@@ -237,7 +242,7 @@ func (a *arc) check() error {
 	case !(a.p >= 0 && a.p <= float64(a.c)):
 		return fmt.Errorf("arc: p = %v outside [0, %d]", a.p, a.c)
 	}
-	if a.hasPend && a.lookup(a.pending) >= 0 {
+	if a.hasPend && a.Lookup(a.pending) >= 0 {
 		return fmt.Errorf("arc: pending id %d is also tracked", a.pending)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package kvevict
+package lists
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // for it, as in [arc]. The hand passes the nodes that are not this call's
 // evictable candidates without touching their bits.
 type sieve struct {
-	table
+	Table
 	c    int   // cache size in sequences
 	hand int32 // where the next eviction starts; -1: the tail
 
@@ -31,30 +31,30 @@ type sieve struct {
 // sieveQueue is SIEVE's one list.
 const sieveQueue uint8 = 0
 
-func newSIEVE(cfg *rank.Config) listHistory {
-	return &sieve{table: newTable(sieveQueue), c: cfg.Capacity, hand: -1}
+func newSIEVE(cfg *rank.Config) ListHistory {
+	return &sieve{Table: NewTable(sieveQueue), c: cfg.Capacity, hand: -1}
 }
 
-func (s *sieve) nodes() *table { return &s.table }
+func (s *sieve) Nodes() *Table { return &s.Table }
 
-func (s *sieve) pendingID() (uint64, bool) { return s.pending, s.hasPend }
+func (s *sieve) PendingID() (uint64, bool) { return s.pending, s.hasPend }
 
-func (s *sieve) access(id uint64) {
-	s.commit()
-	if n := s.lookup(id); n >= 0 {
-		s.slab[n].bits = 1
+func (s *sieve) Access(id uint64) {
+	s.Commit()
+	if n := s.Lookup(id); n >= 0 {
+		s.Slab[n].Bits = 1
 		return
 	}
 	s.pending, s.hasPend = id, true
 }
 
-func (s *sieve) commit() {
+func (s *sieve) Commit() {
 	if !s.hasPend {
 		return
 	}
 	s.hasPend = false
-	if s.size(sieveQueue) >= s.c {
-		s.evict(s.sweep(false))
+	if s.Size(sieveQueue) >= s.c {
+		s.Evict(s.sweep(false))
 	}
 	s.add(s.pending, sieveQueue)
 	s.normalize()
@@ -63,70 +63,76 @@ func (s *sieve) commit() {
 // normalize restores the capacity bound after candidates were admitted
 // beyond it, evicting inside the history.
 func (s *sieve) normalize() {
-	for s.size(sieveQueue) > s.c {
-		s.evict(s.sweep(false))
+	for s.Size(sieveQueue) > s.c {
+		s.Evict(s.sweep(false))
 	}
 }
 
-func (s *sieve) admit(id uint64) { s.add(id, sieveQueue) }
+func (s *sieve) Admit(id uint64) { s.add(id, sieveQueue) }
 
-func (s *sieve) victim() int32 { return s.sweep(true) }
+func (s *sieve) Victim() int32 { return s.sweep(true) }
 
 // sweep moves the hand to the next victim and returns it, or -1 if there is
 // none. restricted limits the victims, and the bits the hand clears, to
 // marked nodes. The first pass clears every eligible bit, so it ends within
 // two passes over the queue.
 func (s *sieve) sweep(restricted bool) int32 {
-	if s.size(sieveQueue) == 0 || restricted && s.lists[sieveQueue].marked == 0 {
+	if s.Size(sieveQueue) == 0 || restricted && s.lists[sieveQueue].marked == 0 {
 		return -1
 	}
 	n := s.hand
 	for {
 		if n < 0 {
-			n = s.tail(sieveQueue)
+			n = s.Tail(sieveQueue)
 		}
-		x := &s.slab[n]
-		if !restricted || s.marked(n) {
-			if x.bits == 0 {
+		x := &s.Slab[n]
+		if !restricted || s.Marked(n) {
+			if x.Bits == 0 {
 				s.hand = n
 				return n
 			}
-			x.bits = 0
+			x.Bits = 0
 		}
-		n = s.newer(n)
+		n = s.Newer(n)
 	}
 }
 
-func (s *sieve) evict(n int32) {
+func (s *sieve) Evict(n int32) {
 	if s.hand == n { // the hand stops on the last victim chosen
-		s.hand = s.newer(n)
+		s.hand = s.Newer(n)
 	}
-	s.drop(n)
+	s.Drop(n)
 }
 
-// forget evicts: SIEVE keeps no ghosts.
-func (s *sieve) forget(id uint64) {
-	if n := s.lookup(id); n >= 0 {
-		s.evict(n)
+// Forget evicts: SIEVE keeps no ghosts.
+func (s *sieve) Forget(id uint64) {
+	if n := s.Lookup(id); n >= 0 {
+		s.Evict(n)
 	}
 }
 
-func (s *sieve) finish() {
-	s.commit()
+func (s *sieve) Finish() {
+	s.Commit()
 	s.normalize()
 }
 
-func (s *sieve) check() error {
-	if err := s.checkTable(); err != nil {
+// String describes the queue, the pending request and the hand, for
+// tests.
+func (s *sieve) String() string {
+	return fmt.Sprintf("%vpending %d %v hand %d", &s.Table, s.pending, s.hasPend, s.hand)
+}
+
+func (s *sieve) Check() error {
+	if err := s.CheckTable(); err != nil {
 		return err
 	}
-	if q := s.size(sieveQueue); q > s.c {
+	if q := s.Size(sieveQueue); q > s.c {
 		return fmt.Errorf("sieve: |queue| = %d > c = %d", q, s.c)
 	}
-	if s.hand >= 0 && (int(s.hand) >= len(s.slab) || s.lookup(s.slab[s.hand].id) != s.hand) {
+	if s.hand >= 0 && (int(s.hand) >= len(s.Slab) || s.Lookup(s.Slab[s.hand].ID) != s.hand) {
 		return fmt.Errorf("sieve: hand %d is not a tracked node", s.hand)
 	}
-	if s.hasPend && s.lookup(s.pending) >= 0 {
+	if s.hasPend && s.Lookup(s.pending) >= 0 {
 		return fmt.Errorf("sieve: pending id %d is also tracked", s.pending)
 	}
 	return nil

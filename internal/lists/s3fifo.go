@@ -1,4 +1,4 @@
-package kvevict
+package lists
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ import (
 // for it, as in [arc]. The selection skips the nodes that are not this
 // call's evictable candidates without touching them.
 type s3fifo struct {
-	table
+	Table
 	c        int // cache size in sequences
 	smallCap int // small's share: evict from small while it holds this many
 	ghostCap int // most ids ghost holds
@@ -56,10 +56,10 @@ const (
 	s3fifoMoveToMain   = 1  // accesses in small that earn a place in main
 )
 
-func newS3FIFO(cfg *rank.Config) listHistory {
+func newS3FIFO(cfg *rank.Config) ListHistory {
 	small := max(1, cfg.Capacity*s3fifoSmallPercent/100)
 	return &s3fifo{
-		table:    newTable(s3Small, s3Main),
+		Table:    NewTable(s3Small, s3Main),
 		c:        cfg.Capacity,
 		smallCap: small,
 		ghostCap: min(cfg.GhostCap, cfg.Capacity-small),
@@ -67,33 +67,33 @@ func newS3FIFO(cfg *rank.Config) listHistory {
 	}
 }
 
-func (s *s3fifo) nodes() *table { return &s.table }
+func (s *s3fifo) Nodes() *Table { return &s.Table }
 
-func (s *s3fifo) pendingID() (uint64, bool) { return s.pending, s.hasPend }
+func (s *s3fifo) PendingID() (uint64, bool) { return s.pending, s.hasPend }
 
-func (s *s3fifo) access(id uint64) {
-	s.commit()
-	if n := s.lookup(id); n >= 0 && s.slab[n].list != s3Ghost {
-		x := &s.slab[n]
-		x.bits = min(x.bits+1, s3fifoMaxFreq)
+func (s *s3fifo) Access(id uint64) {
+	s.Commit()
+	if n := s.Lookup(id); n >= 0 && s.Slab[n].List != s3Ghost {
+		x := &s.Slab[n]
+		x.Bits = min(x.Bits+1, s3fifoMaxFreq)
 		return
 	}
 	s.pending, s.hasPend = id, true
 }
 
-// commit places the pending miss: the paper's insert, which evicts first
+// Commit places the pending miss: the paper's insert, which evicts first
 // and then asks the ghost, so a ghost that this eviction pushes out of the
 // ghost FIFO enters small.
-func (s *s3fifo) commit() {
+func (s *s3fifo) Commit() {
 	if !s.hasPend {
 		return
 	}
 	s.hasPend = false
-	if s.size(s3Small)+s.size(s3Main) >= s.c {
-		s.evict(s.step(false))
+	if s.Size(s3Small)+s.Size(s3Main) >= s.c {
+		s.Evict(s.step(false))
 	}
-	if n := s.lookup(s.pending); n >= 0 {
-		s.drop(n) // a ghost
+	if n := s.Lookup(s.pending); n >= 0 {
+		s.Drop(n) // a ghost
 		s.add(s.pending, s3Main)
 	} else {
 		s.add(s.pending, s3Small)
@@ -104,22 +104,22 @@ func (s *s3fifo) commit() {
 // normalize restores the capacity bounds after candidates were admitted
 // beyond them, evicting inside the history.
 func (s *s3fifo) normalize() {
-	for s.size(s3Small)+s.size(s3Main) > s.c {
-		s.evict(s.step(false))
+	for s.Size(s3Small)+s.Size(s3Main) > s.c {
+		s.Evict(s.step(false))
 	}
-	for s.size(s3Ghost) > s.ghostCap {
-		s.drop(s.tail(s3Ghost))
+	for s.Size(s3Ghost) > s.ghostCap {
+		s.Drop(s.Tail(s3Ghost))
 	}
 }
 
-func (s *s3fifo) admit(id uint64) {
-	if n := s.lookup(id); n >= 0 {
-		s.drop(n) // a ghost that still holds blocks
+func (s *s3fifo) Admit(id uint64) {
+	if n := s.Lookup(id); n >= 0 {
+		s.Drop(n) // a ghost that still holds blocks
 	}
 	s.add(id, s3Small)
 }
 
-func (s *s3fifo) victim() int32 { return s.step(true) }
+func (s *s3fifo) Victim() int32 { return s.step(true) }
 
 // step runs the eviction until it finds a victim and returns it, or -1 if
 // there is none. restricted limits the victims, and the nodes the step
@@ -132,7 +132,7 @@ func (s *s3fifo) step(restricted bool) int32 {
 		} else if s.lists[s3Main].marked == 0 {
 			fromSmall = true
 		}
-	} else if s.size(s3Main) == 0 {
+	} else if s.Size(s3Main) == 0 {
 		fromSmall = true
 	}
 	if fromSmall {
@@ -145,10 +145,10 @@ func (s *s3fifo) step(restricted bool) int32 {
 
 // start returns where a scan of resident list l begins.
 func (s *s3fifo) start(l uint8, restricted bool) int32 {
-	if n := s.cursor[l]; restricted && n >= 0 && s.slab[n].list == l {
+	if n := s.cursor[l]; restricted && n >= 0 && s.Slab[n].List == l {
 		return n
 	}
-	return s.tail(l)
+	return s.Tail(l)
 }
 
 // resume notes where a restricted scan of list l stopped, n, so that the
@@ -163,22 +163,22 @@ func (s *s3fifo) resume(l uint8, n int32, restricted bool) {
 }
 
 func (s *s3fifo) eligible(n int32, restricted bool) bool {
-	return !restricted || s.marked(n)
+	return !restricted || s.Marked(n)
 }
 
 // evictSmall moves small's accessed tail nodes to main and returns the first
 // that was not accessed, or -1.
 func (s *s3fifo) evictSmall(restricted bool) int32 {
 	for n := s.start(s3Small, restricted); n >= 0; {
-		x := &s.slab[n]
-		next := s.newer(n)
+		x := &s.Slab[n]
+		next := s.Newer(n)
 		if s.eligible(n, restricted) {
-			if x.bits < s3fifoMoveToMain {
+			if x.Bits < s3fifoMoveToMain {
 				s.resume(s3Small, n, restricted)
 				return n
 			}
-			x.bits = 0
-			s.moveHead(s3Main, n)
+			x.Bits = 0
+			s.MoveHead(s3Main, n)
 		}
 		n = next
 	}
@@ -190,58 +190,63 @@ func (s *s3fifo) evictSmall(restricted bool) int32 {
 // it, and returns the first whose counter is zero, or -1. Each pass over main
 // decrements every eligible counter, so it ends within s3fifoMaxFreq+1 passes.
 func (s *s3fifo) evictMain(restricted bool) int32 {
-	if s.size(s3Main) == 0 || restricted && s.lists[s3Main].marked == 0 {
+	if s.Size(s3Main) == 0 || restricted && s.lists[s3Main].marked == 0 {
 		return -1
 	}
 	n := s.start(s3Main, restricted)
 	for {
 		if n < 0 {
-			n = s.tail(s3Main)
+			n = s.Tail(s3Main)
 		}
-		x := &s.slab[n]
-		next := s.newer(n)
+		x := &s.Slab[n]
+		next := s.Newer(n)
 		if s.eligible(n, restricted) {
-			if x.bits == 0 {
+			if x.Bits == 0 {
 				s.resume(s3Main, n, restricted)
 				return n
 			}
-			x.bits--
-			s.moveHead(s3Main, n)
+			x.Bits--
+			s.MoveHead(s3Main, n)
 		}
 		n = next
 	}
 }
 
-func (s *s3fifo) evict(n int32) {
-	x := &s.slab[n]
-	if x.list == s3Small {
-		x.bits = 0
-		s.moveHead(s3Ghost, n)
-		if s.size(s3Ghost) > s.ghostCap {
-			s.drop(s.tail(s3Ghost))
+func (s *s3fifo) Evict(n int32) {
+	x := &s.Slab[n]
+	if x.List == s3Small {
+		x.Bits = 0
+		s.MoveHead(s3Ghost, n)
+		if s.Size(s3Ghost) > s.ghostCap {
+			s.Drop(s.Tail(s3Ghost))
 		}
 		return
 	}
-	s.drop(n)
+	s.Drop(n)
 }
 
-func (s *s3fifo) forget(id uint64) {
-	if n := s.lookup(id); n >= 0 {
-		s.drop(n)
+func (s *s3fifo) Forget(id uint64) {
+	if n := s.Lookup(id); n >= 0 {
+		s.Drop(n)
 	}
 }
 
-func (s *s3fifo) finish() {
+func (s *s3fifo) Finish() {
 	s.cursor = [2]int32{-1, -1}
-	s.commit()
+	s.Commit()
 	s.normalize()
 }
 
-func (s *s3fifo) check() error {
-	if err := s.checkTable(); err != nil {
+// String describes the lists and the pending request, for tests.
+func (s *s3fifo) String() string {
+	return fmt.Sprintf("%vpending %d %v", &s.Table, s.pending, s.hasPend)
+}
+
+func (s *s3fifo) Check() error {
+	if err := s.CheckTable(); err != nil {
 		return err
 	}
-	small, main, ghost := s.size(s3Small), s.size(s3Main), s.size(s3Ghost)
+	small, main, ghost := s.Size(s3Small), s.Size(s3Main), s.Size(s3Ghost)
 	if small+main > s.c {
 		return fmt.Errorf("s3fifo: |small|+|main| = %d+%d > c = %d", small, main, s.c)
 	}
@@ -249,13 +254,13 @@ func (s *s3fifo) check() error {
 		return fmt.Errorf("s3fifo: |ghost| = %d > %d", ghost, s.ghostCap)
 	}
 	for _, l := range []uint8{s3Small, s3Main} {
-		for n := s.tail(l); n >= 0; n = s.newer(n) {
-			if s.slab[n].bits > s3fifoMaxFreq {
-				return fmt.Errorf("s3fifo: id %d has frequency %d > %d", s.slab[n].id, s.slab[n].bits, s3fifoMaxFreq)
+		for n := s.Tail(l); n >= 0; n = s.Newer(n) {
+			if s.Slab[n].Bits > s3fifoMaxFreq {
+				return fmt.Errorf("s3fifo: id %d has frequency %d > %d", s.Slab[n].ID, s.Slab[n].Bits, s3fifoMaxFreq)
 			}
 		}
 	}
-	if n := s.lookup(s.pending); s.hasPend && n >= 0 && s.slab[n].list != s3Ghost {
+	if n := s.Lookup(s.pending); s.hasPend && n >= 0 && s.Slab[n].List != s3Ghost {
 		return fmt.Errorf("s3fifo: pending id %d is also resident", s.pending)
 	}
 	return nil
