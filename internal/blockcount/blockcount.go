@@ -5,10 +5,10 @@
 // A pool numbers its blocks from 0, so a bit per block says that a block
 // is listed, in a table small enough to stay in the processor's cache
 // where a hash table of the same blocks would miss it on every look-up;
-// only the blocks listed more than once, which an evictable candidate
-// never holds, take an entry in a hash table. Blocks the bits do not
-// cover (negative ones, or ids far beyond the blocks listed) are counted
-// in a hash table of their own.
+// only the blocks listed more than once (a prefix that running sequences
+// share) take an entry in a hash table. Blocks the bits do not cover
+// (negative ones, or ids far beyond the blocks listed) are counted in a
+// hash table of their own.
 package blockcount
 
 import (
