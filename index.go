@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sagellm/kvevict/internal/blockcount"
 	"github.com/sagellm/kvevict/internal/dlist"
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/internal/lists"
@@ -93,7 +94,7 @@ type Index struct {
 	// another candidate still lists: the allocator would free it twice.
 	// Running sequences may share blocks, as a prefix cache's do; only a
 	// victim's must be its own.
-	listed idmap.Map[int32]
+	listed blockcount.Counts
 
 	// slots holds the candidates by slot, each beside what its order
 	// keeps of it, and ids finds them by ID, but in an Index of ARC,
@@ -235,9 +236,10 @@ func resolveIndex(s Strategy, opts []Option) (options.Info, options.Config, erro
 // Grow makes room for n more sequences, so that the next n Adds do not
 // reallocate the index's tables, as [slices.Grow] does for a slice: for an
 // allocator that knows how many sequences its pool holds at most, which
-// saves the copies of a table that doubles as it fills. The table of the
-// blocks listed gets room for one block a sequence; more blocks grow it as
-// they come. n <= 0 does nothing. O(sequences held + n), once.
+// saves the copies of a table that doubles as it fills. The count of the
+// blocks listed gets room for one block a sequence numbered as a pool
+// numbers its blocks, from 0 up; other blocks, and blocks listed twice,
+// grow it as they come. n <= 0 does nothing. O(sequences held + n), once.
 func (x *Index) Grow(n int) {
 	if n <= 0 {
 		return
@@ -250,7 +252,7 @@ func (x *Index) Grow(n int) {
 	if x.hist != nil {
 		x.hist.grow(n)
 	}
-	x.listed.Reserve(n)
+	x.listed.Reserve(x.held + n)
 }
 
 // Len returns how many sequences the index holds, evictable or not. O(1).
@@ -357,29 +359,29 @@ func (x *Index) check(slot int32, c *Candidate) error {
 // one fewer.
 func (x *Index) list(blocks []int) {
 	for _, b := range blocks {
-		*x.listed.Upsert(uint64(b))++
+		x.listed.Add(b)
 	}
 }
 
 func (x *Index) unlist(blocks []int) {
 	for _, b := range blocks {
-		if p := x.listed.Ref(uint64(b)); *p > 1 {
-			*p--
-		} else {
-			x.listed.Del(uint64(b))
-		}
+		x.listed.Remove(b)
 	}
 }
 
 // sharedBlock reports an error matching ErrInvalidCandidate if victims
 // would free a block that another held candidate lists, or that they
 // list twice: the allocator would free it twice. It is the Index's check
-// before a transaction commits, one look-up per freed block, in place of
-// the one over the victims alone that a Policy makes.
+// before a transaction commits, in place of the one over the victims
+// alone that a Policy makes: one look-up per freed block, and none while
+// no block is listed twice.
 func (x *Index) sharedBlock(victims []Victim) error {
+	if !x.listed.Shared() {
+		return nil
+	}
 	for i := range victims {
 		for _, b := range victims[i].Blocks {
-			if n, _ := x.listed.Get(uint64(b)); n > 1 {
+			if x.listed.Count(b) > 1 {
 				return x.sharedError(victims[i].ID, b)
 			}
 		}

@@ -20,12 +20,16 @@ var soak = flag.Bool("soak", false, "run the index soak test for 10M operations 
 func checkIndex(t testing.TB, x *Index) {
 	t.Helper()
 	live, available := 0, 0
+	listed := map[int]int{}
 	for slot := range x.made {
 		c := x.cand(slot)
 		if got, ok := x.find(c.ID); !ok || got != slot {
 			continue // a free slot
 		}
 		live++
+		for _, b := range c.Blocks {
+			listed[b]++
+		}
 		if c.evictable() && (!c.apart || x.apart.Contains(slot)) {
 			available += len(c.Blocks)
 		}
@@ -44,6 +48,9 @@ func checkIndex(t testing.TB, x *Index) {
 	}
 	if available != x.available {
 		t.Fatalf("evictable blocks %d, index says %d", available, x.available)
+	}
+	if err := x.listed.Check(listed); err != nil {
+		t.Fatal(err)
 	}
 	if len(x.taken) != 0 {
 		t.Fatalf("%d victims taken outside an eviction", len(x.taken))
@@ -70,7 +77,8 @@ func checkOrder(x *Index) error {
 // tableCaps describes the capacities of x's tables: a table that grows
 // moves to a larger array, so its capacity changes.
 func tableCaps(x *Index) string {
-	caps := []int{slabCap(x), x.listed.Slots()}
+	listed := x.listed.Tables()
+	caps := append([]int{slabCap(x)}, listed[:]...)
 	if !x.byHistory {
 		caps = append(caps, x.ids.Slots())
 	}
@@ -821,10 +829,13 @@ func TestIndexGrow(t *testing.T) {
 		// A table that grows moves to a larger array: its capacity changes.
 		tables := func() string { return tableCaps(x) }
 		before := tables()
-		blocks := []int{1}
+		blocks := make([]int, n) // a block each, numbered from 0 as Grow's doc has them
+		for i := range blocks {
+			blocks[i] = i
+		}
 		for id := range uint64(n) {
 			x.UpdateAccess(id)
-			if err := x.Add(Candidate{ID: id, Blocks: blocks, RefCount: 1}); err != nil {
+			if err := x.Add(Candidate{ID: id, Blocks: blocks[id : id+1], RefCount: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}

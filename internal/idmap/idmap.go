@@ -5,6 +5,7 @@ package idmap
 
 import (
 	"fmt"
+	"iter"
 	"math/bits"
 )
 
@@ -178,6 +179,21 @@ func (m *Map[V]) Add(id uint64) (had bool) {
 			return false
 		case k:
 			return true
+		}
+	}
+}
+
+// All returns an iterator over the map's ids and values, in no particular
+// order. The map must not change during the iteration. O(size).
+func (m *Map[V]) All() iter.Seq2[uint64, V] {
+	return func(yield func(uint64, V) bool) {
+		for i := range m.slots {
+			if k := m.slots[i].key; k != 0 && !yield(k-1, m.slots[i].val) {
+				return
+			}
+		}
+		if m.lastOK {
+			yield(1<<64-1, m.last)
 		}
 	}
 }

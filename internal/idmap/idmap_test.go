@@ -1,6 +1,7 @@
 package idmap
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -8,7 +9,7 @@ import (
 
 // TestIDMapRandomOps checks Map against a Go map under random puts and
 // deletes over a small id space (long probe runs, many backward shifts),
-// including ID math.MaxUint64.
+// including ID math.MaxUint64, and what All yields.
 func TestIDMapRandomOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var m Map[int32]
@@ -30,6 +31,13 @@ func TestIDMapRandomOps(t *testing.T) {
 		if step%1000 == 0 {
 			if err := m.Check(); err != nil {
 				t.Fatalf("step %d: %v", step, err)
+			}
+			all := map[uint64]int32{}
+			for id, v := range m.All() {
+				all[id] = v
+			}
+			if !maps.Equal(all, ref) {
+				t.Fatalf("step %d: All() yields %d ids, not the %d held", step, len(all), len(ref))
 			}
 		}
 		if m.Len() != len(ref) {
