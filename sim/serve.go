@@ -50,9 +50,11 @@ type EngineConfig struct {
 	// Cost.Step of what the step computes (its prefill chunks and one token
 	// per decoding sequence, over the KV cache of every running sequence),
 	// a prefill takes steps of its own, the last of which computes the
-	// first token, and the report carries the run's times (Report.Times).
-	// Its block tokens must be the workload's, and TokenTime must be 0.
-	// Without it every step takes TokenTime and a prefill takes none.
+	// first token, and the report carries the run's times (Report.Times,
+	// or a ClusterReport's). Its block tokens must be the workload's, and
+	// ServeConfig.TokenTime must be 0. Without it every step of [Serve]
+	// takes TokenTime and a prefill takes none; a [Cluster] that decodes
+	// needs it.
 	Cost *tier.Cost
 	// MaxBatch caps the sequences running at once (vLLM's max_num_seqs): a
 	// waiting request is admitted only below it. 0 means no cap; at most
