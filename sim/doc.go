@@ -24,17 +24,21 @@
 //     prefix tree, behind a [Router] that chooses each request's engine:
 //     round robin, least loaded, or by the prefix it believes each engine
 //     holds (read from the engine, from a [Mirror] of its KV events, or
-//     from an approximate index), less a load term.
+//     from an approximate index), less a load term. With
+//     ClusterConfig.Decode each engine is Serve's pool in time instead, all
+//     of them on one clock, sessions' turns closed loop across them.
 //
 // Ticks, the unit of a candidate's LastAccess and CreatedAt, count what each
 // run's clock counts: in Replay, block references (each block a request
 // touches is one tick later than the last), since a replay has no time;
 // in Serve, microseconds of the simulated pool (the evictors' strategies
 // get WithTickDuration(time.Microsecond), so durations given to options
-// are real time); in Cluster, and the command's publish, requests.
+// are real time); in Cluster, and the command's publish, requests, and in
+// a Cluster that decodes, Serve's microseconds.
 //
 // Replay and Serve return a [Report]: hit ratios, re-prefills, prefill
 // work against an unbounded cache, utilisation, Jain fairness, preemptions
 // and selection latency. Cluster returns a [ClusterReport]: hit ratio,
-// prefill, load balance and the blocks the router counted on in vain.
+// prefill, load balance, the blocks the router counted on in vain and, in
+// time, Serve's [Times].
 package sim
