@@ -12,34 +12,35 @@ import (
 // candidate. Two candidates requested as often (the same log2(requests))
 // and both lone partial blocks or both not keep their order whatever W
 // is: by LastAccess, then ID. So the index keeps the marked candidates in
-// groups of equal (partial, log2(requests)), each a list in that order,
-// and an eviction walks each group from its front only while the score is
-// below the largest of the victims chosen so far: the same greedy
-// selection over the same scores, offered O(groups + victims) entries
-// instead of every candidate.
+// groups of equal (partial, log2(requests)), each a min-heap in that order,
+// and an eviction walks each group in order from its smallest only while
+// the score is below the largest of the victims chosen so far: the same
+// greedy selection over the same scores, offered O(groups + victims)
+// entries instead of every candidate.
 //
 // A candidate joins its group when it is marked and leaves when it is
 // unmarked. When its fields change (LastAccess, a partial last block) or
 // the history counts a request for it, it leaves its group until the next
 // eviction files it again, because the allocator usually acquires or
 // touches a requested sequence more than once before then: acquiring
-// keeps it out, and each touch costs O(1). Filed again, it lands in its
-// place by a walk from the group's back: one step under a clock that only
-// grows, as a touched candidate lands last; a candidate added or updated
-// with an older LastAccess walks further.
+// keeps it out. Filed again, it takes O(log n) to find its place whatever
+// its LastAccess: a request counted for a sequence that keeps its old
+// LastAccess files it in the middle of the group of its new count, where
+// a sorted list would be walked to the place, O(n).
 
 // autoOrder is the order of an Index of Auto: the groups of its marked
 // candidates.
 type autoOrder struct {
 	a      *auto
 	t      *lists.Table           // a's
-	slots  *dlist.Nodes[held]     // the Index's: the candidates, and the groups' links
-	st     *[]markState           // the Index's: each candidate's node and group
+	slots  *dlist.Nodes[held]     // the Index's: the candidates
+	st     *[]markState           // the Index's: each candidate's node, group and place in it
 	byKey  map[autoGroupKey]int32 // group of each (partial, log2r) held
 	groups []autoGroup            // by number; an empty one is free
 	live   []int32                // the groups that hold candidates
 	free   []int32                // numbers of empty groups, for reuse
 	refile []int32                // slots out of their group since they changed
+	walk   []int32                // places in a group's heap an eviction offers next
 	sel    selector               // the greedy selection over the groups' fronts
 	ranked []entry                // the victims of the eviction under way, smallest first
 	taken  int                    // how many of ranked next handed out
@@ -56,22 +57,27 @@ type autoGroupKey struct {
 
 type autoGroup struct {
 	key  autoGroupKey
-	list dlist.List // ascending by (LastAccess, ID)
-	at   int32      // index in live
-	// last is the slot filed last, or dlist.None: where a walk to file the
-	// next starts when that one is neither the newest nor the oldest. An
-	// eviction admits its waiting candidates oldest first, each after the
-	// one before; a walk from the back would pass the group for each (on
-	// a tier of Auto, whose history drops a long-held block that no
-	// request touched and admits it again, thousands of steps a block).
-	last int32
+	heap []autoEntry // a min-heap by (LastAccess, ID), autoArity children a node
+	at   int32       // index in live
 }
+
+// autoEntry is a candidate in its group's heap: its LastAccess when it was
+// filed, which stays its LastAccess while it is there (a change takes it
+// out), and its slot.
+type autoEntry struct {
+	last int64
+	slot int32
+}
+
+// autoArity is the number of children of a node of a group's heap: half
+// the depth of a binary heap, as the key orders' heap (package rank).
+const autoArity = 4
 
 func (o *autoOrder) cand(slot int32) *Candidate { return &(*o.slots)[slot].Val.c }
 
 // insert marks the node of the candidate in slot and files the candidate
-// in its group, by a walk from the group's back or from the slot filed
-// last.
+// in its group's heap. O(log n), and O(1) for a candidate newer than its
+// group's others, as a touch under a clock that only grows makes it.
 func (o *autoOrder) insert(slot int32) {
 	st := &(*o.st)[slot]
 	n := st.node
@@ -84,31 +90,65 @@ func (o *autoOrder) insert(slot int32) {
 	if !ok {
 		gi = o.open(key)
 	}
-	grp, links := &o.groups[gi], *o.slots
-	at := grp.list.Back
-	switch {
-	case at == dlist.None || o.sortsBefore(at, slot): // the newest: last
-	case !o.sortsBefore(grp.list.Front, slot): // the oldest: first
-		at = dlist.None
-	case grp.last != dlist.None && o.sortsBefore(grp.last, slot):
-		// Forward from the one filed last; the back ends the walk.
-		at = grp.last
-		for n := links.Next(at); o.sortsBefore(n, slot); n = links.Next(n) {
-			at = n
-		}
-	default: // back from the back; the front ends the walk
-		for !o.sortsBefore(at, slot) {
-			at = links.Prev(at)
-		}
-	}
-	links.InsertAfter(&grp.list, at, slot)
-	grp.last = slot
 	st.group = gi + 1
+	grp := &o.groups[gi]
+	grp.heap = append(grp.heap, autoEntry{last: o.cand(slot).LastAccess, slot: slot})
+	o.up(grp.heap, len(grp.heap)-1)
 }
 
-// sortsBefore reports whether the candidate in slot a sorts before the one
-// in slot b within a group: by LastAccess, then ID.
-func (o *autoOrder) sortsBefore(a, b int32) bool { return byRecency(o.cand(a), o.cand(b)) < 0 }
+// before reports whether a sorts before b within a group: by LastAccess,
+// then ID.
+func (o *autoOrder) before(a, b autoEntry) bool {
+	if a.last != b.last {
+		return a.last < b.last
+	}
+	return o.cand(a.slot).ID < o.cand(b.slot).ID
+}
+
+// put stores e at place j of h and notes the place in its slot's state.
+func (o *autoOrder) put(h []autoEntry, j int, e autoEntry) {
+	h[j] = e
+	(*o.st)[e.slot].at = int32(j)
+}
+
+// up moves the entry at place j of h toward the root while it sorts
+// before its parent.
+func (o *autoOrder) up(h []autoEntry, j int) {
+	e := h[j]
+	for j > 0 {
+		p := (j - 1) / autoArity
+		if !o.before(e, h[p]) {
+			break
+		}
+		o.put(h, j, h[p])
+		j = p
+	}
+	o.put(h, j, e)
+}
+
+// down moves the entry at place j of h toward the leaves while a child
+// sorts before it.
+func (o *autoOrder) down(h []autoEntry, j int) {
+	e := h[j]
+	for {
+		c := autoArity*j + 1
+		if c >= len(h) {
+			break
+		}
+		m := c
+		for k := c + 1; k < min(c+autoArity, len(h)); k++ {
+			if o.before(h[k], h[m]) {
+				m = k
+			}
+		}
+		if !o.before(h[m], e) {
+			break
+		}
+		o.put(h, j, h[m])
+		j = m
+	}
+	o.put(h, j, e)
+}
 
 // remove unmarks the node of the candidate in slot, if it has one, and
 // takes the candidate out of its group, if it is in one.
@@ -120,25 +160,31 @@ func (o *autoOrder) remove(slot int32) {
 }
 
 // ungroup takes the candidate in slot out of its group, if it is in one.
+// O(log n).
 func (o *autoOrder) ungroup(slot int32) {
 	st := &(*o.st)[slot]
 	if st.group == 0 {
 		return
 	}
-	gi := st.group - 1
-	if o.groups[gi].last == slot {
-		o.groups[gi].last = o.slots.Prev(slot)
-	}
-	o.slots.Remove(&o.groups[gi].list, slot)
+	gi, j := st.group-1, int(st.at)
 	st.group = 0
-	if o.groups[gi].list.Len == 0 {
+	grp := &o.groups[gi]
+	last := len(grp.heap) - 1
+	moved := grp.heap[last]
+	grp.heap = grp.heap[:last]
+	if j != last {
+		o.put(grp.heap, j, moved)
+		o.up(grp.heap, j)
+		o.down(grp.heap, int((*o.st)[moved.slot].at))
+	}
+	if len(grp.heap) == 0 {
 		o.close(gi)
 	}
 }
 
 // fix takes the marked candidate in slot, whose fields or count of
 // requests changed, out of its group until the next eviction files it
-// again. O(1).
+// again. O(log n).
 func (o *autoOrder) fix(slot int32) {
 	st := &(*o.st)[slot]
 	if st.group == 0 {
@@ -151,7 +197,8 @@ func (o *autoOrder) fix(slot int32) {
 	}
 }
 
-// open starts a group of key and returns its number.
+// open starts a group of key and returns its number. A free group's heap
+// keeps its array for the next group that takes its number.
 func (o *autoOrder) open(key autoGroupKey) int32 {
 	var gi int32
 	if n := len(o.free); n > 0 {
@@ -161,7 +208,7 @@ func (o *autoOrder) open(key autoGroupKey) int32 {
 		gi = int32(len(o.groups))
 		o.groups = append(o.groups, autoGroup{})
 	}
-	o.groups[gi] = autoGroup{key: key, list: dlist.Empty(), at: int32(len(o.live)), last: dlist.None}
+	o.groups[gi] = autoGroup{key: key, heap: o.groups[gi].heap[:0], at: int32(len(o.live))}
 	o.live = append(o.live, gi)
 	o.byKey[key] = gi
 	return gi
@@ -180,9 +227,11 @@ func (o *autoOrder) close(gi int32) {
 
 // prepare ranks for an eviction of required blocks among candidates
 // holding available, at now, the largest LastAccess held: the candidates
-// out of their group are filed again, then each group offers its front to
-// Auto's greedy selection while the score stays below the bound of the
-// victims chosen so far.
+// out of their group are filed again, then each group offers its
+// candidates in order, from its smallest, to Auto's greedy selection while
+// the score stays below the bound of the victims chosen so far. A group
+// offers them by a walk of its heap that keeps the places whose parent it
+// offered in a small heap of its own: O(m log m) for m offered.
 func (o *autoOrder) prepare(required, available int, now int64) {
 	for _, slot := range o.refile {
 		st := &(*o.st)[slot]
@@ -200,18 +249,65 @@ func (o *autoOrder) prepare(required, available int, now int64) {
 	o.sel.begin(required, len(*o.st))
 	bounded := false
 	var bound entry
-	links := *o.slots
 	for _, gi := range o.live {
-		for slot := o.groups[gi].list.Front; slot != dlist.None; slot = links.Next(slot) {
+		h := o.groups[gi].heap
+		o.walk = append(o.walk[:0], 0)
+		for len(o.walk) > 0 {
+			j := o.popWalk(h)
+			slot := h[j].slot
 			c := o.cand(slot)
 			e := newEntry(c, o.a.keyOf(c), slot)
 			if bounded && !less(&e, &bound) {
 				break // the rest of the group scores higher still
 			}
 			bounded = o.sel.offer(e, &bound)
+			for k := autoArity*j + 1; k < min(autoArity*j+1+autoArity, len(h)); k++ {
+				o.pushWalk(h, k)
+			}
 		}
 	}
 	o.ranked, o.taken = o.sel.victims(), 0
+}
+
+// pushWalk adds place j of h to the walk, a binary min-heap of places by
+// their entries.
+func (o *autoOrder) pushWalk(h []autoEntry, j int) {
+	w := append(o.walk, int32(j))
+	i := len(w) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !o.before(h[w[i]], h[w[p]]) {
+			break
+		}
+		w[i], w[p] = w[p], w[i]
+		i = p
+	}
+	o.walk = w
+}
+
+// popWalk takes the place of the smallest entry out of the walk.
+func (o *autoOrder) popWalk(h []autoEntry) int {
+	w := o.walk
+	top := w[0]
+	last := len(w) - 1
+	w[0] = w[last]
+	w = w[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(w) {
+			break
+		}
+		if c+1 < len(w) && o.before(h[w[c+1]], h[w[c]]) {
+			c++
+		}
+		if !o.before(h[w[c]], h[w[i]]) {
+			break
+		}
+		w[i], w[c] = w[c], w[i]
+		i = c
+	}
+	o.walk = w
+	return int(top)
 }
 
 // next hands out the victims prepare ranked, in order, each taken out of
@@ -227,39 +323,34 @@ func (o *autoOrder) next() int32 {
 }
 
 // check verifies the groups: each live group holds candidates of its key
-// in ascending (LastAccess, ID), every candidate in a group is marked, and
-// every marked one, marked of them, is in a group or waits to be filed
-// again.
+// in a heap by (LastAccess, ID) whose places their states record, every
+// candidate in a group is marked, and every marked one, marked of them,
+// is in a group or waits to be filed again.
 func (o *autoOrder) check(marked int) error {
 	grouped := 0
-	links := *o.slots
 	for i, gi := range o.live {
 		grp := &o.groups[gi]
-		if grp.at != int32(i) || grp.list.Len == 0 || o.byKey[grp.key] != gi {
-			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, grp.list.Len, o.byKey[grp.key])
+		if grp.at != int32(i) || len(grp.heap) == 0 || o.byKey[grp.key] != gi {
+			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, len(grp.heap), o.byKey[grp.key])
 		}
-		prev := dlist.None
-		err := links.Check(&grp.list, func(slot int32) error {
-			c := o.cand(slot)
-			st := &(*o.st)[slot]
+		for j, e := range grp.heap {
+			c := o.cand(e.slot)
+			st := &(*o.st)[e.slot]
 			n := st.node
 			switch {
-			case st.group != gi+1:
-				return fmt.Errorf("ID %d in group %d says %d", c.ID, gi+1, st.group)
+			case st.group != gi+1 || st.at != int32(j):
+				return fmt.Errorf("ID %d at %d in group %d says %d at %d", c.ID, j, gi+1, st.group, st.at)
 			case n < 0 || !o.t.Marked(n):
 				return fmt.Errorf("ID %d in a group is not marked", c.ID)
 			case (autoGroupKey{lonePartial(c), o.a.info[n].log2Requests}) != grp.key:
 				return fmt.Errorf("ID %d in group %+v belongs elsewhere", c.ID, grp.key)
-			case prev != dlist.None && !o.sortsBefore(prev, slot):
-				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, c.ID, o.cand(prev).ID)
+			case e.last != c.LastAccess:
+				return fmt.Errorf("ID %d filed at LastAccess %d, now %d", c.ID, e.last, c.LastAccess)
+			case j > 0 && o.before(e, grp.heap[(j-1)/autoArity]):
+				return fmt.Errorf("group %+v: ID %d sorts before its parent", grp.key, c.ID)
 			}
-			prev = slot
-			return nil
-		})
-		if err != nil {
-			return err
 		}
-		grouped += grp.list.Len
+		grouped += len(grp.heap)
 	}
 	if len(o.byKey) != len(o.live) {
 		return fmt.Errorf("%d group keys, %d live groups", len(o.byKey), len(o.live))
