@@ -12,28 +12,32 @@ import (
 // candidate. Two candidates requested as often (the same log2(requests))
 // and both lone partial blocks or both not keep their order whatever W
 // is: by LastAccess, then ID. So the index keeps the marked candidates in
-// groups of equal (partial, log2(requests)), each a min-heap in that order,
-// and an eviction walks each group in order from its smallest only while
-// the score is below the largest of the victims chosen so far: the same
-// greedy selection over the same scores, offered O(groups + victims)
-// entries instead of every candidate.
+// groups of equal (partial, log2(requests)), each in that order, and an
+// eviction walks each group in order from its smallest only while the
+// score is below the largest of the victims chosen so far: the same greedy
+// selection over the same scores, offered O(groups + victims) entries
+// instead of every candidate.
 //
 // A candidate joins its group when it is marked and leaves when it is
 // unmarked. When its fields change (LastAccess, a partial last block) or
 // the history counts a request for it, it leaves its group until the next
 // eviction files it again, because the allocator usually acquires or
 // touches a requested sequence more than once before then: acquiring
-// keeps it out. Filed again, it takes O(log n) to find its place whatever
-// its LastAccess: a request counted for a sequence that keeps its old
-// LastAccess files it in the middle of the group of its new count, where
-// a sorted list would be walked to the place, O(n).
+// keeps it out. Filed again, it lands in O(1) at the back of its group's
+// sorted list, as a touched candidate does under a clock that only grows,
+// or at its front, or right after the candidate filed last there; a
+// candidate whose place is elsewhere in the list (a request counted for a
+// sequence that keeps its old LastAccess lands in the middle of the group
+// of its new count) goes to the group's min-heap instead, O(log n), where
+// a walk of the list would be O(n). An eviction reads a group by merging
+// its list's front with its heap's smallest.
 
 // autoOrder is the order of an Index of Auto: the groups of its marked
 // candidates.
 type autoOrder struct {
 	a      *auto
 	t      *lists.Table           // a's
-	slots  *dlist.Nodes[held]     // the Index's: the candidates
+	slots  *dlist.Nodes[held]     // the Index's: the candidates, and the groups' links
 	st     *[]markState           // the Index's: each candidate's node, group and place in it
 	byKey  map[autoGroupKey]int32 // group of each (partial, log2r) held
 	groups []autoGroup            // by number; an empty one is free
@@ -57,9 +61,20 @@ type autoGroupKey struct {
 
 type autoGroup struct {
 	key  autoGroupKey
-	heap []autoEntry // a min-heap by (LastAccess, ID), autoArity children a node
+	list dlist.List  // ascending by (LastAccess, ID)
+	heap []autoEntry // the rest: a min-heap by (LastAccess, ID), autoArity children a node
 	at   int32       // index in live
+	// last is the slot filed last in list, or dlist.None: an eviction
+	// admits its waiting candidates oldest first, each after the one
+	// before (on a tier of Auto, whose history drops a long-held block
+	// that no request touched and admits it again, thousands a run), so
+	// the place right after it is tried before the heap.
+	last int32
 }
+
+// inList is the markState.at of a grouped candidate in its group's list,
+// not its heap.
+const inList = -1
 
 // autoEntry is a candidate in its group's heap: its LastAccess when it was
 // filed, which stays its LastAccess while it is there (a change takes it
@@ -76,8 +91,8 @@ const autoArity = 4
 func (o *autoOrder) cand(slot int32) *Candidate { return &(*o.slots)[slot].Val.c }
 
 // insert marks the node of the candidate in slot and files the candidate
-// in its group's heap. O(log n), and O(1) for a candidate newer than its
-// group's others, as a touch under a clock that only grows makes it.
+// in its group: in O(1) in its list at the back, the front or right after
+// the slot filed last there, or else in its heap, O(log n).
 func (o *autoOrder) insert(slot int32) {
 	st := &(*o.st)[slot]
 	n := st.node
@@ -91,10 +106,28 @@ func (o *autoOrder) insert(slot int32) {
 		gi = o.open(key)
 	}
 	st.group = gi + 1
-	grp := &o.groups[gi]
-	grp.heap = append(grp.heap, autoEntry{last: o.cand(slot).LastAccess, slot: slot})
-	o.up(grp.heap, len(grp.heap)-1)
+	grp, links := &o.groups[gi], *o.slots
+	at := grp.list.Back
+	switch {
+	case at == dlist.None || o.sortsBefore(at, slot): // the newest: last
+	case !o.sortsBefore(grp.list.Front, slot): // the oldest: first
+		at = dlist.None
+	case grp.last != dlist.None && o.sortsBefore(grp.last, slot) && o.sortsBefore(slot, links.Next(grp.last)):
+		at = grp.last // right after the one filed last
+	default: // in the middle: the heap
+		st.at = int32(len(grp.heap))
+		grp.heap = append(grp.heap, autoEntry{last: o.cand(slot).LastAccess, slot: slot})
+		o.up(grp.heap, len(grp.heap)-1)
+		return
+	}
+	links.InsertAfter(&grp.list, at, slot)
+	grp.last = slot
+	st.at = inList
 }
+
+// sortsBefore reports whether the candidate in slot a sorts before the one
+// in slot b within a group: by LastAccess, then ID.
+func (o *autoOrder) sortsBefore(a, b int32) bool { return byRecency(o.cand(a), o.cand(b)) < 0 }
 
 // before reports whether a sorts before b within a group: by LastAccess,
 // then ID.
@@ -159,8 +192,8 @@ func (o *autoOrder) remove(slot int32) {
 	o.ungroup(slot)
 }
 
-// ungroup takes the candidate in slot out of its group, if it is in one.
-// O(log n).
+// ungroup takes the candidate in slot out of its group, if it is in one:
+// O(1) from its list, O(log n) from its heap.
 func (o *autoOrder) ungroup(slot int32) {
 	st := &(*o.st)[slot]
 	if st.group == 0 {
@@ -169,22 +202,29 @@ func (o *autoOrder) ungroup(slot int32) {
 	gi, j := st.group-1, int(st.at)
 	st.group = 0
 	grp := &o.groups[gi]
-	last := len(grp.heap) - 1
-	moved := grp.heap[last]
-	grp.heap = grp.heap[:last]
-	if j != last {
-		o.put(grp.heap, j, moved)
-		o.up(grp.heap, j)
-		o.down(grp.heap, int((*o.st)[moved.slot].at))
+	if j == inList {
+		if grp.last == slot {
+			grp.last = o.slots.Prev(slot)
+		}
+		o.slots.Remove(&grp.list, slot)
+	} else {
+		last := len(grp.heap) - 1
+		moved := grp.heap[last]
+		grp.heap = grp.heap[:last]
+		if j != last {
+			o.put(grp.heap, j, moved)
+			o.up(grp.heap, j)
+			o.down(grp.heap, int((*o.st)[moved.slot].at))
+		}
 	}
-	if len(grp.heap) == 0 {
+	if grp.list.Len == 0 && len(grp.heap) == 0 {
 		o.close(gi)
 	}
 }
 
 // fix takes the marked candidate in slot, whose fields or count of
 // requests changed, out of its group until the next eviction files it
-// again. O(log n).
+// again: O(1) from its group's list, O(log n) from its heap.
 func (o *autoOrder) fix(slot int32) {
 	st := &(*o.st)[slot]
 	if st.group == 0 {
@@ -208,7 +248,7 @@ func (o *autoOrder) open(key autoGroupKey) int32 {
 		gi = int32(len(o.groups))
 		o.groups = append(o.groups, autoGroup{})
 	}
-	o.groups[gi] = autoGroup{key: key, heap: o.groups[gi].heap[:0], at: int32(len(o.live))}
+	o.groups[gi] = autoGroup{key: key, list: dlist.Empty(), heap: o.groups[gi].heap[:0], at: int32(len(o.live)), last: dlist.None}
 	o.live = append(o.live, gi)
 	o.byKey[key] = gi
 	return gi
@@ -230,8 +270,10 @@ func (o *autoOrder) close(gi int32) {
 // out of their group are filed again, then each group offers its
 // candidates in order, from its smallest, to Auto's greedy selection while
 // the score stays below the bound of the victims chosen so far. A group
-// offers them by a walk of its heap that keeps the places whose parent it
-// offered in a small heap of its own: O(m log m) for m offered.
+// offers them by merging a walk of its list from the front with a walk of
+// its heap that keeps the places whose parent it offered in a small heap
+// of its own: O(m log m) for m offered from the heap, O(1) each from the
+// list.
 func (o *autoOrder) prepare(required, available int, now int64) {
 	for _, slot := range o.refile {
 		st := &(*o.st)[slot]
@@ -249,18 +291,39 @@ func (o *autoOrder) prepare(required, available int, now int64) {
 	o.sel.begin(required, len(*o.st))
 	bounded := false
 	var bound entry
+	links := *o.slots
 	for _, gi := range o.live {
-		h := o.groups[gi].heap
-		o.walk = append(o.walk[:0], 0)
-		for len(o.walk) > 0 {
-			j := o.popWalk(h)
-			slot := h[j].slot
+		grp := &o.groups[gi]
+		h, ls := grp.heap, grp.list.Front
+		o.walk = o.walk[:0]
+		if len(h) > 0 {
+			o.walk = append(o.walk, 0)
+		}
+		for {
+			var slot int32
+			j := -1 // the place in h offered, or -1 for the list's
+			switch {
+			case ls != dlist.None && (len(o.walk) == 0 || o.sortsBefore(ls, h[o.walk[0]].slot)):
+				slot = ls
+			case len(o.walk) > 0:
+				j = o.popWalk(h)
+				slot = h[j].slot
+			default:
+				slot = dlist.None
+			}
+			if slot == dlist.None {
+				break // the group is offered whole
+			}
 			c := o.cand(slot)
 			e := newEntry(c, o.a.keyOf(c), slot)
 			if bounded && !less(&e, &bound) {
 				break // the rest of the group scores higher still
 			}
 			bounded = o.sel.offer(e, &bound)
+			if j < 0 {
+				ls = links.Next(ls)
+				continue
+			}
 			for k := autoArity*j + 1; k < min(autoArity*j+1+autoArity, len(h)); k++ {
 				o.pushWalk(h, k)
 			}
@@ -322,35 +385,65 @@ func (o *autoOrder) next() int32 {
 	return slot
 }
 
-// check verifies the groups: each live group holds candidates of its key
-// in a heap by (LastAccess, ID) whose places their states record, every
-// candidate in a group is marked, and every marked one, marked of them,
-// is in a group or waits to be filed again.
+// check verifies the groups: each live group holds candidates of its key,
+// in ascending (LastAccess, ID) in its list and in a heap by (LastAccess,
+// ID) whose places their states record, every candidate in a group is
+// marked, and every marked one, marked of them, is in a group or waits to
+// be filed again.
 func (o *autoOrder) check(marked int) error {
 	grouped := 0
+	links := *o.slots
 	for i, gi := range o.live {
 		grp := &o.groups[gi]
-		if grp.at != int32(i) || len(grp.heap) == 0 || o.byKey[grp.key] != gi {
-			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, len(grp.heap), o.byKey[grp.key])
+		size := grp.list.Len + len(grp.heap)
+		if grp.at != int32(i) || size == 0 || o.byKey[grp.key] != gi {
+			return fmt.Errorf("group %d: at %d (live %d), %d members, key maps to %d", gi, grp.at, i, size, o.byKey[grp.key])
 		}
-		for j, e := range grp.heap {
-			c := o.cand(e.slot)
-			st := &(*o.st)[e.slot]
+		member := func(slot int32, at int32) error {
+			c := o.cand(slot)
+			st := &(*o.st)[slot]
 			n := st.node
 			switch {
-			case st.group != gi+1 || st.at != int32(j):
-				return fmt.Errorf("ID %d at %d in group %d says %d at %d", c.ID, j, gi+1, st.group, st.at)
+			case st.group != gi+1 || st.at != at:
+				return fmt.Errorf("ID %d at %d in group %d says %d at %d", c.ID, at, gi+1, st.group, st.at)
 			case n < 0 || !o.t.Marked(n):
 				return fmt.Errorf("ID %d in a group is not marked", c.ID)
 			case (autoGroupKey{lonePartial(c), o.a.info[n].log2Requests}) != grp.key:
 				return fmt.Errorf("ID %d in group %+v belongs elsewhere", c.ID, grp.key)
+			}
+			return nil
+		}
+		prev, lastSeen := dlist.None, grp.last == dlist.None
+		err := links.Check(&grp.list, func(slot int32) error {
+			if err := member(slot, inList); err != nil {
+				return err
+			}
+			if prev != dlist.None && !o.sortsBefore(prev, slot) {
+				return fmt.Errorf("group %+v: ID %d after ID %d out of order", grp.key, o.cand(slot).ID, o.cand(prev).ID)
+			}
+			lastSeen = lastSeen || slot == grp.last
+			prev = slot
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !lastSeen {
+			return fmt.Errorf("group %+v: the slot filed last, %d, is not in its list", grp.key, grp.last)
+		}
+		for j, e := range grp.heap {
+			if err := member(e.slot, int32(j)); err != nil {
+				return err
+			}
+			c := o.cand(e.slot)
+			switch {
 			case e.last != c.LastAccess:
 				return fmt.Errorf("ID %d filed at LastAccess %d, now %d", c.ID, e.last, c.LastAccess)
 			case j > 0 && o.before(e, grp.heap[(j-1)/autoArity]):
 				return fmt.Errorf("group %+v: ID %d sorts before its parent", grp.key, c.ID)
 			}
 		}
-		grouped += len(grp.heap)
+		grouped += size
 	}
 	if len(o.byKey) != len(o.live) {
 		return fmt.Errorf("%d group keys, %d live groups", len(o.byKey), len(o.live))
