@@ -337,3 +337,71 @@ func BenchmarkIndexAutoTier(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexAdaptiveChurn measures an Index of each adaptive strategy,
+// with a capacity of n, under a churn of fresh IDs at n one-block
+// sequences: per op, a request for a random held sequence, then a request
+// for a fresh ID (UpdateAccess), one eviction and the Add of the fresh ID
+// holding the victim's block, as a server's new turn arrives. With
+// hit=touch the held sequence's request is UpdateAccess and Touch, so that
+// it becomes the newest; with hit=request it is UpdateAccess alone, and
+// keeps its LastAccess, as a sequence does that a request finds but has
+// not run yet: Auto files it among those requested as often, in the
+// middle of their order.
+func BenchmarkIndexAdaptiveChurn(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		for _, s := range []kvevict.Strategy{kvevict.ARC, kvevict.S3FIFO, kvevict.SIEVE, kvevict.Auto} {
+			for _, touch := range []bool{true, false} {
+				hit := "request"
+				if touch {
+					hit = "touch"
+				}
+				b.Run(fmt.Sprintf("strategy=%s/hit=%s/n=%d", s, hit, n), func(b *testing.B) {
+					x, err := kvevict.NewIndex(s, kvevict.WithCapacity(n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					blocks := make([]int, n)
+					owner := make([]uint64, n) // the ID holding each block
+					for i := range n {
+						blocks[i], owner[i] = i, uint64(i)
+						x.UpdateAccess(uint64(i))
+						if err := x.Add(kvevict.Candidate{ID: uint64(i), Blocks: blocks[i : i+1 : i+1], LastAccess: int64(i)}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					hits := make([]int, 1<<16)
+					rng := rand.New(rand.NewPCG(7, 8))
+					for i := range hits {
+						hits[i] = rng.IntN(n)
+					}
+					tick, fresh, i := int64(n), uint64(n), 0
+					dst := make([]kvevict.Victim, 0, 1)
+					b.ReportAllocs()
+					for b.Loop() {
+						tick++
+						id := owner[hits[i&(len(hits)-1)]]
+						i++
+						x.UpdateAccess(id)
+						if touch {
+							if err := x.Touch(id, tick); err != nil {
+								b.Fatal(err)
+							}
+						}
+						x.UpdateAccess(fresh)
+						res, err := x.EvictAppend(dst[:0], 1)
+						if err != nil {
+							b.Fatal(err)
+						}
+						block := res.Victims[0].Blocks[0]
+						if err := x.Add(kvevict.Candidate{ID: fresh, Blocks: []int{block}, LastAccess: tick}); err != nil {
+							b.Fatal(err)
+						}
+						owner[block] = fresh
+						fresh++
+					}
+				})
+			}
+		}
+	}
+}

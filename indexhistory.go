@@ -60,6 +60,7 @@ type markState struct {
 	id      uint64 // the id the history knows the candidate by: its ID, or Auto's historyID
 	node    int32  // the history's node for id, or -1
 	group   int32  // Auto: 1 + the group that holds the candidate, or 0
+	at      int32  // Auto: the candidate's place in its group's heap, or inList
 	ranked  bool   // the candidate is ranked: marked whenever its node is resident
 	waiting bool   // in waiting
 	held    bool   // the slot holds a candidate
