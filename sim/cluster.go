@@ -340,7 +340,9 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s, Options: cfg.Options}}, cfg.Below...)
 	}
 	if cfg.Decode {
-		c.fleet = newFleet(w, &cfg.EngineConfig, tokenTicks(&ServeConfig{}), c.speedup, cfg.Config.progress)
+		// The closed loop reads the timestamps at DefaultTokenTime a token,
+		// as Serve does with a clock.
+		c.fleet = newFleet(w, &cfg.EngineConfig, int64(DefaultTokenTime/time.Microsecond), c.speedup, cfg.Config.progress)
 	}
 	var ceil *ceiling
 	for range cfg.Engines {
