@@ -561,9 +561,11 @@ func (c *cluster) timeReport(rep *ClusterReport) {
 }
 
 // inSystem is the time integral, in seconds, of the count of requests
-// arrived and not finished, from each request's arrival and finish (any
-// order, the same request at the same index). It sorts both.
+// arrived and not finished, from each request's arrival and finish. It
+// sorts copies: the callers' stay by request, as the sessions' completion
+// reads them.
 func inSystem(arrivals, finishes []time.Duration) float64 {
+	arrivals, finishes = slices.Clone(arrivals), slices.Clone(finishes)
 	slices.Sort(arrivals)
 	slices.Sort(finishes)
 	var area float64

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/tier"
@@ -173,6 +174,35 @@ func TestClusterTreeTimes(t *testing.T) {
 	}
 	if tm.Goodput != rep.WithinSLO || tm.MeanInSystem <= 0 || tm.MeanRunning > 2 {
 		t.Errorf("goodput %v within slo %v, in system %v, running %v", tm.Goodput, rep.WithinSLO, tm.MeanInSystem, tm.MeanRunning)
+	}
+	// A session completes at its last request's first token, from its
+	// first request's arrival: worked out here from each request's times.
+	c, err := newCluster(w, kvevict.LRU, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.run(NewRoundRobin(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ first, last time.Duration }
+	sessions := map[uint64]span{}
+	for r := range w.Requests {
+		g, a, f := w.Requests[r].Group, c.arrivals[r], c.finishes[r]
+		s, ok := sessions[g]
+		if !ok {
+			s = span{a, f}
+		}
+		sessions[g] = span{min(s.first, a), max(s.last, f)}
+	}
+	var ticks []int64
+	for _, s := range sessions {
+		ticks = append(ticks, int64((s.last-s.first)/time.Microsecond))
+	}
+	_, p50, _, p99 := summary(ticks)
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 2e-6 } // whole microseconds
+	if got := c.report(); !near(got.SessionCompletionP50, p50) || !near(got.SessionCompletionP99, p99) || p50 == 0 {
+		t.Errorf("session completion p50 %v p99 %v, want %v and %v from each request's arrival and finish",
+			got.SessionCompletionP50, got.SessionCompletionP99, p50, p99)
 	}
 }
 
