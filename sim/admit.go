@@ -63,17 +63,22 @@ func (p *pool) admit(r int) (bool, error) {
 		return false, nil // wait for running sequences to finish
 	}
 	first := !p.admitted[r]
-	hit := p.countAdmission(r, first)
+	hit, m := p.lookup(req)
+	p.countAdmission(r, first, hit)
 	s := p.newSequence(r)
 	p.beginAdmission(s, prompt)
 	blocks := p.reference(prompt, first)
 	p.tellReused()
 	p.ev.Admit(&p.admission)
+	loaded, err := p.load(r, m)
+	if err != nil {
+		return false, err
+	}
 	if err := p.allocatePrompt(prompt, blocks, missing); err != nil {
 		return false, err
 	}
-	p.start(s, blocks, len(prompt), hit)
-	return true, nil
+	p.start(s, blocks, len(prompt), hit, loaded)
+	return true, p.offer(req)
 }
 
 // reject refuses request r, whose prompt the pool cannot hold, and counts
@@ -135,13 +140,13 @@ func (p *pool) hardHeld() int {
 	return held
 }
 
-// countAdmission counts the admission of request r in the tally, before
+// countAdmission counts the admission of request r, whose first hit
+// blocks the pool or the tiers below it serve, in the tally, before
 // anything of the pool changes: at the first, its hits and the tokens
 // evictions made it compute again; at a recomputation, after a
 // preemption, what it prefills again.
-func (p *pool) countAdmission(r int, first bool) (hit int) {
+func (p *pool) countAdmission(r int, first bool, hit int) {
 	req := &p.w.Requests[r]
-	hit = p.resident(req.HashIDs)
 	if !first {
 		// What a preempted request prefills again is re-prefill, on top
 		// of what its first admission computed.
@@ -150,7 +155,7 @@ func (p *pool) countAdmission(r int, first bool) (hit int) {
 			p.tally.prefill += n
 			p.tally.rePrefillTokens += n
 		}
-		return hit
+		return
 	}
 	p.admitted[r] = true
 	p.tally.request(r, hit)
@@ -162,7 +167,6 @@ func (p *pool) countAdmission(r int, first bool) (hit int) {
 	if p.w.GroupKind == "session" {
 		p.lastOfGroup[req.Group] = r
 	}
-	return hit
 }
 
 // computedAgain returns the tokens of req past its resident prefix of hit
@@ -297,6 +301,7 @@ func (p *pool) allocatePrompt(prompt []uint64, blocks []int, missing int) error 
 	if !ok {
 		return errors.New("internal: admission checked the space but allocation failed")
 	}
+	p.gpuStored += int64(missing)
 	run := -1 // the first block of the run of new blocks under way
 	for i, h := range prompt {
 		if blocks[i] >= 0 {
@@ -331,9 +336,10 @@ func (p *pool) stored(prompt []uint64, from, to int) {
 }
 
 // start runs s on blocks, the first n of them its prompt's, the first hit
-// of those found computed: with a clock it prefills the rest, in chunks
-// of steps; without one the prefill takes none, and s decodes at once.
-func (p *pool) start(s *sequence, blocks []int, n, hit int) {
+// of those found computed or loaded: with a clock it prefills the rest,
+// in chunks of steps, once its loads end at tick loaded; without one the
+// prefill takes none, and s decodes at once.
+func (p *pool) start(s *sequence, blocks []int, n, hit int, loaded int64) {
 	req := &p.w.Requests[s.req]
 	s.blocks = blocks
 	for i := range n {
@@ -348,8 +354,13 @@ func (p *pool) start(s *sequence, blocks []int, n, hit int) {
 		// A prompt found whole still computes its last token, as vLLM does,
 		// for the logits of the first output token.
 		s.prefillLeft = max(req.InputTokens-tokensBefore(req, hit, p.w.BlockTokens), min(req.InputTokens, 1))
-		c.prefDone += int64(req.InputTokens - s.prefillLeft)
-		c.beginChunk(s, req.InputTokens)
+		if loaded > p.now {
+			// Its blocks are held, and its prefill waits for them.
+			s.loading = true
+			p.f.timed.push(event{at: loaded, seq: s, eng: p.eng})
+			return
+		}
+		p.beginPrefill(s)
 	}
 	p.schedule(s)
 }

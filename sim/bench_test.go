@@ -190,8 +190,7 @@ func BenchmarkReplayTiersDay(b *testing.B) {
 			b.Run(fmt.Sprintf("strategy=%s/write=%s", s, write), func(b *testing.B) {
 				var rep TierReport
 				for b.Loop() {
-					cfg := TierConfig{Config: Config{Capacity: 100_000}, Write: write, Cost: cost,
-						Below: []tier.Level{{Medium: tier.CPU, Capacity: 400_000, Strategy: s}}}
+					cfg := TierConfig{Config: Config{Capacity: 100_000}, Cost: cost, Tiers: Tiers{Write: write, Below: []tier.Level{{Medium: tier.CPU, Capacity: 400_000, Strategy: s}}}}
 					if rep, err = ReplayTiers(w, s, cfg); err != nil {
 						b.Fatal(err)
 					}

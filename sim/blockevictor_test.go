@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -160,10 +161,10 @@ func TestServeBlockAutoSizedByPool(t *testing.T) {
 		return e
 	}
 	got, told, other := serve(nil), serve(sized(c)), serve(sized(4096))
-	if got != told {
+	if !reflect.DeepEqual(got, told) {
 		t.Errorf("Serve %+v, with a block evictor told the pool's %d blocks %+v: want equal", got, c, told)
 	}
-	if got == other {
+	if reflect.DeepEqual(got, other) {
 		t.Errorf("Serve equals a run sized for 4096 blocks: the pool's size is not passed")
 	}
 }

@@ -42,27 +42,24 @@ type ClusterConfig struct {
 	// blocks and EngineConfig's caps allow, prefilled in chunks and
 	// decoded in batches, preempted when blocks run out, and sessions'
 	// turns arrive closed loop (EngineConfig.Loop) across the cluster.
-	// Each pool evicts at block granularity ([BlockEvictor]). Below is
-	// refused with it: the pool has no tiers.
+	// Each pool evicts at block granularity ([BlockEvictor]), over the
+	// tiers below it as [Serve]'s does.
 	Decode bool
 	// Speedup divides every arrival time, to study the cluster under more
 	// load: 2 serves the workload in half its span. 0 means 1. A speedup
 	// below 1 that puts an arrival past [MaxTimestamp] is refused.
 	Speedup float64
-	// Below are the tiers under each engine's pool, top first, each
-	// engine's own (the engine is a [tier.Tree]: its prefix tree, its GPU,
-	// over a [tier.Hierarchy]); Write, Threshold and Exclusive configure them as a
-	// [TierConfig]'s do, except that vLLM's mode, which replays vLLM's own
-	// GPU, is refused. A request's hits are then the run on the engine's
-	// tree followed by the runs below it; in time, the runs below are
-	// loaded over their links (Cost's) before the rest is prefilled.
-	// A router sees the tiers only through the events an engine
+	// Tiers are under each engine's pool, each engine's own: without
+	// Decode the engine is a [tier.Tree] (its prefix tree, its GPU, over a
+	// [tier.Hierarchy]), with Decode serve mode's pool over one. They are
+	// configured as a [TierConfig]'s, except that vLLM's mode, which
+	// replays vLLM's own GPU, is refused. A request's hits are then the run
+	// on the engine's GPU followed by the runs below it; in time, the runs
+	// below are loaded over their links (Cost's) before the rest is
+	// prefilled. A router sees the tiers only through the events an engine
 	// publishes ([Engine.TierEvents], as a [TierMirror] and
-	// [NewTierRouter] read them); the others see the trees.
-	Below     []tier.Level
-	Write     tier.Write
-	Threshold int
-	Exclusive bool
+	// [NewTierRouter] read them); the others see the GPUs.
+	Tiers
 }
 
 // ClusterReport is how a cluster did on a workload. Its JSON form is the
@@ -101,9 +98,6 @@ type ClusterReport struct {
 	// decode, and it is 0.
 	WithinSLO      float64 `json:"within_slo"`
 	PrefillSeconds float64 `json:"prefill_seconds"`
-	// LoadSeconds are the loads from the tiers below (ClusterConfig.Below)
-	// in PrefillSeconds, every engine's summed: 0 without tiers.
-	LoadSeconds float64 `json:"load_seconds"`
 	// Preemptions are the pools' with Decode.
 	Preemptions int `json:"preemptions"`
 }
@@ -274,8 +268,11 @@ func (cfg *ClusterConfig) checkDecode(w *Workload) error {
 		return invalid("a batch cap, a token budget, a loop and a TPOT SLO shape engines that decode: set Decode")
 	case cfg.Decode && e.Cost == nil:
 		return invalid("engines that decode run in time: set Cost")
-	case cfg.Decode && len(cfg.Below) > 0:
-		return invalid("engines that decode are serve mode's pools, which have no tiers below")
+	}
+	if cfg.Decode {
+		if err := cfg.Tiers.checkPool(); err != nil {
+			return err
+		}
 	}
 	return e.check(w)
 }
@@ -337,7 +334,7 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 		c.ttft = make([]time.Duration, 0, len(w.Requests))
 	}
 	if len(cfg.Below) > 0 {
-		c.levels = append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s, Options: cfg.Options}}, cfg.Below...)
+		c.levels = cfg.config(tier.Level{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s, Options: cfg.Options}, nil).Levels
 	}
 	if cfg.Decode {
 		// The closed loop reads the timestamps at DefaultTokenTime a token,
@@ -359,13 +356,16 @@ func newCluster(w *Workload, s kvevict.Strategy, cfg ClusterConfig) (*cluster, e
 			}
 			e.pool = newPool(c.fleet, ServeConfig{Config: cfg.Config, EngineConfig: cfg.EngineConfig}, ev, ceil)
 			e.pool.onEvent = onEvent
+			e.pool.onTierEvent = func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }
+			if err := e.pool.setTiers(&cfg.Tiers, s); err != nil {
+				return nil, err
+			}
 			e.pool.queue = &prefillQueue{cost: cfg.Cost, each: make([]time.Duration, len(w.Requests))}
 			c.engines = append(c.engines, e)
 			continue
 		}
 		if c.levels != nil {
-			e.tiers, err = tier.NewTree(tier.Config{Levels: c.levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive,
-				Events: func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }}, onEvent)
+			e.tiers, err = tier.NewTree(cfg.config(c.levels[0], func(ev tier.Event) { e.tierEvents = append(e.tierEvents, ev) }), onEvent)
 		} else {
 			e.tree, err = prefix.New(s, cfg.Capacity, prefix.WithStrategyOptions(cfg.Options...), prefix.WithEvents(onEvent))
 		}
@@ -491,8 +491,11 @@ func (c *cluster) report() ClusterReport {
 		c.timeReport(&rep)
 	}
 	for _, e := range c.engines {
-		if e.tiers != nil {
+		switch {
+		case e.tiers != nil:
 			rep.Tiers = addTierStats(rep.Tiers, e.tiers.Stats(), c.cost)
+		case e.pool != nil:
+			rep.Tiers = e.pool.addTierStats(rep.Tiers)
 		}
 	}
 	return rep

@@ -22,7 +22,8 @@ func decodeConfig(t *testing.T, w *Workload, engines, capacity int) ClusterConfi
 
 // TestClusterOneEngineIsServe checks the one model: a cluster of one engine
 // that decodes, behind round-robin, is serve mode's pool at block
-// granularity, request for request, in the open loop and the closed one.
+// granularity, request for request, in the open loop and the closed one,
+// with a host tier below the pool and without.
 func TestClusterOneEngineIsServe(t *testing.T) {
 	for _, name := range []string{"agentic", "multiturn", "chat"} {
 		w, err := Synthetic(name, 1, 400)
@@ -32,7 +33,10 @@ func TestClusterOneEngineIsServe(t *testing.T) {
 		for _, loop := range []Loop{"", LoopOpen} {
 			cfg := decodeConfig(t, w, 1, 600)
 			cfg.Loop = loop
-			srv, err := Serve(w, kvevict.LRU, ServeConfig{Config: cfg.Config, Granularity: GranularityBlock, EngineConfig: cfg.EngineConfig})
+			if loop == LoopOpen {
+				cfg.Tiers = cpuTier(1200, tier.WriteBack, false)
+			}
+			srv, err := Serve(w, kvevict.LRU, ServeConfig{Config: cfg.Config, Granularity: GranularityBlock, EngineConfig: cfg.EngineConfig, Tiers: cfg.Tiers})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +52,9 @@ func TestClusterOneEngineIsServe(t *testing.T) {
 				t.Errorf("%s, loop %q: cluster of one: hit %v ttft p99 %v tpot p99 %v e2e %v preempted %d in system %v; serve: %v %v %v %v %d %v",
 					name, loop, rep.HitRatio, rep.TTFTP99, rep.TPOTP99, rep.E2EMean, rep.Preemptions, rep.MeanInSystem,
 					srv.HitRatio, st.TTFTP99, st.TPOTP99, st.E2EMean, srv.Preemptions, st.MeanInSystem)
+			}
+			if !reflect.DeepEqual(rep.Tiers, srv.Tiers) || rep.LoadSeconds != st.LoadSeconds || (cfg.Below != nil) != (st.LoadSeconds > 0) {
+				t.Errorf("%s, loop %q: cluster of one: tiers %+v, load %v s; serve: %+v, %v s", name, loop, rep.Tiers, rep.LoadSeconds, srv.Tiers, st.LoadSeconds)
 			}
 			if srv.Preemptions == 0 && name == "agentic" {
 				t.Errorf("%s: no preemption: the pool is too large to test the model under pressure", name)
@@ -218,8 +225,8 @@ func TestClusterDecodeRefuses(t *testing.T) {
 	good := decodeConfig(t, w, 2, 100)
 	for name, change := range map[string]func(*ClusterConfig){
 		"no cost": func(c *ClusterConfig) { c.Cost = nil },
-		"tiers": func(c *ClusterConfig) {
-			c.Below = []tier.Level{{Medium: tier.CPU, Capacity: 100, Strategy: kvevict.LRU}}
+		"vllm's tiers": func(c *ClusterConfig) {
+			c.Below, c.Write = []tier.Level{{Medium: tier.CPU, Capacity: 100, Strategy: kvevict.LRU}}, tier.WriteVLLM
 		},
 		"batch, no decode":   func(c *ClusterConfig) { c.Decode = false },
 		"loop, no decode":    func(c *ClusterConfig) { c.Decode, c.MaxBatch, c.TokenBudget, c.Loop = false, 0, 0, LoopOpen },

@@ -241,7 +241,7 @@ func TestClusterTiersByHand(t *testing.T) {
 		{Timestamp: 100, InputTokens: 32, HashIDs: []uint64{3, 4}},
 		{Timestamp: 200, InputTokens: 32, HashIDs: []uint64{1, 2}},
 	}}
-	rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}, EngineConfig: EngineConfig{Cost: cost}})
+	rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, EngineConfig: EngineConfig{Cost: cost}, Tiers: Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +278,7 @@ func TestClusterTiersAddHits(t *testing.T) {
 				write     tier.Write
 				exclusive bool
 			}{{tier.WriteThrough, false}, {tier.WriteBack, false}, {tier.WriteBack, true}} {
-				cfg := ClusterConfig{Config: Config{Capacity: 100}, Engines: engines, Write: mode.write, Exclusive: mode.exclusive,
-					Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}}
+				cfg := ClusterConfig{Config: Config{Capacity: 100}, Engines: engines, Tiers: Tiers{Write: mode.write, Exclusive: mode.exclusive, Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}}}
 				rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -297,7 +296,7 @@ func TestClusterTiersAddHits(t *testing.T) {
 			}
 		}
 		rep, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 100}, Engines: 1,
-			Below: []tier.Level{{Medium: tier.CPU, Capacity: ceil.distinct, Strategy: kvevict.LRU}}})
+			Tiers: Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: ceil.distinct, Strategy: kvevict.LRU}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,8 +305,7 @@ func TestClusterTiersAddHits(t *testing.T) {
 		}
 	}
 	w, _ := handTimed(t)
-	_, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Write: tier.WriteVLLM,
-		Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}})
+	_, err := Cluster(w, kvevict.LRU, NewRoundRobin(), ClusterConfig{Config: Config{Capacity: 2}, Engines: 1, Tiers: Tiers{Write: tier.WriteVLLM, Below: []tier.Level{{Medium: tier.CPU, Capacity: 10, Strategy: kvevict.LRU}}}})
 	if !errors.Is(err, tier.ErrConfig) {
 		t.Errorf("vLLM's mode below a tree: %v", err)
 	}
@@ -463,7 +461,7 @@ func TestTierRoutersOnTiers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range []Router{tiered, ttft} {
-				rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 100}, Engines: 3, Write: write, Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}, EngineConfig: EngineConfig{Cost: cost}})
+				rep, err := Cluster(w, kvevict.LRU, r, ClusterConfig{Config: Config{Capacity: 100}, Engines: 3, EngineConfig: EngineConfig{Cost: cost}, Tiers: Tiers{Write: write, Below: []tier.Level{{Medium: tier.CPU, Capacity: 300, Strategy: kvevict.LRU}}}})
 				if err != nil {
 					t.Fatalf("%s, %v: %v", name, write, err)
 				}

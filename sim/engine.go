@@ -46,7 +46,8 @@ type engineClock struct {
 	// finished) and of the sequences running, and the time it ran one.
 	inSystem              int
 	areaIn, areaRun, busy float64
-	rec                   *record // the run's, shared by its engines
+	loads                 time.Duration // the loads from the tiers below
+	rec                   *record       // the run's, shared by its engines
 }
 
 // record is each request's arrival, first token and finish, in ticks (-1
@@ -255,6 +256,12 @@ type Times struct {
 	// BusiestUtilization is the share of the span the engine ran a
 	// sequence.
 	BusiestUtilization float64 `json:"busiest_utilization"`
+	// LoadSeconds is the time of the loads from the tiers below the GPU
+	// (ServeConfig.Tiers, ClusterConfig.Tiers), every load's transfer over
+	// its link summed, each engine's: 0 without tiers. A request waits for
+	// its loads before its prefill, and for the loads queued on a link
+	// before its own: that wait is in its TTFT, not here.
+	LoadSeconds float64 `json:"load_seconds"`
 	// SessionCompletion is, when groups are sessions, each session's time
 	// from its first request's arrival to its last one's finish.
 	SessionCompletionP50 float64 `json:"session_completion_p50_s,omitempty"`
@@ -307,6 +314,9 @@ func (c *record) times(clocks []*engineClock) *Times {
 			t.MeanRunning += k.areaRun / span
 			t.BusiestUtilization = max(t.BusiestUtilization, k.busy/span)
 		}
+	}
+	for _, k := range clocks {
+		t.LoadSeconds += k.loads.Seconds()
 	}
 	if c.sessions {
 		t.SessionCompletionP50, t.SessionCompletionP99 = sessionCompletion(c.w, c.arrival, c.finish)

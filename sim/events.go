@@ -266,6 +266,13 @@ func (f *fleet) run() error {
 			if err := p.step(e.seq); err != nil {
 				return err
 			}
+		case timed && f.timed.min().seq != nil:
+			e = f.timed.pop()
+			p = f.pools[e.eng]
+			p.advance(e.at)
+			if e.seq.alive { // not preempted since
+				p.loaded(e.seq)
+			}
 		case timed && f.timed.min().req == wake:
 			e = f.timed.pop()
 			p = f.pools[e.eng]

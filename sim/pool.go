@@ -11,6 +11,7 @@ import (
 	"github.com/sagellm/kvevict"
 	"github.com/sagellm/kvevict/internal/idmap"
 	"github.com/sagellm/kvevict/prefix"
+	"github.com/sagellm/kvevict/tier"
 )
 
 // blockState is where a physical block is.
@@ -47,6 +48,7 @@ type sequence struct {
 	// the chunk of them in flight.
 	vAt         int64
 	decoding    bool
+	loading     bool // its loads from the tiers below are under way
 	prefillLeft int
 	chunk       int
 	chunkFLOPs  float64
@@ -110,6 +112,17 @@ type pool struct {
 	// f is the fleet the pool runs in, eng its index there.
 	f   *fleet
 	eng int
+	// tiers are below the pool, which is their GPU (ServeConfig.Tiers),
+	// nil without; media are their media, the GPU first, and links when
+	// each one's link is free of the loads queued on it, in ticks.
+	// onTierEvent, if set, takes their events; gpuStored counts the
+	// blocks the pool stored for prompts, loaded or computed.
+	tiers       *tier.Hierarchy
+	media       []tier.Medium
+	links       []int64
+	onTierEvent func(tier.Event)
+	gpuStored   int64
+	victims     []uint64 // scratch: an eviction's, for the tiers below
 	// queue, in a cluster's pool, estimates the wait the ttft router reads
 	// (Engine.Wait); onEvent takes the KV events the pool emits, nil
 	// without a cluster.
@@ -223,6 +236,11 @@ func (p *pool) allocate(n int) (bool, error) {
 		if b < 0 || b >= len(p.blocks) || p.blocks[b].state != blockCached {
 			return false, fmt.Errorf("evictor chose block %d, which is not cached", b)
 		}
+	}
+	if err := p.demote(res.Blocks); err != nil {
+		return false, err
+	}
+	for _, b := range res.Blocks {
 		p.tally.evictions.Evict(p.blocks[b].hash, p.blocks[b].owner)
 		if p.arrived != nil {
 			o := p.owners[p.blocks[b].owner]
@@ -373,6 +391,7 @@ func (p *pool) drop(s *sequence) {
 	switch {
 	case s.decoding:
 		p.clock.dropDecoder(s)
+	case s.loading: // not in the batch yet
 	case p.clock.cost != nil:
 		p.clock.endChunk(s)
 		p.clock.prefDone -= int64(p.w.Requests[s.req].InputTokens - s.prefillLeft)

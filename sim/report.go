@@ -113,6 +113,9 @@ type Report struct {
 	// with a lease of its own.
 	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
 	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
+	// Tiers are each tier's counts, the GPU first, in a run across tiers
+	// ([ReplayTiers], or [Serve] with ServeConfig.Tiers); nil otherwise.
+	Tiers []TierStats `json:"tiers,omitempty"`
 	// Times are the run's times, for a serve run with a clock
 	// (ServeConfig.Cost); nil otherwise.
 	*Times

@@ -35,6 +35,19 @@ type ServeConfig struct {
 	// EngineConfig gives the engine a clock (Cost), caps its batch and
 	// says how sessions' turns arrive.
 	EngineConfig
+	// Tiers, if any, are below the pool, which is their GPU: a request's
+	// hits are its prefix in the pool, then the runs after it on each tier
+	// below, loaded into the pool's blocks; the pool's victims are demoted
+	// to them under WriteBack, and a request's blocks offered to them as
+	// Write says (see [ReplayTiers]). With Cost a request waits for its
+	// loads (the runs' transfers over their links, Cost's, one after the
+	// other, each after the loads queued on its link) before it prefills
+	// the rest; it holds its blocks, and counts as running, meanwhile.
+	// A request's hints go to the tiers below with its blocks, as
+	// [tier.Hierarchy.RequestHints] gives them; a block the pool evicts
+	// goes down without them. vLLM's mode (tier.WriteVLLM), which replays
+	// vLLM's own GPU and takes no hints, is refused.
+	Tiers
 
 	// afterStep, if set, is called after every event: a test hook for the
 	// pool's invariant checker.
@@ -165,6 +178,9 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	f := newFleet(w, &cfg.EngineConfig, tokenTicks(&cfg), 1, cfg.Config.progress)
 	f.route = func(int, int64) (int, error) { return 0, nil }
 	p := newPool(f, cfg, ev, computeCeiling(w))
+	if err := p.setTiers(&cfg.Tiers, s); err != nil {
+		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
+	}
 	if err := f.run(); err != nil {
 		return Report{}, fmt.Errorf("sim: serve %s: %w", s, err)
 	}
@@ -175,6 +191,7 @@ func Serve(w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, error) {
 	if cfg.Cost != nil {
 		rep.Times = f.rec.times([]*engineClock{p.clock})
 	}
+	rep.Tiers = p.addTierStats(nil)
 	return rep, nil
 }
 
@@ -206,7 +223,18 @@ func (cfg *ServeConfig) checkEngine(w *Workload) error {
 	case cfg.Cost != nil && cfg.TokenTime != 0:
 		return invalid("a token time with a cost model: the cost model times each step")
 	}
-	return cfg.EngineConfig.check(w)
+	if err := cfg.EngineConfig.check(w); err != nil {
+		return err
+	}
+	return cfg.Tiers.checkPool()
+}
+
+// checkPool checks t as the tiers below a pool of Serve's.
+func (t *Tiers) checkPool() error {
+	if len(t.Below) > 0 && t.Write == tier.WriteVLLM {
+		return invalid("vLLM's offloading (write vllm) replays vLLM's own GPU, not this pool")
+	}
+	return nil
 }
 
 // check checks cfg for w.

@@ -8,15 +8,32 @@ import (
 	"github.com/sagellm/kvevict/tier"
 )
 
-// TierConfig is a replay across tiers: the GPU is the replay's pool, of
-// Config.Capacity blocks evicting by the strategy under test, and Below are
-// the tiers under it, top first, each its own capacity and strategy.
-type TierConfig struct {
-	Config
+// Tiers are the tiers below a GPU pool: a tiered replay's ([TierConfig]),
+// serve mode's pool's ([ServeConfig]) and each engine's of a cluster
+// ([ClusterConfig]). The GPU is the pool, of Config.Capacity blocks
+// evicting by the strategy under test.
+type Tiers struct {
+	// Below are the tiers under the GPU, top first, each its own capacity
+	// and strategy.
 	Below     []tier.Level
 	Write     tier.Write // WriteThrough if zero
 	Threshold int        // WriteSelective's
 	Exclusive bool
+}
+
+// config is the hierarchy of t under a GPU of gpu, its events, if any, to
+// events.
+func (t *Tiers) config(gpu tier.Level, events func(tier.Event)) tier.Config {
+	return tier.Config{Levels: append([]tier.Level{gpu}, t.Below...), Write: t.Write, Threshold: t.Threshold,
+		Exclusive: t.Exclusive, Events: events}
+}
+
+// TierConfig is a replay across tiers: the GPU is the replay's pool, of
+// Config.Capacity blocks evicting by the strategy under test, and Tiers
+// are under it.
+type TierConfig struct {
+	Config
+	Tiers
 	// Cost prices each request in time: its loads from the tiers below and
 	// the prefill of its misses. Its block tokens must be the workload's.
 	// Without it the report's seconds are 0.
@@ -49,12 +66,12 @@ type TierStats struct {
 // TierReport is how one GPU strategy did over a hierarchy of tiers. Its
 // Report counts a block as a hit when any tier served it (HitRatio, the
 // prefill tokens) and the GPU's evictions (EvictedBlocks, whose
-// re-prefills are the evicted blocks computed again, not loaded).
+// re-prefills are the evicted blocks computed again, not loaded), and
+// holds each tier's counts (Report.Tiers).
 type TierReport struct {
 	Report
-	Write     string      `json:"write"`     // through, selective=N or back
-	Inclusion string      `json:"inclusion"` // inclusive or exclusive
-	Tiers     []TierStats `json:"tiers"`     // the GPU first
+	Write     string `json:"write"`     // through, selective=N or back
+	Inclusion string `json:"inclusion"` // inclusive or exclusive
 	// GPUHits are the blocks found on the GPU, Misses those computed.
 	GPUHits int64 `json:"gpu_hits"`
 	Misses  int64 `json:"misses"`
@@ -83,7 +100,7 @@ func (c *TierConfig) validate(w *Workload) error {
 }
 
 // write names the write policy as the command's -write flag does.
-func (c *TierConfig) write() string {
+func (c *Tiers) write() string {
 	switch c.Write {
 	case tier.WriteSelective:
 		return fmt.Sprintf("selective=%d", c.Threshold)
@@ -116,9 +133,10 @@ func ReplayTiers(w *Workload, s kvevict.Strategy, cfg TierConfig) (TierReport, e
 	// alone evicts as Replay does.
 	gpuOpts := []kvevict.Option{kvevict.WithEvictionHistory(0)}
 	gpuOpts = append(gpuOpts, replayPool(w, cfg.Capacity).Options(s)...)
-	levels := append([]tier.Level{{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s,
-		Options: append(gpuOpts, cfg.Options...)}}, cfg.Below...)
-	h, err := tier.New(tier.Config{Levels: levels, Write: cfg.Write, Threshold: cfg.Threshold, Exclusive: cfg.Exclusive})
+	tc := cfg.config(tier.Level{Medium: tier.GPU, Capacity: cfg.Capacity, Strategy: s,
+		Options: append(gpuOpts, cfg.Options...)}, nil)
+	levels := tc.Levels
+	h, err := tier.New(tc)
 	if err != nil {
 		return TierReport{}, fmt.Errorf("sim: %w", err)
 	}

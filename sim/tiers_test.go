@@ -51,9 +51,9 @@ func TestReplayTiersGPUIsReplay(t *testing.T) {
 		cfg  TierConfig
 	}{
 		{"through", TierConfig{}},
-		{"selective=2", TierConfig{Write: tier.WriteSelective, Threshold: 2}},
-		{"back", TierConfig{Write: tier.WriteBack}},
-		{"back-exclusive", TierConfig{Write: tier.WriteBack, Exclusive: true}},
+		{"selective=2", TierConfig{Tiers: Tiers{Write: tier.WriteSelective, Threshold: 2}}},
+		{"back", TierConfig{Tiers: Tiers{Write: tier.WriteBack}}},
+		{"back-exclusive", TierConfig{Tiers: Tiers{Write: tier.WriteBack, Exclusive: true}}},
 	}
 	for _, s := range strategies {
 		for _, m := range modes {
@@ -94,7 +94,7 @@ func TestReplayTiersGPUIsReplay(t *testing.T) {
 			}
 		}
 		all, err := ReplayTiers(w, s, TierConfig{Config: Config{Capacity: capacity},
-			Below: []tier.Level{{Medium: tier.CPU, Capacity: 1 << 20, Strategy: kvevict.LRU}}})
+			Tiers: Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: 1 << 20, Strategy: kvevict.LRU}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +120,8 @@ func TestReplayTiersClock(t *testing.T) {
 	}}
 	model := llama(t)
 	cost := mustCost(t, model, 4, tier.DefaultCompute(), nil)
-	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 1},
-		Below: []tier.Level{{Medium: tier.CPU, Capacity: 4, Strategy: kvevict.LRU}}, Cost: cost})
+	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 1}, Cost: cost,
+		Tiers: Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: 4, Strategy: kvevict.LRU}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestReplayTiersEvictionLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	below := []tier.Level{{Medium: tier.CPU, Capacity: 800, Strategy: kvevict.LRU}}
-	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 200}, Below: below})
+	rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: Config{Capacity: 200}, Tiers: Tiers{Below: below}})
 	if err != nil {
 		t.Fatal(err)
 	}

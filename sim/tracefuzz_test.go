@@ -49,14 +49,14 @@ func FuzzTraceRuns(f *testing.F) {
 		}
 		cost := mustCost(t, llama(t), w.BlockTokens, tier.DefaultCompute(), nil)
 		below := []tier.Level{{Medium: tier.CPU, Capacity: 2 * cfg.Capacity, Strategy: kvevict.LRU}}
-		if _, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: cfg, Below: below, Cost: cost}); err != nil {
+		if _, err := ReplayTiers(w, kvevict.LRU, TierConfig{Config: cfg, Cost: cost, Tiers: Tiers{Below: below}}); err != nil {
 			t.Fatalf("tiered replay: %v", err)
 		}
 		r, err := NewDirectRouter(0.5)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ccfg := ClusterConfig{Config: cfg, Engines: 2, EngineConfig: EngineConfig{Cost: cost}, Below: below}
+		ccfg := ClusterConfig{Config: cfg, Engines: 2, EngineConfig: EngineConfig{Cost: cost}, Tiers: Tiers{Below: below}}
 		if _, err := Cluster(w, kvevict.Auto, r, ccfg); err != nil {
 			t.Fatalf("cluster: %v", err)
 		}
@@ -78,6 +78,22 @@ func FuzzTraceRuns(f *testing.F) {
 		}
 		if rep.MispredictedPerRequest != 0 {
 			t.Fatalf("a mirror of every event mispredicted %v blocks a request", rep.MispredictedPerRequest)
+		}
+		// The same over a host tier, written back, on a mirror of the
+		// pools' and the tiers' events, which refuses a contradiction.
+		tr, err := NewTierRouter(newExactTierMirror(2), LLMDTierWeights, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dcfg.Tiers = Tiers{Below: below, Write: tier.WriteBack}
+		if rep, err = Cluster(w, kvevict.LRU, tr, dcfg); err != nil {
+			t.Fatalf("cluster that decodes over tiers: %v", err)
+		}
+		if rep.MispredictedPerRequest != 0 {
+			t.Fatalf("over tiers, a mirror of every event mispredicted %v blocks a request", rep.MispredictedPerRequest)
+		}
+		if _, err := Serve(w, kvevict.LRU, ServeConfig{Config: cfg, Granularity: GranularityTail, EngineConfig: EngineConfig{Cost: cost}, Tiers: dcfg.Tiers}); err != nil {
+			t.Fatalf("serve over tiers: %v", err)
 		}
 	})
 }

@@ -59,8 +59,7 @@ func TestVLLMOffloadFigures(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/gpu=%d", c.policy, c.gpu), func(t *testing.T) {
 			rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
 				Config: Config{Capacity: c.gpu},
-				Below:  []tier.Level{{Medium: tier.CPU, Capacity: 4 * c.gpu, Strategy: c.policy}},
-				Write:  tier.WriteVLLM,
+				Tiers:  Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: 4 * c.gpu, Strategy: c.policy}}, Write: tier.WriteVLLM},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -98,10 +97,8 @@ func TestChosenTiersBeatVLLM(t *testing.T) {
 			continue
 		}
 		rep, err := ReplayTiers(w, kvevict.LRU, TierConfig{
-			Config:    Config{Capacity: v.gpu},
-			Below:     []tier.Level{{Medium: tier.CPU, Capacity: 4 * v.gpu, Strategy: kvevict.Auto}},
-			Write:     tier.WriteBack,
-			Exclusive: true,
+			Config: Config{Capacity: v.gpu},
+			Tiers:  Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: 4 * v.gpu, Strategy: kvevict.Auto}}, Write: tier.WriteBack, Exclusive: true},
 		})
 		if err != nil {
 			t.Fatal(err)

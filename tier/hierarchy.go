@@ -646,16 +646,21 @@ func (h *Hierarchy) Request(hashes []uint64, prio kvevict.Priority) (*Match, err
 // RequestHints' errors for bad hints or times, and refuses WriteVLLM,
 // whose reproduction of vLLM's host tier takes no hints.
 func (h *Hierarchy) RequestHints(hashes []uint64, prio kvevict.Priority, hints kvevict.Hints, now int64) (*Match, error) {
-	if err := h.hint(hashes, hints, now); err != nil {
+	if err := h.Hint(hashes, hints, now); err != nil {
 		return nil, err
 	}
 	defer h.unhint()
 	return h.Request(hashes, prio)
 }
 
-// hint makes hints at tick now those of the request under way, on every
-// tier, after checking them.
-func (h *Hierarchy) hint(hashes []uint64, hints kvevict.Hints, now int64) error {
+// Hint makes hints at tick now those of the request of hashes under way,
+// on every tier, after checking them, as [Hierarchy.RequestHints] does
+// for its calls: for a caller whose GPU is its own (ExternalGPU), before
+// its LookupBelow, Load, Demote and Offer of the request. The hints stay
+// until the next Hint (zero Hints: none), and every tier's ticks run on
+// the hints' clock from the first. A block the caller demotes goes down
+// without hints: the caller's pool keeps its own. It refuses WriteVLLM.
+func (h *Hierarchy) Hint(hashes []uint64, hints kvevict.Hints, now int64) error {
 	if h.write == WriteVLLM {
 		return fmt.Errorf("tier: %w: vLLM's host tier (WriteVLLM) takes no hints", kvevict.ErrInvalidArgument)
 	}

@@ -77,7 +77,7 @@ func (t *Tree) hold(e prefix.Event) {
 func (t *Tree) Request(hashes []uint64, a prefix.Access) (*Match, error) {
 	if a.Hints != (kvevict.Hints{}) || t.h.hinted {
 		// The tiers below take the request's hints on the tree's ticks.
-		if err := t.h.hint(hashes, a.Hints, a.Tick); err != nil {
+		if err := t.h.Hint(hashes, a.Hints, a.Tick); err != nil {
 			return nil, err
 		}
 		defer t.h.unhint()

@@ -609,7 +609,7 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 			return clusterRow{}, err
 		}
 		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines,
-			EngineConfig: sim.EngineConfig{Cost: cost, SLO: o.slo}, Speedup: o.speedup, Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}
+			EngineConfig: sim.EngineConfig{Cost: cost, SLO: o.slo}, Speedup: o.speedup, Tiers: sim.Tiers{Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}}
 		if o.decode {
 			e := &o.engine
 			cfg.Decode = true

@@ -250,7 +250,7 @@ func (o *options) runTier(w *sim.Workload, cost *tier.Cost, j job, progress func
 		rep, err := sim.Belady(w, cfg)
 		return tierRow{TierReport: sim.TierReport{Report: rep}, GPUCapacity: j.capacity}, err
 	}
-	tc := sim.TierConfig{Config: cfg, Write: t.write, Threshold: t.threshold, Exclusive: t.exclusive, Cost: cost}
+	tc := sim.TierConfig{Config: cfg, Cost: cost, Tiers: sim.Tiers{Write: t.write, Threshold: t.threshold, Exclusive: t.exclusive}}
 	for _, s := range t.specs {
 		tc.Below = append(tc.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(j.capacity), Strategy: s.strategy})
 	}
