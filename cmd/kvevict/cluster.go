@@ -143,8 +143,9 @@ the cluster (-loop). Every time is modelled, not measured. -tier puts tiers
 below each engine's pool as compare -tier does (with -write
 through|selective=N|back, -inclusive or -exclusive, -link): a hit is then a
 block found on any tier, and the blocks found below are loaded over their
-link before the rest is prefilled; the mirror of prefix and ttft takes every
-tier's events, the other routers see the pools only. Each request is routed
+link before the rest is prefilled (with -decode, behind the loads queued on
+the link); the mirror of prefix and ttft takes every tier's events, the
+other routers see the pools only. Each request is routed
 by each router of -routers:
   round-robin    request r to engine r mod N
   least-loaded   the engine with the fewest of the last 64 requests
@@ -314,9 +315,6 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	}
 	if o.format == "csv" && len(o.tiers.specs) > 0 {
 		return nil, usagef("-format csv has no place for each tier's counts: use -format json or the table")
-	}
-	if o.decode && len(o.tiers.specs) > 0 {
-		return nil, usagef("-decode makes each engine serve mode's pool, which has no tiers below it: drop -tier or -decode")
 	}
 	if o.tiers.write == tier.WriteVLLM {
 		return nil, usagef("-write vllm replays vLLM's own GPU pool, and a cluster's engines are prefix trees: use through, selective=N or back")
@@ -609,14 +607,11 @@ func runCluster(o *clusterOptions, w *sim.Workload, stderr io.Writer, workers in
 			return clusterRow{}, err
 		}
 		cfg := sim.ClusterConfig{Config: sim.Config{Capacity: run.capacity, Progress: bar.callback()}, Engines: run.engines,
-			EngineConfig: sim.EngineConfig{Cost: cost, SLO: o.slo}, Speedup: o.speedup, Tiers: sim.Tiers{Write: o.tiers.write, Threshold: o.tiers.threshold, Exclusive: o.tiers.exclusive}}
+			EngineConfig: sim.EngineConfig{Cost: cost, SLO: o.slo}, Speedup: o.speedup, Tiers: o.tiers.below(run.capacity)}
 		if o.decode {
 			e := &o.engine
 			cfg.Decode = true
 			cfg.MaxBatch, cfg.TokenBudget, cfg.Loop, cfg.TPOTSLO = e.maxBatch, e.tokenBudget, e.loop, e.tpotSLO
-		}
-		for _, s := range o.tiers.specs {
-			cfg.Below = append(cfg.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(run.capacity), Strategy: s.strategy})
 		}
 		rw := w
 		if o.hints != nil {

@@ -219,7 +219,7 @@ func TestClusterFlags(t *testing.T) {
 		{"-decode", "-max-batch", "-1"},
 		{"-decode", "-loop", "half"},
 		{"-decode", "-tpot-slo", "-1s"},
-		{"-decode", "-tier", "cpu:4x:lru"},
+		{"-decode", "-tier", "cpu:4x:lru", "-write", "vllm"},
 		{"-decode", "-loop", "closed", "-workload", "tenants"},
 		{"-tier", "cpu:4x:lru", "-format", "csv"},
 		{"-gpu", "tpu"},
@@ -276,7 +276,15 @@ func TestClusterPlotColours(t *testing.T) {
 // round robin, and compare's serve mode at block granularity on the same
 // GPU, model and caps give the same hit ratio, TTFT p99 and TPOT p99.
 func TestClusterDecodeIsServe(t *testing.T) {
-	caps := []string{"-capacity", "400", "-max-batch", "16", "-token-budget", "1024"}
+	for _, below := range [][]string{nil, {"-tier", "cpu:3x:lru", "-write", "back", "-link", "cpu=pcie4"}} {
+		clusterDecodeIsServe(t, below)
+	}
+}
+
+// clusterDecodeIsServe is TestClusterDecodeIsServe over the tiers of the
+// flags below.
+func clusterDecodeIsServe(t *testing.T, below []string) {
+	caps := append([]string{"-capacity", "400", "-max-batch", "16", "-token-budget", "1024"}, below...)
 	code, out, errOut := runArgs(t, append([]string{"cluster", "-workload", "agentic", "-requests", "300", "-engines", "1",
 		"-routers", "round-robin", "-decode", "-format", "json"}, caps...)...)
 	if code != 0 {
@@ -299,11 +307,14 @@ func TestClusterDecodeIsServe(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("compare has no lru row: %v", serve)
 	}
-	for _, f := range []string{"hit_ratio", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "mean_in_system"} {
+	for _, f := range []string{"hit_ratio", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "mean_in_system", "load_seconds"} {
 		c, s := cluster[0][f], serve[i][f]
 		if c == nil || c != s {
-			t.Errorf("%s: cluster %v, compare -mode serve %v", f, c, s)
+			t.Errorf("%v: %s: cluster %v, compare -mode serve %v", below, f, c, s)
 		}
+	}
+	if !reflect.DeepEqual(cluster[0]["tiers"], serve[i]["tiers"]) || (below != nil) != (serve[i]["load_seconds"] != 0.0) {
+		t.Errorf("%v: tiers: cluster %v, compare -mode serve %v, load %v s", below, cluster[0]["tiers"], serve[i]["tiers"], serve[i]["load_seconds"])
 	}
 	if p, ok := cluster[0]["preemptions"].(float64); !ok || p == 0 {
 		t.Errorf("preemptions %v: the pool is too large to test the model under pressure", cluster[0]["preemptions"])

@@ -58,7 +58,10 @@
 // gets a block (-write vllm reproduces vLLM's offloading of May 2026) and
 // -exclusive keeps each block on one tier. Each row then shows the hits of
 // each tier and the prefill's modelled seconds (-model, -link), beside
-// Belady's MIN at the GPU's capacity and at every tier's together.
+// Belady's MIN at the GPU's capacity and at every tier's together. In
+// serve mode -tier puts the tiers below serve mode's pool: a request's
+// hits run on below it, and with a clock it waits for their loads over
+// each -link, queued behind the link's earlier loads, before it prefills.
 //
 // In serve mode -gpu or -model gives the pool a clock (docs/simulator.md,
 // "Serve mode in time"): each step of the batch takes the cost model's
@@ -367,8 +370,8 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	switch o.rank = strings.ToLower(strings.TrimSpace(o.rank)); {
 	case o.rank == rankTTFT:
 		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare ranks by hit, by prefill with -tier, or by goodput in serve mode with a clock")
-	case o.rank == rankPrefill && len(o.tiers.specs) == 0:
-		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier")
+	case o.rank == rankPrefill && (len(o.tiers.specs) == 0 || o.mode == "serve"):
+		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier in replay mode (in serve mode a prefill shares its steps: -rank goodput)")
 	case o.rank == rankGoodput && !o.engine.clock:
 		return nil, usagef("-rank goodput ranks by the share of requests within -slo and -tpot-slo, which serve mode gives with a clock (-gpu or -model)")
 	case o.rank != rankHit && o.rank != rankPrefill && o.rank != rankGoodput:
@@ -616,13 +619,13 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	interrupt := make(chan os.Signal, 1)
 	signal.Notify(interrupt, os.Interrupt)
-	if len(o.tiers.specs) > 0 {
+	if len(o.tiers.specs) > 0 && o.mode == "replay" {
 		defer signal.Stop(interrupt)
 		return compareTiers(o, w, stdout, stderr, interrupt, runtime.GOMAXPROCS(0))
 	}
 	if o.engine.clock {
-		if o.engine.cost, err = tier.NewCost(o.tiers.model, w.BlockTokens, o.engine.gpu.Compute(), nil); err != nil {
-			return err
+		if o.engine.cost, err = tier.NewCost(o.tiers.model, w.BlockTokens, o.engine.gpu.Compute(), o.tiers.links); err != nil {
+			return usagef("%v", err)
 		}
 	}
 	// Each run only reads the workload: one per core at once.

@@ -478,11 +478,29 @@ func TestCompareTableLayout(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the layout is written after the runs; TestCompareParallel runs compare's workers under the detector")
 	}
+	// The widest tables: in time, ranked by goodput, over two tiers.
+	for _, args := range [][]string{
+		{"-requests", "100", "-capacity", "50", "-mode", "serve", "-gpu", "h100", "-rank", "goodput"},
+		{"-requests", "100", "-capacity", "50", "-mode", "serve", "-gpu", "h100", "-rank", "goodput", "-tier", "cpu:4x:lru", "-tier", "storage:100000:lru"},
+	} {
+		_, table, _ := runArgs(t, append([]string{"compare"}, args...)...)
+		for _, line := range strings.Split(table, "\n") {
+			if n := utf8.RuneCountInString(line); n > 100 {
+				t.Errorf("%v: a line of %d columns:\n%s", args, n, line)
+			}
+		}
+		if !strings.Contains(table, "goodput") {
+			t.Errorf("%v: no goodput column:\n%s", args, table)
+		}
+	}
 	for _, args := range [][]string{
 		{"-requests", "300", "-capacity", "50,200"},
 		{"-requests", "300", "-capacity", "50,200", "-mode", "serve"},
 		{"-workload", "documents", "-requests", "20", "-capacity", "2", "-mode", "serve", "-strategies", "lru,fifo"},
 		{"-requests", "300", "-capacity", "50", "-mode", "serve", "-granularity", "block"},
+		{"-requests", "300", "-capacity", "50,200", "-mode", "serve", "-gpu", "h100"},
+		{"-requests", "300", "-capacity", "50", "-mode", "serve", "-tier", "cpu:4x:lru", "-tier", "storage:100000:lru"},
+		{"-requests", "300", "-capacity", "50", "-mode", "serve", "-gpu", "h100", "-tier", "cpu:4x:lru", "-tier", "storage:100000:lru"},
 	} {
 		code, out, errOut := runArgs(t, append([]string{"compare", "-format", "json"}, args...)...)
 		if code != 0 {

@@ -23,9 +23,11 @@ const columnHelp = `
 Table columns, in one block per capacity: each strategy's row, Belady's, then
 a line naming the best online strategy and its margin over the next. The
 default table shows capacity, strategy, hit ratio, token hits, extra prefill,
-and block re-prefill (replay) or preempt, rejected and truncated (serve), with
-a clock also ttft p99 s and tpot p99 s (and goodput with -rank goodput);
--wide shows them all:
+and block re-prefill (replay) or preempt, rejected and truncated (serve); with
+a clock ttft p99 s and tpot p99 s take the place of token hits, extra prefill
+and truncated (goodput too with -rank goodput); in serve mode with -tier the
+loads of each tier, or with a clock load s, take the place of token hits and
+truncated. -wide shows them all:
   capacity           pool size in blocks
   strategy           the eviction strategy; belady is Belady's MIN, the fewest
                      block loads of a plain replay at that capacity: the customary
@@ -96,6 +98,13 @@ a clock also ttft p99 s and tpot p99 s (and goodput with -rank goodput);
   session p99 s      its 99th percentile
   goodput            the share of requests within -slo (TTFT) and -tpot-slo
                      (TPOT); with -rank goodput * marks the best here
+  MEDIUM loads       serve mode with -tier: the blocks loaded from the tier below
+                     the pool (cpu or storage), at every admission, a
+                     recomputation's too; a request's hits count blocks found
+                     on any tier, at its first admission
+  load s             serve mode with -tier and a clock: the loads' transfers
+                     over their links, summed; a request waits for its loads,
+                     queued on each link, before its prefill (in its TTFT)
 The header names what is constant: the workload, the mode and granularity,
 the sampling, with -wide the fairness groups, and in replay mode that nothing
 is preempted, rejected or truncated.
@@ -211,12 +220,12 @@ func write(out io.Writer, o *options, w *sim.Workload, reports []sim.Report) err
 		return writeTable(out, o, w, rs)
 	}
 	if o.format == "csv" {
-		var omit []string
+		omit := []string{"tiers"} // refused with -tier, empty without
 		if o.hints == nil {
-			omit = hintFields
+			omit = append(omit, hintFields...)
 		}
 		if !slices.ContainsFunc(rs, func(r row) bool { return r.Times != nil }) {
-			omit = append(slices.Clone(omit), timeFields()...) // no run had a clock
+			omit = append(omit, timeFields()...) // no run had a clock
 		}
 		return writeCSV(out, rs, omit...)
 	}
@@ -405,6 +414,26 @@ var timeColumns = []column{
 	}},
 }
 
+// tierColumns are the columns of serve mode's tiers below the pool: the
+// blocks loaded from each, in the default table without a clock, and with
+// one the loads' seconds, in the default table.
+func tierColumns(t *tierOptions, clocked bool) []column {
+	var cols []column
+	brief := inServe
+	if clocked {
+		brief = 0
+	}
+	for i, sp := range t.specs {
+		cols = append(cols, column{strings.ToLower(string(sp.medium)) + " loads", inServe, brief, serveCell(func(r *row) string {
+			return strconv.FormatInt(r.Tiers[1+i].Hits, 10)
+		})})
+	}
+	if clocked {
+		cols = append(cols, timeColumn("load s", inServe, func(t *sim.Times) float64 { return t.LoadSeconds }))
+	}
+	return cols
+}
+
 // capText is a cap of the engine's steps as the header names it: 0 is
 // none.
 func capText(n int) string {
@@ -468,14 +497,20 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	fmt.Fprintln(out)
 	switch e := &o.engine; {
 	case serve && e.clock:
-		fmt.Fprintf(out, "mode serve, %s granularity, in time: %s on %s, max batch %s, token budget %s; seconds modelled, not measured\n",
+		fmt.Fprintf(out, "mode serve, %s granularity, in time: %s on %s, max batch %s, token budget %s\n",
 			o.granularity, o.tiers.model.Name, e.gpu.Name, capText(e.maxBatch), capText(e.tokenBudget))
+		fmt.Fprintln(out, "seconds are modelled, not measured (docs/simulator.md)")
 	case serve:
 		fmt.Fprintf(out, "mode serve, %s granularity, %v per decoded token\n", o.granularity, o.tokenTime)
 	}
-	if serve {
+	tiered := serve && len(o.tiers.specs) > 0
+	switch {
+	case tiered:
+		writeTiersLine(out, &o.tiers, o.engine.cost)
+		fmt.Fprintln(out, "belady is Belady's MIN of a plain replay at the GPU's capacity: the tiers below can pass it")
+	case serve:
 		fmt.Fprintln(out, "belady (bound) is Belady's MIN of a plain replay: a bound, not a peer")
-	} else {
+	default:
 		fmt.Fprintln(out, "mode replay (block granularity): no preemptions, rejections or truncations")
 		fmt.Fprintln(out, "belady is Belady's MIN: the fewest block loads")
 	}
@@ -486,20 +521,34 @@ func writeTable(out io.Writer, o *options, w *sim.Workload, rs []row) error {
 	if serve {
 		mode = inServe
 	}
-	t := &tableFormat{hitDecimals: hitDecimals(rs), serve: serve, nameWidth: len("strategy"), goodput: o.rank == rankGoodput}
+	// Over tiers Belady's row is no bound: it is labelled as a peer's.
+	t := &tableFormat{hitDecimals: hitDecimals(rs), serve: serve && !tiered, nameWidth: len("strategy"), goodput: o.rank == rankGoodput}
 	for i := range rs {
-		t.nameWidth = max(t.nameWidth, len(strategyLabel(rs[i].Strategy, serve)))
+		t.nameWidth = max(t.nameWidth, len(strategyLabel(rs[i].Strategy, t.serve)))
 	}
 	var cols []column
 	all := columns
+	if tiered {
+		all = append(slices.Clone(columns), tierColumns(&o.tiers, o.clocked())...)
+	}
 	if o.clocked() {
-		all = append(slices.Clone(columns), timeColumns...)
+		all = append(slices.Clone(all), timeColumns...)
+	}
+	// The default table keeps to 100 columns: in time, the times show
+	// what token hits, extra prefill and truncations cost; over tiers, the
+	// loads show what they add.
+	wideOnly := map[string]bool{}
+	if o.clocked() || tiered {
+		wideOnly["token hits"], wideOnly["truncated"] = true, true
+	}
+	if o.clocked() {
+		wideOnly["extra prefill"] = true
 	}
 	for _, c := range all {
 		if c.name == "hints" && o.hints == nil {
 			continue // a column of -hints
 		}
-		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0 || c.name == "goodput" && t.goodput) {
+		if c.modes&mode != 0 && (o.wide || c.brief&mode != 0 && !wideOnly[c.name] || c.name == "goodput" && t.goodput) {
 			cols = append(cols, c)
 		}
 	}

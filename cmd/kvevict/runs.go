@@ -57,6 +57,7 @@ func (o *options) run(w *sim.Workload, j job, progress func(done, total int)) (s
 		if o.engine.cost != nil {
 			sc.TokenTime, sc.Cost, sc.SLO, sc.TPOTSLO = 0, o.engine.cost, o.engine.slo, o.engine.tpotSLO
 		}
+		sc.Tiers = o.tiers.below(j.capacity)
 		rep, err = sim.Serve(w, j.strategy, sc)
 	} else {
 		rep, err = sim.Replay(w, j.strategy, cfg)

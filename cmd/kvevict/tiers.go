@@ -104,17 +104,14 @@ func (t *tierOptions) inclusion() string {
 }
 
 // tierFlags defines -tier, -write, -inclusive and -exclusive on fs, which
-// compare, cluster and publish share; compare's -tier needs replay mode and
-// its -write takes vllm, the others' not.
+// compare, cluster and publish share; compare's -write takes vllm (in
+// replay mode), the others' not.
 func tierFlags(fs *flag.FlagSet, t *tierOptions, write *string, inclusive *bool, compare bool) {
 	tierHelp := "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo"
-	if compare {
-		tierHelp += " (replay mode)"
-	}
 	fs.Var(&t.specs, "tier", tierHelp)
 	writeHelp := "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request) or back (when the tier above evicts it)"
 	if compare {
-		writeHelp = "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request), back (when the tier above evicts it) or vllm (vLLM's offloading of May 2026: one cpu tier, lru or arc, run as vLLM runs them)"
+		writeHelp = "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request), back (when the tier above evicts it) or, in replay mode, vllm (vLLM's offloading of May 2026: one cpu tier, lru or arc, run as vLLM runs them)"
 	}
 	fs.StringVar(write, "write", "through", writeHelp)
 	fs.BoolVar(inclusive, "inclusive", false, "with -tier: a block loaded to the GPU keeps its copy below (the default)")
@@ -126,7 +123,7 @@ func tierFlags(fs *flag.FlagSet, t *tierOptions, write *string, inclusive *bool,
 func costFlags(fs *flag.FlagSet, t *tierOptions, model *string, modelHelp string) {
 	t.links = linkList{}
 	fs.StringVar(model, "model", "llama-3-8b", modelHelp+": "+strings.Join(tier.ModelNames(), ", "))
-	fs.Var(t.links, "link", "with -tier: a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
+	fs.Var(t.links, "link", "with -tier (in compare's serve mode, with a clock): a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
 }
 
 // checkTiers checks the tier flags against each other and the rest of
@@ -139,14 +136,18 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 	if len(t.specs) == 0 {
 		return t.check(set, write, inclusive, o.capacities)
 	}
+	serve := o.mode == "serve"
+	clock := set["gpu"] || set["model"] // serve mode's, as checkEngine reads it
 	switch {
-	case o.mode != "replay":
-		return usagef("-tier needs -mode replay: serve mode's pool has no tiers below it")
+	case serve && strings.EqualFold(strings.TrimSpace(write), tier.WriteVLLM.String()):
+		return usagef("-write vllm replays vLLM's own GPU pool, and serve mode's pool is its own: use through, selective=N or back")
+	case serve && set["link"] && !clock:
+		return usagef("-link times the loads, which serve mode does with a clock (-gpu or -model)")
 	case o.sampling > 0:
 		return usagef("-sampling and -tier: the tiers keep their blocks in an Index, which selects exactly")
 	case o.format == "csv":
 		return usagef("-format csv has no place for each tier's counts: use -format json or the table")
-	case o.plot != "" && t.specs[0].times == 0 && len(o.capacities) > 1:
+	case !serve && o.plot != "" && t.specs[0].times == 0 && len(o.capacities) > 1:
 		return usagef("-plot with -tier draws against the size of the first tier below the GPU: give it in times the GPU's (such as -tier cpu:4x:lru) so that it changes with -capacity")
 	}
 	if err := t.check(set, write, inclusive, o.capacities); err != nil {
@@ -230,6 +231,19 @@ func (o *options) tierJobs() []job {
 	return out
 }
 
+// below are the tiers below a GPU of gpu blocks, as sim takes them; none
+// without -tier.
+func (t *tierOptions) below(gpu int) sim.Tiers {
+	if len(t.specs) == 0 {
+		return sim.Tiers{}
+	}
+	b := sim.Tiers{Write: t.write, Threshold: t.threshold, Exclusive: t.exclusive}
+	for _, s := range t.specs {
+		b.Below = append(b.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(gpu), Strategy: s.strategy})
+	}
+	return b
+}
+
 // totalCapacity is the blocks of every tier beside a GPU of gpu blocks.
 func (t *tierOptions) totalCapacity(gpu int) int {
 	n := gpu
@@ -250,10 +264,7 @@ func (o *options) runTier(w *sim.Workload, cost *tier.Cost, j job, progress func
 		rep, err := sim.Belady(w, cfg)
 		return tierRow{TierReport: sim.TierReport{Report: rep}, GPUCapacity: j.capacity}, err
 	}
-	tc := sim.TierConfig{Config: cfg, Cost: cost, Tiers: sim.Tiers{Write: t.write, Threshold: t.threshold, Exclusive: t.exclusive}}
-	for _, s := range t.specs {
-		tc.Below = append(tc.Below, tier.Level{Medium: s.medium, Capacity: s.capacity(j.capacity), Strategy: s.strategy})
-	}
+	tc := sim.TierConfig{Config: cfg, Tiers: t.below(j.capacity), Cost: cost}
 	if o.hinted != nil {
 		w = o.hinted[j.hints]
 	}
@@ -347,20 +358,10 @@ func writeTierRows(stdout io.Writer, o *options, w *sim.Workload, cost *tier.Cos
 func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost, rs []tierRow) error {
 	t := &o.tiers
 	fmt.Fprintf(out, "workload %s: %d requests, %d-token blocks; mode replay across tiers\n", w.Name, len(w.Requests), w.BlockTokens)
-	specs := make([]string, len(t.specs))
-	for i, s := range t.specs {
-		specs[i] = s.String()
-	}
-	fmt.Fprintf(out, "below the GPU: %s; %s\n", strings.Join(specs, ", "), t.policy())
-	var links []string
-	for _, s := range t.specs {
-		if k, ok := cost.Link(s.medium); ok {
-			links = append(links, strings.ToLower(string(s.medium))+" "+k.String())
-		}
-	}
+	writeTiersLine(out, t, nil)
 	fmt.Fprintf(out, "modelled seconds (docs/tiers.md): %s, %s per block, %s\n", t.model.Name,
 		bytesCell(cost.BlockBytes()), computeText(cost.Compute()))
-	fmt.Fprintf(out, "links to the GPU: %s\n", strings.Join(links, ", "))
+	fmt.Fprintf(out, "links to the GPU: %s\n", linksText(t, cost))
 	fmt.Fprintln(out, "belady is Belady's MIN at the GPU's capacity; belady total at every tier's capacity together")
 
 	var grid bytes.Buffer
@@ -438,6 +439,30 @@ func writeTierTable(out io.Writer, o *options, w *sim.Workload, cost *tier.Cost,
 	writeBlocks(out, grid.String(), len(rs), func(i int) bool { return rs[i].GPUCapacity == rs[i-1].GPUCapacity },
 		func(i int) string { return tierBestLine(rs, online, rs[i].GPUCapacity, o.rank, decimals) })
 	return nil
+}
+
+// writeTiersLine writes the header line of the tiers below the GPU and,
+// if cost is set, the line of their links.
+func writeTiersLine(out io.Writer, t *tierOptions, cost *tier.Cost) {
+	specs := make([]string, len(t.specs))
+	for i, s := range t.specs {
+		specs[i] = s.String()
+	}
+	fmt.Fprintf(out, "below the GPU: %s; %s\n", strings.Join(specs, ", "), t.policy())
+	if cost != nil {
+		fmt.Fprintf(out, "links to the GPU: %s\n", linksText(t, cost))
+	}
+}
+
+// linksText names each tier's link to the GPU.
+func linksText(t *tierOptions, cost *tier.Cost) string {
+	var links []string
+	for _, s := range t.specs {
+		if k, ok := cost.Link(s.medium); ok {
+			links = append(links, strings.ToLower(string(s.medium))+" "+k.String())
+		}
+	}
+	return strings.Join(links, ", ")
 }
 
 // tierOnline returns the online strategies' rows of rs as compare's rows,

@@ -44,7 +44,9 @@ func TestCompareTiersErrors(t *testing.T) {
 		{[]string{"-tier", "cpu:100:lru", "-link", "storage=nvme"}, "no -tier on that medium"},
 		{[]string{"-tier", "cpu:100:lru", "-link", "cpu=pcie5", "-link", "cpu=pcie4"}, "given twice"},
 		{[]string{"-tier", "cpu:100:lru", "-model", "gpt-9"}, "gpt-9"},
-		{[]string{"-tier", "cpu:100:lru", "-mode", "serve"}, "-tier needs -mode replay"},
+		{[]string{"-tier", "cpu:100:lru", "-mode", "serve", "-write", "vllm"}, "serve mode's pool is its own"},
+		{[]string{"-tier", "cpu:100:lru", "-mode", "serve", "-link", "cpu=pcie4"}, "-link times the loads"},
+		{[]string{"-tier", "cpu:100:lru", "-mode", "serve", "-rank", "prefill"}, "in serve mode a prefill shares its steps"},
 		{[]string{"-tier", "cpu:100:lru", "-format", "csv"}, "use -format json"},
 		{[]string{"-tier", "cpu:100:lru", "-capacity", "10,20", "-plot", "x.svg"}, "give it in times the GPU's"},
 		{[]string{"-tier", "cpu:100:lru", "-sampling", "4", "-strategies", "lru"}, "-sampling and -tier"},
@@ -86,10 +88,13 @@ func TestCompareTiersJSON(t *testing.T) {
 		t.Fatalf("%d rows, want 2 strategies and 2 Belady rows at each of 2 capacities", len(rows))
 	}
 	for _, r := range rows {
-		for _, k := range []string{"gpu_hits", "misses", "block_refs", "prefill_tokens", "prefill_seconds", "tiers", "write", "best", "model"} {
+		for _, k := range []string{"gpu_hits", "misses", "block_refs", "prefill_tokens", "prefill_seconds", "write", "best", "model"} {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("row %v lacks %q", r["strategy"], k)
 			}
+		}
+		if _, ok := r["tiers"]; ok == (r["strategy"] == sim.BeladyName) {
+			t.Fatalf("row %v: tiers %v; want them on every row but Belady's, one cache", r["strategy"], r["tiers"])
 		}
 		if r["strategy"] == sim.BeladyName {
 			continue
