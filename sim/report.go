@@ -113,8 +113,8 @@ type Report struct {
 	// with a lease of its own.
 	LeasesHonoured int64 `json:"leases_honoured,omitempty"`
 	LeasesWasted   int64 `json:"leases_wasted,omitempty"`
-	// Tiers are each tier's counts, the GPU first, in a run across tiers
-	// ([ReplayTiers], or [Serve] with ServeConfig.Tiers); nil otherwise.
+	// Tiers are each tier's counts, the GPU first, in [Serve] with
+	// ServeConfig.Tiers; nil otherwise (a [TierReport] has its own).
 	Tiers []TierStats `json:"tiers,omitempty"`
 	// Times are the run's times, for a serve run with a clock
 	// (ServeConfig.Cost); nil otherwise.

@@ -66,12 +66,16 @@ type TierStats struct {
 // TierReport is how one GPU strategy did over a hierarchy of tiers. Its
 // Report counts a block as a hit when any tier served it (HitRatio, the
 // prefill tokens) and the GPU's evictions (EvictedBlocks, whose
-// re-prefills are the evicted blocks computed again, not loaded), and
-// holds each tier's counts (Report.Tiers).
+// re-prefills are the evicted blocks computed again, not loaded).
 type TierReport struct {
 	Report
 	Write     string `json:"write"`     // through, selective=N or back
 	Inclusion string `json:"inclusion"` // inclusive or exclusive
+	// Tiers are each tier's counts, the GPU first, as Report.Tiers are in
+	// serve mode, which this field hides: a tiered replay sets this one,
+	// whose JSON key stands where compare -tier's rows have always had it,
+	// null on Belady's.
+	Tiers []TierStats `json:"tiers"`
 	// GPUHits are the blocks found on the GPU, Misses those computed.
 	GPUHits int64 `json:"gpu_hits"`
 	Misses  int64 `json:"misses"`
