@@ -221,7 +221,7 @@ func parseClusterFlags(args []string, help io.Writer) (*clusterOptions, error) {
 	var write string
 	var inclusive bool
 	tierFlags(fs, &o.tiers, &write, &inclusive, false)
-	costFlags(fs, &o.tiers, &model, "the model whose prefill FLOPs and KV bytes price the times")
+	costFlags(fs, &o.tiers, &model, "the model whose prefill FLOPs and KV bytes price the times", "with -tier")
 	var gpu, loop string
 	fs.StringVar(&gpu, "gpu", "h100", "the GPU whose peak FLOPs (and with -decode memory bandwidth) time the engines: "+strings.Join(tier.GPUNames(), ", "))
 	fs.BoolVar(&o.decode, "decode", false, "each engine is serve mode's pool in time: it batches, prefills in chunks, decodes each request's output and preempts (docs/cluster.md); without it an engine prefills one request at a time, whole")

@@ -282,7 +282,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.StringVar(&strategies, "strategies", "all", "comma-separated strategies, each once, or all: "+strategyNames())
 	fs.StringVar(&o.format, "format", "table", "output: table, csv or json")
 	fs.BoolVar(&o.wide, "wide", false, "table: every column, not only the decisive ones (csv and json carry every one)")
-	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
+	fs.StringVar(&o.plot, "plot", "", "also draw hit ratio against capacity (with -tier in replay mode: stacked by tier, against the first tier's size) to `file`.svg or .png (its directory must exist)")
 	fs.IntVar(&o.sampling, "sampling", 0, "pick victims by sampling `k` candidates per round (kvevict.WithSampling), at most "+strconv.Itoa(maxSampling)+"; 0 is exact; key strategies only, so all means those")
 	fs.DurationVar(&o.tokenTime, "token-time", sim.DefaultTokenTime, "serve mode without a clock (-gpu, -model): time to decode one token, at most "+sim.MaxTokenTime.String())
 	var gpu, loop string
@@ -293,9 +293,10 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	fs.DurationVar(&o.engine.tpotSLO, "tpot-slo", 0, "serve mode with a clock: the time per output token a request must keep to count in goodput; 0: no bound")
 	fs.StringVar(&loop, "loop", "", "serve mode: open (every request at its timestamp) or closed (a session's turn after its previous one's finish plus its pause); default closed where the requests are sessions")
 	tierFlags(fs, &o.tiers, &write, &inclusive, true)
-	costFlags(fs, &o.tiers, &model, "with -tier, or in serve mode as a clock: the model whose KV bytes and FLOPs price the seconds")
+	costFlags(fs, &o.tiers, &model, "with -tier, or in serve mode as a clock: the model whose KV bytes and FLOPs price the seconds",
+		"with -tier (in serve mode, with a clock)")
 	fs.StringVar(&baseline, "baseline", "", "set each row against `STRATEGY` (one of -strategies): its change in hit ratio and prefill tokens, on the best line and in csv and json")
-	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio), with -tier prefill (least modelled prefill seconds), or in serve mode with a clock goodput (the most requests within -slo and -tpot-slo)")
+	fs.StringVar(&o.rank, "rank", rankHit, "what names a capacity's best row: hit (highest hit ratio), with -tier in replay mode prefill (least modelled prefill seconds), or in serve mode with a clock goodput (the most requests within -slo and -tpot-slo)")
 	fs.StringVar(&hints, "hints", "", "comma-separated hint `sources`, a row per strategy each: none, trace, hindsight[:precision=P:recall=R:seed=S], ttl=DUR[:hard] (docs/hints.md); without it the requests' hints are cleared")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -641,7 +642,11 @@ func compare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.plot != "" {
-		return plotHitRatio(o.plot, w.Name, o.mode, reports)
+		var below []string
+		for _, sp := range o.tiers.specs {
+			below = append(below, sp.String())
+		}
+		return plotHitRatio(o.plot, w.Name, o.mode, strings.Join(below, ", "), reports)
 	}
 	return nil
 }

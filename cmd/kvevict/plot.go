@@ -210,18 +210,23 @@ const (
 // plotHitRatio draws block hit ratio against capacity, one line per group
 // of strategies with identical results, in the style of the first, and a
 // thick dashed black one for Belady, to path (.svg or .png, any case). The
-// legend is beside the data.
-func plotHitRatio(path, workload, mode string, reports []sim.Report) error {
+// legend is beside the data. below names serve mode's tiers below the
+// pool, "" without: over them Belady's line is no bound.
+func plotHitRatio(path, workload, mode, below string, reports []sim.Report) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("plot: nothing to draw")
 	}
 	cs := curves(reports)
 	for i := range cs {
 		if cs[i].style == sim.BeladyName {
-			cs[i].names[0] = strategyLabel(cs[i].names[0], mode == "serve")
+			cs[i].names[0] = strategyLabel(cs[i].names[0], mode == "serve" && below == "")
 		}
 	}
-	return drawCurves(path, fmt.Sprintf("%s, %s mode", workload, mode), "capacity (blocks, log scale)", true, cs)
+	title := fmt.Sprintf("%s, %s mode", workload, mode)
+	if below != "" {
+		title += " over " + below
+	}
+	return drawCurves(path, title, "capacity (blocks, log scale)", true, cs)
 }
 
 // drawCurves draws block hit ratio against x, one line per curve in its

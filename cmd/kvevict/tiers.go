@@ -108,6 +108,9 @@ func (t *tierOptions) inclusion() string {
 // replay mode), the others' not.
 func tierFlags(fs *flag.FlagSet, t *tierOptions, write *string, inclusive *bool, compare bool) {
 	tierHelp := "a tier below the GPU, `MEDIUM:BLOCKS:STRATEGY`, repeatable, top first: MEDIUM cpu or storage, BLOCKS a count or Nx the GPU's -capacity, STRATEGY any an Index takes; e.g. -tier cpu:4x:lru -tier storage:200000:s3fifo"
+	if compare {
+		tierHelp += "; in serve mode the tiers go below serve mode's pool"
+	}
 	fs.Var(&t.specs, "tier", tierHelp)
 	writeHelp := "with -tier: when a lower tier gets a block: through (after every request), selective=N (from a block's Nth request) or back (when the tier above evicts it)"
 	if compare {
@@ -118,12 +121,13 @@ func tierFlags(fs *flag.FlagSet, t *tierOptions, write *string, inclusive *bool,
 	fs.BoolVar(&t.exclusive, "exclusive", false, "with -tier and -write back: each block on one tier at a time, a load moving it up")
 }
 
-// costFlags defines -model, explained by modelHelp, and -link on fs: what
-// prices the tiers in time, for compare and cluster.
-func costFlags(fs *flag.FlagSet, t *tierOptions, model *string, modelHelp string) {
+// costFlags defines -model, explained by modelHelp, and -link, which
+// applies when linkWhen says, on fs: what prices the tiers in time, for
+// compare and cluster.
+func costFlags(fs *flag.FlagSet, t *tierOptions, model *string, modelHelp, linkWhen string) {
 	t.links = linkList{}
 	fs.StringVar(model, "model", "llama-3-8b", modelHelp+": "+strings.Join(tier.ModelNames(), ", "))
-	fs.Var(t.links, "link", "with -tier (in compare's serve mode, with a clock): a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
+	fs.Var(t.links, "link", linkWhen+": a tier's link to the GPU, `MEDIUM=BANDWIDTH,LATENCY` (cpu=54GB/s,10us) or MEDIUM=PRESET ("+strings.Join(tier.LinkNames(), ", ")+"), repeatable; default cpu=pcie5, storage=nvme")
 }
 
 // checkTiers checks the tier flags against each other and the rest of
