@@ -594,7 +594,9 @@ func inSystem(arrivals, finishes []time.Duration) float64 {
 
 // prefillQueue is what a cluster's pool with Decode has yet to prefill, as
 // [Engine.Wait] estimates it: each request without a first token, priced
-// alone by the cost model past the prefix the pool held at its arrival.
+// alone by the cost model past the prefix the pool held at its arrival,
+// and with tiers the runs below it loaded, as a cluster without Decode
+// prices it (price).
 type prefillQueue struct {
 	cost  *tier.Cost
 	each  []time.Duration // by request, while counted
@@ -604,7 +606,12 @@ type prefillQueue struct {
 // arrive counts request r, arriving at p.
 func (q *prefillQueue) arrive(p *pool, r int) {
 	req := &p.w.Requests[r]
-	d := q.cost.Prefill(tokensBefore(req, p.resident(req.HashIDs), p.w.BlockTokens), req.InputTokens)
+	found, m := p.lookup(req)
+	d := q.cost.Prefill(tokensBefore(req, found, p.w.BlockTokens), req.InputTokens)
+	if m != nil {
+		load, compute, _ := price(q.cost, p.levels, req, m, p.w.BlockTokens)
+		d = load + compute
+	}
 	q.each[r] = d
 	q.total += d
 }

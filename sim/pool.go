@@ -113,12 +113,12 @@ type pool struct {
 	f   *fleet
 	eng int
 	// tiers are below the pool, which is their GPU (ServeConfig.Tiers),
-	// nil without; media are their media, the GPU first, and links when
-	// each one's link is free of the loads queued on it, in ticks.
+	// nil without; levels are theirs, the GPU first, and links when each
+	// one's link is free of the loads queued on it, in ticks.
 	// onTierEvent, if set, takes their events; gpuStored counts the
 	// blocks the pool stored for prompts, loaded or computed.
 	tiers       *tier.Hierarchy
-	media       []tier.Medium
+	levels      []tier.Level
 	links       []int64
 	onTierEvent func(tier.Event)
 	gpuStored   int64

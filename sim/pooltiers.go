@@ -31,10 +31,7 @@ func (p *pool) setTiers(t *Tiers, s kvevict.Strategy) error {
 	if err != nil {
 		return err
 	}
-	p.tiers, p.links = h, make([]int64, len(cfg.Levels))
-	for _, l := range cfg.Levels {
-		p.media = append(p.media, l.Medium)
-	}
+	p.tiers, p.levels, p.links = h, cfg.Levels, make([]int64, len(cfg.Levels))
 	return nil
 }
 
@@ -77,7 +74,7 @@ func (p *pool) load(r int, m *tier.Match) (int64, error) {
 		if m.Runs[i] == 0 {
 			continue
 		}
-		d := c.cost.Load(p.media[i], m.Runs[i])
+		d := c.cost.Load(p.levels[i].Medium, m.Runs[i])
 		c.loads += d
 		end = max(end, p.links[i]) + int64((d+time.Microsecond/2)/time.Microsecond)
 		p.links[i] = end
