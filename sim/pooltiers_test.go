@@ -15,6 +15,18 @@ func cpuTier(blocks int, write tier.Write, exclusive bool) Tiers {
 	return Tiers{Below: []tier.Level{{Medium: tier.CPU, Capacity: blocks, Strategy: kvevict.LRU}}, Write: write, Exclusive: exclusive}
 }
 
+// loadTrace is the hand case of TestServeTiersLoadBeforePrefill, in
+// blocks of bt tokens: A and B fill a pool of 10 blocks, X and Y evict
+// them to the host, and C and D come back for them at once.
+func loadTrace(bt int) *Workload {
+	req := func(ms int64, first uint64) Request {
+		return Request{Timestamp: ms, InputTokens: 4 * bt, OutputTokens: 1,
+			HashIDs: []uint64{first, first + 1, first + 2, first + 3}, Group: first}
+	}
+	return &Workload{Name: "hand", BlockTokens: bt, GroupKind: "tenant", Requests: []Request{
+		req(0, 1), req(0, 5), req(1000, 9), req(1000, 13), req(2000, 1), req(2000, 5)}}
+}
+
 // servePool runs Serve and returns its report and the pool it ran.
 func servePool(t *testing.T, w *Workload, s kvevict.Strategy, cfg ServeConfig) (Report, *pool) {
 	t.Helper()
@@ -34,14 +46,7 @@ func servePool(t *testing.T, w *Workload, s kvevict.Strategy, cfg ServeConfig) (
 // load later.
 func TestServeTiersLoadBeforePrefill(t *testing.T) {
 	const bt = 16
-	req := func(ms int64, first uint64) Request {
-		return Request{Timestamp: ms, InputTokens: 4 * bt, OutputTokens: 1,
-			HashIDs: []uint64{first, first + 1, first + 2, first + 3}, Group: first}
-	}
-	// A and B fill the pool, X and Y evict them to the host, and C and D
-	// come back for them at once.
-	w := &Workload{Name: "hand", BlockTokens: bt, GroupKind: "tenant", Requests: []Request{
-		req(0, 1), req(0, 5), req(1000, 9), req(1000, 13), req(2000, 1), req(2000, 5)}}
+	w := loadTrace(bt)
 	cost := clockCost(t, bt)
 	cfg := ServeConfig{Config: Config{Capacity: 10}, Granularity: GranularityBlock,
 		EngineConfig: EngineConfig{Cost: cost}, Tiers: cpuTier(100, tier.WriteBack, false)}
@@ -81,6 +86,26 @@ func TestServeTiersLoadBeforePrefill(t *testing.T) {
 	}
 	if rep.BlockHits != 8 || rep.Tiers[0].Hits != 0 {
 		t.Errorf("hits %d, on the GPU %d: want C's and D's 8, all from the host", rep.BlockHits, rep.Tiers[0].Hits)
+	}
+}
+
+// TestClusterWaitPricesLoads: a decoding engine's queue estimate prices
+// a waiting request's blocks below its pool as a load, as the cluster
+// without Decode does. In the hand case above, C waits for its load when
+// D is routed, at the same millisecond: C's blocks are all on the host,
+// so its estimate is one load of 4 blocks and no prefill (a prompt found
+// whole is priced as none).
+func TestClusterWaitPricesLoads(t *testing.T) {
+	w := loadTrace(16)
+	cost := clockCost(t, 16)
+	r := &timingRouter{Router: NewRoundRobin()}
+	cfg := ClusterConfig{Config: Config{Capacity: 10}, Engines: 1, Decode: true,
+		EngineConfig: EngineConfig{Cost: cost}, Tiers: cpuTier(100, tier.WriteBack, false)}
+	if _, err := Cluster(w, kvevict.LRU, r, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.waits[5][0], cost.Load(tier.CPU, 4); got != want {
+		t.Errorf("D sees a wait of %v, want C's load of 4 blocks, %v", got, want)
 	}
 }
 
