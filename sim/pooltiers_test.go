@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/sagellm/kvevict"
@@ -86,6 +87,65 @@ func TestServeTiersLoadBeforePrefill(t *testing.T) {
 	}
 	if rep.BlockHits != 8 || rep.Tiers[0].Hits != 0 {
 		t.Errorf("hits %d, on the GPU %d: want C's and D's 8, all from the host", rep.BlockHits, rep.Tiers[0].Hits)
+	}
+}
+
+// TestServeTiersLinkMD1 holds the host's link to M/D/1: every request of
+// the measured phase loads 4 blocks, all on the host, over a link that
+// takes L for them, and arrives in a Poisson stream of rate rho / L; the
+// prefill after its load is all but free (a measured rate of 10^9
+// tokens/s, no memory reads). Its time to first token is then its wait
+// for the link, the loads queued before it, plus its own: on average L +
+// rho x L / (2 (1 - rho)), within 5% at rho 0.5 and 0.8 for seeds 1-3.
+// A first phase primes the host with every prompt, written through, and
+// fills the pool with others, so that the measured requests find their
+// blocks on the host only.
+func TestServeTiersLinkMD1(t *testing.T) {
+	skipUnderRace(t)
+	const (
+		bt       = 16
+		blocks   = 4
+		measured = 20000
+		capacity = 2000
+		load     = 0.1 // seconds, L
+	)
+	m := llama(t)
+	bw := float64(blocks) * float64(m.BytesPerBlock(bt)) / load
+	cost := mustCost(t, m, bt, tier.Compute{TokensPerSecond: 1e9}, map[tier.Medium]tier.Link{tier.CPU: {Bandwidth: bw}})
+	primes := measured + capacity // the last capacity/blocks primes stay in the pool; the measured reuse the first
+	for _, rho := range []float64{0.5, 0.8} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 0))
+			w := &Workload{Name: "link", BlockTokens: bt, GroupKind: "tenant"}
+			prompt := func(i int) []uint64 {
+				return []uint64{uint64(blocks * i), uint64(blocks*i + 1), uint64(blocks*i + 2), uint64(blocks*i + 3)}
+			}
+			for i := range primes {
+				w.Requests = append(w.Requests, Request{Timestamp: int64(i), InputTokens: blocks * bt, OutputTokens: 1, HashIDs: prompt(i), Group: uint64(i)})
+			}
+			at := float64(primes) / 1000 // seconds: after the primes
+			for i := range measured {
+				at += rng.ExpFloat64() * load / rho
+				w.Requests = append(w.Requests, Request{Timestamp: int64(math.Round(at * 1000)), InputTokens: blocks * bt, OutputTokens: 1,
+					HashIDs: prompt(i), Group: uint64(primes + i)})
+			}
+			cfg := ServeConfig{Config: Config{Capacity: capacity}, Granularity: GranularityBlock,
+				EngineConfig: EngineConfig{Cost: cost}, Tiers: cpuTier(blocks*primes, tier.WriteThrough, false)}
+			rep, err := Serve(w, kvevict.LRU, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rep.Tiers[1].Hits, int64(blocks*measured); got != want {
+				t.Fatalf("rho %.1f, seed %d: %d blocks loaded, want the measured requests' %d", rho, seed, got, want)
+			}
+			// The primes' time to first token is all but nothing: the
+			// mean over the measured alone is the mean over all scaled.
+			got := rep.TTFTMean * float64(len(w.Requests)) / measured
+			want := load + rho*load/(2*(1-rho))
+			if math.Abs(got-want) > 0.05*want {
+				t.Errorf("rho %.1f, seed %d: mean TTFT %.4f s over the loads, M/D/1 gives %.4f s (L %.3f s)", rho, seed, got, want, load)
+			}
+		}
 	}
 }
 
