@@ -198,6 +198,8 @@ naming the best row by -rank and its change against -baseline:
   jain           Jain's index of the requests per engine (1: even)
   mispredicted   blocks per request a router counted on, on the engine it
                  chose, that the engine did not hold
+  load s         -tier: the loads from the tiers below, every engine's
+                 transfers summed, in seconds (the waits for them are in TTFT)
 The verdict's pooled belady is Belady's MIN on one cache of engines x blocks
 (and every tier's blocks, with -tier), counting every block of a request
 found (not only a prefix) and free not to cache a block: the bound on hit
@@ -773,8 +775,12 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 	} else {
 		head += "in slo\tbusiest\timbalance\t"
 	}
+	tiered := len(o.tiers.specs) > 0
 	if o.wide {
 		head += "jain\tmispredicted\t"
+		if tiered {
+			head += "load s\t"
+		}
 	}
 	fmt.Fprintln(tw, head)
 	for i := range rs {
@@ -798,6 +804,9 @@ func writeClusterTable(out io.Writer, o *clusterOptions, w *sim.Workload, rs []c
 		}
 		if o.wide {
 			line += fmt.Sprintf("%.3f\t%.2f\t", r.Jain, r.MispredictedPerRequest)
+			if tiered {
+				line += fmt.Sprintf("%.1f\t", r.LoadSeconds)
+			}
 		}
 		fmt.Fprintln(tw, line)
 	}
