@@ -19,9 +19,12 @@
 //     block of a prefix tree ([BlockEvictor]). Given a cost model
 //     (ServeConfig.Cost) the pool runs in time: batched steps of the
 //     roofline time tier.Cost.Step gives, prefill in chunks, and the
-//     report's [Times] (TTFT, TPOT, E2E, goodput), modelled.
+//     report's [Times] (TTFT, TPOT, E2E, goodput), modelled. With [Tiers]
+//     below it (ServeConfig.Tiers) a request's hits run on into host
+//     memory and storage, and in time it waits for their loads.
 //   - [Cluster] replays it over several engines, each a pool of blocks in a
-//     prefix tree, behind a [Router] that chooses each request's engine:
+//     prefix tree (over [Tiers] of its own, if given), behind a [Router]
+//     that chooses each request's engine:
 //     round robin, least loaded, or by the prefix it believes each engine
 //     holds (read from the engine, from a [Mirror] of its KV events, or
 //     from an approximate index), less a load term. With
@@ -38,7 +41,8 @@
 //
 // Replay and Serve return a [Report]: hit ratios, re-prefills, prefill
 // work against an unbounded cache, utilisation, Jain fairness, preemptions
-// and selection latency. Cluster returns a [ClusterReport]: hit ratio,
+// and selection latency; [ReplayTiers], a replay across [Tiers], a
+// [TierReport]. Cluster returns a [ClusterReport]: hit ratio,
 // prefill, load balance, the blocks the router counted on in vain and, in
 // time, Serve's [Times].
 package sim
