@@ -370,7 +370,7 @@ func parseFlags(args []string, help io.Writer) (*options, error) {
 	}
 	switch o.rank = strings.ToLower(strings.TrimSpace(o.rank)); {
 	case o.rank == rankTTFT:
-		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare ranks by hit, by prefill with -tier, or by goodput in serve mode with a clock")
+		return nil, usagef("-rank ttft ranks a cluster's rows by time to first token (kvevict cluster); compare ranks by hit, by prefill with -tier in replay mode, or by goodput in serve mode with a clock")
 	case o.rank == rankPrefill && (len(o.tiers.specs) == 0 || o.mode == "serve"):
 		return nil, usagef("-rank prefill ranks by the modelled prefill seconds, which compare gives with -tier in replay mode (in serve mode a prefill shares its steps: -rank goodput)")
 	case o.rank == rankGoodput && !o.engine.clock:

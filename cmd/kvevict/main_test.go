@@ -204,7 +204,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"compare", "-token-time", "5ms"}, 2, "-token-time needs -mode serve"},
 		{[]string{"compare", "-strategies", "lru,fifo", "-baseline", "arc"}, 2, "-baseline arc is not among -strategies"},
 		{[]string{"compare", "-baseline", "bogus"}, 2, `unknown strategy "bogus"`},
-		{[]string{"compare", "-rank", "ttft"}, 2, "compare ranks by hit, by prefill with -tier, or by goodput"},
+		{[]string{"compare", "-rank", "ttft"}, 2, "compare ranks by hit, by prefill with -tier in replay mode, or by goodput"},
 		{[]string{"compare", "-mode", "serve", "-rank", "goodput"}, 2, "-rank goodput ranks by the share of requests within -slo"},
 		{[]string{"compare", "-mode", "serve", "-slo", "1s"}, 2, "-slo and -tpot-slo bound times"},
 		{[]string{"compare", "-tpot-slo", "1s"}, 2, "-tpot-slo needs -mode serve"},
