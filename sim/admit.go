@@ -10,9 +10,21 @@ import (
 	"github.com/sagellm/kvevict/prefix"
 )
 
-// admitWaiting admits waiting requests in order while they fit.
+// admitWaiting starts the loaded sequences that wait for room in the
+// batch, then admits waiting requests in order while they fit.
 func (p *pool) admitWaiting() error {
-	for len(p.waiting) > 0 && !p.paused && (p.clock.maxBatch == 0 || len(p.running) < p.clock.maxBatch) {
+	for len(p.ready) > 0 && p.room() {
+		s := p.ready[0]
+		p.ready[0] = nil
+		p.ready = p.ready[1:]
+		if s.ready { // not preempted since
+			s.ready = false
+			p.aside--
+			p.beginPrefill(s)
+			p.schedule(s)
+		}
+	}
+	for len(p.waiting) > 0 && !p.paused && p.room() {
 		ok, err := p.admit(p.waiting[0])
 		if err != nil {
 			return err
@@ -24,6 +36,12 @@ func (p *pool) admitWaiting() error {
 		p.waiting = p.waiting[1:]
 	}
 	return nil
+}
+
+// room reports whether the batch has room for one more sequence under
+// its cap: the running sequences less those set aside for their loads.
+func (p *pool) room() bool {
+	return p.clock.maxBatch == 0 || len(p.running)-p.aside < p.clock.maxBatch
 }
 
 // wakeAtLeaseEnd schedules a try of the waiting requests when the first
@@ -355,8 +373,10 @@ func (p *pool) start(s *sequence, blocks []int, n, hit int, loaded int64) {
 		// for the logits of the first output token.
 		s.prefillLeft = max(req.InputTokens-tokensBefore(req, hit, p.w.BlockTokens), min(req.InputTokens, 1))
 		if loaded > p.now {
-			// Its blocks are held, and its prefill waits for them.
+			// Its blocks are held, and its prefill waits for them, out
+			// of the batch.
 			s.loading = true
+			p.aside++
 			p.f.timed.push(event{at: loaded, seq: s, eng: p.eng})
 			return
 		}

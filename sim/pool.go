@@ -49,6 +49,7 @@ type sequence struct {
 	vAt         int64
 	decoding    bool
 	loading     bool // its loads from the tiers below are under way
+	ready       bool // loaded, it waits in the pool's ready for room in the batch
 	prefillLeft int
 	chunk       int
 	chunkFLOPs  float64
@@ -122,7 +123,14 @@ type pool struct {
 	links       []int64
 	onTierEvent func(tier.Event)
 	gpuStored   int64
-	victims     []uint64 // scratch: an eviction's, for the tiers below
+	// aside counts the running sequences out of the batch: loading, or
+	// loaded and waiting in ready, first come first served, for room under
+	// the batch cap. vLLM's scheduler keeps such a request waiting
+	// (WAITING_FOR_REMOTE_KVS), out of max_num_seqs, and schedules it
+	// first once its load is done.
+	aside   int
+	ready   []*sequence
+	victims []uint64 // scratch: an eviction's, for the tiers below
 	// queue, in a cluster's pool, estimates the wait the ttft router reads
 	// (Engine.Wait); onEvent takes the KV events the pool emits, nil
 	// without a cluster.
@@ -391,7 +399,9 @@ func (p *pool) drop(s *sequence) {
 	switch {
 	case s.decoding:
 		p.clock.dropDecoder(s)
-	case s.loading: // not in the batch yet
+	case s.loading || s.ready: // not in the batch yet
+		s.loading, s.ready = false, false
+		p.aside--
 	case p.clock.cost != nil:
 		p.clock.endChunk(s)
 		p.clock.prefDone -= int64(p.w.Requests[s.req].InputTokens - s.prefillLeft)

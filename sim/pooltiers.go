@@ -122,9 +122,16 @@ func (p *pool) addTierStats(sum []TierStats) []TierStats {
 	return addTierStats(sum, st, p.clock.cost)
 }
 
-// loaded starts the prefill of s, whose loads ended.
+// loaded starts the prefill of s, whose loads ended, if the batch has
+// room; else s waits for it, first in line (admitWaiting).
 func (p *pool) loaded(s *sequence) {
 	s.loading = false
+	if !p.room() {
+		s.ready = true
+		p.ready = append(p.ready, s)
+		return
+	}
+	p.aside--
 	p.beginPrefill(s)
 	p.schedule(s)
 }

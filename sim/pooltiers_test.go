@@ -90,6 +90,34 @@ func TestServeTiersLoadBeforePrefill(t *testing.T) {
 	}
 }
 
+// TestServeTiersLoadOutOfBatch: a sequence waiting for its loads is out of
+// the batch cap, as vLLM keeps it waiting outside max_num_seqs, and once
+// loaded it waits for room. The hand case above with a batch of one: C and
+// D are both admitted and load one after the other; C prefills alone once
+// its load ends; D's ends while C's step runs, so D waits for C's finish
+// and then prefills alone. C's TTFT is a load and a step, D's a load and
+// two steps (one more load if D had waited for C's finish to be admitted).
+func TestServeTiersLoadOutOfBatch(t *testing.T) {
+	const bt = 16
+	w := loadTrace(bt)
+	cost := clockCost(t, bt)
+	cfg := ServeConfig{Config: Config{Capacity: 10}, Granularity: GranularityBlock,
+		EngineConfig: EngineConfig{Cost: cost, MaxBatch: 1}, Tiers: cpuTier(100, tier.WriteBack, false)}
+	_, p := servePool(t, w, kvevict.LRU, cfg)
+	m := cost.Model()
+	n := 4 * bt
+	load := cost.Load(tier.CPU, 4).Seconds()
+	alone := cost.Step(tier.Step{Tokens: 1, FLOPs: m.PrefillFLOPs(n-1, n), KVTokens: int64(n - 1)}).Seconds()
+	rec := p.clock.rec
+	ttft := func(r int) float64 { return float64(rec.first[r]-rec.arrival[r]) / 1e6 }
+	if got, want := ttft(4), load+alone; math.Abs(got-want) > 2e-6 {
+		t.Errorf("C's TTFT %.6f s, want its load %.6f s and its step %.6f s: %.6f", got, load, alone, want)
+	}
+	if got, want := ttft(5), load+2*alone; math.Abs(got-want) > 2e-6 {
+		t.Errorf("D's TTFT %.6f s, want C's load and two steps: %.6f", got, want)
+	}
+}
+
 // TestServeTiersLinkMD1 holds the host's link to M/D/1: every request of
 // the measured phase loads 4 blocks, all on the host, over a link that
 // takes L for them, and arrives in a Poisson stream of rate rho / L; the

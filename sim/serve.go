@@ -42,7 +42,9 @@ type ServeConfig struct {
 	// Write says (see [ReplayTiers]). With Cost a request waits for its
 	// loads (the runs' transfers over their links, Cost's, one after the
 	// other, each after the loads queued on its link) before it prefills
-	// the rest; it holds its blocks, and counts as running, meanwhile.
+	// the rest: it holds its blocks meanwhile, out of the batch and of
+	// MaxBatch, then waits, first in line, for room in the batch, as vLLM's
+	// scheduler keeps such a request (WAITING_FOR_REMOTE_KVS).
 	// A request's hints go to the tiers below with its blocks, as
 	// [tier.Hierarchy.RequestHints] gives them; a block the pool evicts
 	// goes down without them. vLLM's mode (tier.WriteVLLM), which replays

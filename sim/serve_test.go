@@ -63,6 +63,23 @@ func checkPool(t *testing.T, p *pool) {
 	if refs != held {
 		t.Fatalf("%d references, but running sequences hold %d blocks", refs, held)
 	}
+	aside := 0
+	for _, s := range p.running {
+		if s.loading || s.ready {
+			aside++
+		}
+		if s.loading && s.ready || (s.loading || s.ready) && (s.decoding || s.chunk > 0) {
+			t.Fatalf("sequence %d: loading %v, ready %v, decoding %v, chunk %d", s.id, s.loading, s.ready, s.decoding, s.chunk)
+		}
+	}
+	for _, s := range p.ready {
+		if s.alive != s.ready {
+			t.Fatalf("sequence %d waits for room: alive %v, ready %v", s.id, s.alive, s.ready)
+		}
+	}
+	if aside != p.aside || p.clock.maxBatch > 0 && len(p.running)-aside > p.clock.maxBatch {
+		t.Fatalf("%d running sequences out of the batch, the pool counts %d; %d running, cap %d", aside, p.aside, len(p.running), p.clock.maxBatch)
+	}
 	for id, n := range ownerCounts {
 		if o := p.owners[id]; o == nil || o.live != n || len(o.held(nil)) != n {
 			t.Fatalf("owner %d owns %d cached blocks, pool says %v", id, n, o)
