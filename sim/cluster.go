@@ -411,12 +411,8 @@ func (c *cluster) serve(i int, r Router) error {
 	cached := tokensBefore(req, hit, c.w.BlockTokens)
 	c.prefill += int64(req.InputTokens - cached)
 	if c.cost != nil {
-		service := c.cost.Prefill(cached, req.InputTokens)
-		if m != nil {
-			load, compute, _ := price(c.cost, c.levels, req, m, c.w.BlockTokens)
-			service = load + compute
-			c.load += load
-		}
+		load, service := serviceTime(c.cost, c.levels, req, hit, m, c.w.BlockTokens)
+		c.load += load
 		e.free = max(e.free, c.now) + service
 		e.busy += service
 		c.ttft = append(c.ttft, e.free-c.now)
@@ -596,7 +592,7 @@ func inSystem(arrivals, finishes []time.Duration) float64 {
 // [Engine.Wait] estimates it: each request without a first token, priced
 // alone by the cost model past the prefix the pool held at its arrival,
 // and with tiers the runs below it loaded, as a cluster without Decode
-// prices it (price).
+// prices it (serviceTime).
 type prefillQueue struct {
 	cost  *tier.Cost
 	each  []time.Duration // by request, while counted
@@ -607,11 +603,7 @@ type prefillQueue struct {
 func (q *prefillQueue) arrive(p *pool, r int) {
 	req := &p.w.Requests[r]
 	found, m := p.lookup(req)
-	d := q.cost.Prefill(tokensBefore(req, found, p.w.BlockTokens), req.InputTokens)
-	if m != nil {
-		load, compute, _ := price(q.cost, p.levels, req, m, p.w.BlockTokens)
-		d = load + compute
-	}
+	_, d := serviceTime(q.cost, p.levels, req, found, m, p.w.BlockTokens)
 	q.each[r] = d
 	q.total += d
 }

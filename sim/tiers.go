@@ -266,6 +266,18 @@ func price(cost *tier.Cost, levels []tier.Level, req *Request, m *tier.Match, bl
 	return load, cost.Prefill(tokensBefore(req, at, blockTokens), req.InputTokens), unpaid
 }
 
+// serviceTime is request req's time on an engine alone, first hit of its
+// blocks found: the loads of the runs m found below the GPU (load) and the
+// prefill of the rest, in total; without tiers (m nil) the prefill past the
+// hits alone.
+func serviceTime(cost *tier.Cost, levels []tier.Level, req *Request, hit int, m *tier.Match, blockTokens int) (load, total time.Duration) {
+	if m == nil {
+		return 0, cost.Prefill(tokensBefore(req, hit, blockTokens), req.InputTokens)
+	}
+	load, compute, _ := price(cost, levels, req, m, blockTokens)
+	return load, load + compute
+}
+
 // tokensBefore is how many prompt tokens req's first n blocks hold.
 func tokensBefore(req *Request, n, blockTokens int) int {
 	if n == len(req.HashIDs) {
