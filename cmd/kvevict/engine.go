@@ -12,8 +12,9 @@ import (
 
 // checkEngine reads the engine's flags, given which were set, refusing
 // each where it does not apply: all of them in replay mode, -token-budget
-// without a clock, -token-time with one. -gpu or -model gives the clock;
-// with it, the caps not given are vLLM's defaults for the GPU.
+// without a clock, -token-time with one, and over tiers -write vllm and
+// -link without a clock. -gpu or -model gives the clock; with it, the caps
+// not given are vLLM's defaults for the GPU.
 func checkEngine(o *options, set map[string]bool, gpu, model, loop string) error {
 	e := &o.engine
 	if o.mode != "serve" {
@@ -35,6 +36,14 @@ func checkEngine(o *options, set map[string]bool, gpu, model, loop string) error
 	}
 	if err := e.check(set, gpu, loop); err != nil {
 		return err
+	}
+	if t := &o.tiers; len(t.specs) > 0 { // the tiers below serve mode's pool
+		switch {
+		case t.write == tier.WriteVLLM:
+			return usagef("-write vllm replays vLLM's own GPU pool, and serve mode's pool is its own: use through, selective=N or back")
+		case set["link"] && !e.clock:
+			return usagef("-link times the loads, which serve mode does with a clock (-gpu or -model)")
+		}
 	}
 	if e.clock && len(o.tiers.specs) == 0 {
 		var err error

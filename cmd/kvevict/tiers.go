@@ -140,13 +140,8 @@ func checkTiers(o *options, set map[string]bool, write, model string, inclusive 
 	if len(t.specs) == 0 {
 		return t.check(set, write, inclusive, o.capacities)
 	}
-	serve := o.mode == "serve"
-	clock := set["gpu"] || set["model"] // serve mode's, as checkEngine reads it
+	serve := o.mode == "serve" // whose own rules checkEngine checks, once -write is read
 	switch {
-	case serve && strings.EqualFold(strings.TrimSpace(write), tier.WriteVLLM.String()):
-		return usagef("-write vllm replays vLLM's own GPU pool, and serve mode's pool is its own: use through, selective=N or back")
-	case serve && set["link"] && !clock:
-		return usagef("-link times the loads, which serve mode does with a clock (-gpu or -model)")
 	case o.sampling > 0:
 		return usagef("-sampling and -tier: the tiers keep their blocks in an Index, which selects exactly")
 	case o.format == "csv":
