@@ -208,12 +208,6 @@ func (a *arc) Evict(n int32) {
 	}
 }
 
-func (a *arc) Forget(id uint64) {
-	if n := a.Lookup(id); n >= 0 {
-		a.Drop(n)
-	}
-}
-
 func (a *arc) Finish() {
 	a.cursor = [2]int32{-1, -1}
 	a.Commit()

@@ -225,12 +225,6 @@ func (s *s3fifo) Evict(n int32) {
 	s.Drop(n)
 }
 
-func (s *s3fifo) Forget(id uint64) {
-	if n := s.Lookup(id); n >= 0 {
-		s.Drop(n)
-	}
-}
-
 func (s *s3fifo) Finish() {
 	s.cursor = [2]int32{-1, -1}
 	s.Commit()

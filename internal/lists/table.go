@@ -198,6 +198,15 @@ func (t *Table) Alloc(id uint64) int32 {
 	return n
 }
 
+// Forget drops id's node, resident or a ghost, if it has one: History's
+// Forget for the histories whose ghosts are plain nodes (ARC, S3-FIFO).
+// SIEVE's moves its hand first. O(1).
+func (t *Table) Forget(id uint64) {
+	if n := t.Lookup(id); n >= 0 {
+		t.Drop(n)
+	}
+}
+
 // Drop unlinks node n and forgets its id. O(1).
 func (t *Table) Drop(n int32) {
 	t.unlink(n)
