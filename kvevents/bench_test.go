@@ -16,6 +16,21 @@ import (
 
 var pythonFlag = flag.String("python", "", "a python3 with python3-msgpack, which BenchmarkCodec times decoding the same bytes as Decode (default: python3 or /usr/bin/python3, the first that has it)")
 
+var liveFlag = flag.Int("live-mb", 0, "MiB of pointer-free memory that BenchmarkCodec keeps live, as a router's mirror tables are, so that the collector runs as often per batch as in such a process (default: none, a bare test process)")
+
+// live is what -live-mb keeps live; holdLive makes it once.
+var (
+	live     []byte
+	holdLive = sync.OnceFunc(func() {
+		if *liveFlag > 0 {
+			live = make([]byte, *liveFlag<<20)
+			for i := range live {
+				live[i] = byte(i) // touched, as a live table's pages are
+			}
+		}
+	})
+)
+
 // python returns the python3 that BenchmarkCodec runs, or "" if none
 // imports msgpack's C extension.
 var python = sync.OnceValue(func() string {
@@ -118,7 +133,10 @@ func allocLike(got *EventBatch) []Event {
 // bytes, as py-ns/op and py-MB/s, when a python3 has it (see -python).
 // "floor" allocates what Decode's batch holds, and parses nothing: what
 // Decode costs beyond the reused Decoder's parse is at least this.
+// With -live-mb the process holds that much live memory, as a router
+// does, and its collector runs less often per batch (docs/kvevents.md).
 func BenchmarkCodec(b *testing.B) {
+	holdLive()
 	for _, blocks := range []int{16, 256} {
 		batch := benchBatch(blocks)
 		b.Run(fmt.Sprintf("floor/blocks=%d", blocks), func(b *testing.B) {
