@@ -282,8 +282,8 @@ func (x *Index) Get(id uint64) (Candidate, bool) {
 // math.MaxInt32 sequences. c may list blocks that other held candidates
 // list, as running sequences share a cached prefix, but [Index.Evict]
 // refuses to free such a block. Adding an ID that an earlier Evict took
-// counts a re-prefill. O(log n + b) for b blocks, each counted in a hash
-// table of the held blocks.
+// counts a re-prefill. O(log n + b) for b blocks, each counted by a bit
+// (or, listed twice or numbered far beyond the others, in a hash table).
 func (x *Index) Add(c Candidate) error {
 	if err := x.check(-1, &c); err != nil {
 		return err
