@@ -136,6 +136,9 @@ func allocLike(got *EventBatch) []Event {
 // With -live-mb the process holds that much live memory, as a router
 // does, and its collector runs less often per batch (docs/kvevents.md).
 func BenchmarkCodec(b *testing.B) {
+	if *liveFlag < 0 {
+		b.Fatalf("-live-mb %d: want a size in MiB, 0 or more", *liveFlag)
+	}
 	holdLive()
 	for _, blocks := range []int{16, 256} {
 		batch := benchBatch(blocks)
